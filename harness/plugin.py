@@ -1,1 +1,308 @@
-"""pytest plugin entry point (registered as ``pytest11: harness``)."""
+"""pytest plugin entry point (``pytest11: harness``); disable with ``-p no:harness``.
+
+Thin on purpose: options, markers, lane set-up, collection-time arch gating and fixtures. The numerics
+live in the library modules, the golden and compile-matrix machinery in their own hook modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import pytest
+
+from harness import summary
+from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, parse_arch, set_current_arch
+
+arch_key = pytest.StashKey[Arch]()
+collector_key = pytest.StashKey[summary.Collector]()
+
+_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks")
+
+_MARKERS = (
+    "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
+    "interp_only: runs only on the Triton interpreter lane",
+    "arch(*names): runs only on these exact arch families (sm86 counts as sm80; sm90 is not sm80)",
+    "min_arch(name): runs on this arch or newer of the same kind",
+    "dtype_cases(src=None, fmt=None): restrict the dtype_case fixture (e.g. src=['bf16'], fmt=['e4nv'])",
+    "harness_op(name): the op whose tolerance row the tolerance fixture and golden checks use",
+    "tolerance(**fields): override fields of the resolved tolerance for this test (rtol=, max_ulp=, ...)",
+)
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    group = parser.getgroup("harness", "low-precision kernel harness")
+    group.addoption(
+        "--harness-lane", dest="harness_lane", choices=("auto", "interp", "gpu"), default="auto",
+        help="auto: the GPU if there is one, else the Triton interpreter (sets TRITON_INTERPRET=1); "
+             "interp / gpu: force one",
+    )
+    group.addoption(
+        "--harness-arch", dest="harness_arch", metavar="ARCH", default=os.environ.get(ENV_ARCH) or None,
+        help=f"assume this arch (sm90, sm80, interp, gfx942...) for tolerances and gating instead of "
+             f"detecting it; for compile-only runs (env {ENV_ARCH})",
+    )
+    group.addoption(
+        "--harness-report", dest="harness_report", metavar="PATH", default=None,
+        help="write observed error vs tolerance per op × dtype × arch as JSON to PATH",
+    )
+    group.addoption(
+        "--harness-seed", dest="harness_seed", metavar="N", type=int, default=0,
+        help="base seed mixed into every test's node-id seed (default 0)",
+    )
+    parser.addini(
+        "harness_tolerance_files", type="linelist", default=[],
+        help="globs (relative to rootdir) of TOML files with [[tolerance]] rows",
+    )
+    import importlib.util
+
+    for name in _SUBPLUGINS:
+        # TODO(lead): drop the find_spec guard once both hook modules have landed.
+        if importlib.util.find_spec(name) is not None and not pluginmanager.has_plugin(name):
+            pluginmanager.import_plugin(name)
+
+
+def _choose_lane(config: pytest.Config) -> str:
+    lane = config.getoption("harness_lane")
+    interp_env = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+    if lane == "auto":
+        if interp_env:
+            return "interp"
+        import torch
+
+        return "gpu" if torch.cuda.is_available() else "interp"
+    if lane == "gpu":
+        if interp_env:
+            raise pytest.UsageError("--harness-lane=gpu but TRITON_INTERPRET is set; unset it")
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError("--harness-lane=gpu but torch sees no GPU")
+    return lane
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _MARKERS:
+        config.addinivalue_line("markers", line)
+    lane = _choose_lane(config)
+    if lane == "interp":
+        # Must happen before any kernel module is imported: Triton decides at decoration time.
+        os.environ["TRITON_INTERPRET"] = "1"
+    override = config.getoption("harness_arch")
+    arch = parse_arch(override) if override else detect_arch()
+    set_current_arch(arch)
+    config.stash[arch_key] = arch
+
+    from harness import tolerances
+
+    patterns = config.getini("harness_tolerance_files")
+    if patterns:
+        tolerances.load_globs(patterns, config.rootpath)
+
+    config.stash[collector_key] = summary.activate()
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_XdistReport(config), "harness-xdist-report")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    summary.deactivate()
+    set_current_arch(None)
+    if collector_key in config.stash:
+        del config.stash[collector_key]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    arch = config.stash.get(arch_key, None)
+    if arch is None:
+        return []
+    forced = " (forced by --harness-arch)" if config.getoption("harness_arch") else ""
+    return [f"harness: arch {arch.name} [{arch.kind}]{forced}, "
+            f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '0')}"]
+
+
+# --- collection-time gating -------------------------------------------------------------------------------
+
+def _gate(item: pytest.Item, arch: Arch) -> str | None:
+    if item.get_closest_marker("gpu") and not arch.is_gpu:
+        return f"needs a GPU (running on {arch.name})"
+    if item.get_closest_marker("interp_only") and arch.kind != "interp":
+        return f"interpreter-only (running on {arch.name})"
+    m = item.get_closest_marker("arch")
+    if m is not None:
+        if not m.args:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.arch needs at least one arch name")
+        wanted = [parse_arch(a) for a in m.args]
+        # Exact family on purpose: a kernel built for sm90a (wgmma) does not run on sm100; ">=" would lie.
+        if not any(arch.same_family(w) for w in wanted):
+            names = ", ".join(w.family for w in wanted)
+            return f"needs {names} family (running on {arch.name})"
+    m = item.get_closest_marker("min_arch")
+    if m is not None:
+        if len(m.args) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.min_arch takes exactly one arch name")
+        need = parse_arch(m.args[0])
+        if not arch.at_least(need):
+            return f"needs {need.name}+ (running on {arch.name})"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    arch = config.stash[arch_key]
+    for item in items:
+        reason = _gate(item, arch)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "dtype_case" not in metafunc.fixturenames:
+        return
+    from harness.cases import cases
+
+    m = metafunc.definition.get_closest_marker("dtype_cases")
+    kwargs = dict(m.kwargs) if m else {}
+    if m and m.args:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: dtype_cases takes keywords src= and fmt= only")
+    unknown = set(kwargs) - {"src", "fmt"}
+    if unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: dtype_cases got unknown {sorted(unknown)}")
+    arch = metafunc.config.stash[arch_key]
+    params = []
+    for case, reason in cases(arch, **kwargs):
+        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        params.append(pytest.param(case, id=case.id, marks=marks))
+    metafunc.parametrize("dtype_case", params)
+
+
+# --- fixtures ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def harness_arch(pytestconfig: pytest.Config) -> Arch:
+    """The arch this session runs (or is told to assume) — what tolerances and gating key on."""
+    return pytestconfig.stash[arch_key]
+
+
+@pytest.fixture(scope="session")
+def device(harness_arch: Arch) -> str:
+    """Where kernel tensors live: ``"cuda"`` on a GPU lane (ROCm too), ``"cpu"`` on the interpreter."""
+    return "cuda" if harness_arch.is_gpu else "cpu"
+
+
+def _node_seed(nodeid: str, base: int) -> int:
+    h = hashlib.sha256(f"{base}:{nodeid}".encode()).digest()
+    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """A seed derived from the test's node id: the same under any ``-n``, any order, any lane."""
+    return _node_seed(request.node.nodeid, request.config.getoption("harness_seed"))
+
+
+@pytest.fixture
+def rng(seed: int) -> Any:
+    """A CPU ``torch.Generator`` seeded from ``seed``; draw on CPU then move, so every lane sees one input."""
+    import torch
+
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+class ToleranceResolver:
+    """Resolves the table row for the running test; callable as ``tolerance(op=None, dtype=None)``."""
+
+    def __init__(self, arch: Arch, op: str | None, dtype: str | None, overrides: dict[str, Any]) -> None:
+        self.arch, self.op, self.dtype, self.overrides = arch, op, dtype, overrides
+
+    def __call__(self, op: str | None = None, dtype: Any = None) -> Any:
+        from harness.tolerances import lookup
+
+        op = op or self.op
+        if not op:
+            raise LookupError("tolerance(): no op; pass op=... or mark the test @pytest.mark.harness_op('name')")
+        dtype = dtype if dtype is not None else self.dtype
+        if dtype is None:
+            raise LookupError("tolerance(): no dtype; pass dtype=... (the test has no dtype_case)")
+        tol = lookup(op, dtype, self.arch)
+        return tol.with_(**self.overrides) if self.overrides else tol
+
+    def __repr__(self) -> str:
+        return f"ToleranceResolver(op={self.op!r}, dtype={self.dtype!r}, arch={self.arch.name!r})"
+
+
+def harness_op(node: pytest.Item) -> str | None:
+    m = node.get_closest_marker("harness_op")
+    if m is None:
+        return None
+    if len(m.args) != 1 or not isinstance(m.args[0], str):
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.harness_op takes one op name")
+    return m.args[0]
+
+
+@pytest.fixture
+def tolerance(request: pytest.FixtureRequest, harness_arch: Arch) -> ToleranceResolver:
+    """The tolerance row for this test's op (``harness_op`` marker), dtype case and arch."""
+    node = request.node
+    dtype = None
+    callspec = getattr(node, "callspec", None)
+    if callspec is not None and "dtype_case" in callspec.params:
+        dtype = callspec.params["dtype_case"].id
+    m = node.get_closest_marker("tolerance")
+    overrides = dict(m.kwargs) if m else {}
+    return ToleranceResolver(harness_arch, harness_op(node), dtype, overrides)
+
+
+# --- observation report -----------------------------------------------------------------------------------
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    summary.set_test(item.nodeid, item)
+    try:
+        return (yield)
+    finally:
+        summary.set_test("", None)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    col = config.stash.get(collector_key, None)
+    if col is None:
+        return
+    if hasattr(config, "workerinput"):
+        config.workeroutput["harness_report"] = col.to_dicts()
+        return
+    path = config.getoption("harness_report")
+    if path:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(col.to_json())
+        os.replace(tmp, path)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    col = config.stash.get(collector_key, None)
+    if col is None or hasattr(config, "workerinput"):
+        return
+    rows = col.rows()
+    if not rows:
+        return
+    terminalreporter.write_sep("-", "harness: observed error vs tolerance")
+    for line in summary.render_table(rows):
+        terminalreporter.write_line(line)
+
+
+class _XdistReport:
+    """Controller side of the xdist hand-off: merge each worker's observations as it goes down."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        data = getattr(node, "workeroutput", {}).get("harness_report")
+        col = self.config.stash.get(collector_key, None)
+        if data and col is not None:
+            col.merge(data)
+
+
+__all__ = ["ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op"]

@@ -1,0 +1,196 @@
+"""The architecture model: which lane a test runs on, and what that lane can do.
+
+Tolerances, FP8 support and skip decisions all key on an :class:`Arch`. The Triton interpreter is an arch
+of its own (``interp``) because its numerics differ from every GPU's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Arch",
+    "parse_arch",
+    "detect_arch",
+    "current_arch",
+    "set_current_arch",
+    "supports_format",
+    "ENV_ARCH",
+]
+
+#: Environment variable that overrides detection (same meaning as ``--harness-arch``).
+ENV_ARCH = "HARNESS_ARCH"
+
+# Members that fall back to a family: binaries and numerics of these are shared with the family head.
+# sm89 (Ada) is deliberately its own family: it is the first with FP8 tensor cores, so sm80 rows must not
+# silently apply to it.
+_CUDA_FAMILY = {
+    86: 80, 87: 80,
+    103: 100, 110: 100,
+    121: 120,
+}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One execution lane: ``interp``, ``cpu``, ``smXY`` (CUDA) or ``gfxNNN`` (ROCm)."""
+
+    name: str
+    kind: str
+    capability: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("interp", "cpu", "cuda", "rocm"):
+            raise ValueError(f"Arch.kind must be one of interp, cpu, cuda, rocm; got {self.kind!r}")
+
+    @property
+    def family(self) -> str:
+        if self.kind == "cuda" and self.capability is not None:
+            cc = self.capability[0] * 10 + self.capability[1]
+            head = _CUDA_FAMILY.get(cc, cc)
+            return f"sm{head}"
+        if self.kind == "rocm":
+            # gfx94x (MI300 line) share FP8 (fnuz) behaviour; gfx950 differs (OCP FP8).
+            m = re.fullmatch(r"gfx(9[0-9]|1[0-2][0-9])([0-9a-f])", self.name)
+            if m and m.group(1) == "94":
+                return "gfx942"
+        return self.name
+
+    def chain(self) -> tuple[str, ...]:
+        """Lookup order for tables: exact name, family, kind, then the wildcard."""
+        out: list[str] = []
+        for key in (self.name, self.family, self.kind, "*"):
+            if key not in out:
+                out.append(key)
+        return tuple(out)
+
+    @property
+    def cc(self) -> int | None:
+        """Capability as one number (90 for sm90), or None off CUDA."""
+        return None if self.capability is None else self.capability[0] * 10 + self.capability[1]
+
+    def at_least(self, other: Arch | str) -> bool:
+        """Same kind and at least ``other``'s capability (``min_arch`` semantics)."""
+        o = parse_arch(other) if isinstance(other, str) else other
+        if self.kind != o.kind:
+            return False
+        if self.capability is None or o.capability is None:
+            return self.name == o.name
+        return self.capability >= o.capability
+
+    def same_family(self, other: Arch | str) -> bool:
+        """Exact-family match (``arch`` marker semantics): sm86 matches sm80, sm90 does not."""
+        o = parse_arch(other) if isinstance(other, str) else other
+        return self.kind == o.kind and self.family == o.family
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind in ("cuda", "rocm")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_SM = re.compile(r"(?:sm_?|compute_?)?(\d{2,3})[a-z]?")
+_GFX = re.compile(r"gfx[0-9]{2,3}[0-9a-f]")
+
+
+def parse_arch(spec: str | Arch) -> Arch:
+    """Parse ``"sm90"``, ``"sm_90"``, ``"90"``, ``"sm90a"``, ``"interp"``, ``"cpu"`` or ``"gfx942"``."""
+    if isinstance(spec, Arch):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"arch must be a str or Arch, got {type(spec).__name__}")
+    s = spec.strip().lower()
+    if s in ("interp", "interpreter"):
+        return Arch("interp", "interp")
+    if s == "cpu":
+        return Arch("cpu", "cpu")
+    if _GFX.fullmatch(s):
+        return Arch(s, "rocm")
+    m = _SM.fullmatch(s)
+    if m:
+        cc = int(m.group(1))
+        major, minor = divmod(cc, 10)
+        if major < 3:
+            raise ValueError(f"arch {spec!r}: capability {cc} is not a CUDA architecture")
+        return Arch(f"sm{cc}", "cuda", (major, minor))
+    raise ValueError(
+        f"arch {spec!r} is not understood; expected 'interp', 'cpu', 'smXY' (e.g. 'sm90', 'sm_89', '120') "
+        f"or 'gfxNNN' (e.g. 'gfx942')"
+    )
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def detect_arch() -> Arch:
+    """What this process actually runs on. The interpreter wins over a present GPU: it is what executes."""
+    if _interpreting():
+        return Arch("interp", "interp")
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        return Arch("cpu", "cpu")
+    if torch.cuda.is_available():
+        if getattr(torch.version, "hip", None):
+            gcn = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
+            return Arch(gcn, "rocm")
+        major, minor = torch.cuda.get_device_capability(0)
+        return parse_arch(f"sm{major}{minor}")
+    return Arch("cpu", "cpu")
+
+
+_current: Arch | None = None
+
+
+def set_current_arch(arch: Arch | None) -> None:
+    """Set by the plugin at configure time (honouring overrides); ``None`` returns to detection."""
+    global _current
+    _current = arch
+
+
+def current_arch(config: Any = None) -> Arch:
+    """The session's arch: an override (``--harness-arch`` / ``HARNESS_ARCH``) or what was detected."""
+    if config is not None:
+        opt = config.getoption("harness_arch", default=None)
+        if opt:
+            return parse_arch(opt)
+    if _current is not None:
+        return _current
+    env = os.environ.get(ENV_ARCH)
+    if env:
+        return parse_arch(env)
+    return detect_arch()
+
+
+def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
+    """Whether Triton can produce FP8 format ``fmt`` on ``arch``; the reason is a ready skip message."""
+    a = parse_arch(arch) if isinstance(arch, str) else arch
+    name = getattr(fmt, "name", fmt)
+    if not isinstance(name, str):
+        raise TypeError(f"fmt must be a format name or FP8Format, got {type(fmt).__name__}")
+    if a.kind in ("interp",):
+        if name in ("e4nv", "e5m2", "e4b15"):
+            return True, ""
+        return False, f"{name} is not emulated by the Triton interpreter"
+    if a.kind == "cpu":
+        return False, "no GPU and not interpreting (set TRITON_INTERPRET=1 or run on a GPU)"
+    if a.kind == "cuda":
+        if name == "e4nv" and (a.cc or 0) < 89:
+            return False, f"e4nv needs sm89+ (running on {a.name})"
+        if name in ("e4nv", "e5m2", "e4b15"):
+            return True, ""
+        return False, f"{name} is a ROCm format (running on {a.name})"
+    # ROCm: MI300 (gfx94x) has the fnuz pair; OCP e4nv/e5m2 on gfx950+; no e4b15 lowering.
+    if name in ("e4m3fnuz", "e5m2fnuz"):
+        ok = a.family == "gfx942"
+        return ok, "" if ok else f"{name} needs gfx94x (running on {a.name})"
+    if name in ("e4nv", "e5m2"):
+        ok = a.name >= "gfx950" and a.name.startswith("gfx9")
+        return ok, "" if ok else f"{name} needs gfx950+ on ROCm (running on {a.name})"
+    return False, f"{name} is not supported by Triton on ROCm (running on {a.name})"
