@@ -98,7 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     patterns = config.getini("harness_tolerance_files")
     if patterns:
-        tolerances.load_globs(patterns, config.rootpath)
+        try:
+            tolerances.load_globs(patterns, config.rootpath)
+        except (OSError, ValueError) as e:
+            raise pytest.UsageError(str(e)) from None
 
     config.stash[collector_key] = summary.activate()
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):

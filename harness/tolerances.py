@@ -167,12 +167,16 @@ def load_toml(path: str | os.PathLike[str]) -> int:
 
 
 def load_globs(patterns: Iterable[str], root: str | os.PathLike[str]) -> list[Path]:
-    """Load every file matching the patterns (relative to ``root``); a pattern matching nothing is an error."""
+    """Load every file matching the patterns (relative to ``root``).
+
+    A literal path that does not exist is an error (a typo would silently drop rows); a wildcard pattern
+    may match nothing.
+    """
     loaded = []
     for pat in patterns:
         matches = sorted(glob.glob(os.path.join(os.fspath(root), pat)))
-        if not matches:
-            raise FileNotFoundError(f"harness_tolerance_files: pattern {pat!r} matches no file under {root}")
+        if not matches and not glob.has_magic(pat):
+            raise FileNotFoundError(f"harness_tolerance_files: {pat!r} does not exist under {root}")
         for m in matches:
             load_toml(m)
             loaded.append(Path(m))
