@@ -7,9 +7,11 @@ out=${OUT:-gpu-logs}; mkdir -p "$out"
 what=${1:-all}
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site
+        && export PYTHONPATH=/tmp/site  # tox itself; the test envs see only HARNESS_GPU_SITE_PACKAGES
 fi
 export PYTHONUNBUFFERED=1
+HARNESS_GPU_SITE_PACKAGES=$(python3 -c 'import site; print(":".join(site.getsitepackages()))')
+export HARNESS_GPU_SITE_PACKAGES
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" \
     | tee -a "$out/device.txt"
