@@ -1,0 +1,263 @@
+"""FP8 formats and codecs that reproduce what the hardware (or the Triton interpreter) actually produces.
+
+Why not just ``x.to(torch.float8_e4m3fn)``: a kernel's FP8 cast saturates (torch's does not), Triton's
+``e4b15`` has no torch dtype and rounds ties away from zero, and the Triton interpreter's casts differ from
+every GPU's. ``encode(x, fmt, arch=...)`` is the one place that knows these rules; the H200 tables in
+``golden/`` pin it bit for bit (docs/MEASUREMENTS.md).
+
+Codes are ``torch.uint8`` tensors. :func:`ulp_distance` maps sign-magnitude codes onto ordered integers
+(±0 are equal); NaN, and inf against anything but the same inf, are :data:`ULP_FAR` apart — never "close".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.arch import Arch, parse_arch, supports_format
+
+__all__ = [
+    "FP8Format", "FORMATS", "ULP_FAR", "get_format", "encode", "decode", "ulp_distance", "is_nan_code",
+    "is_inf_code", "as_codes", "upcast_fp32",
+]
+
+#: Distance reported when either side is NaN (or an inf against anything else): beyond any finite distance.
+ULP_FAR = 1 << 16
+
+
+@dataclass(frozen=True)
+class FP8Format:
+    """An 8-bit float layout and how it treats the special codes.
+
+    ``nan_style``: ``fn`` (only S.1111.111 is NaN, no inf), ``ieee`` (e5m2: inf and NaNs), ``fnuz`` (0x80 is
+    the only NaN, no negative zero, no inf), ``none`` (every code finite: Triton's e4b15).
+    ``sat_max`` is where a hardware cast saturates; it differs from ``max_finite`` for e4b15, whose top
+    code 0x7f (1.875) a cast never produces.
+    """
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    bias: int
+    nan_style: str
+    max_finite: float
+    sat_max: float
+    torch_dtype: torch.dtype | None
+    triton_name: str
+
+    def __repr__(self) -> str:
+        return f"FP8Format({self.name}: e{self.exp_bits}m{self.man_bits} bias {self.bias}, {self.nan_style})"
+
+
+FORMATS: dict[str, FP8Format] = {
+    f.name: f
+    for f in (
+        FP8Format("e4nv", 4, 3, 7, "fn", 448.0, 448.0, torch.float8_e4m3fn, "float8e4nv"),
+        FP8Format("e5m2", 5, 2, 15, "ieee", 57344.0, 57344.0, torch.float8_e5m2, "float8e5"),
+        FP8Format("e4b15", 4, 3, 15, "none", 1.875, 1.75, None, "float8e4b15"),
+        FP8Format("e4m3fnuz", 4, 3, 8, "fnuz", 240.0, 240.0, torch.float8_e4m3fnuz, "float8e4b8"),
+        FP8Format("e5m2fnuz", 5, 2, 16, "fnuz", 57344.0, 57344.0, torch.float8_e5m2fnuz, "float8e5b16"),
+    )
+}
+
+_ALIASES = {
+    "e4m3fn": "e4nv", "e4m3": "e4nv", "fp8_e4m3": "e4nv", "float8e4nv": "e4nv", "float8_e4m3fn": "e4nv",
+    "fp8e4nv": "e4nv", "e5": "e5m2", "float8e5": "e5m2", "float8_e5m2": "e5m2", "fp8e5": "e5m2",
+    "fp8_e5m2": "e5m2", "float8e4b15": "e4b15", "fp8e4b15": "e4b15", "float8e4b8": "e4m3fnuz",
+    "float8_e4m3fnuz": "e4m3fnuz", "float8e5b16": "e5m2fnuz", "float8_e5m2fnuz": "e5m2fnuz",
+}
+
+
+def get_format(fmt: str | FP8Format | torch.dtype) -> FP8Format:
+    """Resolve a name, alias, torch float8 dtype or format object."""
+    if isinstance(fmt, FP8Format):
+        return fmt
+    if isinstance(fmt, torch.dtype):
+        for f in FORMATS.values():
+            if f.torch_dtype == fmt:
+                return f
+        raise ValueError(f"fmt: torch dtype {fmt} is not an FP8 format")
+    if isinstance(fmt, str):
+        key = fmt.strip().lower()
+        key = _ALIASES.get(key, key)
+        if key in FORMATS:
+            return FORMATS[key]
+        raise ValueError(f"fmt {fmt!r} is not an FP8 format; expected one of {', '.join(FORMATS)} "
+                         f"(or an alias such as e4m3fn, float8e5)")
+    raise TypeError(f"fmt must be a str, FP8Format or torch float8 dtype, got {type(fmt).__name__}")
+
+
+def as_codes(t: torch.Tensor, name: str = "codes") -> torch.Tensor:
+    """uint8 codes from a uint8 or torch float8 tensor (viewed, not converted)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of uint8 codes or a float8 dtype, got {type(t).__name__}")
+    if t.dtype == torch.uint8:
+        return t
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
+        return t.view(torch.uint8)
+    if t.dtype == torch.int8:
+        return t.view(torch.uint8)
+    raise TypeError(f"{name} must hold FP8 codes (uint8 or a torch float8 dtype), got {t.dtype}")
+
+
+_SRC_OK = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def upcast_fp32(x: torch.Tensor, *, arch: str | Arch | None = None) -> torch.Tensor:
+    """``x.to(tl.float32)`` as ``arch`` computes it: exact on hardware; the interpreter's own converter,
+    which mishandles subnormals and keeps NaN payloads its own way, for ``arch="interp"``."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in _SRC_OK:
+        raise TypeError(f"x must be a float16, bfloat16 or float32 tensor, got {getattr(x, 'dtype', type(x))}")
+    a = parse_arch("sm90") if arch is None else parse_arch(arch)
+    if x.dtype == torch.float32:
+        return x
+    if a.kind != "interp":
+        return x.float()
+    import triton.language as tl
+
+    out = _interp_convert(x, tl.float32)
+    return torch.from_numpy(out.view("int32").reshape(x.shape).copy()).view(torch.float32).to(x.device)
+
+
+def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = None,
+           via: torch.dtype | None = None) -> torch.Tensor:
+    """The codes a Triton ``x.to(<fmt>)`` produces on ``arch`` (default sm90), as uint8, same shape/device.
+
+    Hardware arches: round to nearest even (e4b15: ties away from zero), saturate to ``sat_max`` (inf
+    too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its sign bit for e4b15 (it has no NaN).
+    ``arch="interp"``: the Triton interpreter's own converter, applied to ``x`` in *its* dtype, exactly as
+    the interpreter would — it is not the hardware result.
+    ``via=torch.float32`` models a kernel that upcasts first (``x.to(tl.float32).to(fmt)``, the seed-1 fix):
+    the upcast is done the arch's way (:func:`upcast_fp32`).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _SRC_OK:
+        raise TypeError(f"x must be float16, bfloat16 or float32 (what a kernel casts from), got {x.dtype}")
+    f = get_format(fmt)
+    a = parse_arch("sm90") if arch is None else parse_arch(arch)
+    if via is not None:
+        if via != torch.float32:
+            raise ValueError(f"via must be torch.float32 or None, got {via}")
+        x = upcast_fp32(x, arch=a)
+    if a.kind == "interp":
+        return _encode_interp(x, f)
+    if a.kind == "cpu":
+        raise ValueError("arch 'cpu' runs no kernels; pass the arch whose casts to model (e.g. 'sm90', 'interp')")
+    ok, reason = supports_format(a, f)
+    if not ok:
+        raise ValueError(f"encode(fmt={f.name!r}, arch={a.name!r}): {reason}")
+    xf = x.float()
+    if f.name == "e4b15":
+        return _encode_e4b15(xf, nan_by_sign=x.dtype != torch.float32)
+    sat = xf.clamp(-f.sat_max, f.sat_max)
+    codes = sat.to(f.torch_dtype).view(torch.uint8)
+    if f.nan_style in ("fn", "ieee"):
+        codes = torch.where(torch.isnan(xf), torch.full_like(codes, 0x7F), codes)
+    return codes
+
+
+def _encode_e4b15(xf: torch.Tensor, *, nan_by_sign: bool) -> torch.Tensor:
+    # e4b15 is e4m3fn with the exponent bias moved by 8: scaling by 2^8 is exact in fp32 (an overflow to inf
+    # only happens far beyond the saturation point), so torch's e4m3fn rounding does the work; only the tie
+    # rule differs (Triton's conversion rounds half away from zero) and is fixed up below.
+    y = (xf * 256.0).clamp(-448.0, 448.0)
+    # NaN has no code: from fp16 it saturates by its sign bit, from fp32 always to +1.75 (H200 tables).
+    nan_val = torch.where(torch.signbit(xf), -448.0, 448.0) if nan_by_sign else torch.full_like(y, 448.0)
+    y = torch.where(torch.isnan(xf), nan_val, y)
+    rne = y.to(torch.float8_e4m3fn).view(torch.uint8)
+    mag = (rne & 0x7F).to(torch.int32)
+    lo = _E4M3_MAG.to(y.device)[mag.long()]
+    hi = _E4M3_MAG.to(y.device)[(mag + 1).clamp(max=0x7E).long()]
+    ay = y.abs()
+    tie_down = (ay > lo) & (ay - lo == hi - ay) & (mag < 0x7E)
+    out = torch.where(tie_down, rne + 1, rne)
+    return out.to(torch.uint8)
+
+
+_E4M3_MAG = torch.arange(128, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+
+
+_TL_SRC = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+_INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}
+
+
+def _encode_interp(x: torch.Tensor, f: FP8Format) -> torch.Tensor:
+    import triton.language as tl
+
+    out = _interp_convert(x, getattr(tl, f.triton_name))
+    return torch.from_numpy(out.view("uint8").reshape(x.shape).copy()).to(x.device)
+
+
+def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
+    try:
+        import triton
+        import triton.language as tl
+        from triton._C.libtriton import ir
+        from triton.runtime.interpreter import _convert_float
+    except ImportError as e:  # private API: say exactly what is missing
+        raise RuntimeError(f"encode(arch='interp') needs Triton's interpreter converter "
+                           f"(triton.runtime.interpreter._convert_float): {e}") from None
+    bits = x.detach().contiguous().view(_INT_VIEW[x.dtype]).cpu().numpy()
+    try:
+        return _convert_float(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
+    except Exception as e:
+        raise RuntimeError(f"arch='interp': Triton {triton.__version__}'s interpreter converter "
+                           f"failed for {x.dtype} -> {dst}: {e}") from None
+
+
+def decode(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
+    """float32 values of the codes (NaN codes → NaN, e5m2 inf codes → ±inf)."""
+    c = as_codes(codes)
+    f = get_format(fmt)
+    if f.torch_dtype is not None:
+        return c.view(f.torch_dtype).float()
+    # e4b15: the e4m3fn magnitudes / 256, with 0x7f (NaN in e4m3fn) a plain 1.875.
+    mag = (c & 0x7F).long()
+    table = _E4M3_MAG.clone()
+    table[0x7F] = 480.0
+    v = table.to(c.device)[mag] / 256.0
+    return torch.where((c & 0x80) != 0, -v, v)
+
+
+def is_nan_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
+    c = as_codes(codes)
+    f = get_format(fmt)
+    if f.nan_style == "fn":
+        return (c & 0x7F) == 0x7F
+    if f.nan_style == "ieee":
+        return (c & 0x7F) > 0x7C
+    if f.nan_style == "fnuz":
+        return c == 0x80
+    return torch.zeros_like(c, dtype=torch.bool)
+
+
+def is_inf_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
+    c = as_codes(codes)
+    if get_format(fmt).nan_style == "ieee":
+        return (c & 0x7F) == 0x7C
+    return torch.zeros_like(c, dtype=torch.bool)
+
+
+def _ordered(c: torch.Tensor, f: FP8Format) -> torch.Tensor:
+    mag = (c & 0x7F).to(torch.int32)
+    neg = (c & 0x80) != 0
+    return torch.where(neg, -mag, mag)
+
+
+def ulp_distance(a_codes: torch.Tensor, b_codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
+    """|ordered(a) − ordered(b)| as int32; ±0 are 0 apart; NaN (and inf vs a different code) → ULP_FAR."""
+    a = as_codes(a_codes, "a_codes")
+    b = as_codes(b_codes, "b_codes")
+    if a.shape != b.shape:
+        raise ValueError(f"a_codes and b_codes must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    f = get_format(fmt)
+    d = (_ordered(a, f) - _ordered(b, f)).abs()
+    far = is_nan_code(a, f) | is_nan_code(b, f) | ((is_inf_code(a, f) | is_inf_code(b, f)) & (a != b))
+    return torch.where(far, torch.full_like(d, ULP_FAR), d)
+
+
+def _describe(fmt: Any) -> str:  # used by report messages
+    return get_format(fmt).name
