@@ -89,13 +89,21 @@ def get_format(fmt: str | FP8Format | torch.dtype) -> FP8Format:
     raise TypeError(f"fmt must be a str, FP8Format or torch float8 dtype, got {type(fmt).__name__}")
 
 
-def as_codes(t: torch.Tensor, name: str = "codes") -> torch.Tensor:
-    """uint8 codes from a uint8 or torch float8 tensor (viewed, not converted)."""
+_BY_TORCH_DTYPE: dict[torch.dtype, FP8Format] = {f.torch_dtype: f for f in FORMATS.values() if f.torch_dtype}
+
+
+def as_codes(t: torch.Tensor, fmt: str | FP8Format | None = None, *, name: str = "codes") -> torch.Tensor:
+    """uint8 codes from a uint8 or torch float8 tensor (viewed, not converted).
+
+    With ``fmt``, a torch float8 tensor of another format is an error, not a silent reinterpretation.
+    """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of uint8 codes or a float8 dtype, got {type(t).__name__}")
     if t.dtype == torch.uint8:
         return t
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
+    if t.dtype in _BY_TORCH_DTYPE:
+        if fmt is not None and _BY_TORCH_DTYPE[t.dtype] != get_format(fmt):
+            raise TypeError(f"{name} is {t.dtype} but fmt is {get_format(fmt).name}")
         return t.view(torch.uint8)
     if t.dtype == torch.int8:
         return t.view(torch.uint8)
@@ -249,8 +257,8 @@ def _ordered(c: torch.Tensor, f: FP8Format) -> torch.Tensor:
 
 def ulp_distance(a_codes: torch.Tensor, b_codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
     """|ordered(a) − ordered(b)| as int32; ±0 are 0 apart; NaN (and inf vs a different code) → ULP_FAR."""
-    a = as_codes(a_codes, "a_codes")
-    b = as_codes(b_codes, "b_codes")
+    a = as_codes(a_codes, name="a_codes")
+    b = as_codes(b_codes, name="b_codes")
     if a.shape != b.shape:
         raise ValueError(f"a_codes and b_codes must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     f = get_format(fmt)
