@@ -1,0 +1,355 @@
+"""pytest glue for goldens: options, the ``golden`` fixture, regen failures, the unused-golden report.
+
+Registered by ``harness.plugin`` (``pytest_plugins = ["harness._golden_hooks"]`` or
+``config.pluginmanager.import_plugin``), or alone with ``-p harness._golden_hooks``. Nothing here imports
+torch; :mod:`harness.golden` is loaded on first use of the fixture.
+
+Unused goldens (``--golden-unused=warn|fail``) are judged only on a run of the whole suite, because only
+then is "no test used it" meaningful. A run is whole when: no ``-k``/``-m``/``--lf``/``--sw``/
+``--deselect``/``--ignore``/``--ignore-glob``, nothing was deselected (shards deselect), not
+``--collect-only``, every test path (``testpaths``, else the rootdir) lies inside a path argument (an
+argument with ``::`` covers nothing), no collector was skipped except whole modules, and the session ended
+with tests passed or failed (not interrupted or a usage error). A golden file is then reported when nobody
+checked or loaded it, unless its directory belongs to a selected test that did not pass (failed, skipped,
+never ran: its checks may not have been reached) or to a module skipped at collection. Any other run is
+silent. Under xdist the workers ship their bookkeeping in ``workeroutput``; the controller merges it in
+``pytest_testnodedown`` and decides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_WORKER_KEY = "harness_golden"
+_CHANGES_VERSION = 1
+
+
+class _Run:
+    """Everything one process knows about goldens in this session (plain data, mergeable)."""
+
+    def __init__(self, config: pytest.Config, mode: str, root: Path) -> None:
+        self.config = config
+        self.mode = mode
+        self.root = root
+        self.rootdir = Path(config.rootpath)
+        self._state: Any = None                  # harness.golden.GoldenState, created on first use
+        self.collisions: dict[str, list[str]] = {}
+        self.all_dirs: dict[str, str] = {}       # nodeid -> golden dir, every collected golden test
+        self.items: dict[str, str] = {}          # the same for the selected ones
+        self.deselected = 0
+        self.skipped_modules: set[str] = set()   # module stems skipped at collection
+        self.skipped_dirs: set[str] = set()      # other collectors skipped (disables the unused report)
+        self.passed: set[str] = set()
+        self.not_passed: set[str] = set()
+        self.used: set[str] = set()
+        self.changes: list[dict[str, Any]] = []
+        self.checked = 0
+        self.unused: list[str] = []
+        self.partial: str | None = None
+        self.error: str | None = None
+
+    def state(self) -> Any:
+        if self._state is None:
+            from harness.golden import GoldenState
+
+            self._state = GoldenState(root=self.root, rootdir=self.rootdir, mode=self.mode)
+        return self._state
+
+    def rel(self, path: Path) -> str:
+        p = Path(os.path.abspath(path))
+        try:
+            return p.relative_to(Path(os.path.abspath(self.rootdir))).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    def fold_local(self) -> None:
+        """Move this process's fixture bookkeeping into the mergeable fields (once, at session end)."""
+        s, self._state = self._state, None
+        if s is not None:
+            self.used |= s.used
+            self.changes.extend(s.changes)
+            self.checked += s.checked
+
+    def to_worker(self) -> dict[str, Any]:
+        return {"used": sorted(self.used), "changes": self.changes, "checked": self.checked,
+                "items": self.items, "deselected": self.deselected,
+                "skipped_modules": sorted(self.skipped_modules), "skipped_dirs": sorted(self.skipped_dirs)}
+
+    def merge(self, d: dict[str, Any]) -> None:
+        self.used.update(d.get("used", ()))
+        self.changes.extend(d.get("changes", ()))
+        self.checked += int(d.get("checked", 0))
+        self.items.update(d.get("items", {}))
+        # every worker collects the whole selection, so one worker's count is the session's
+        self.deselected = max(self.deselected, int(d.get("deselected", 0)))
+        self.skipped_modules.update(d.get("skipped_modules", ()))
+        self.skipped_dirs.update(d.get("skipped_dirs", ()))
+
+
+_RUN = pytest.StashKey[_Run]()
+_FIXTURE = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "low-precision kernel harness")
+    group.addoption("--golden-regen", action="store_true", dest="golden_regen", default=False,
+                    help="rewrite the golden files of failing golden checks (those tests still fail)")
+    group.addoption("--golden-regen-all", action="store_true", dest="golden_regen_all", default=False,
+                    help="re-capture every selected golden (written only if changed); checks pass")
+    group.addoption("--golden-unused", dest="golden_unused", choices=("off", "warn", "fail"), default="off",
+                    metavar="off|warn|fail",
+                    help="report golden files no test used (only on a run of the whole suite)")
+    group.addoption("--golden-changes", dest="golden_changes", metavar="PATH", default=None,
+                    help="write the goldens created/rewritten in this run as JSON to PATH")
+    parser.addini("golden_dir", type="string", default="golden",
+                  help="directory of golden files, relative to the rootdir (default: golden)")
+
+
+def _ci_value() -> str | None:
+    v = os.environ.get("CI", "")
+    return None if v.strip().lower() in ("", "0", "false", "no", "off") else v
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    mode = "regen-all" if config.getoption("golden_regen_all") else (
+        "regen" if config.getoption("golden_regen") else "check")
+    ci = _ci_value()
+    if mode != "check" and ci is not None:
+        flag = "--golden-regen-all" if mode == "regen-all" else "--golden-regen"
+        raise pytest.UsageError(
+            f"{flag}: refusing to write golden files because the environment variable CI is set (CI={ci!r}); "
+            f"goldens are captured on a developer machine (python -m harness golden regen) and committed"
+        )
+    raw = config.getini("golden_dir") or "golden"
+    root = Path(raw) if os.path.isabs(raw) else Path(config.rootpath) / raw
+    run = _Run(config, mode, root)
+    config.stash[_RUN] = run
+    config.pluginmanager.register(_Tracker(run), "harness-golden-tracker")
+    if not any(str(line).startswith("harness_op") for line in config.getini("markers")):
+        config.addinivalue_line("markers", "harness_op(name): the op this test checks (tolerances, goldens)")
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_XDistMerge(run), "harness-golden-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in ("harness-golden-xdist", "harness-golden-tracker"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
+    if _RUN in config.stash:
+        del config.stash[_RUN]
+
+
+class _Tracker:
+    """Hooks that need this session's run but get no config (reports, deselection): one per config."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.run.deselected += len(items)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        run = self.run
+        run.items = {i.nodeid: run.all_dirs[i.nodeid] for i in session.items if i.nodeid in run.all_dirs}
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if not report.skipped or not report.nodeid or "::" in report.nodeid:
+            return  # a skipped class holds items of its module; those are judged per item
+        if report.nodeid.endswith(".py"):
+            self.run.skipped_modules.add(Path(report.nodeid).stem)
+        else:
+            self.run.skipped_dirs.add(report.nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and report.passed:
+            self.run.passed.add(report.nodeid)
+        elif report.failed or report.skipped:
+            self.run.not_passed.add(report.nodeid)
+
+
+class _XDistMerge:
+    """Controller side of xdist (registered only when xdist is loaded): collect each worker's report."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+        if data:
+            self.run.merge(data)
+
+
+# ---------------------------------------------------------------------------------------- collection
+
+def _uses_golden(item: pytest.Item) -> bool:
+    return "golden" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every golden test its directory, over all collected tests (before any deselection), and flag
+    directories two tests would share: one owner per file is what keeps xdist workers from racing."""
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    golden_items = [i for i in items if _uses_golden(i)]
+    if not golden_items:
+        return
+    from harness.golden import item_dir_parts
+
+    by_key: dict[str, list[str]] = {}
+    for item in golden_items:
+        d = run.rel(run.root.joinpath(*item_dir_parts(item)))
+        run.all_dirs[item.nodeid] = d
+        by_key.setdefault(d.casefold(), []).append(item.nodeid)
+    for nodeids in by_key.values():
+        if len(nodeids) > 1:
+            for n in nodeids:
+                run.collisions[n] = nodeids
+
+
+# ------------------------------------------------------------------------------------------- fixture
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Any:
+    """Compare tensors with this test's golden files: ``golden.check(name, tensor, fmt=None, tol=None)``;
+    ``golden.load(name, test=None, param=None)`` reads one (also another test's)."""
+    run = request.config.stash.get(_RUN, None)
+    if run is None:
+        raise pytest.UsageError("the golden fixture needs the harness golden plugin (harness._golden_hooks)")
+    node = request.node
+    clash = run.collisions.get(node.nodeid)
+    if clash:
+        pytest.fail(
+            f"golden directory {run.all_dirs[node.nodeid]} would be shared by {len(clash)} tests: "
+            f"{', '.join(clash)}. Each golden file must belong to one test: rename a test or its param ids",
+            pytrace=False,
+        )
+    from harness.golden import Golden
+
+    g = Golden(node, run.state())
+    node.stash[_FIXTURE] = g
+    return g
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """Under ``--golden-regen`` checks rewrite and carry on, so one run regenerates every golden of a test;
+    the test then fails here, once, listing what was rewritten."""
+    try:
+        result = yield
+    except BaseException:
+        g = item.stash.get(_FIXTURE, None)
+        if g is not None and g.regenerated:
+            item.add_report_section("call", "golden", "\n\n".join(g.regenerated))
+        raise
+    g = item.stash.get(_FIXTURE, None)
+    if g is not None and g.regenerated:
+        pytest.fail("\n\n".join(g.regenerated) + "\n(--golden-regen: the test fails so that the new golden "
+                    "is reviewed; it passes on the next run)", pytrace=False)
+    return result
+
+
+# -------------------------------------------------------------------------------------- session end
+
+def _partial_reason(config: pytest.Config, run: _Run) -> str | None:
+    """Why this run is not the whole suite (None when it is)."""
+    opt = config.option
+    for dest, flag in (("keyword", "-k"), ("markexpr", "-m"), ("lf", "--lf"), ("stepwise", "--sw"),
+                       ("deselect", "--deselect"), ("ignore", "--ignore"), ("ignore_glob", "--ignore-glob"),
+                       ("collectonly", "--collect-only")):
+        if getattr(opt, dest, None):
+            return f"{flag} given"
+    if run.deselected:
+        return f"{run.deselected} tests deselected"
+    if run.skipped_dirs:
+        return f"collection skipped in {', '.join(sorted(run.skipped_dirs))}"
+    rootdir = Path(os.path.abspath(config.rootpath))
+    roots = []
+    for pattern in config.getini("testpaths") or []:
+        matches = sorted(rootdir.glob(pattern)) if any(c in pattern for c in "*?[") else [rootdir / pattern]
+        roots.extend(Path(os.path.abspath(m)) for m in matches)
+    roots = roots or [rootdir]
+    inv = Path(config.invocation_params.dir)
+    covering = [Path(os.path.abspath(inv / a)) for a in config.args if "::" not in a]
+    for r in roots:
+        if not any(r == c or c in r.parents for c in covering):
+            return f"test path {r} is not selected"
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    run.fold_local()
+    if hasattr(config, "workerinput"):
+        config.workeroutput[_WORKER_KEY] = run.to_worker()
+        return
+    path = config.getoption("golden_changes")
+    if path:
+        data = {"version": _CHANGES_VERSION, "mode": run.mode, "checked": run.checked,
+                "changes": sorted(run.changes, key=lambda c: c["path"])}
+        Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    if config.getoption("golden_unused") == "off":
+        return
+    if int(exitstatus) not in (int(pytest.ExitCode.OK), int(pytest.ExitCode.TESTS_FAILED)):
+        run.partial = f"session ended with {pytest.ExitCode(int(exitstatus)).name}"
+        return
+    run.partial = _partial_reason(config, run)
+    if run.partial is not None:
+        return
+    run.unused = _unused(run)
+    if run.unused and config.getoption("golden_unused") == "fail" and int(exitstatus) == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _unused(run: _Run) -> list[str]:
+    if not run.root.is_dir():
+        return []
+    passed = run.passed - run.not_passed
+    blocked = {d for n, d in run.items.items() if n not in passed}
+    out = []
+    for p in sorted(run.root.rglob("*.npz")):
+        if not p.is_file():
+            continue
+        rel = run.rel(p)
+        parent = rel.rsplit("/", 1)[0]
+        try:
+            stem = p.relative_to(run.root).parts[0]
+        except (ValueError, IndexError):
+            stem = ""
+        if rel in run.used or parent in blocked or stem in run.skipped_modules:
+            continue
+        out.append(rel)
+    return out
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    run = config.stash.get(_RUN, None)
+    if run is None or hasattr(config, "workerinput"):
+        return
+    tr = terminalreporter
+    if run.changes or run.mode == "regen-all":
+        created = sum(c["action"] == "created" for c in run.changes)
+        tr.write_sep("=", "golden")
+        tr.write_line(f"golden ({run.mode}): {run.checked} checks, {created} created, "
+                      f"{len(run.changes) - created} rewritten")
+        for c in sorted(run.changes, key=lambda c: c["path"]):
+            tr.write_line(f"  {c['action']:<9} {c['path']}  ({c['summary']})")
+    if run.unused:
+        mode = config.getoption("golden_unused")
+        if not run.changes:
+            tr.write_sep("=", "golden")
+        tr.write_line(f"{len(run.unused)} golden file(s) used by no test (--golden-unused={mode}):",
+                      red=mode == "fail", yellow=mode == "warn")
+        for rel in run.unused:
+            tr.write_line(f"  {rel}")

@@ -1,0 +1,293 @@
+"""Tensor and FP8-code comparisons against a :class:`~harness.tolerances.Tolerance`.
+
+Shaped like ``torch.testing._comparison``: the ``check_*`` functions return a :class:`~harness.report.Mismatch`
+record (or None) and never raise on a numeric failure, so other modules (goldens) can wrap the report; only
+the public ``assert_*`` turn the record into an ``AssertionError``, with ``__tracebackhide__`` so pytest
+shows the caller's line. Every check, passing or not, is reported to ``harness.summary.record``.
+
+NaN never passes unless the caller says so (``equal_nan=True`` / ``nan_equal=True``); inf must match
+exactly; FP8 NaN/inf codes never pass a ULP rule (hardware casts saturate, so a special code in a kernel's
+output is a bug, not rounding).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from harness import fp8
+from harness.report import HIST_BINS, MAX_ROWS, Mismatch, Row
+from harness.tolerances import Tolerance
+
+__all__ = [
+    "check_close",
+    "check_fp8",
+    "assert_close_tol",
+    "assert_fp8_close",
+    "assert_fp8_within_one_ulp",
+    "Mismatch",
+]
+
+Msg = str | Callable[[str], str] | None
+_EXPLICIT = "explicit arguments"
+_SHORT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def _arch_name() -> str:
+    try:
+        from harness.arch import current_arch
+    except ImportError:  # TODO(lead): remove once harness.arch is always present
+        return ""
+    return current_arch().name
+
+
+def _record(*, op: str, dtype: str, arch: str, n: int, worst_ulp: int | None, worst_abs: float | None,
+            tol: Any, passed: bool, worst_ratio: float | None = None) -> None:
+    try:
+        from harness import summary
+    except ImportError:  # TODO(lead): remove once harness.summary is always present
+        return
+    summary.record(op=op, dtype=dtype, arch=arch, n=n, worst_ulp=worst_ulp, worst_abs=worst_abs, tol=tol,
+                   passed=passed, worst_ratio=worst_ratio)
+
+
+def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat //= size
+    return tuple(reversed(out)) if shape else ()
+
+
+def _check_tol(tol: Any) -> Tolerance:
+    if not isinstance(tol, Tolerance):
+        raise TypeError(f"tol must be a harness.tolerances.Tolerance, got {type(tol).__name__}")
+    return tol
+
+
+def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, kind: str, **ctx: Any) -> Mismatch | None:
+    if a.shape == e.shape:
+        return None
+    return Mismatch(kind="shape", n=e.numel(), k=e.numel(),
+                    detail=f"The values for attribute 'shape' do not match: {tuple(a.shape)} != {tuple(e.shape)} "
+                           f"(actual vs expected); {kind} checks never broadcast.", **ctx)
+
+
+def _allowed_k(tol: Tolerance, n: int) -> int:
+    """Elements allowed to break the rule: floor(max_mismatch * n) (so 0.1% of 999 elements is 0)."""
+    return math.floor(tol.max_mismatch * n + 1e-9)
+
+
+def _worst_order(primary: torch.Tensor, secondary: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``idx`` reordered by (primary desc, secondary desc), first MAX_ROWS (report order only)."""
+    o2 = torch.sort(secondary[idx], descending=True, stable=True).indices
+    idx = idx[o2]
+    o1 = torch.sort(primary[idx], descending=True, stable=True).indices
+    return idx[o1][:MAX_ROWS]
+
+
+# ------------------------------------------------------------------------------------------ float
+
+def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *, op: str = "", dtype: str = "",
+                equal_nan: bool = False) -> Mismatch | None:
+    """Elementwise ``|actual - expected| <= tol.atol + tol.rtol * |expected|``; None when it holds.
+
+    Both are compared in float64 (a dtype difference is allowed but named in the report). NaN fails unless
+    ``equal_nan`` (then NaN must face NaN); ±inf must face the identical inf. Up to
+    ``floor(tol.max_mismatch * n)`` elements may break the rule.
+    """
+    tol = _check_tol(tol)
+    for name, t in (("actual", actual), ("expected", expected)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype in fp8._BY_TORCH_DTYPE or t.dtype == torch.uint8:
+            raise TypeError(f"{name} has dtype {t.dtype}: compare FP8 codes with assert_fp8_close / "
+                            f"assert_fp8_within_one_ulp")
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    dtype = dtype or _SHORT.get(expected.dtype, str(expected.dtype))
+    arch = _arch_name()
+    ctx = dict(op=op, dtype=dtype, arch=arch, tol=tol)
+    bad_shape = _shape_mismatch(actual, expected, "tensor", **ctx)
+    if bad_shape is not None:
+        _record(op=op, dtype=dtype, arch=arch, n=expected.numel(), worst_ulp=None, worst_abs=None, tol=tol,
+                passed=False)
+        return bad_shape
+    a = actual.detach().to("cpu", torch.float64).reshape(-1)
+    e = expected.detach().to("cpu", torch.float64).reshape(-1)
+    n = e.numel()
+    nan = torch.isnan(a) | torch.isnan(e)
+    inf = (torch.isinf(a) | torch.isinf(e)) & ~nan
+    fin = ~(nan | inf)
+    diff = (a - e).abs()
+    allowed = tol.atol + tol.rtol * e.abs()
+    ok = torch.where(nan, torch.isnan(a) & torch.isnan(e) & equal_nan, torch.where(inf, a == e, diff <= allowed))
+    k = int((~ok).sum())
+    allowed_k = _allowed_k(tol, n)
+    passed = k <= allowed_k
+
+    worst_abs = worst_ratio = None
+    m = Mismatch(kind="float", n=n, k=k, allowed_k=allowed_k, **ctx)
+    if bool(fin.any()):
+        d = torch.where(fin, diff, -1.0)
+        i = int(d.argmax())
+        worst_abs = float(diff[i])
+        m.worst_abs, m.worst_abs_index, m.worst_abs_allowed = worst_abs, _index(i, expected.shape), float(allowed[i])
+        rel = torch.where(e.abs() > 0, diff / e.abs(), torch.where(diff > 0, math.inf, 0.0))
+        rel = torch.where(fin, rel, -1.0)
+        j = int(rel.argmax())
+        m.worst_rel, m.worst_rel_index, m.worst_rel_allowed = float(rel[j]), _index(j, expected.shape), tol.rtol
+        ratio = torch.where(allowed > 0, diff / allowed, torch.where(diff > 0, math.inf, 0.0))
+        worst_ratio = float(ratio[fin].max())
+    if bool(((nan | inf) & ~ok).any()):
+        worst_ratio = math.inf  # a NaN/inf mismatch has no finite error: no headroom
+    _record(op=op, dtype=dtype, arch=arch, n=n, worst_ulp=None, worst_abs=worst_abs, tol=tol, passed=passed,
+            worst_ratio=worst_ratio)
+    if passed:
+        return None
+    bad = (~ok).nonzero().reshape(-1)
+    special = (nan | inf).to(torch.float64)
+    score = torch.where(allowed > 0, diff / allowed, torch.where(diff > 0, math.inf, 0.0))
+    score = torch.nan_to_num(score, nan=math.inf)
+    for i in _worst_order(special, score, bad).tolist():
+        m.rows.append(Row(_index(i, expected.shape), float(a[i]), float(e[i]), float(diff[i]), float(allowed[i])))
+    m.rule = (f"|actual - expected| <= atol + rtol * |expected| (atol={tol.atol:.1e}, rtol={tol.rtol:.1e}); "
+              f"{'NaN must face NaN (equal_nan=True)' if equal_nan else 'NaN never passes'}; inf must match "
+              f"exactly" + (f"; up to {tol.max_mismatch:.2%} of elements may break it" if tol.max_mismatch else ""))
+    if actual.dtype != expected.dtype:
+        m.notes.append(f"Note: dtypes differ (actual {actual.dtype}, expected {expected.dtype}); compared in "
+                       f"float64")
+    if nan.any():
+        m.notes.append(f"NaN: {int(torch.isnan(a).sum())} in actual, {int(torch.isnan(e).sum())} in expected")
+    return m
+
+
+# ------------------------------------------------------------------------------------------ fp8
+
+def _fp8_check(actual: Any, expected: Any, fmt: Any, *, max_ulp: int, floor: float, tol: Tolerance, op: str,
+               dtype: str, nan_equal: bool, rule_prefix: str) -> Mismatch | None:
+    f = fp8.get_format(fmt)
+    a = fp8.as_codes(actual, f, name="actual")
+    e = fp8.as_codes(expected, f, name="expected")
+    if not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and math.isfinite(floor)
+            and floor >= 0):
+        raise ValueError(f"floor must be a finite number >= 0, got {floor!r}")
+    dtype = dtype or f.name
+    arch = _arch_name()
+    ctx = dict(op=op, dtype=dtype, arch=arch, fmt=f.name, tol=tol)
+    bad_shape = _shape_mismatch(a, e, "FP8", **ctx)
+    if bad_shape is not None:
+        _record(op=op, dtype=dtype, arch=arch, n=e.numel(), worst_ulp=None, worst_abs=None, tol=tol, passed=False)
+        return bad_shape
+    shape = e.shape
+    a = a.detach().to("cpu").reshape(-1)
+    e = e.detach().to("cpu").reshape(-1)
+    n = e.numel()
+    ulp = fp8.ulp_distance(a, e, f)
+    va, ve = fp8.decode(a, f).double(), fp8.decode(e, f).double()
+    special = fp8.is_nan_code(a, f) | fp8.is_nan_code(e, f) | fp8.is_inf_code(a, f) | fp8.is_inf_code(e, f)
+    diff = (va - ve).abs()
+    same_sign = (va * ve) >= 0  # a zero counts as either sign
+    ok = ((ulp <= max_ulp) | ((diff <= floor) & same_sign)) & ~special
+    if nan_equal:
+        ok |= fp8.is_nan_code(a, f) & (a == e)
+    k = int((~ok).sum())
+    allowed_k = _allowed_k(tol, n)
+    passed = k <= allowed_k
+
+    m = Mismatch(kind="fp8", n=n, k=k, allowed_k=allowed_k, max_ulp=max_ulp, **ctx)
+    worst_ulp = worst_abs = None
+    if n:
+        i = int(ulp.argmax())
+        worst_ulp, m.worst_ulp, m.worst_ulp_index = int(ulp[i]), int(ulp[i]), _index(i, shape)
+        fin = ~special
+        if bool(fin.any()):
+            j = int(torch.where(fin, diff, -1.0).argmax())
+            worst_abs = float(diff[j])
+            m.worst_abs, m.worst_abs_index = worst_abs, _index(j, shape)
+            m.worst_abs_allowed = float(floor) if floor > 0 else None
+    _record(op=op, dtype=dtype, arch=arch, n=n, worst_ulp=worst_ulp, worst_abs=worst_abs, tol=tol, passed=passed)
+    if passed:
+        return None
+    m.hist = {}
+    for label, lo, hi in HIST_BINS:
+        m.hist[label] = int(((ulp >= lo) & (ulp <= min(hi, 2**31 - 1))).sum())
+    bad = (~ok).nonzero().reshape(-1)
+    for i in _worst_order(ulp.to(torch.float64), torch.nan_to_num(diff, nan=math.inf), bad).tolist():
+        m.rows.append(Row(_index(i, shape), float(va[i]), float(ve[i]), float(diff[i]),
+                          float(floor) if floor > 0 else None, int(a[i]), int(e[i]), int(ulp[i])))
+    rule = rule_prefix
+    if floor > 0:
+        rule += f", or |decoded difference| <= {floor:.3e} with the same sign (a zero has either sign)"
+    rule += "; NaN/inf codes never pass" + (" (identical NaN codes do: nan_equal=True)" if nan_equal else "")
+    if tol.max_mismatch:
+        rule += f"; up to {tol.max_mismatch:.2%} of elements may break it"
+    m.rule = rule
+    return m
+
+
+def check_fp8(actual_codes: Any, expected_codes: Any, fmt: Any, tol: Tolerance, *, op: str = "",
+              dtype: str = "", nan_equal: bool = False) -> Mismatch | None:
+    """FP8 codes within ``tol.max_ulp`` codes (None means 0), or within ``tol.ulp_floor`` in value with the
+    same sign; up to ``floor(tol.max_mismatch * n)`` elements may break that. None when it holds."""
+    tol = _check_tol(tol)
+    max_ulp = 0 if tol.max_ulp is None else tol.max_ulp
+    return _fp8_check(actual_codes, expected_codes, fmt, max_ulp=max_ulp, floor=tol.ulp_floor, tol=tol, op=op,
+                      dtype=dtype, nan_equal=nan_equal, rule_prefix=f"code distance <= {max_ulp} ULP")
+
+
+# ------------------------------------------------------------------------------------------ public
+
+def _raise(m: Mismatch | None, msg: Msg) -> None:
+    if m is not None:
+        m.msg = msg
+        raise m.to_error()
+
+
+def assert_close_tol(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *, op: str = "",
+                     dtype: str = "", msg: Msg = None, equal_nan: bool = False) -> None:
+    """Assert :func:`check_close`. ``msg``: a str becomes the first line; a callable gets the report."""
+    __tracebackhide__ = True
+    _raise(check_close(actual, expected, tol, op=op, dtype=dtype, equal_nan=equal_nan), msg)
+
+
+def assert_fp8_close(actual: Any, expected: Any, fmt: Any, *, max_ulp: int = 0, max_mismatch: float = 0.0,
+                     tol: Tolerance | None = None, op: str = "", dtype: str = "", msg: Msg = None,
+                     nan_equal: bool = False) -> None:
+    """Codes within ``max_ulp`` of each other, except at most a ``max_mismatch`` FRACTION of the elements
+    (``floor(max_mismatch * n)`` of them). With ``tol`` the table row supplies max_ulp, max_mismatch and
+    ulp_floor instead; passing both is ambiguous and refused."""
+    __tracebackhide__ = True
+    if tol is not None:
+        if max_ulp != 0 or max_mismatch != 0.0:
+            raise ValueError("assert_fp8_close: pass either tol= or max_ulp=/max_mismatch=, not both")
+        t = _check_tol(tol)
+    else:
+        t = Tolerance(max_ulp=max_ulp, max_mismatch=max_mismatch, key=_EXPLICIT)  # validates both
+    _raise(check_fp8(actual, expected, fmt, t, op=op, dtype=dtype, nan_equal=nan_equal), msg)
+
+
+def assert_fp8_within_one_ulp(actual: Any, expected: Any, fmt: Any, *, floor: float | None = None,
+                              tol: Tolerance | None = None, op: str = "", dtype: str = "", msg: Msg = None,
+                              nan_equal: bool = False) -> None:
+    """The mixed check: an element passes when its codes are at most 1 apart, or its decoded values differ
+    by at most ``floor`` with the same sign. ``floor`` comes from the argument, else ``tol.ulp_floor``,
+    else 0; ``tol.max_mismatch`` (if any) still applies. A tol whose max_ulp is not 1 is refused."""
+    __tracebackhide__ = True
+    if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool)
+                                  and math.isfinite(floor) and floor >= 0):
+        raise ValueError(f"floor must be a finite number >= 0, got {floor!r}")
+    if tol is not None:
+        _check_tol(tol)
+        if tol.max_ulp not in (None, 1):
+            raise ValueError(f"assert_fp8_within_one_ulp: tol.max_ulp={tol.max_ulp} contradicts the 1-ULP rule; "
+                             f"use assert_fp8_close(tol=...) for other bounds")
+    t = tol if tol is not None else Tolerance(max_ulp=1, ulp_floor=floor or 0.0, key=_EXPLICIT)
+    fl = floor if floor is not None else t.ulp_floor
+    _raise(_fp8_check(actual, expected, fmt, max_ulp=1, floor=fl, tol=t, op=op, dtype=dtype, nan_equal=nan_equal,
+                      rule_prefix="code distance <= 1 ULP"), msg)

@@ -1,0 +1,506 @@
+"""Ahead-of-time compilation of a ``@triton.jit`` kernel for GPU targets this machine does not have.
+
+Why: most low-precision bugs that matter are *compile-time* facts of a target (``fp8e4nv`` is refused
+below sm89; a bf16 → e4b15 cast does not lower anywhere), and ``triton.compile(ASTSource(...),
+target=GPUTarget(...))`` exposes them on a CPU-only box, including under ``TRITON_INTERPRET=1`` (the
+interpreted kernel is rebuilt as a ``JITFunction`` first). Results are cached per process because the
+matrix is the slow part of the CPU lane.
+
+Public API: :data:`DEFAULT_TARGETS`, :func:`parse_target`, :func:`compile_kernel`, :func:`compile_matrix`,
+:func:`assert_compiles`, :func:`assert_compile_error`, :func:`assert_ptx_contains`,
+:func:`assert_ptx_lacks`, :func:`describe_error`, :func:`stats`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+import traceback
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.arch import parse_arch
+
+__all__ = [
+    "DEFAULT_TARGETS",
+    "ROCM_TARGETS",
+    "Target",
+    "Compiled",
+    "parse_target",
+    "target_available",
+    "compile_kernel",
+    "compile_matrix",
+    "assert_compiles",
+    "assert_compile_error",
+    "assert_ptx_contains",
+    "assert_ptx_lacks",
+    "describe_error",
+    "stats",
+    "clear_cache",
+]
+
+#: CUDA targets compiled by default: Turing through Blackwell consumer, one per FP8-relevant step.
+DEFAULT_TARGETS: tuple[str, ...] = ("sm75", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120")
+#: ROCm targets that can be named explicitly (not in the default list: the AMD backend may be absent).
+ROCM_TARGETS: tuple[str, ...] = ("gfx942",)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target: ``sm90`` → ``GPUTarget("cuda", 90, 32)``, ``gfx942`` → ``("hip", "gfx942", 64)``."""
+
+    name: str
+    backend: str
+    arch: int | str
+    warp_size: int
+
+    @property
+    def cc(self) -> int | None:
+        """CUDA capability as one number (90), ``None`` for ROCm."""
+        return self.arch if self.backend == "cuda" else None  # type: ignore[return-value]
+
+    def gpu_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget(self.backend, self.arch, self.warp_size)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_target(spec: str | Target | Any) -> Target:
+    """``"sm90"``, ``"sm_90"``, ``"90"``, ``"gfx942"``, an :class:`~harness.arch.Arch` or a Target."""
+    if isinstance(spec, Target):
+        return spec
+    name = getattr(spec, "name", None) if not isinstance(spec, str) else spec
+    if not isinstance(name, str):
+        raise TypeError(f"target must be a str such as 'sm90' or 'gfx942', got {type(spec).__name__}")
+    try:
+        arch = parse_arch(name)
+    except ValueError:
+        raise ValueError(
+            f"target {spec!r} is not understood; expected 'smXY' (e.g. 'sm90', 'sm_89', '120') or 'gfxNNN' "
+            f"(e.g. 'gfx942')"
+        ) from None
+    if arch.kind == "cuda":
+        return Target(arch.name, "cuda", arch.cc, 32)  # type: ignore[arg-type]
+    if arch.kind == "rocm":
+        return Target(arch.name, "hip", arch.name, 64)
+    raise ValueError(f"target {spec!r}: {arch.name!r} is not a GPU target; expected 'smXY' or 'gfxNNN'")
+
+
+def parse_targets(specs: str | Iterable[Any]) -> tuple[Target, ...]:
+    """A comma-separated string or an iterable of target specs, duplicates dropped, order kept."""
+    if isinstance(specs, str):
+        specs = [s for s in (p.strip() for p in specs.split(",")) if s]
+    out: dict[str, Target] = {}
+    for s in specs:
+        t = parse_target(s)
+        out.setdefault(t.name, t)
+    if not out:
+        raise ValueError("targets: need at least one target, e.g. 'sm80,sm90'")
+    return tuple(out.values())
+
+
+@functools.lru_cache(maxsize=None)
+def target_available(target: Target) -> tuple[bool, str]:
+    """Whether this Triton install has the backend for ``target``; the reason is a ready skip message."""
+    from triton.backends import backends
+
+    wanted = "nvidia" if target.backend == "cuda" else "amd"
+    if wanted not in backends:
+        return False, f"triton {_triton_version()} has no {wanted} backend here (needed for {target.name})"
+    return True, ""
+
+
+def _triton_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One successful compile: the assembly stages by name (``ptx``, ``cubin``, ``amdgcn``...)."""
+
+    target: str
+    name: str
+    asm: Mapping[str, Any] = field(repr=False)
+    seconds: float = 0.0
+    kernel: Any = field(repr=False, compare=False, default=None)
+
+    @property
+    def isa_key(self) -> str:
+        """The readable assembly stage for this target: ``ptx`` (CUDA) or ``amdgcn`` (ROCm)."""
+        return "ptx" if "ptx" in self.asm else "amdgcn"
+
+    @property
+    def ptx(self) -> str:
+        """The PTX text (or AMDGCN on ROCm)."""
+        return str(self.asm[self.isa_key])
+
+
+# --- kernel normalisation ---------------------------------------------------------------------------------
+
+def _jit_class() -> Any:
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction
+
+
+def _interp_class() -> Any:
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - every supported triton has it
+        return ()
+    return InterpretedFunction
+
+
+_CONVERT_LOCK = threading.RLock()
+_CONVERTED: dict[int, tuple[Any, Any]] = {}  # id(python function) -> (function, JITFunction)
+_GLOBALS: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(module globals) -> (original, rebuilt)
+
+
+def _as_jit(fn: Any) -> Any:
+    """A ``JITFunction`` for ``fn``. An ``InterpretedFunction`` (``TRITON_INTERPRET=1``) is rebuilt from its
+    Python function, and so are the ``@triton.jit`` helpers it calls through module globals: the code
+    generator rejects interpreted callees ("Unsupported function referenced"). Helpers reached any other way
+    (a closure, ``module.helper``) are not rebuilt."""
+    JIT = _jit_class()
+    if isinstance(fn, JIT):
+        return fn
+    if isinstance(fn, _interp_class()):
+        with _CONVERT_LOCK:
+            return _jit_for(fn)
+    raise TypeError(
+        f"fn must be a @triton.jit kernel (JITFunction or InterpretedFunction), got {type(fn).__name__}"
+    )
+
+
+def _jit_for(interp: Any) -> Any:
+    pyfn = interp.fn
+    hit = _CONVERTED.get(id(pyfn))
+    if hit is not None:
+        return hit[1]
+    g = pyfn.__globals__
+    new_fn = pyfn
+    if any(isinstance(v, _interp_class()) for v in g.values()):
+        g2 = _rebuilt_globals(g)
+        hit = _CONVERTED.get(id(pyfn))  # converting the module may have reached this very function
+        if hit is not None:
+            return hit[1]
+        new_fn = types.FunctionType(pyfn.__code__, g2, pyfn.__name__, pyfn.__defaults__, pyfn.__closure__)
+        new_fn.__kwdefaults__ = pyfn.__kwdefaults__
+        new_fn.__annotations__ = pyfn.__annotations__  # tl.constexpr lives here
+        new_fn.__dict__.update(pyfn.__dict__)
+        new_fn.__qualname__, new_fn.__module__, new_fn.__doc__ = pyfn.__qualname__, pyfn.__module__, pyfn.__doc__
+    JIT = _jit_class()
+    kwargs = getattr(interp, "kwargs", None) or {}
+    try:
+        jit = JIT(new_fn, **kwargs)
+    except TypeError:  # a jit option this triton's JITFunction does not take
+        jit = JIT(new_fn)
+    _CONVERTED[id(pyfn)] = (pyfn, jit)
+    return jit
+
+
+def _rebuilt_globals(g: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a module's globals with every interpreted kernel replaced by its JITFunction (registered
+    before filling, so mutually referring helpers terminate)."""
+    hit = _GLOBALS.get(id(g))
+    if hit is not None:
+        return hit[1]
+    g2 = dict(g)
+    _GLOBALS[id(g)] = (g, g2)
+    for k, v in g.items():
+        if isinstance(v, _interp_class()):
+            g2[k] = _jit_for(v)
+    return g2
+
+
+# --- signature / constexpr checking -----------------------------------------------------------------------
+
+def _normalise(jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
+               ) -> tuple[dict[str, str], dict[str, Any]]:
+    if not isinstance(signature, Mapping):
+        raise TypeError(f"signature must be a dict of argument name -> type string, got {type(signature).__name__}")
+    constexprs = dict(constexprs or {})
+    names = list(jit.arg_names)
+    is_cexpr = {p.name: bool(p.is_constexpr) for p in jit.params}
+    kernel = jit.__name__
+    unknown = [k for k in list(signature) + list(constexprs) if k not in names]
+    if unknown:
+        raise ValueError(f"{kernel}: unknown argument(s) {sorted(set(unknown))}; the kernel takes {names}")
+    for k, v in signature.items():
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"{kernel}: signature[{k!r}] must be a type string like '*fp16' or 'i32', got {v!r}")
+        if v == "constexpr" and k not in constexprs:
+            raise ValueError(f"{kernel}: signature[{k!r}] is 'constexpr' but constexprs has no value for it")
+    sig: dict[str, str] = {}
+    missing = []
+    for n in names:
+        if n in constexprs:
+            sig[n] = "constexpr"
+        elif n in signature:
+            if is_cexpr.get(n):
+                raise ValueError(f"{kernel}: {n!r} is tl.constexpr; give its value in constexprs=, not a type")
+            sig[n] = signature[n]
+        else:
+            missing.append(n)
+    if missing:
+        raise ValueError(
+            f"{kernel}: no type (signature=) or value (constexprs=) for argument(s) {missing}"
+        )
+    return sig, constexprs
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, value-based cache key for a constexpr value."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return (type(value).__name__, value)
+    return (type(value).__name__, repr(value))
+
+
+# --- compiling ----------------------------------------------------------------------------------------------
+
+@dataclass
+class _Stats:
+    compiles: int = 0
+    failures: int = 0
+    hits: int = 0
+    seconds: float = 0.0
+    slowest: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"compiles": self.compiles, "failures": self.failures, "hits": self.hits,
+                "seconds": round(self.seconds, 4), "slowest": round(self.slowest, 4)}
+
+
+_STATS = _Stats()
+_CACHE: dict[tuple[Any, ...], Compiled | BaseException] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def stats() -> dict[str, float]:
+    """Compiles done in this process (not cache hits), failures among them, cache hits, total and slowest
+    seconds — what the compile-matrix summary line reports."""
+    return _STATS.as_dict()
+
+
+def clear_cache() -> None:
+    """Forget cached results (and the counters), e.g. to time a cold compile."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _STATS.__init__()  # type: ignore[misc]
+
+
+def _compile_cached(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target
+                    ) -> Compiled | BaseException:
+    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _STATS.hits += 1
+            return hit
+    import triton
+    from triton.compiler import ASTSource
+
+    t0 = time.perf_counter()
+    try:
+        ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target())
+        result: Compiled | BaseException = Compiled(
+            target=target.name, name=jit.__name__, asm=dict(ck.asm), seconds=time.perf_counter() - t0, kernel=ck
+        )
+    except Exception as e:  # compile errors are results here, not crashes
+        result = e
+    dt = time.perf_counter() - t0
+    with _CACHE_LOCK:
+        _STATS.compiles += 1
+        _STATS.failures += isinstance(result, BaseException)
+        _STATS.seconds += dt
+        _STATS.slowest = max(_STATS.slowest, dt)
+        _CACHE[key] = result
+    return result
+
+
+def _prepare(fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
+             ) -> tuple[Any, dict[str, str], dict[str, Any]]:
+    jit = _as_jit(fn)
+    sig, consts = _normalise(jit, signature, constexprs)
+    return jit, sig, consts
+
+
+def _check_available(t: Target) -> None:
+    ok, reason = target_available(t)
+    if not ok:
+        raise RuntimeError(reason)
+
+
+def compile_kernel(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
+                   target: str | Target = "sm90") -> Compiled:
+    """Compile ``fn`` for one target; raises the compiler's exception (``CompilationError``...) on failure.
+
+    ``signature`` maps each runtime argument to a Triton type string (``*fp16``, ``*u8``, ``i32``, ``fp32``);
+    constexpr arguments take their value from ``constexprs`` and may be left out of ``signature``.
+    """
+    jit, sig, consts = _prepare(fn, signature, constexprs)
+    t = parse_target(target)
+    _check_available(t)
+    r = _compile_cached(jit, sig, consts, t)
+    if isinstance(r, BaseException):
+        raise r
+    return r
+
+
+def compile_matrix(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
+                   targets: str | Iterable[Any] = DEFAULT_TARGETS) -> dict[str, Compiled | Exception]:
+    """Compile for every target; each entry is the :class:`Compiled` result or the exception it raised.
+
+    Bad arguments (unknown target, wrong signature) raise ``ValueError`` up front, before any compile.
+    """
+    jit, sig, consts = _prepare(fn, signature, constexprs)
+    ts = parse_targets(targets)
+    out: dict[str, Compiled | Exception] = {}
+    for t in ts:
+        ok, reason = target_available(t)
+        out[t.name] = _compile_cached(jit, sig, consts, t) if ok else RuntimeError(reason)  # type: ignore[assignment]
+    return out
+
+
+# --- describing and asserting -----------------------------------------------------------------------------
+
+def describe_error(exc: BaseException) -> str:
+    """The compiler error as one searchable text: type and message, then each chained cause.
+
+    Triton's ``CompilationError`` for a failed ``assert`` inside a lowering helper carries only the source
+    location; the reason is the failing ``assert`` line of the cause, so that line is included
+    (e.g. ``bf16 → e4b15``: ``assert arg.type.scalar.is_fp16() or arg.type.scalar.is_fp32()``).
+    """
+    parts = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        msg = str(e).strip()
+        head = type(e).__name__ + (f": {msg}" if msg else "")
+        if not msg and e.__traceback__ is not None:
+            frames = traceback.extract_tb(e.__traceback__)
+            if frames:
+                f = frames[-1]
+                head += f" (at {f.filename.rsplit('/', 1)[-1]}:{f.lineno}: {(f.line or '').strip()})"
+        parts.append(head)
+        e = e.__cause__ or e.__context__
+    return "\ncaused by ".join(parts)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = describe_error(exc)
+    lines = [ln for ln in text.splitlines() if ln.strip() and ln.strip() != "^"]
+    key = [ln for ln in lines if "not supported" in ln or ln.startswith("caused by") or "Error" in ln]
+    return " | ".join((key or lines)[-2:])[:300]
+
+
+def _targets_arg(target: Any, targets: Any) -> Any:
+    if target is not None and targets is not None:
+        raise ValueError("give target= or targets=, not both")
+    if target is not None:
+        return [target]
+    return DEFAULT_TARGETS if targets is None else targets
+
+
+def assert_compiles(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
+                    target: Any = None, targets: Any = None) -> dict[str, Compiled]:
+    """Compile for each target (default :data:`DEFAULT_TARGETS`); fail listing every target that did not."""
+    __tracebackhide__ = True
+    res = compile_matrix(fn, signature=signature, constexprs=constexprs, targets=_targets_arg(target, targets))
+    bad = {t: r for t, r in res.items() if isinstance(r, BaseException)}
+    if bad:
+        name = getattr(fn, "__name__", "kernel")
+        lines = [f"{name} failed to compile for {len(bad)} / {len(res)} target(s):"]
+        lines += [f"  {t}: {_one_line(e)}" for t, e in bad.items()]
+        raise AssertionError("\n".join(lines))
+    return res  # type: ignore[return-value]
+
+
+def assert_compile_error(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
+                         match: str, target: Any = None, targets: Any = None,
+                         exc_type: type[BaseException] | tuple[type[BaseException], ...] | None = None
+                         ) -> dict[str, BaseException]:
+    """Every target must *refuse* the kernel with an error whose :func:`describe_error` text matches the
+    regex ``match`` (and is an ``exc_type``, default Triton's ``CompilationError``)."""
+    __tracebackhide__ = True
+    if not isinstance(match, str) or not match:
+        raise ValueError("assert_compile_error: match= must be a non-empty regex string")
+    if exc_type is None:
+        from triton.compiler.errors import CompilationError
+
+        exc_type = CompilationError
+    res = compile_matrix(fn, signature=signature, constexprs=constexprs, targets=_targets_arg(target, targets))
+    name = getattr(fn, "__name__", "kernel")
+    problems = []
+    for t, r in res.items():
+        if not isinstance(r, BaseException):
+            problems.append(f"  {t}: compiled, but a compile error matching {match!r} was expected")
+        elif not isinstance(r, exc_type):
+            problems.append(f"  {t}: raised {type(r).__name__}, expected {getattr(exc_type, '__name__', exc_type)}:"
+                            f" {_one_line(r)}")
+        elif not re.search(match, describe_error(r)):
+            problems.append(f"  {t}: error does not match {match!r}: {_one_line(r)}")
+    if problems:
+        raise AssertionError("\n".join([f"{name}: expected compile error on {len(res)} target(s), "
+                                        f"{len(problems)} did not comply:"] + problems))
+    return res  # type: ignore[return-value]
+
+
+_EXCERPT = 20
+
+
+def _excerpt(text: str, pattern: str) -> list[str]:
+    """Instruction lines sharing the pattern's leading opcode word (e.g. every ``cvt`` line)."""
+    m = re.match(r"\\?\.?([A-Za-z_][A-Za-z0-9_]*)", pattern)
+    word = m.group(1) if m else ""
+    lines = [ln.strip() for ln in text.splitlines() if word and word in ln]
+    return lines
+
+
+def _isa(compiled: Compiled, asm: str | None) -> tuple[str, str]:
+    if not isinstance(compiled, Compiled):
+        raise TypeError(f"expected a Compiled result (from compile_kernel), got {type(compiled).__name__}")
+    key = asm or compiled.isa_key
+    if key not in compiled.asm:
+        raise ValueError(f"{compiled.name}@{compiled.target} has no {key!r} stage; it has {sorted(compiled.asm)}")
+    return key, str(compiled.asm[key])
+
+
+def assert_ptx_contains(compiled: Compiled, pattern: str, *, asm: str | None = None) -> None:
+    """The assembly (PTX by default; ``asm="ttgir"``, ``"llir"``...) has a match for regex ``pattern``."""
+    __tracebackhide__ = True
+    key, text = _isa(compiled, asm)
+    if re.search(pattern, text):
+        return
+    ex = _excerpt(text, pattern)
+    more = f" (showing {_EXCERPT} of {len(ex)})" if len(ex) > _EXCERPT else ""
+    body = "\n".join(f"    {ln}" for ln in ex[:_EXCERPT]) or "    (none)"
+    raise AssertionError(
+        f"{compiled.name}@{compiled.target}: no match for {pattern!r} in {key} ({len(text.splitlines())} lines);"
+        f" related lines{more}:\n{body}"
+    )
+
+
+def assert_ptx_lacks(compiled: Compiled, pattern: str, *, asm: str | None = None) -> None:
+    """The assembly has no match for regex ``pattern``; on failure the matching lines are shown."""
+    __tracebackhide__ = True
+    key, text = _isa(compiled, asm)
+    hits = [ln.strip() for ln in text.splitlines() if re.search(pattern, ln)]
+    if not hits:
+        return
+    body = "\n".join(f"    {ln}" for ln in hits[:_EXCERPT])
+    raise AssertionError(
+        f"{compiled.name}@{compiled.target}: {len(hits)} line(s) of {key} match {pattern!r}, expected none:\n{body}"
+    )

@@ -1,0 +1,796 @@
+"""Golden outputs: a kernel's output captured once on a reference GPU, compared on every later run.
+
+Why goldens at all: a torch reference says what a kernel *should* compute; a golden says what it *did*
+compute on the H200 the last time somebody looked. A change in either direction (a compiler upgrade, a
+refactor) then shows up as a diff even when both are still "close" to the reference.
+
+One workflow (pytest-regressions style), in :meth:`Golden.check`:
+
+* no golden file: fail with the exact command that creates it; nothing is written;
+* a golden file: compare; on mismatch fail with the report table and leave the file untouched;
+* ``--golden-regen``: a failing check rewrites its file, and the test still fails ("regenerated");
+* ``--golden-regen-all``: every check re-captures its file (written only when the content changed) and
+  passes; what changed is listed in the terminal summary and in ``--golden-changes=PATH``.
+
+Default tolerance (``tol=None``): on the arch that generated the golden, bit-exact (FP8: zero ULP and the
+same codes); on another arch the tolerance table, op ``golden/<harness_op>`` when the table has a row for
+exactly that op, else the kernel's own op ``<harness_op>`` (which falls back to ``*``); ``harness_op`` is
+``default`` without a ``@pytest.mark.harness_op``. The dtype key is the test's ``dtype_case`` id when it
+has one, else the FP8 format (``e4nv``) or the float dtype (``bf16``). Integer and bool tensors always
+compare exactly. An explicit ``tol=`` wins.
+
+File layout: ``<golden_dir>/<module stem>/<test name>/<param id or "_">/<name>.npz``; ``test name`` has no
+parameters (``Class.method`` inside a class). The file is a plain ``.npz`` (``np.load(...,
+allow_pickle=False)`` reads it) with two members: ``tensor`` (the values; bf16 as its uint16 bits, FP8 as
+uint8 codes) and ``meta`` (UTF-8 JSON as a uint8 array). The zip is written by hand, stored
+(uncompressed) with fixed dates and attributes, so the same tensor gives the same bytes on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Golden",
+    "GoldenError",
+    "GoldenFormatError",
+    "GoldenMissingError",
+    "GoldenState",
+    "read_golden",
+    "write_golden",
+    "encode_golden",
+    "item_dir_parts",
+    "sanitize_component",
+    "validate_name",
+]
+
+#: Bumped whenever the file layout changes; the loader refuses any other version.
+FORMAT_VERSION = 1
+
+_TENSOR_MEMBER = "tensor.npy"
+_META_MEMBER = "meta.npy"
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date zip can store: no timestamps in goldens
+_REQUIRED_META = ("format_version", "name", "dtype", "storage", "shape", "arch", "harness_version")
+
+
+class GoldenError(Exception):
+    """A golden file cannot be used (missing, unreadable, or claimed twice)."""
+
+
+class GoldenMissingError(GoldenError, FileNotFoundError):
+    """The golden file does not exist."""
+
+
+class GoldenFormatError(GoldenError, ValueError):
+    """The golden file exists but is truncated, corrupt, or of another format version."""
+
+
+# --------------------------------------------------------------------------------------------- paths
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_TEST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
+_MAX_COMPONENT = 120
+
+
+def validate_name(name: Any, *, arg: str = "name") -> str:
+    """A golden name is user input: anything that is not a plain file stem is rejected, not rewritten."""
+    if not isinstance(name, str):
+        raise TypeError(f"golden {arg} must be a str, got {type(name).__name__}")
+    if not _NAME_RE.fullmatch(name) or ".." in name or name.endswith("."):
+        raise ValueError(
+            f"golden {arg} {name!r} is not allowed: expected letters, digits, '.', '_' or '-' (starting with "
+            f"a letter or digit, no '..', at most 100 characters), so the file stays inside the golden dir"
+        )
+    return name
+
+
+def sanitize_component(s: str) -> str:
+    """Map a derived path part (param id, test name) to one safe directory name, deterministically.
+
+    Odd characters become ``_``; a leading dot is replaced (no ``.``/``..``/hidden dirs); long ids are
+    cut and suffixed with a hash. Two ids that sanitize alike are caught as a collision at collection.
+    """
+    out = _UNSAFE.sub("_", s)
+    if not out:
+        return "_"
+    if out.startswith("."):
+        out = "_" + out[1:]
+    if len(out) > _MAX_COMPONENT:
+        digest = hashlib.sha256(s.encode("utf-8")).hexdigest()[:16]
+        out = f"{out[:_MAX_COMPONENT - 17]}-{digest}"
+    return out
+
+
+def item_dir_parts(item: Any) -> tuple[str, str, str]:
+    """(module stem, test name, param id or "_") of a pytest item, each already sanitized."""
+    stem = Path(str(item.path)).stem
+    names = []
+    parent = getattr(item, "parent", None)
+    while isinstance(parent, pytest.Class):
+        names.append(parent.name)
+        parent = getattr(parent, "parent", None)
+    test = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
+    full = ".".join([*reversed(names), test])
+    callspec = getattr(item, "callspec", None)
+    param = callspec.id if callspec is not None else "_"
+    return sanitize_component(stem), sanitize_component(full), sanitize_component(param)
+
+
+def _inside(root: Path, path: Path) -> Path:
+    r = Path(os.path.abspath(root))
+    p = Path(os.path.abspath(path))
+    if os.path.commonpath([r, p]) != str(r):
+        raise ValueError(f"golden path {p} escapes the golden dir {r}")
+    return p
+
+
+# ----------------------------------------------------------------------------------------- encoding
+
+_FP8_DTYPES = {
+    name: getattr(torch, attr)
+    for name, attr in (("e4nv", "float8_e4m3fn"), ("e5m2", "float8_e5m2"),
+                       ("e4m3fnuz", "float8_e4m3fnuz"), ("e5m2fnuz", "float8_e5m2fnuz"))
+    if hasattr(torch, attr)
+}
+_FP8_BY_DTYPE = {v: k for k, v in _FP8_DTYPES.items()}
+_FLOATS = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+_INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
+
+
+def _dtype_name(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+def _dtype_from_name(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown torch dtype {name!r}")
+    return dt
+
+
+@dataclass
+class Stored:
+    """A tensor as a golden holds it: CPU, contiguous, with its kind and FP8 format resolved."""
+
+    tensor: torch.Tensor      # original dtype (float8 stays float8), on CPU
+    kind: str                 # "fp8" | "float" | "int"
+    fmt: str | None           # canonical FP8 format name for kind "fp8"
+
+    @property
+    def codes(self) -> torch.Tensor:
+        """FP8 codes as uint8 (kind fp8 only)."""
+        t = self.tensor
+        return t if t.dtype == torch.uint8 else t.view(torch.uint8)
+
+    @property
+    def short_dtype(self) -> str:
+        if self.kind == "fp8":
+            return self.fmt or "fp8"
+        return _FLOATS.get(self.tensor.dtype, _dtype_name(self.tensor.dtype))
+
+    def array(self) -> np.ndarray:
+        t = self.tensor
+        if self.kind == "fp8":
+            arr = self.codes.numpy()
+        elif t.dtype == torch.bfloat16:
+            arr = t.view(torch.int16).numpy().view(np.uint16)
+        else:
+            arr = t.numpy()
+        # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
+        return np.require(arr.astype(arr.dtype.newbyteorder("<"), copy=False), requirements="C")
+
+
+def _canonical_fmt(fmt: Any) -> str:
+    from harness.fp8 import get_format
+
+    return get_format(fmt).name
+
+
+def to_stored(tensor: Any, fmt: Any = None) -> Stored:
+    """Validate ``tensor``/``fmt`` as :meth:`Golden.check` accepts them."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"golden tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_complex() or tensor.is_meta:
+        raise TypeError(f"golden tensor must be a dense real tensor, got layout={tensor.layout} "
+                        f"dtype={tensor.dtype}")
+    t = tensor.detach().to("cpu").contiguous()
+    if t.dtype in _FP8_BY_DTYPE:
+        own = _FP8_BY_DTYPE[t.dtype]
+        if fmt is not None and _canonical_fmt(fmt) != own:
+            raise ValueError(f"golden fmt={fmt!r} contradicts the tensor dtype {t.dtype} (format {own})")
+        return Stored(t, "fp8", own)
+    if fmt is not None:
+        if t.dtype != torch.uint8:
+            raise ValueError(f"golden fmt={fmt!r} needs FP8 codes (uint8 or a torch float8 tensor), "
+                             f"got {t.dtype}")
+        return Stored(t, "fp8", _canonical_fmt(fmt))
+    if t.dtype in _FLOATS:
+        return Stored(t, "float", None)
+    if t.dtype in _INTS:
+        return Stored(t, "int", None)
+    raise TypeError(f"golden tensor dtype {t.dtype} is not supported (float, FP8, integer or bool)")
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, version=(1, 0), allow_pickle=False)
+    return buf.getvalue()
+
+
+def encode_golden(stored: Stored, meta: dict[str, Any]) -> bytes:
+    """The file's bytes. Deterministic: stored zip entries, fixed date and attributes, sorted JSON."""
+    if stored.kind == "float":
+        n_nan = int(torch.isnan(stored.tensor).sum())
+        if n_nan:
+            raise GoldenError(
+                f"golden {meta.get('name')!r}: refusing to store a float tensor with {n_nan} NaN element(s): "
+                f"NaN never compares equal, so the golden could never pass"
+            )
+    arr = stored.array()
+    meta = dict(meta)
+    meta.update(format_version=FORMAT_VERSION, dtype=_dtype_name(stored.tensor.dtype), fmt=stored.fmt,
+                storage=arr.dtype.str, shape=list(arr.shape))
+    meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED, allowZip64=False) as zf:
+        for member, data in ((_TENSOR_MEMBER, _npy_bytes(arr)),
+                             (_META_MEMBER, _npy_bytes(np.frombuffer(meta_bytes, dtype=np.uint8)))):
+            info = zipfile.ZipInfo(member, date_time=_ZIP_DATE)
+            info.compress_type = zipfile.ZIP_STORED
+            info.create_system = 3
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any]) -> bytes:
+    """Atomically replace ``path`` (temp file in the same dir, then ``os.replace``): readers and parallel
+    runs see the old file or the new one, never half of one."""
+    data = encode_golden(stored, meta)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return data
+
+
+def _read_array(zf: zipfile.ZipFile, member: str) -> np.ndarray:
+    return np.lib.format.read_array(io.BytesIO(zf.read(member)), allow_pickle=False)
+
+
+def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Load a golden: ``(tensor, metadata)``. FP8 goldens come back in their torch float8 dtype (or as
+    uint8 codes when they were stored from codes). Raises :class:`GoldenMissingError` or
+    :class:`GoldenFormatError` naming the file and what is wrong with it."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise GoldenMissingError(f"golden file not found: {p}") from None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            names = sorted(zf.namelist())
+            if names != sorted((_META_MEMBER, _TENSOR_MEMBER)):
+                raise ValueError(f"members are {names}, expected {[_META_MEMBER, _TENSOR_MEMBER]}")
+            bad = zf.testzip()
+            if bad is not None:
+                raise ValueError(f"CRC check failed for member {bad}")
+            meta_arr = _read_array(zf, _META_MEMBER)
+            arr = _read_array(zf, _TENSOR_MEMBER)
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError) as e:
+        raise GoldenFormatError(f"golden file {p} is truncated or corrupt ({type(e).__name__}: {e})") \
+            from None
+    try:
+        if meta_arr.dtype != np.uint8 or meta_arr.ndim != 1:
+            raise ValueError("meta member is not a 1-d uint8 array")
+        meta = json.loads(meta_arr.tobytes().decode("utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("meta is not a JSON object")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GoldenFormatError(f"golden file {p}: unreadable metadata ({e})") from None
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise GoldenFormatError(
+            f"golden file {p} has format version {version!r}; this harness reads version {FORMAT_VERSION} "
+            f"(regenerate it)"
+        )
+    missing = [k for k in _REQUIRED_META if k not in meta]
+    if missing:
+        raise GoldenFormatError(f"golden file {p}: metadata lacks {', '.join(missing)}")
+    if arr.dtype.str != meta["storage"] or list(arr.shape) != list(meta["shape"]):
+        raise GoldenFormatError(
+            f"golden file {p}: array is {arr.dtype.str}{list(arr.shape)} but metadata says "
+            f"{meta['storage']}{meta['shape']}"
+        )
+    try:
+        dt = _dtype_from_name(meta["dtype"])
+    except ValueError as e:
+        raise GoldenFormatError(f"golden file {p}: {e}") from None
+    arr = arr.astype(arr.dtype.newbyteorder("="), copy=True)
+    if dt in _FP8_BY_DTYPE:
+        t = torch.from_numpy(arr).view(dt)
+    elif dt == torch.bfloat16:
+        t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(arr)
+    if t.dtype != dt and not (dt in _FP8_BY_DTYPE and t.dtype == dt):
+        raise GoldenFormatError(f"golden file {p}: stored {arr.dtype} does not hold dtype {meta['dtype']}")
+    return t, meta
+
+
+def _stored_from_file(t: torch.Tensor, meta: dict[str, Any]) -> Stored:
+    if meta.get("fmt"):
+        return Stored(t, "fp8", meta["fmt"])
+    return Stored(t, "float" if t.dtype in _FLOATS else "int", None)
+
+
+# ------------------------------------------------------------------------------------------ diffing
+
+def _bits(s: Stored) -> torch.Tensor:
+    t = s.tensor
+    if s.kind == "fp8":
+        return s.codes
+    if t.dtype == torch.bool:
+        return t
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.view(width)
+
+
+def _same_layout(a: Stored, b: Stored) -> str | None:
+    """Why ``a`` cannot be compared element-wise with ``b`` (None when it can)."""
+    if a.kind != b.kind or a.fmt != b.fmt or (a.kind != "fp8" and a.tensor.dtype != b.tensor.dtype):
+        what = lambda s: f"{s.fmt} codes" if s.kind == "fp8" else _dtype_name(s.tensor.dtype)  # noqa: E731
+        return f"dtype: got {what(a)}, golden holds {what(b)}"
+    if tuple(a.tensor.shape) != tuple(b.tensor.shape):
+        return f"shape: got {tuple(a.tensor.shape)}, golden holds {tuple(b.tensor.shape)}"
+    return None
+
+
+@dataclass
+class Diff:
+    """What changed between two stored tensors (for regen reports)."""
+
+    elements: int
+    changed: int
+    worst_ulp: int | None = None
+    worst_abs: float | None = None
+    layout: str | None = None   # set when dtype/shape differ (then every element counts as changed)
+
+    def describe(self) -> str:
+        if self.layout:
+            return f"{self.layout}"
+        s = f"{self.changed} / {self.elements} elements changed"
+        if self.worst_ulp is not None:
+            s += f", worst {self.worst_ulp} ulp"
+        if self.worst_abs is not None:
+            s += f", worst abs change {self.worst_abs:.3g}"
+        return s
+
+
+def diff(new: Stored, old: Stored) -> Diff:
+    n = new.tensor.numel()
+    layout = _same_layout(new, old)
+    if layout:
+        return Diff(n, n, layout=layout)
+    ne = _bits(new) != _bits(old)
+    changed = int(ne.sum())
+    if not changed:
+        return Diff(n, 0)
+    if new.kind == "fp8":
+        from harness.fp8 import decode, ulp_distance
+
+        ulp = ulp_distance(new.codes, old.codes, new.fmt)
+        a, b = decode(new.codes, new.fmt).double(), decode(old.codes, old.fmt).double()
+        worst_ulp = int(ulp[ne].max())  # over changed codes only: an unchanged NaN code is no change
+    else:
+        a, b = new.tensor.double(), old.tensor.double()
+        worst_ulp = None
+    fin = torch.isfinite(a) & torch.isfinite(b) & ne
+    worst_abs = float((a - b).abs()[fin].max()) if bool(fin.any()) else None
+    return Diff(n, changed, worst_ulp, worst_abs)
+
+
+# ------------------------------------------------------------------------------------------ session
+
+def ci_active(environ: Any = None) -> bool:
+    """Whether ``CI`` is set to anything but an explicit false: goldens are never written there."""
+    v = (environ if environ is not None else os.environ).get("CI", "")
+    return v.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+@dataclass
+class GoldenState:
+    """Per-process bookkeeping of one pytest session (plain data, so xdist workers can ship it)."""
+
+    root: Path
+    rootdir: Path
+    mode: str = "check"                                 # "check" | "regen" | "regen-all"
+    used: set[str] = field(default_factory=set)         # golden files checked or loaded (rel. to rootdir)
+    owners: dict[str, str] = field(default_factory=dict)  # checked file -> nodeid
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    checked: int = 0
+    collisions: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> every nodeid sharing its dir
+
+    def rel(self, path: Path) -> str:
+        p = Path(os.path.abspath(path))
+        try:
+            return p.relative_to(Path(os.path.abspath(self.rootdir))).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    def claim(self, path: Path, nodeid: str) -> None:
+        """Each golden file belongs to one test item: that is what keeps parallel writers apart."""
+        rel = self.rel(path)
+        owner = self.owners.setdefault(rel, nodeid)
+        if owner != nodeid:
+            raise GoldenError(f"golden file {rel} is checked by two tests: {owner} and {nodeid}")
+
+
+def _versions() -> dict[str, Any]:
+    import harness
+
+    # Never import triton here: the kernels under test already did, and a plain golden user needs none.
+    triton_v = getattr(sys.modules.get("triton"), "__version__", None)
+    if triton_v is None:
+        for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm"):
+            try:
+                triton_v = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return {"torch_version": torch.__version__, "triton_version": triton_v,
+            "numpy_version": np.__version__, "harness_version": harness.__version__}
+
+
+def _device_name(arch: Any) -> str:
+    if getattr(arch, "kind", None) in ("cuda", "rocm") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.cuda.current_device())
+    if getattr(arch, "kind", None) == "interp":
+        return "triton-interpreter"
+    return "cpu"
+
+
+def _shell_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def regen_command(selection: str) -> str:
+    return f"python -m harness golden regen {_shell_quote(selection)}"
+
+
+def _current_arch(config: Any) -> Any:
+    from harness.arch import current_arch
+
+    return current_arch(config)
+
+
+# ------------------------------------------------------------------------------------------ fixture
+
+class Golden:
+    """The ``golden`` fixture: compare tensors of one test item against its golden files."""
+
+    def __init__(self, item: Any, state: GoldenState) -> None:
+        self._item = item
+        self._state = state
+        self._stem, self._test, self._param = item_dir_parts(item)
+        self._names: set[str] = set()
+        self.regenerated: list[str] = []   # messages of checks that rewrote a golden under --golden-regen
+
+    @property
+    def dir(self) -> Path:
+        """This test item's golden directory."""
+        return _inside(self._state.root, self._state.root / self._stem / self._test / self._param)
+
+    def path(self, name: str) -> Path:
+        """Where the golden ``name`` of this test lives."""
+        return _inside(self._state.root, self.dir / f"{validate_name(name)}.npz")
+
+    # -- public API -------------------------------------------------------------------------------
+
+    def check(self, name: str, tensor: torch.Tensor, *, fmt: Any = None, tol: Any = None) -> None:
+        """Compare ``tensor`` with the golden ``name`` of this test (see the module docstring for rules)."""
+        __tracebackhide__ = True
+        validate_name(name)
+        if tol is not None:
+            from harness.tolerances import Tolerance
+
+            if not isinstance(tol, Tolerance):
+                raise TypeError(f"golden.check: tol must be a harness.tolerances.Tolerance, "
+                                f"got {type(tol).__name__}")
+        obtained = to_stored(tensor, fmt)
+        if tol is not None and obtained.kind == "int":
+            raise ValueError(f"golden.check: tol does not apply to {obtained.tensor.dtype} tensors, which "
+                             f"always compare exactly")
+        if name in self._names:
+            raise GoldenError(f"golden {name!r} is checked twice in {self._item.nodeid}; use distinct names")
+        self._names.add(name)
+        path = self.path(name)
+        rel = self._state.rel(path)
+        self._state.claim(path, self._item.nodeid)
+        self._state.used.add(rel)
+        self._state.checked += 1
+        mode = self._state.mode
+
+        old: Stored | None = None
+        meta: dict[str, Any] = {}
+        problem = unreadable = ""
+        try:
+            t, meta = read_golden(path)
+            old = _stored_from_file(t, meta)
+        except GoldenMissingError:
+            problem = "missing"
+        except GoldenFormatError as e:
+            problem, unreadable = f"unreadable ({e})", str(e)
+        if mode == "check" and problem == "missing":
+            pytest.fail(self._missing_message(name, rel), pytrace=False)
+        if mode == "check" and unreadable:
+            pytest.fail(f"{unreadable}\nTo rewrite it: {regen_command(self._item.nodeid)}", pytrace=False)
+
+        if mode == "regen-all":
+            if old is not None and not self._content_differs(obtained, old, meta):
+                return
+            self._write(path, rel, name, obtained, old, "created" if problem == "missing" else "rewritten",
+                        problem or "regen-all")
+            return
+        if old is None:  # --golden-regen and no usable file
+            change = self._write(path, rel, name, obtained, None,
+                                 "created" if problem == "missing" else "rewritten", problem)
+            self.regenerated.append(
+                f"golden {name!r} regenerated: {rel} ({change['summary']}; was {problem})")
+            return
+        failure = self._compare(name, rel, obtained, old, meta, tol)
+        if failure is None:
+            return
+        if mode == "regen":
+            change = self._write(path, rel, name, obtained, old, "rewritten", "mismatch")
+            self.regenerated.append(f"golden {name!r} regenerated: {rel} ({change['summary']})\n"
+                                    f"previous comparison:\n{failure}")
+            return
+        raise AssertionError(f"{failure}\nTo update it: {regen_command(self._item.nodeid)}  "
+                             f"(or pytest --golden-regen)")
+
+    def load(self, name: str, *, test: str | None = None, param: str | None = None
+             ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Read a golden, by default this test's own; ``test`` names another test (``test_fn``, or
+        ``module_stem::test_fn`` in another module) whose unparametrized golden (``param=None``) or the one
+        of param id ``param`` is read. Returns ``(tensor, metadata)``; missing files raise
+        :class:`GoldenMissingError` with the command that creates them."""
+        validate_name(name)
+        stem, tname, pid = self._stem, self._test, self._param
+        if test is not None:
+            if not isinstance(test, str):
+                raise TypeError(f"golden.load: test must be a str, got {type(test).__name__}")
+            parts = test.split("::")
+            if len(parts) > 2 or not all(_TEST_RE.fullmatch(x) and ".." not in x for x in parts):
+                raise ValueError(f"golden.load: test {test!r} must be 'test_name' or "
+                                 f"'module_stem::test_name' (letters, digits, '_', '.', '-'; no path "
+                                 f"separators or '..')")
+            stem, tname = (parts[0], parts[1]) if len(parts) == 2 else (stem, parts[0])
+            pid = "_"
+        if param is not None:
+            if not isinstance(param, str):
+                raise TypeError(f"golden.load: param must be a str, got {type(param).__name__}")
+            if any(c in param for c in ("/", "\\", "\x00")) or param.startswith("."):
+                raise ValueError(f"golden.load: param {param!r} must be a param id (no '/', '\\', NUL or "
+                                 f"leading '.')")
+            pid = sanitize_component(param)
+        path = _inside(self._state.root, self._state.root / stem / tname / pid / f"{name}.npz")
+        rel = self._state.rel(path)
+        self._state.used.add(rel)
+        try:
+            return read_golden(path)
+        except GoldenMissingError:
+            if test is None:
+                how = regen_command(self._item.nodeid)
+            else:
+                how = f"python -m harness golden regen -k {_shell_quote(tname.split('.')[-1])}"
+            raise GoldenMissingError(f"golden file not found: {rel}\nCreate it with: {how}") from None
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _missing_message(self, name: str, rel: str) -> str:
+        lines = [f"golden {name!r} not found: {rel}"]
+        if ci_active():
+            lines.append("Goldens are never created in CI (CI is set); create it locally and commit it:")
+        else:
+            lines.append("Create it with:")
+        lines.append(f"    {regen_command(self._item.nodeid)}")
+        return "\n".join(lines)
+
+    def _op(self) -> str:
+        m = self._item.get_closest_marker("harness_op")
+        return str(m.args[0]) if m is not None and m.args else "default"
+
+    def _dtype_key(self, obtained: Stored) -> str:
+        case = getattr(self._item, "funcargs", {}).get("dtype_case")
+        case_id = getattr(case, "id", None)
+        return case_id if isinstance(case_id, str) else obtained.short_dtype
+
+    def _meta(self, name: str, obtained: Stored) -> dict[str, Any]:
+        arch = _current_arch(self._item.config)
+        funcargs = getattr(self._item, "funcargs", {})
+        seed = funcargs.get("seed")
+        if seed is None and isinstance(funcargs.get("rng"), torch.Generator):
+            seed = funcargs["rng"].initial_seed()
+        case = getattr(funcargs.get("dtype_case"), "id", None)
+        m = self._item.get_closest_marker("harness_op")
+        return {
+            "name": name,
+            "test": {"module": self._stem, "test": self._test, "param": self._param,
+                     "nodeid": self._item.nodeid},
+            "op": str(m.args[0]) if m is not None and m.args else None,
+            "dtype_case": case if isinstance(case, str) else None,
+            "seed": int(seed) if isinstance(seed, int) else None,
+            "arch": getattr(arch, "name", str(arch)),
+            "device": _device_name(arch),
+            **_versions(),
+        }
+
+    def _content_differs(self, obtained: Stored, old: Stored, old_meta: dict[str, Any]) -> bool:
+        if _same_layout(obtained, old) or bool((_bits(obtained) != _bits(old)).any()):
+            return True
+        new_meta = self._meta(str(old_meta.get("name")), obtained)
+        return any(new_meta.get(k) != old_meta.get(k) for k in ("op", "dtype_case"))
+
+    def _write(self, path: Path, rel: str, name: str, obtained: Stored, old: Stored | None, action: str,
+               reason: str) -> dict[str, Any]:
+        if ci_active():
+            raise GoldenError(f"refusing to write golden {rel}: CI is set (goldens are captured locally)")
+        write_golden(path, obtained, self._meta(name, obtained))
+        d = diff(obtained, old) if old is not None else None
+        n = obtained.tensor.numel()
+        change = {
+            "path": rel, "nodeid": self._item.nodeid, "name": name, "action": action, "reason": reason,
+            "dtype": _dtype_name(obtained.tensor.dtype), "fmt": obtained.fmt,
+            "shape": list(obtained.tensor.shape), "elements": n,
+            "changed": n if d is None else d.changed,
+            "worst_ulp": None if d is None else d.worst_ulp,
+            "worst_abs": None if d is None or d.worst_abs is None or not math.isfinite(d.worst_abs)
+            else d.worst_abs,
+            "layout": None if d is None else d.layout,
+            "summary": f"new, {n} elements" if d is None else d.describe(),
+        }
+        self._state.changes.append(change)
+        return change
+
+    def _tolerance(self, obtained: Stored, meta: dict[str, Any], tol: Any, arch: Any
+                   ) -> tuple[Any, bool, str]:
+        """(tolerance, exact?, why) for this comparison."""
+        from harness.tolerances import Tolerance, lookup
+
+        gen = meta.get("arch")
+        if tol is not None:
+            return tol, False, "explicit tol="
+        if gen == getattr(arch, "name", None):
+            exact = Tolerance(max_ulp=0) if obtained.kind == "fp8" else Tolerance()
+            key = f"golden/exact/{getattr(arch, 'name', arch)}"
+            exact = exact.with_(key=key, note="same arch as the golden: bit-exact")
+            return exact, True, "same arch: bit-exact"
+        op, dtype = self._op(), self._dtype_key(obtained)
+        try:
+            t = lookup(f"golden/{op}", dtype, arch)
+            if t.key.rsplit("/", 2)[0] == f"golden/{op}":
+                return t, False, f"cross-arch ({gen} -> {arch.name})"
+            return lookup(op, dtype, arch), False, f"cross-arch ({gen} -> {arch.name})"
+        except KeyError as e:
+            raise GoldenError(
+                f"golden was generated on {gen}, running on {arch.name}, and the tolerance table has no row "
+                f"for it: add op 'golden/{op}' (or '{op}') dtype {dtype!r} arch {arch.name!r}, or pass tol=. "
+                f"{e.args[0] if e.args else e}"
+            ) from None
+
+    def _compare(self, name: str, rel: str, obtained: Stored, old: Stored, meta: dict[str, Any],
+                 tol: Any) -> str | None:
+        """None when ``obtained`` matches the golden, else the full failure message."""
+        arch = _current_arch(self._item.config)
+        head = (f"golden {name!r} does not match {rel}\n"
+                f"  golden: generated on {meta.get('arch')} ({meta.get('device')}), torch "
+                f"{meta.get('torch_version')}, triton {meta.get('triton_version')}; running on "
+                f"{getattr(arch, 'name', arch)}")
+        layout = _same_layout(obtained, old)
+        if layout:
+            return f"{head}\n  {layout}"
+        same_bits = not bool((_bits(obtained) != _bits(old)).any())
+        op, dtype = f"golden/{self._op()}", self._dtype_key(obtained)
+        if obtained.kind == "int":
+            from harness import summary
+            from harness.tolerances import Tolerance
+
+            n_bad = int((obtained.tensor != old.tensor).sum())
+            summary.record(op=op, dtype=dtype, arch=arch, n=obtained.tensor.numel(),
+                           tol=Tolerance(key="golden/exact/integer"),
+                           passed=same_bits, worst_abs=_int_worst(obtained, old))
+            if same_bits:
+                return None
+            return (f"{head}\n  tolerance: exact (integer/bool tensors)\n"
+                    f"{_int_mismatch(obtained, old, n_bad)}")
+        t, exact, why = self._tolerance(obtained, meta, tol, arch)
+        # Always run the comparison, even when the bits are equal: it records the observation that the
+        # session table (harness.summary) shows per op x dtype x arch.
+        from harness import compare
+
+        if obtained.kind == "fp8":
+            # nan_equal: a golden records codes, and a NaN code it recorded must face a NaN code
+            m = compare.check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype, nan_equal=True)
+        else:
+            m = compare.check_close(obtained.tensor, old.tensor, t, op=op, dtype=dtype)
+        head += f"\n  tolerance: {t!r} ({why})"
+        if m is not None:
+            return f"{head}\n{_mismatch_text(m)}"
+        if exact and not same_bits:
+            n = int((_bits(obtained) != _bits(old)).sum())
+            return (f"{head}\n  {n} / {obtained.tensor.numel()} elements are equal in value but differ in "
+                    f"bits (signed zero or NaN payload); bit-exact is required on the generating arch")
+        return None
+
+
+def _mismatch_text(m: Any) -> str:
+    """The report text of a ``harness.compare`` Mismatch record."""
+    from harness import report
+
+    fmt = getattr(report, "format_mismatch", None)
+    if callable(fmt):
+        return fmt(m)
+    for attr in ("message", "msg", "text"):
+        v = getattr(m, attr, None)
+        if isinstance(v, str):
+            return v
+        if callable(v):
+            return str(v())
+    return str(m)
+
+
+_INT_ROWS = 10
+
+
+def _int_worst(a: Stored, b: Stored) -> float | None:
+    if a.tensor.numel() == 0:
+        return None
+    if a.tensor.dtype == torch.bool:
+        return float((a.tensor != b.tensor).any())
+    return float((a.tensor.to(torch.float64) - b.tensor.to(torch.float64)).abs().max())
+
+
+def _int_mismatch(a: Stored, b: Stored, k: int) -> str:
+    ne = a.tensor != b.tensor
+    n = a.tensor.numel()
+    lines = [f"  Mismatched elements: {k} / {n} ({k / n:.1%})", "  index  obtained  expected"]
+    idx = ne.nonzero()
+    for row in idx[:_INT_ROWS].tolist():
+        at = tuple(row)
+        lines.append(f"  {at}  {a.tensor[at].item()}  {b.tensor[at].item()}")
+    if k > _INT_ROWS:
+        lines.append(f"  ... {k - _INT_ROWS} more")
+    return "\n".join(lines)

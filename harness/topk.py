@@ -1,0 +1,377 @@
+"""Top-k selections compared as multisets of reference scores, not as index lists.
+
+Why: with low-precision scores, ties and near-ties are common, so two correct kernels may return the same
+columns in another order, or even a different column among equally good ones. Comparing indices (sorted
+or not) makes such tests flaky. What must hold instead: the selection is structurally valid, the
+reference scores it picked are the best ones within the tolerance, and nothing clearly better was left
+out.
+
+Checks per row, in this order (the first failing row and check is reported):
+
+1. ``range``     every non-pad index satisfies ``0 <= idx < visible[r]``;
+2. ``duplicate`` no index appears twice;
+3. ``padding``   ``pad`` entries only trail the real ones;
+4. ``count``     exactly ``min(k, visible[r])`` real entries;
+5. ``nan``       no NaN among the reference scores of the visible columns (NaN never passes);
+6. ``values``    sorted reference scores at the selection == sorted reference scores of the reference
+                 selection, within ``tol`` (``atol + rtol * |expected|``);
+7. ``missing``   every visible column whose reference score exceeds the k-th reference score by more
+                 than the tolerance is selected.
+
+The message is built from an internal record and raised once at the public boundary, as in
+``harness.compare``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness.tolerances import Tolerance
+
+__all__ = ["assert_topk_multiset_equal", "check_topk_multiset_equal", "TopkMismatch"]
+
+#: Rows of the offending-index table in a failure message (like ndarrays_regression's THRESHOLD).
+MAX_SHOWN = 20
+
+_CHECK_TEXT = {
+    "shape": "selection has the wrong shape",
+    "range": "index outside [0, visible)",
+    "duplicate": "index selected more than once",
+    "padding": "pad entry before a real entry (padding must trail)",
+    "count": "wrong number of real entries (expected min(k, visible))",
+    "nan": "NaN reference score among the visible columns (NaN never passes)",
+    "values": "selected reference scores differ from the reference top-k beyond the tolerance",
+    "missing": "column clear of the k-th reference score by more than the tolerance is not selected",
+}
+
+
+@dataclass
+class TopkMismatch:
+    """What failed, as data; ``to_message`` renders it (only the public assert raises)."""
+
+    row: int
+    rows: int
+    rows_failed: int
+    check: str
+    detail: str
+    entries: list[tuple[int, float | None, float | None]] = field(
+        default_factory=list
+    )  # (index, score, want)
+    k: int = 0
+    visible: int = 0
+    kth: float | None = None
+    allowed: float | None = None
+    tol: str = ""
+
+    def to_message(self) -> str:
+        pct = 100.0 * self.rows_failed / max(self.rows, 1)
+        lines = [
+            "Top-k selections are not equivalent!",
+            f"Rows failing: {self.rows_failed} / {self.rows} ({pct:.1f}%); first: row {self.row}.",
+            f"Row {self.row} failed check '{self.check}': {_CHECK_TEXT[self.check]}.",
+        ]
+        if self.detail:
+            lines.append(self.detail)
+        if self.entries:
+            has_want = any(w is not None for _, _, w in self.entries)
+            head = f"{'index':>8}  {'ref score':>12}" + (f"  {'expected':>12}" if has_want else "")
+            lines.append(head)
+            for idx, s, w in self.entries[:MAX_SHOWN]:
+                line = f"{idx:>8}  {_num(s):>12}" + (f"  {_num(w):>12}" if has_want else "")
+                lines.append(line)
+            if len(self.entries) > MAX_SHOWN:
+                lines.append(f"... {len(self.entries) - MAX_SHOWN} more")
+        lines.append(f"k={self.k}, visible={self.visible}, k-th reference score: {_num(self.kth)}")
+        allowed = f", allowed {_num(self.allowed)} at the k-th score" if self.allowed is not None else ""
+        lines.append(f"tolerance: {self.tol}{allowed}")
+        return "\n".join(lines)
+
+
+def _num(v: float | None) -> str:
+    # Local formatter: harness.report had no shared number helper when this was written (same %.3g style).
+    # TODO(qsa): switch to harness.report's helper once it exposes one.
+    if v is None:
+        return "-"
+    return f"{v:.6g}"
+
+
+def _as_tol(tol: Tolerance | float) -> Tolerance:
+    if isinstance(tol, Tolerance):
+        return tol
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)):
+        raise TypeError(
+            f"tol must be a harness.tolerances.Tolerance or a float atol, got {type(tol).__name__}"
+        )
+    return Tolerance(atol=float(tol))
+
+
+def _visible_vector(visible: Any, rows: int, n: int, device: torch.device) -> torch.Tensor:
+    if visible is None:
+        return torch.full((rows,), n, dtype=torch.long, device=device)
+    if isinstance(visible, int) and not isinstance(visible, bool):
+        v = torch.full((rows,), visible, dtype=torch.long, device=device)
+    elif isinstance(visible, torch.Tensor):
+        if visible.dtype.is_floating_point or visible.dtype == torch.bool or visible.shape != (rows,):
+            raise ValueError(
+                f"visible must be an int or an integer tensor of shape ({rows},), "
+                f"got {visible.dtype} {tuple(visible.shape)}"
+            )
+        v = visible.to(device=device, dtype=torch.long)
+    else:
+        raise TypeError(f"visible must be None, an int or an integer tensor, got {type(visible).__name__}")
+    if v.numel() and (int(v.min()) < 0 or int(v.max()) > n):
+        raise ValueError(
+            f"visible must lie in [0, {n}] (the width of ref_scores), got range "
+            f"[{int(v.min())}, {int(v.max())}]"
+        )
+    return v
+
+
+def check_topk_multiset_equal(
+    indices: torch.Tensor,
+    ref_scores: torch.Tensor,
+    *,
+    k: int,
+    visible: Any = None,
+    ref_indices: torch.Tensor | None = None,
+    tol: Tolerance | float = 0.0,
+    pad: int = -1,
+) -> tuple[TopkMismatch | None, dict[str, Any]]:
+    """The comparison without raising: ``(mismatch or None, stats)``; stats feed the session summary."""
+    tol_ = _as_tol(tol)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an int >= 1, got {k!r}")
+    if not isinstance(ref_scores, torch.Tensor) or not ref_scores.dtype.is_floating_point:
+        raise TypeError("ref_scores must be a floating-point tensor [rows, columns]")
+    if (
+        not isinstance(indices, torch.Tensor)
+        or indices.dtype.is_floating_point
+        or indices.dtype == torch.bool
+    ):
+        raise TypeError("indices must be an integer tensor [rows, k]")
+    if ref_scores.dim() == 1:
+        ref_scores = ref_scores[None]
+    if indices.dim() == 1:
+        indices = indices[None]
+    if ref_scores.dim() != 2:
+        raise ValueError(f"ref_scores must be [rows, columns], got shape {tuple(ref_scores.shape)}")
+    rows, n = ref_scores.shape
+    tol_s = repr(tol_)
+    stats: dict[str, Any] = {"n": rows, "worst_abs": 0.0, "worst_ratio": 0.0}
+    if indices.dim() != 2 or indices.shape != (rows, k):
+        return TopkMismatch(
+            row=0,
+            rows=rows,
+            rows_failed=rows,
+            check="shape",
+            detail=f"got {tuple(indices.shape)}, expected ({rows}, {k})",
+            k=k,
+            tol=tol_s,
+        ), stats
+
+    cpu = torch.device("cpu")
+    idx = indices.to(cpu, torch.long)
+    ref = ref_scores.detach().to(cpu, torch.float64)
+    vis = _visible_vector(visible, rows, n, cpu)
+    if n == 0:  # no candidate at all: a padding column keeps the gathers below well-defined
+        ref = torch.full((rows, 1), -torch.inf, dtype=torch.float64)
+        n = 1
+    n_exp = torch.clamp(vis, max=k)
+    pos = torch.arange(k)[None, :]
+    is_pad = idx == pad
+    real = ~is_pad
+
+    # Reference selection: given, or top-k of the scores with invisible columns masked out.
+    if ref_indices is not None:
+        if not isinstance(ref_indices, torch.Tensor) or ref_indices.dtype.is_floating_point:
+            raise TypeError("ref_indices must be an integer tensor [rows, k]")
+        ridx = ref_indices.to(cpu, torch.long)
+        if ridx.dim() == 1:
+            ridx = ridx[None]
+        if ridx.shape != (rows, k):
+            raise ValueError(f"ref_indices must be [{rows}, {k}], got {tuple(ref_indices.shape)}")
+        rreal = ridx != pad
+        if bool((rreal & ((ridx < 0) | (ridx >= vis[:, None]))).any()):
+            raise ValueError("ref_indices has an entry outside [0, visible) that is not the pad value")
+        if not torch.equal(rreal.sum(1), n_exp):
+            raise ValueError("ref_indices must hold exactly min(k, visible) real entries per row")
+        want = torch.where(rreal, ref.gather(1, torch.where(rreal, ridx, 0)), -torch.inf)
+        want = want.sort(dim=1, descending=True).values
+    else:
+        masked = torch.where(torch.arange(n)[None, :] < vis[:, None], ref, -torch.inf)
+        kk = min(k, n)
+        want = torch.full((rows, k), -torch.inf, dtype=torch.float64)
+        if kk:
+            want[:, :kk] = torch.topk(masked.nan_to_num(nan=torch.inf), kk, dim=1).values
+        want = torch.where(pos < n_exp[:, None], want, -torch.inf)
+
+    bad: dict[str, torch.Tensor] = {}
+    out_of_range = real & ((idx < 0) | (idx >= vis[:, None]))
+    bad["range"] = out_of_range
+    srt, order = idx.masked_fill(is_pad, pad).sort(dim=1)
+    dup_sorted = torch.zeros_like(is_pad)
+    if k > 1:
+        same = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] != pad)
+        dup_sorted[:, 1:] = same
+    dup = torch.zeros_like(is_pad).scatter(1, order, dup_sorted)
+    bad["duplicate"] = dup
+    bad["padding"] = real & (torch.cumsum(is_pad.long(), dim=1) > 0)
+    count_bad = real.sum(1) != n_exp
+    bad["count"] = count_bad[:, None] & torch.ones_like(is_pad)
+
+    vis_mask = torch.arange(n)[None, :] < vis[:, None]
+    nan_cols = torch.isnan(ref) & vis_mask
+
+    safe = torch.where(real & ~out_of_range, idx, 0)
+    got_vals = torch.where(real & ~out_of_range, ref.gather(1, safe), -torch.inf)
+    got = got_vals.sort(dim=1, descending=True).values
+    live = pos < n_exp[:, None]
+    diff = (got - want).abs()
+    allowed_v = tol_.atol + tol_.rtol * want.abs()
+    val_ok = (got == want) | (diff <= allowed_v)
+    val_bad = live & ~val_ok
+
+    kth = torch.where(n_exp > 0, want.gather(1, (n_exp - 1).clamp(min=0)[:, None])[:, 0], torch.inf)
+    kth_allowed = tol_.atol + tol_.rtol * kth.abs()
+    selected = torch.zeros(rows, n + 1, dtype=torch.bool)
+    sel_cols = torch.where(real & ~out_of_range, idx, n)
+    selected.scatter_(1, sel_cols, True)
+    selected = selected[:, :n]
+    must = vis_mask & (ref > (kth + kth_allowed)[:, None]) & ~selected
+    must_bad = must.any(1)
+
+    finite_live = live & torch.isfinite(diff)
+    if bool(finite_live.any()):
+        stats["worst_abs"] = float(diff[finite_live].max())
+        with torch.no_grad():
+            ratio = diff / torch.where(
+                allowed_v > 0, allowed_v, torch.tensor(torch.finfo(torch.float64).tiny)
+            )
+        ratio = torch.where(finite_live & (diff > 0), ratio, torch.zeros_like(ratio))
+        stats["worst_ratio"] = float(ratio.max())
+
+    row_fail = {name: m.any(1) for name, m in bad.items()}
+    row_fail["nan"] = nan_cols.any(1)
+    row_fail["values"] = val_bad.any(1)
+    row_fail["missing"] = must_bad
+    # Structural failures make the value checks meaningless; only report those for structurally fine rows.
+    any_fail = torch.zeros(rows, dtype=torch.bool)
+    for m in row_fail.values():
+        any_fail |= m
+    if not bool(any_fail.any()):
+        return None, stats
+    if bool(torch.isnan(diff[live]).any()) or bool(nan_cols.any()):
+        stats["worst_abs"] = float("nan")
+        stats["worst_ratio"] = float("nan")
+
+    r = int(any_fail.nonzero()[0, 0])
+    check = next(
+        name
+        for name in ("range", "duplicate", "padding", "count", "nan", "values", "missing")
+        if bool(row_fail[name][r])
+    )
+    v = int(vis[r])
+    kth_r = float(kth[r]) if int(n_exp[r]) > 0 else None
+    allowed_r = float(kth_allowed[r]) if kth_r is not None else None
+
+    def score(c: int) -> float | None:
+        return float(ref[r, c]) if 0 <= c < n else None
+
+    entries: list[tuple[int, float | None, float | None]] = []
+    detail = ""
+    if check in ("range", "duplicate", "padding"):
+        cols = idx[r][bad[check][r]].tolist()
+        entries = [(c, score(c), None) for c in cols]
+        detail = f"selection row: {idx[r].tolist()}"
+    elif check == "count":
+        detail = (
+            f"{int(real[r].sum())} real entries, expected {int(n_exp[r])} = min(k={k}, "
+            f"visible={v}); selection row: {idx[r].tolist()}"
+        )
+    elif check == "nan":
+        cols = nan_cols[r].nonzero()[:, 0].tolist()
+        entries = [(c, score(c), None) for c in cols]
+    elif check == "values":
+        bad_pos = val_bad[r].nonzero()[:, 0].tolist()
+        p0 = bad_pos[0]
+        detail = (
+            f"{len(bad_pos)} of {int(n_exp[r])} sorted scores differ; worst |diff| "
+            f"{_num(float(diff[r][val_bad[r]].max()))} (first at rank {p0}: got {_num(float(got[r, p0]))}, "
+            f"expected {_num(float(want[r, p0]))}, allowed {_num(float(allowed_v[r, p0]))}). "
+            "Selected indices with their reference scores:"
+        )
+        order_r = got_vals[r].argsort(descending=True)
+        entries = [
+            (int(idx[r, j]), float(got_vals[r, j]), float(want[r, i]))
+            for i, j in enumerate(order_r.tolist())
+            if i < int(n_exp[r])
+        ]
+    elif check == "missing":
+        cols = must[r].nonzero()[:, 0]
+        cols = cols[ref[r, cols].argsort(descending=True)].tolist()
+        entries = [(c, score(c), None) for c in cols]
+        detail = f"selection row: {idx[r].tolist()}; not selected but required:"
+    return TopkMismatch(
+        row=r,
+        rows=rows,
+        rows_failed=int(any_fail.sum()),
+        check=check,
+        detail=detail,
+        entries=entries,
+        k=k,
+        visible=v,
+        kth=kth_r,
+        allowed=allowed_r,
+        tol=tol_s,
+    ), stats
+
+
+def assert_topk_multiset_equal(
+    indices: torch.Tensor,
+    ref_scores: torch.Tensor,
+    *,
+    k: int,
+    visible: Any = None,
+    ref_indices: torch.Tensor | None = None,
+    tol: Tolerance | float = 0.0,
+    pad: int = -1,
+    op: str = "topk",
+    dtype: str = "",
+    msg: str | None = None,
+) -> None:
+    """Assert each row of ``indices`` [rows, k] is a valid top-k of ``ref_scores`` [rows, columns].
+
+    ``visible`` (int or [rows] tensor, default all columns) limits the candidates of each row; rows with
+    fewer than ``k`` visible columns carry ``pad`` as trailing padding. ``tol`` is a table ``Tolerance``
+    (atol + rtol·|x|) or a float atol. ``op``/``dtype`` label the session-summary observation (extension
+    of the DESIGN.md signature; keyword-only).
+    """
+    __tracebackhide__ = True
+    mismatch, stats = check_topk_multiset_equal(
+        indices, ref_scores, k=k, visible=visible, ref_indices=ref_indices, tol=tol, pad=pad
+    )
+    _record(op, dtype, stats, tol, mismatch is None)
+    if mismatch is not None:
+        text = mismatch.to_message()
+        raise AssertionError(f"{msg}\n{text}" if msg else text)
+
+
+def _record(op: str, dtype: str, stats: dict[str, Any], tol: Any, passed: bool) -> None:
+    try:
+        from harness import summary
+        from harness.arch import current_arch
+    except ImportError:  # pragma: no cover - TODO(qsa): drop once harness.summary is always present
+        return
+    summary.record(
+        op=op,
+        dtype=dtype or "-",
+        arch=current_arch(),
+        n=stats["n"],
+        worst_abs=stats["worst_abs"],
+        tol=_as_tol(tol),
+        passed=passed,
+        worst_ratio=stats["worst_ratio"],
+    )

@@ -1,0 +1,71 @@
+"""Input validation shared by the QSA entry points: every bad argument is named with what was expected.
+
+Why host-side checks with a sync: a kernel given a block id past the cache or a visible count past the
+page table reads (or writes) out of bounds silently; a correctness harness would rather pay the sync.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_INT = (torch.int32, torch.int64)
+
+
+def tensor(
+    name: str,
+    x: object,
+    *,
+    dim: int,
+    dtypes: tuple[torch.dtype, ...] | None = None,
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dims, got shape {tuple(x.shape)}")
+    if dtypes is not None and x.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype in ({', '.join(map(str, dtypes))}), got {x.dtype}")
+    if device is not None and x.device != device:
+        raise ValueError(f"{name} is on {x.device}, expected {device} (the cache's device)")
+    return x
+
+
+def int_tensor(name: str, x: object, *, dim: int, device: torch.device) -> torch.Tensor:
+    return tensor(name, x, dim=dim, dtypes=_INT, device=device)
+
+
+def visible_within(
+    visible: torch.Tensor, bt: torch.Tensor, row_req: torch.Tensor, *, page_size: int, num_blocks: int
+) -> None:
+    """visible >= 0, visible <= page-table capacity, and every page a row can see maps to a real block."""
+    if visible.numel() == 0:
+        return
+    capacity = bt.shape[1] * page_size
+    vmin, vmax = int(visible.min()), int(visible.max())
+    if vmin < 0:
+        raise ValueError(f"visible_blocks must be >= 0, got min {vmin}")
+    if vmax > capacity:
+        r = int(torch.argmax(visible.long()))
+        raise ValueError(
+            f"visible_blocks[{r}] = {vmax} exceeds the page-table capacity "
+            f"{bt.shape[1]} pages × page_size {page_size} = {capacity}"
+        )
+    need = torch.zeros(bt.shape[0], dtype=torch.long, device=bt.device)
+    pages = (visible.long() + page_size - 1) // page_size
+    need.scatter_reduce_(0, row_req.long(), pages, reduce="amax")
+    used = torch.arange(bt.shape[1], device=bt.device)[None, :] < need[:, None]
+    bad = used & ((bt < 0) | (bt >= num_blocks))
+    if bool(bad.any()):
+        b, p = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"block_table[{b}, {p}] = {int(bt[b, p])} is outside [0, {num_blocks}) "
+            f"(num_blocks of the cache) but page {p} is visible to request {b}"
+        )
+
+
+def same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:
+    if x.dtype != dtype:
+        raise TypeError(
+            f"{name}.dtype must equal the cache dtype {dtype}, got {x.dtype}; "
+            f"normalize it with normalize_query(..., dtype={dtype})"
+        )

@@ -1,0 +1,207 @@
+"""Paged indexer logits: ``logits[r, c] = Σ_h relu(k_c · q_{r,h})`` (fp32) for ``c < visible[r]``.
+
+One program scores one query row against ``BLOCK_N`` compressed columns: it gathers the keys through the
+row's page table, computes ``K [BLOCK_N, D] · Q_rᵀ [D, H]`` with one ``tl.dot`` (fp8 × fp8 directly on the
+FP8 path, bf16 × bf16 otherwise, fp32 accumulate), applies ReLU and sums over heads. Columns at or past
+``visible[r]`` are written as ``-inf`` so a plain ``topk`` never picks them.
+
+``tl.dot`` needs every tile dim >= 16 (32 for fp8 K on Hopper), so heads and head_dim are zero-padded
+through load masks; a zero head contributes ``relu(0) = 0``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.qsa import _checks
+from kernels.qsa.cache import IndexerKVCache
+
+__all__ = ["paged_logits", "LogitsTile", "TILES"]
+
+
+@dataclass(frozen=True)
+class LogitsTile:
+    block_n: int
+    num_warps: int
+    num_stages: int = 2
+
+
+#: Column tile and warps per cache dtype. FP8 keys are half the bytes, so twice the columns fill the same
+#: shared memory, and the fp8 MMA wants a longer M; bench_qsa.py --sweep re-measures these on a GPU.
+TILES: dict[torch.dtype, LogitsTile] = {
+    torch.bfloat16: LogitsTile(block_n=64, num_warps=4),
+    torch.float8_e4m3fn: LogitsTile(block_n=128, num_warps=8),
+}
+
+
+@triton.jit
+def _paged_logits_kernel(
+    q_ptr,
+    kv_ptr,
+    bt_ptr,
+    row_req_ptr,
+    vis_ptr,
+    out_ptr,
+    stride_qr,
+    stride_qh,
+    stride_kvb,
+    stride_kvp,
+    stride_btb,
+    stride_or,
+    n_cols,
+    H,
+    D,
+    H_PAD: tl.constexpr,
+    D_PAD: tl.constexpr,
+    PAGE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    r = tl.program_id(0).to(tl.int64)
+    start = tl.program_id(1) * BLOCK_N
+    cols = start + tl.arange(0, BLOCK_N)
+    vis = tl.load(vis_ptr + r)
+    valid = cols < vis
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    if start < vis:
+        req = tl.load(row_req_ptr + r).to(tl.int64)
+        h = tl.arange(0, H_PAD)
+        d = tl.arange(0, D_PAD)
+        d_ok = d < D
+        q = tl.load(
+            q_ptr + r * stride_qr + h[:, None] * stride_qh + d[None, :],
+            mask=(h[:, None] < H) & d_ok[None, :],
+            other=0.0,
+        )
+        blk = tl.load(bt_ptr + req * stride_btb + cols // PAGE, mask=valid, other=0).to(tl.int64)
+        k = tl.load(
+            kv_ptr + blk[:, None] * stride_kvb + (cols % PAGE)[:, None] * stride_kvp + d[None, :],
+            mask=valid[:, None] & d_ok[None, :],
+            other=0.0,
+        )
+        if UPCAST:  # interpreter only, see _interpreter_upcast
+            k = k.to(tl.float32)
+            q = q.to(tl.float32)
+        s = tl.dot(k, tl.trans(q), out_dtype=tl.float32)
+        acc = tl.sum(tl.maximum(s, 0.0), axis=1)
+    out = tl.where(valid, acc, float("-inf"))
+    tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
+
+
+def _interpreter_upcast(dtype: torch.dtype) -> bool:
+    """Whether to upcast the dot operands to fp32: only for bf16 under the Triton interpreter.
+
+    The interpreter (triton 3.9) stores bf16 as uint16 and its ``tl.dot`` multiplies those raw bit
+    patterns (no bf16 → fp32 conversion), so a bf16 dot is garbage there. Its fp8 dot converts to fp16
+    first (exact for e4m3) and is right, so the FP8 path keeps fp8 × fp8 operands on every lane. On a GPU
+    nothing is upcast. fp32 math on bf16-exact inputs equals the bf16 MMA with fp32 accumulation up to
+    summation order.
+    """
+    return dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _check_rows(
+    cache: IndexerKVCache,
+    q: torch.Tensor,
+    block_table: torch.Tensor,
+    row_req: torch.Tensor,
+    visible: torch.Tensor,
+    validate: bool,
+) -> None:
+    cache.check_query(q)
+    dev = cache.device
+    _checks.int_tensor("block_table", block_table, dim=2, device=dev)
+    _checks.int_tensor("row_req", row_req, dim=1, device=dev)
+    _checks.int_tensor("visible_blocks", visible, dim=1, device=dev)
+    rows = q.shape[0]
+    if row_req.shape[0] != rows or visible.shape[0] != rows:
+        raise ValueError(
+            f"row_req and visible_blocks must have one entry per query row ({rows}), got "
+            f"{row_req.shape[0]} and {visible.shape[0]}"
+        )
+    if validate and rows:
+        lo, hi = int(row_req.min()), int(row_req.max())
+        if lo < 0 or hi >= block_table.shape[0]:
+            raise ValueError(
+                f"row_req entries must index block_table rows [0, {block_table.shape[0]}), "
+                f"got range [{lo}, {hi}]"
+            )
+        _checks.visible_within(
+            visible, block_table, row_req, page_size=cache.page_size, num_blocks=cache.num_blocks
+        )
+
+
+def paged_logits(
+    cache: IndexerKVCache,
+    q: torch.Tensor,
+    block_table: torch.Tensor,
+    row_req: torch.Tensor,
+    visible_blocks: torch.Tensor,
+    *,
+    n_cols: int | None = None,
+    out: torch.Tensor | None = None,
+    tile: LogitsTile | None = None,
+    validate: bool = True,
+) -> torch.Tensor:
+    """fp32 logits [rows, n_cols] of query rows ``q`` [rows, H, D] against the paged compressed cache.
+
+    ``row_req[r]`` picks the page-table row (request) of query row ``r``; ``visible_blocks[r]`` how many of
+    that request's compressed columns row ``r`` may see. ``n_cols`` defaults to ``max(visible_blocks)``.
+    ``validate=False`` skips the host-synchronizing bounds checks (callers that already did them).
+    """
+    _check_rows(cache, q, block_table, row_req, visible_blocks, validate)
+    rows = q.shape[0]
+    if n_cols is None:
+        n_cols = int(visible_blocks.max()) if rows else 0
+    if isinstance(n_cols, bool) or not isinstance(n_cols, int) or n_cols < 0:
+        raise ValueError(f"n_cols must be an int >= 0, got {n_cols!r}")
+    if out is None:
+        out = torch.empty(rows, n_cols, dtype=torch.float32, device=cache.device)
+    else:
+        _checks.tensor("out", out, dim=2, dtypes=(torch.float32,), device=cache.device)
+        if out.shape != (rows, n_cols) or out.stride(1) != 1:
+            raise ValueError(
+                f"out must be a float32 [{rows}, {n_cols}] tensor contiguous in columns, "
+                f"got {tuple(out.shape)} strides {out.stride()}"
+            )
+    if rows == 0 or n_cols == 0:
+        return out
+    tile = tile or TILES[cache.dtype]
+    if q.stride(2) != 1:
+        q = q.contiguous()
+    if block_table.stride(1) != 1:
+        block_table = block_table.contiguous()
+    kv = cache.kv
+    h, d = q.shape[1], q.shape[2]
+    min_dim = 32 if cache.dtype == torch.float8_e4m3fn else 16
+    grid = (rows, triton.cdiv(n_cols, tile.block_n))
+    _paged_logits_kernel[grid](
+        q,
+        kv,
+        block_table,
+        row_req,
+        visible_blocks,
+        out,
+        q.stride(0),
+        q.stride(1),
+        kv.stride(0),
+        kv.stride(1),
+        block_table.stride(0),
+        out.stride(0),
+        n_cols,
+        h,
+        d,
+        H_PAD=max(16, triton.next_power_of_2(h)),
+        D_PAD=max(min_dim, triton.next_power_of_2(d)),
+        PAGE=cache.page_size,
+        BLOCK_N=tile.block_n,
+        UPCAST=_interpreter_upcast(cache.dtype),
+        num_warps=tile.num_warps,
+        num_stages=tile.num_stages,
+    )
+    return out

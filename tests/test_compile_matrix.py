@@ -1,0 +1,188 @@
+"""harness.compile_matrix on small kernels of its own: targets, caching, interpreted kernels, and every
+assertion's pass and fail path (messages pinned by fragment)."""
+
+import re
+
+import pytest
+import triton
+import triton.language as tl
+from triton.compiler.errors import CompilationError
+
+from harness import compile_matrix as cm
+
+
+@triton.jit
+def _twice(x):
+    return x.to(tl.float32) * 2
+
+
+@triton.jit
+def cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, FMT: tl.constexpr, VIA_FP32: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if VIA_FP32:
+        x = x.to(tl.float32)
+    if FMT == 0:
+        y = x.to(tl.float8e4nv)
+    else:
+        y = x.to(tl.float8e4b15)
+    tl.store(y_ptr + offs, y.to(tl.uint8, bitcast=True), mask=m)
+
+
+@triton.jit
+def helper_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, _twice(tl.load(x_ptr + offs)))
+
+
+SIG = {"x_ptr": "*bf16", "y_ptr": "*u8", "n": "i32"}
+E4NV = {"BLOCK": 128, "FMT": 0, "VIA_FP32": True}
+E4B15_DIRECT = {"BLOCK": 128, "FMT": 1, "VIA_FP32": False}
+E4NV_REFUSED = r"fp8e4nv not supported in this architecture"
+E4B15_BF16_REFUSED = r"is_fp16\(\) or .*is_fp32\(\)"
+
+
+@pytest.mark.parametrize("spec, name, cc", [("sm90", "sm90", 90), ("sm_89", "sm89", 89), ("120", "sm120", 120),
+                                            ("SM80", "sm80", 80), ("sm90a", "sm90", 90)])
+def test_parse_target_cuda(spec, name, cc):
+    t = cm.parse_target(spec)
+    assert (t.name, t.backend, t.cc, t.warp_size) == (name, "cuda", cc, 32)
+
+
+def test_parse_target_rocm():
+    t = cm.parse_target("gfx942")
+    assert (t.name, t.backend, t.arch, t.warp_size, t.cc) == ("gfx942", "hip", "gfx942", 64, None)
+
+
+@pytest.mark.parametrize("bad", ["interp", "cpu", "hopper", "", "sm", "sm_9x", "2"])
+def test_parse_target_rejects(bad):
+    with pytest.raises(ValueError, match="target"):
+        cm.parse_target(bad)
+
+
+def test_parse_targets_string_dedup_and_empty():
+    assert [t.name for t in cm.parse_targets("sm80, sm_80,90")] == ["sm80", "sm90"]
+    with pytest.raises(ValueError, match="at least one target"):
+        cm.parse_targets(" , ")
+    with pytest.raises(TypeError, match="target must be a str"):
+        cm.parse_target(90)
+
+
+def test_default_targets_are_the_contract():
+    assert cm.DEFAULT_TARGETS == ("sm75", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120")
+
+
+def test_compile_kernel_gives_ptx_and_caches():
+    before = cm.stats()
+    a = cm.compile_kernel(cast_kernel, signature=SIG, constexprs=E4NV, target="sm90")
+    b = cm.compile_kernel(cast_kernel, signature=SIG, constexprs=dict(E4NV), target="sm_90")
+    after = cm.stats()
+    assert a is b, "the second identical compile must be a cache hit"
+    assert after["hits"] >= before["hits"] + 1
+    assert a.target == "sm90" and a.name == "cast_kernel"
+    assert ".target sm_90a" in a.ptx and "cubin" in a.asm
+    assert a.seconds > 0
+
+
+def test_cache_key_includes_constexprs_and_target():
+    a = cm.compile_kernel(cast_kernel, signature=SIG, constexprs=E4NV, target="sm90")
+    b = cm.compile_kernel(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": 64}, target="sm90")
+    c = cm.compile_kernel(cast_kernel, signature=SIG, constexprs=E4NV, target="sm100")
+    assert a is not b and a is not c
+    assert ".target sm_100a" in c.ptx
+
+
+def test_helper_called_through_globals_compiles():
+    # Under TRITON_INTERPRET=1 both kernels are InterpretedFunctions; the helper must be rebuilt too.
+    c = cm.compile_kernel(helper_kernel, signature={"x_ptr": "*fp16", "y_ptr": "*fp32"}, constexprs={"BLOCK": 64},
+                          target="sm80")
+    assert_mul = re.search(r"(add|mul)\.f32", c.ptx)
+    assert assert_mul, "the inlined helper's fp32 arithmetic is missing from the PTX"
+
+
+def test_compile_matrix_reports_refusals_per_target():
+    res = cm.compile_matrix(cast_kernel, signature=SIG, constexprs=E4NV, targets=["sm80", "sm89"])
+    assert isinstance(res["sm80"], CompilationError)
+    assert re.search(E4NV_REFUSED, cm.describe_error(res["sm80"]))
+    assert isinstance(res["sm89"], cm.Compiled)
+
+
+def test_describe_error_names_the_failing_assert():
+    res = cm.compile_matrix(cast_kernel, signature=SIG, constexprs=E4B15_DIRECT, targets=["sm90"])
+    text = cm.describe_error(res["sm90"])
+    assert "y = x.to(tl.float8e4b15)" in text  # where, from the CompilationError
+    assert re.search(r"caused by AssertionError \(at utils\.py:\d+: assert arg\.type\.scalar\.is_fp16\(\)", text)
+
+
+def test_assert_compiles_lists_every_failing_target():
+    with pytest.raises(AssertionError) as ei:
+        cm.assert_compiles(cast_kernel, signature=SIG, constexprs=E4NV, targets="sm75,sm80,sm90")
+    msg = str(ei.value)
+    assert msg.splitlines()[0] == "cast_kernel failed to compile for 2 / 3 target(s):"
+    assert re.search(r"^  sm75: .*fp8e4nv not supported", msg, re.M)
+    assert re.search(r"^  sm80: .*fp8e4nv not supported", msg, re.M)
+    assert "sm90" not in msg
+
+
+def test_assert_compile_error_passes_and_fails():
+    cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, targets=["sm75", "sm80"], match=E4NV_REFUSED)
+    with pytest.raises(AssertionError, match=r"sm90: compiled, but a compile error matching"):
+        cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm90", match=E4NV_REFUSED)
+    with pytest.raises(AssertionError, match=r"sm80: error does not match 'no such text'"):
+        cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm80", match="no such text")
+    with pytest.raises(AssertionError, match=r"raised CompilationError, expected KeyError"):
+        cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm80", match=E4NV_REFUSED,
+                                exc_type=KeyError)
+
+
+def test_assert_ptx_contains_and_lacks():
+    c = cm.compile_kernel(cast_kernel, signature={**SIG, "x_ptr": "*fp32"}, constexprs=E4NV, target="sm89")
+    cm.assert_ptx_contains(c, r"cvt\.rn\.satfinite\.e4m3x2")
+    cm.assert_ptx_lacks(c, r"cvt\.rn\.e4m3x2")  # never the non-saturating form
+    with pytest.raises(AssertionError) as ei:
+        cm.assert_ptx_contains(c, r"cvt\.rz\.e4m3x2")
+    first, *related = str(ei.value).splitlines()
+    assert re.fullmatch(r"cast_kernel@sm89: no match for 'cvt\\\\.rz\\\\.e4m3x2' in ptx \(\d+ lines\); related lines:",
+                        first)
+    assert any("cvt.rn.satfinite.e4m3x2" in ln for ln in related)
+    with pytest.raises(AssertionError, match=r"1 line\(s\) of ptx match 'satfinite', expected none:\n    cvt\.rn\."):
+        cm.assert_ptx_lacks(c, "satfinite")
+    with pytest.raises(ValueError, match="has no 'amdgcn' stage"):
+        cm.assert_ptx_contains(c, "x", asm="amdgcn")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"signature": {**SIG, "bogus": "i32"}, "constexprs": E4NV}, r"unknown argument\(s\) \['bogus'\]"),
+    ({"signature": {"x_ptr": "*bf16"}, "constexprs": E4NV}, r"no type \(signature=\) or value .* \['y_ptr', 'n'\]"),
+    ({"signature": {**SIG, "BLOCK": "i32"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
+     r"'BLOCK' is tl\.constexpr; give its value in constexprs="),
+    ({"signature": {**SIG, "n": ""}, "constexprs": E4NV}, r"signature\['n'\] must be a type string"),
+    ({"signature": {**SIG, "BLOCK": "constexpr"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
+     r"signature\['BLOCK'\] is 'constexpr' but constexprs has no value"),
+])
+def test_bad_signature_is_a_clear_value_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cm.compile_matrix(cast_kernel, targets=["sm90"], **kwargs)
+
+
+def test_bad_targets_raise_before_compiling():
+    before = cm.stats()["compiles"]
+    with pytest.raises(ValueError, match="'hopper' is not understood"):
+        cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": 32}, targets=["sm90", "hopper"])
+    assert cm.stats()["compiles"] == before
+
+
+def test_not_a_kernel():
+    with pytest.raises(TypeError, match=r"fn must be a @triton\.jit kernel"):
+        cm.compile_kernel(lambda x: x, signature={}, target="sm90")
+
+
+def test_rocm_target_compiles_or_skips_cleanly():
+    t = cm.parse_target("gfx942")
+    ok, reason = cm.target_available(t)
+    if not ok:
+        pytest.skip(reason)
+    c = cm.compile_kernel(cast_kernel, signature={**SIG, "x_ptr": "*fp16"},
+                          constexprs={**E4NV, "BLOCK": 64}, target=t)
+    assert c.isa_key == "amdgcn" and "gfx942" in c.ptx

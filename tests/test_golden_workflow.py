@@ -1,0 +1,559 @@
+"""The golden workflow as users meet it: throwaway pytester projects, run through pytest itself.
+
+Inputs vary through environment variables (``GOLDEN_SHIFT``: how many float ULPs / FP8 codes the test
+moves one element), so the test sources never change between runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
+
+INI = """
+[pytest]
+testpaths = tests
+addopts = -p no:cacheprovider -p no:hypothesispytest -p harness._golden_hooks
+{extra}
+"""
+
+KERNELS = '''
+import os
+
+import pytest
+import torch
+
+
+def shift() -> int:
+    return int(os.environ.get("GOLDEN_SHIFT", "0"))
+
+
+def floats() -> torch.Tensor:
+    x = torch.linspace(-3, 3, 8, dtype=torch.float32)
+    for _ in range(shift()):
+        x[3] = torch.nextafter(x[3], torch.tensor(100.0))
+    return x
+
+
+def test_float(golden):
+    golden.check("out", floats())
+
+
+def test_fp8(golden):
+    codes = torch.arange(0, 128, 16, dtype=torch.int32).to(torch.uint8)  # 0x00..0x70: finite e4nv codes
+    codes[5] += shift()
+    codes[7] = 0x7F  # a NaN code: recorded by the golden, it must face a NaN code again
+    golden.check("codes", codes.view(torch.float8_e4m3fn))
+'''
+
+OUT = "golden/test_k/test_float/_/out.npz"
+CODES = "golden/test_k/test_fp8/_/codes.npz"
+
+
+def project(pytester: pytest.Pytester, source: str = KERNELS, *, name: str = "test_k.py",
+            extra: str = "") -> None:
+    pytester.makeini(INI.format(extra=extra))
+    tests = pytester.path / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / name).write_text(source)
+
+
+def run(pytester: pytest.Pytester, *args: str, shift: int = 0) -> pytest.RunResult:
+    os.environ["GOLDEN_SHIFT"] = str(shift)
+    try:
+        return pytester.runpytest(*args)
+    finally:
+        del os.environ["GOLDEN_SHIFT"]
+
+
+def esc(line: str) -> str:
+    """An fnmatch pattern matching ``[``/``]`` literally (tolerance keys and node ids contain them)."""
+    return re.sub(r"([\[\]])", r"[\1]", line)
+
+
+def text(result: pytest.RunResult) -> str:
+    return "\n".join(result.outlines + result.errlines)
+
+
+# ------------------------------------------------------------------------------------------ lifecycle
+
+def test_lifecycle_missing_regen_pass_mismatch_regen(pytester):
+    project(pytester)
+    out = pytester.path / OUT
+
+    r = run(pytester)
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines([
+        f"golden 'out' not found: {OUT}",
+        "Create it with:",
+        "    python -m harness golden regen tests/test_k.py::test_float",
+    ])
+    assert not (pytester.path / "golden").exists(), "a missing golden must never be created silently"
+
+    r = run(pytester, "--golden-regen")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines([f"golden 'out' regenerated: {OUT} (new, 8 elements; was missing)",
+                            "(--golden-regen: the test fails so that the new golden is reviewed*"])
+    first = out.read_bytes()
+
+    run(pytester).assert_outcomes(passed=2)
+
+    r = run(pytester, shift=1)
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines([
+        f"*golden 'out' does not match {OUT}",
+        "*  golden: generated on interp (triton-interpreter), torch *; running on interp",
+        esc("*  tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [golden/exact/interp] "
+            "(same arch: bit-exact)"),
+        "*To update it: python -m harness golden regen tests/test_k.py::test_float  "
+        "(or pytest --golden-regen)",
+    ])
+    assert out.read_bytes() == first, "a mismatch must leave the golden untouched"
+
+    r = run(pytester, "--golden-regen", shift=1)
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines([f"golden 'out' regenerated: {OUT} (1 / 8 elements changed, worst abs change *)",
+                            "previous comparison:", f"*golden 'out' does not match {OUT}"])
+    r.stdout.fnmatch_lines([f"golden 'codes' regenerated: {CODES} (1 / 8 elements changed, worst 1 ulp, *"])
+    assert out.read_bytes() != first
+
+    run(pytester, shift=1).assert_outcomes(passed=2)
+
+    # regen-all passes, and re-capturing the first inputs gives the first bytes back: deterministic files
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(passed=2)
+    r.stdout.fnmatch_lines(["golden (regen-all): 2 checks, 0 created, 2 rewritten"])
+    assert out.read_bytes() == first
+    mtime = out.stat().st_mtime_ns
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(passed=2)
+    r.stdout.fnmatch_lines(["golden (regen-all): 2 checks, 0 created, 0 rewritten"])
+    assert out.stat().st_mtime_ns == mtime, "an unchanged golden is not rewritten"
+    assert out.read_bytes() == first
+
+
+def test_mismatch_messages_show_the_report(pytester):
+    project(pytester)
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    r = run(pytester, shift=2)
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines([f"*golden 'codes' does not match {CODES}",
+                            esc("*  tolerance: Tolerance(max_ulp=0) [golden/exact/interp] "
+                                "(same arch: bit-exact)")])
+    r.stdout.fnmatch_lines(["*1 / 8*"])  # the compare report's mismatch count, for both checks
+    assert text(r).count("1 / 8") >= 2
+
+
+def test_same_arch_means_bit_exact_not_just_equal(pytester):
+    project(pytester, '''
+import os
+
+import torch
+
+
+def test_zeros(golden):
+    x = torch.zeros(4)
+    if os.environ.get("GOLDEN_SHIFT", "0") != "0":
+        x[1] = -0.0  # equal in value, different bits
+    golden.check("z", x)
+''')
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=1)
+    r = run(pytester, shift=1)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*1 / 4 elements are equal in value but differ in bits (signed zero or NaN "
+                            "payload); bit-exact is required on the generating arch"])
+    # another arch compares values through the table, where -0 == +0
+    run(pytester, "--harness-arch=sm90", shift=1).assert_outcomes(passed=1)
+
+
+def test_metadata_of_a_generated_golden(pytester):
+    project(pytester, KERNELS.replace("def test_float(golden):",
+                                      '@pytest.mark.harness_op("k.op")\n'
+                                      '@pytest.mark.parametrize("n", [3])\n'
+                                      'def test_float(golden, seed, n):'))
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    with np.load(pytester.path / "golden/test_k/test_float/3/out.npz", allow_pickle=False) as z:
+        meta = json.loads(z["meta"].tobytes())
+    import torch
+
+    import harness
+
+    assert meta["op"] == "k.op" and meta["arch"] == "interp" and meta["device"] == "triton-interpreter"
+    assert meta["test"] == {"module": "test_k", "test": "test_float", "param": "3",
+                            "nodeid": "tests/test_k.py::test_float[3]"}
+    assert isinstance(meta["seed"], int) and meta["dtype_case"] is None
+    assert meta["torch_version"] == torch.__version__ and meta["harness_version"] == harness.__version__
+    assert meta["shape"] == [8] and meta["dtype"] == "float32" and meta["fmt"] is None
+
+
+# ------------------------------------------------------------------------------------- file problems
+
+def test_corrupt_and_wrong_version_files(pytester):
+    project(pytester)
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    out = pytester.path / OUT
+    good = out.read_bytes()
+
+    out.write_bytes(good[: len(good) // 2])
+    r = run(pytester)
+    r.assert_outcomes(failed=1, passed=1)
+    r.stdout.fnmatch_lines(["*golden file */out.npz is truncated or corrupt (BadZipFile*",
+                            "To rewrite it: python -m harness golden regen tests/test_k.py::test_float"])
+    r = run(pytester, "--golden-regen")
+    r.assert_outcomes(failed=1, passed=1)
+    r.stdout.fnmatch_lines([f"golden 'out' regenerated: {OUT} (new, 8 elements; was unreadable (*"])
+    assert out.read_bytes() == good
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as zin, zipfile.ZipFile(buf, "w") as zout:
+        meta = json.loads(np.lib.format.read_array(io.BytesIO(zin.read("meta.npy"))).tobytes())
+        meta["format_version"] = 99
+        mb = io.BytesIO()
+        np.lib.format.write_array(mb, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        zout.writestr("meta.npy", mb.getvalue())
+        zout.writestr("tensor.npy", zin.read("tensor.npy"))
+    out.write_bytes(buf.getvalue())
+    r = run(pytester)
+    r.assert_outcomes(failed=1, passed=1)
+    r.stdout.fnmatch_lines(["*golden file */out.npz has format version 99; this harness reads version 1 "
+                            "(regenerate it)"])
+
+
+def test_bad_names_and_collisions(pytester):
+    project(pytester, '''
+import pytest
+import torch
+
+
+def test_escape(golden):
+    golden.check("../../outside", torch.zeros(2))
+
+
+def test_twice(golden):
+    golden.check("out", torch.zeros(2))
+    golden.check("out", torch.zeros(2))
+
+
+@pytest.mark.parametrize("p", ["a/b", "a_b"])
+def test_clash(golden, p):
+    golden.check("out", torch.zeros(2))
+
+
+class TestA:
+    def test_m(self, golden):
+        golden.check("out", torch.zeros(2))
+
+
+class TestB:
+    def test_m(self, golden):
+        golden.check("out", torch.zeros(2))
+''')
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(failed=2, passed=2, errors=2)
+    for line in ("*ValueError: golden name '../../outside' is not allowed*",
+                 "*GoldenError: golden 'out' is checked twice in tests/test_k.py::test_twice; "
+                 "use distinct names",
+                 "golden directory golden/test_k/test_clash/a_b would be shared by 2 tests: "
+                 "tests/test_k.py::test_clash[a/b], tests/test_k.py::test_clash[a_b]*"):
+        r.stdout.fnmatch_lines([esc(line)])
+    assert not (pytester.path / "outside.npz").exists()
+    assert not (pytester.path / "golden/outside.npz").exists()
+    assert not (pytester.path / "golden/test_k/test_clash").exists()
+    # classes keep methods apart: Class.method
+    assert (pytester.path / "golden/test_k/TestA.test_m/_/out.npz").is_file()
+    assert (pytester.path / "golden/test_k/TestB.test_m/_/out.npz").is_file()
+
+
+# ---------------------------------------------------------------------------------------- tolerances
+
+TOL_ROWS = '''
+[[tolerance]]
+op = "golden/k"
+dtype = "fp32"
+arch = "sm80"
+rtol = 0.0
+atol = 0.0
+note = "test row: the golden/<op> row must win over the kernel row and the defaults"
+
+[[tolerance]]
+op = "k"
+dtype = "fp32"
+arch = "sm80"
+rtol = 1.0
+atol = 1.0
+note = "test row: shadowed by golden/k for goldens"
+
+[[tolerance]]
+op = "k2"
+dtype = "fp32"
+arch = "sm80"
+rtol = 0.0
+atol = 0.0
+note = "test row: no golden/k2 row, so goldens fall back to this kernel row"
+'''
+
+TOL_TESTS = '''
+import pytest
+import torch
+from harness.tolerances import lookup
+from test_k import floats
+
+
+def test_default(golden):
+    golden.check("out", floats())
+
+
+@pytest.mark.harness_op("k")
+def test_golden_row(golden):
+    golden.check("out", floats())
+
+
+@pytest.mark.harness_op("k2")
+def test_kernel_row(golden):
+    golden.check("out", floats())
+
+
+def test_explicit(golden):
+    golden.check("out", floats(), tol=lookup("default", "fp32", "sm90"))
+
+
+def test_fp8_no_row(golden):
+    golden.check("codes", torch.tensor([1, 2, 3], dtype=torch.uint8), fmt="e5m2")
+
+
+def test_ints(golden):
+    x = torch.arange(5)
+    x[2] += int(__import__("os").environ.get("GOLDEN_SHIFT", "0"))
+    golden.check("idx", x)
+'''
+
+
+def test_tolerance_rule_same_arch_exact_cross_arch_table(pytester):
+    project(pytester, extra="harness_tolerance_files = tol.toml")
+    (pytester.path / "tol.toml").write_text(TOL_ROWS)
+    (pytester.path / "tests" / "test_tol.py").write_text(TOL_TESTS)
+    sel = ["tests/test_tol.py", "--harness-arch=sm90"]
+    run(pytester, *sel, "--golden-regen-all").assert_outcomes(passed=6)
+
+    # same arch: bit-exact for all but the explicit tol=
+    r = run(pytester, *sel, "-rA", shift=1)
+    r.assert_outcomes(failed=4, passed=2)
+    outcomes = {line.split(" ")[1].split("::")[-1]: line.split(" ")[0] for line in r.outlines
+                if line.startswith(("PASSED", "FAILED"))}
+    assert outcomes == {"test_default": "FAILED", "test_golden_row": "FAILED", "test_kernel_row": "FAILED",
+                        "test_explicit": "PASSED", "test_fp8_no_row": "PASSED", "test_ints": "FAILED"}
+    r.stdout.fnmatch_lines(["*tolerance: exact (integer/bool tensors)", "*Mismatched elements: 1 / 5 (20.0%)",
+                            esc("*(2,)  3  2")])
+
+    # another arch: the table decides
+    r = run(pytester, "tests/test_tol.py", "--harness-arch=sm80", "-rA", shift=1)
+    outcomes = {line.split(" ")[1].split("::")[-1]: line.split(" ")[0] for line in r.outlines
+                if line.startswith(("PASSED", "FAILED"))}
+    assert outcomes == {"test_default": "PASSED", "test_golden_row": "FAILED", "test_kernel_row": "FAILED",
+                        "test_explicit": "PASSED", "test_fp8_no_row": "FAILED", "test_ints": "FAILED"}
+    r.stdout.fnmatch_lines([esc("*tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [golden/k/fp32/sm80] "
+                                "(cross-arch (sm90 -> sm80))")])
+    r.stdout.fnmatch_lines([esc("*tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [k2/fp32/sm80] "
+                                "(cross-arch (sm90 -> sm80))")])
+    r.stdout.fnmatch_lines(["*golden was generated on sm90, running on sm80, and the tolerance table has no "
+                            "row for it: add op 'golden/default' (or 'default') dtype 'e5m2' arch 'sm80'*"])
+
+
+# -------------------------------------------------------------------------------------------- CI
+
+@pytest.mark.parametrize("flag", ["--golden-regen", "--golden-regen-all"])
+def test_ci_refuses_to_write(pytester, monkeypatch, flag):
+    project(pytester)
+    monkeypatch.setenv("CI", "true")
+    r = run(pytester, flag)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([f"*{flag}: refusing to write golden files because the environment variable CI is "
+                            f"set (CI='true')*"])
+    assert not (pytester.path / "golden").exists()
+
+
+def test_ci_missing_golden_says_it_is_never_created(pytester, monkeypatch):
+    project(pytester)
+    monkeypatch.setenv("CI", "1")
+    r = run(pytester)
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines(["Goldens are never created in CI (CI is set); create it locally and commit it:",
+                            "    python -m harness golden regen tests/test_k.py::test_float"])
+    assert not (pytester.path / "golden").exists()
+    monkeypatch.setenv("CI", "false")  # an explicit false is not CI
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+
+
+# ------------------------------------------------------------------------------------------ unused
+
+EXTRA = '''
+import os
+
+import pytest
+import torch
+
+
+def test_extra(golden):
+    golden.check("kept", torch.ones(3))
+    if os.environ.get("GOLDEN_EXTRA"):
+        golden.check("dropped", torch.ones(3))
+
+
+def test_skipped(golden):
+    if os.environ.get("GOLDEN_SKIP"):
+        pytest.skip("not on this lane")
+    golden.check("gpu_only", torch.ones(3))
+'''
+
+
+def test_unused_only_on_a_whole_suite_run(pytester, monkeypatch):
+    project(pytester)
+    (pytester.path / "tests" / "test_extra.py").write_text(EXTRA)
+    monkeypatch.setenv("GOLDEN_EXTRA", "1")
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=4)
+    monkeypatch.delenv("GOLDEN_EXTRA")
+    stale = pytester.path / "golden/test_gone/test_old/_/out.npz"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes((pytester.path / OUT).read_bytes())  # a copy of a generated golden
+
+    r = run(pytester, "--golden-unused=warn")
+    r.assert_outcomes(passed=4)
+    assert r.ret == 0
+    r.stdout.fnmatch_lines(["2 golden file(s) used by no test (--golden-unused=warn):",
+                            "  golden/test_extra/test_extra/_/dropped.npz",
+                            "  golden/test_gone/test_old/_/out.npz"])
+    r = run(pytester, "--golden-unused=fail", "tests")  # an explicit path that covers testpaths is whole
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines(["2 golden file(s) used by no test (--golden-unused=fail):"])
+
+    # a failing or skipped test may not have reached its checks: its goldens are not judged
+    monkeypatch.setenv("GOLDEN_SKIP", "1")
+    r = run(pytester, "--golden-unused=warn", shift=1)
+    r.assert_outcomes(passed=1, failed=2, skipped=1)
+    r.stdout.fnmatch_lines(["2 golden file(s) used by no test (--golden-unused=warn):"])
+    monkeypatch.delenv("GOLDEN_SKIP")
+
+    # narrower selections are silent
+    narrower = (["-k", "test_float"], ["-m", "not slow"], ["tests/test_k.py"],
+                ["tests/test_k.py::test_float", "tests/test_extra.py"],
+                ["--deselect", "tests/test_k.py::test_fp8"])
+    for args in narrower:
+        r = run(pytester, "--golden-unused=fail", *args)
+        assert "used by no test" not in text(r), args
+        assert r.ret == 0, args
+
+    stale.unlink()
+    (pytester.path / "golden/test_extra/test_extra/_/dropped.npz").unlink()
+    r = run(pytester, "--golden-unused=fail")
+    assert r.ret == 0 and "used by no test" not in text(r)
+
+
+def test_loaded_goldens_count_as_used(pytester):
+    project(pytester, KERNELS + '''
+
+def test_reader(golden):
+    codes, meta = golden.load("codes", test="test_fp8")
+    assert codes.dtype == torch.float8_e4m3fn and meta["name"] == "codes"
+    out, _ = golden.load("out", test="test_k::test_float")
+    assert out.shape == (8,)
+    with pytest.raises(FileNotFoundError, match="golden regen -k test_nothing"):
+        golden.load("x", test="test_nothing")
+''')
+    run(pytester, "--golden-regen-all", "-k", "not reader").assert_outcomes(passed=2)
+    r = run(pytester, "--golden-unused=fail", "-k", "reader")
+    r.assert_outcomes(passed=1)
+    assert "used by no test" not in text(r)
+
+
+# ------------------------------------------------------------------------------------------- xdist
+
+XDIST = '''
+import os
+
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_many(golden, n):
+    moved = n % 2 * int(os.environ.get("GOLDEN_SHIFT", "0"))  # odd n move with the shift
+    golden.check("out", torch.arange(n + 1, dtype=torch.float32) / 3 + moved)
+    golden.check("codes", torch.full((n + 1,), n + moved, dtype=torch.uint8), fmt="e4b15")
+'''
+
+
+def test_xdist_workers_share_one_report(pytester):
+    """One ``-n 2`` run: the changes, the used set and the outcomes of both workers meet in the controller."""
+    pytest.importorskip("xdist")
+    project(pytester, XDIST, name="test_x.py")
+    run(pytester, "--golden-regen-all", shift=1).assert_outcomes(passed=6)
+    stale = pytester.path / "golden/test_x/test_many/9/out.npz"
+    stale.parent.mkdir()
+    stale.write_bytes((pytester.path / "golden/test_x/test_many/0/out.npz").read_bytes())
+
+    r = pytester.runpytest_subprocess("-n", "2", "--golden-regen-all", "--golden-changes=changes.json",
+                                      "--golden-unused=fail")
+    r.assert_outcomes(passed=6)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED  # only because of the unused golden
+    r.stdout.fnmatch_lines(["golden (regen-all): 12 checks, 0 created, 6 rewritten",
+                            "1 golden file(s) used by no test (--golden-unused=fail):",
+                            "  golden/test_x/test_many/9/out.npz"])
+    data = json.loads((pytester.path / "changes.json").read_text())
+    assert data["checked"] == 12
+    assert [c["path"] for c in data["changes"]] == [
+        f"golden/test_x/test_many/{n}/{name}.npz" for n in (1, 3, 5) for name in ("codes", "out")]
+    assert {c["action"] for c in data["changes"]} == {"rewritten"}
+
+
+# ----------------------------------------------------------------------------------------- command
+
+NEW = '''
+import torch
+
+
+def test_new(golden):
+    golden.check("fresh", torch.ones(4, dtype=torch.bfloat16))
+'''
+
+
+def test_regen_command(pytester):
+    project(pytester)
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    (pytester.path / "tests" / "test_new.py").write_text(NEW)
+    os.environ["GOLDEN_SHIFT"] = "2"
+    try:
+        r = pytester.run(sys.executable, "-m", "harness", "golden", "regen", "--changes", "changes.json",
+                         "-k", "not nothing")
+    finally:
+        del os.environ["GOLDEN_SHIFT"]
+    assert r.ret == 0, text(r)
+    r.stdout.fnmatch_lines([
+        "running: * -m pytest -p harness._golden_hooks --golden-regen-all --golden-changes=*changes.json -k "
+        "'not nothing'",
+        "*3 passed*",
+        "golden regen: 3 checks, 1 created, 2 rewritten, 0 unchanged",
+        f"  rewritten  {OUT} * 1 / 8 elements changed, worst abs *",
+        f"  rewritten  {CODES} * 1 / 8 elements changed, worst 2 ulp, worst abs *",
+        "  created    golden/test_new/test_new/_/fresh.npz  4 elements (missing)",
+    ])
+    assert (pytester.path / "golden/test_new/test_new/_/fresh.npz").is_file()
+    data = json.loads((pytester.path / "changes.json").read_text())
+    assert [(c["path"], c["action"], c["changed"]) for c in data["changes"]] == [
+        (OUT, "rewritten", 1), (CODES, "rewritten", 1),
+        ("golden/test_new/test_new/_/fresh.npz", "created", 4)]
+
+
+def test_command_usage():
+    from harness.__main__ import main
+
+    assert main(["golden", "regen", "--help"]) == 0
+    assert main(["nonsense"]) == 2

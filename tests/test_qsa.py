@@ -1,0 +1,475 @@
+"""QSA indexer kernels on small shapes (interpreter lane; the same tests run on a GPU unmodified).
+
+Cache store and query norm vs the unfused torch path, logits vs the fp32 reference, selections compared
+as multisets (harness.topk), FP8 vs BF16 selection overlap, and input validation. Big shapes live in
+test_qsa_gpu.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.tolerances import Tolerance
+from harness.topk import assert_topk_multiset_equal, check_topk_multiset_equal
+
+# Test axes: module constants with odd sizes (heads not a power of two, pages of 1 and 7, ratio 3, ...).
+INDEXER_DTYPES = ["bf16", "fp8"]
+HEAD_DIMS = [64, 128]
+STORE_RATIOS = [1, 3, 4]
+QUERY_HEADS = [1, 5, 16]
+# (heads, head_dim, page_size, compress_ratio); paired so each dimension's odd values are all covered.
+LOGIT_SHAPES = [(1, 64, 7, 1), (5, 128, 16, 4), (16, 64, 1, 3), (3, 128, 64, 8)]
+MTP_LENS = [1, 2, 3, 4]
+# Ragged requests: 0 complete blocks, visible not a multiple of any tile, one long-ish request.
+DECODE_TOKENS = [3, 97, 41]
+PREFILL_TOKENS = [13, 61, 5]
+PREFILL_QUERY_LENS = [9, 6, 5]
+PREFILL_CHUNKS = [5, 4096]
+
+
+def _qsa():
+    import kernels.qsa as qsa  # imported lazily: the plugin sets TRITON_INTERPRET at configure time
+
+    return qsa
+
+
+def _cfg(dtype, heads=4, head_dim=64, page=7, ratio=4, topk_blocks=6):
+    return _qsa().IndexerConfig(
+        num_heads=heads,
+        head_dim=head_dim,
+        compress_ratio=ratio,
+        token_topk=topk_blocks * ratio,
+        page_size=page,
+        indexer_kv_dtype=dtype,
+    )
+
+
+def _case(cfg, tokens, rng, device, **kw):
+    from kernels.qsa.testing import build_case
+
+    return build_case(cfg, tokens, rng=rng, device=device, **kw)
+
+
+def _codes(x: torch.Tensor) -> torch.Tensor:
+    return x.view(torch.uint8)
+
+
+# --- config --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [("bf16", torch.bfloat16), ("fp8", torch.float8_e4m3fn), ("fp8_e4m3", torch.float8_e4m3fn)],
+)
+def test_indexer_dtype_resolution(name, dtype):
+    assert _cfg(name).dtype == dtype
+
+
+@pytest.mark.parametrize("name", ["fp16", "e4m3", "fp8_e5m2", "", "BF16"])
+def test_unknown_indexer_dtype_names_value_and_supported(name):
+    with pytest.raises(
+        NotImplementedError,
+        match=rf"indexer_kv_dtype='{name}' is not supported; "
+        r"supported: bf16, fp8, fp8_e4m3",
+    ):
+        _cfg(name)
+
+
+def test_cache_validates_against_its_own_dtype(device):
+    qsa = _qsa()
+    cfg = _cfg("fp8")
+    bf16_kv = torch.zeros(2, cfg.page_size, 1, cfg.head_dim, dtype=torch.bfloat16, device=device)
+    with pytest.raises(TypeError, match=r"kv.dtype must be the indexer dtype torch.float8_e4m3fn"):
+        qsa.IndexerKVCache(bf16_kv, cfg)
+    cache = qsa.IndexerKVCache(bf16_kv.to(torch.float8_e4m3fn), cfg)
+    with pytest.raises(
+        TypeError, match=r"q.dtype must equal the cache dtype torch.float8_e4m3fn, got torch.bfloat16"
+    ):
+        cache.check_query(torch.zeros(1, 2, cfg.head_dim, dtype=torch.bfloat16, device=device))
+
+
+# --- cache store and query norm ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ratio", STORE_RATIOS)
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_store_matches_unfused(dtype, head_dim, ratio, rng, device, tolerance):
+    cfg = _cfg(dtype, head_dim=head_dim, ratio=ratio)
+    seed = int(torch.randint(0, 2**31, (1,), generator=rng))
+    tokens = [9 * ratio + 1, 2, 4 * ratio]  # ragged: one incomplete trailing group, one request with none
+    fused = _case(cfg, tokens, torch.Generator().manual_seed(seed), device)
+    unfused = _case(cfg, tokens, torch.Generator().manual_seed(seed), device, fused=False)
+    got, want = fused.cache.kv, unfused.cache.kv
+    key = _qsa().dtype_key(cfg.dtype)
+    tol = tolerance(op="qsa.store", dtype=key)
+    from harness import compare
+
+    if dtype == "fp8":
+        compare.assert_fp8_within_one_ulp(
+            _codes(got), _codes(want), "e4nv", tol=tol, op="qsa.store", dtype=key
+        )
+    else:
+        compare.assert_close_tol(got.float(), want.float(), tol, op="qsa.store", dtype=key)
+
+
+@pytest.mark.parametrize("heads", QUERY_HEADS)
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_query_norm_matches_unfused(dtype, head_dim, heads, rng, device, tolerance):
+    qsa = _qsa()
+    cfg = _cfg(dtype, heads=heads, head_dim=head_dim)
+    q = (3.0 * torch.randn(9, heads, head_dim, generator=rng)).to(torch.bfloat16).to(device)
+    q[0, 0, :4] = 1e4  # saturates on fp8 (must give ±448 codes, not NaN)
+    w = (0.1 * torch.randn(head_dim, generator=rng)).to(torch.bfloat16).to(device)
+    got = qsa.normalize_query(q, w, eps=cfg.rms_eps, dtype=cfg.dtype)
+    want = qsa.normalize_query(q, w, eps=cfg.rms_eps, dtype=cfg.dtype, fused=False)
+    key = qsa.dtype_key(cfg.dtype)
+    tol = tolerance(op="qsa.store", dtype=key)
+    from harness import compare
+
+    if dtype == "fp8":
+        assert not torch.isnan(got.float()).any(), "FP8 query cast produced NaN codes (no saturation)"
+        compare.assert_fp8_within_one_ulp(
+            _codes(got), _codes(want), "e4nv", tol=tol, op="qsa.query_norm", dtype=key
+        )
+    else:
+        compare.assert_close_tol(got.float(), want.float(), tol, op="qsa.query_norm", dtype=key)
+
+
+def test_store_skips_minus_one_slots_and_writes_nothing_else(rng, device):
+    qsa = _qsa()
+    cfg = _cfg("fp8", ratio=2)
+    cache = qsa.IndexerKVCache.empty(cfg, 2, device)
+    sentinel = torch.full_like(_codes(cache.kv), 0x5A)
+    _codes(cache.kv).copy_(sentinel)
+    keys = torch.randn(9, cfg.head_dim, generator=rng).to(torch.bfloat16).to(device)  # 4 groups + 1 token
+    slots = torch.tensor([3, -1, 12, 0], dtype=torch.int32, device=device)
+    qsa.store_compressed_keys(cache, keys, slots, torch.zeros(cfg.head_dim, device=device))
+    flat = _codes(cache.kv).reshape(-1, cfg.head_dim)
+    written = torch.zeros(flat.shape[0], dtype=torch.bool)
+    written[[3, 12, 0]] = True
+    assert torch.equal(flat[~written.to(device)], sentinel.reshape(-1, cfg.head_dim)[~written.to(device)]), (
+        "rows outside the slot mapping were modified"
+    )
+    assert not torch.equal(flat[3], sentinel.reshape(-1, cfg.head_dim)[3])
+
+
+# --- logits --------------------------------------------------------------------------------------------
+
+
+def _check_logits(got, ref, tol, key):
+    from harness import compare
+
+    finite = torch.isfinite(ref)
+    assert torch.equal(torch.isneginf(got), ~finite), "columns past visible_blocks must be -inf, only those"
+    compare.assert_close_tol(got[finite], ref[finite], tol, op="qsa.logits", dtype=key)
+
+
+@pytest.mark.parametrize("shape", LOGIT_SHAPES, ids=lambda s: "h{}-d{}-p{}-r{}".format(*s))
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_prefill_logits_match_reference(dtype, shape, rng, device, tolerance):
+    from kernels.qsa.reference import logits_reference
+    from kernels.qsa.testing import prefill_visible, queries
+
+    qsa = _qsa()
+    heads, head_dim, page, ratio = shape
+    cfg = _cfg(dtype, heads=heads, head_dim=head_dim, page=page, ratio=ratio)
+    case = _case(cfg, PREFILL_TOKENS, rng, device)
+    qsl, vis = prefill_visible(case, PREFILL_QUERY_LENS)
+    row_req = qsa.prefill_row_req(qsl, int(qsl[-1]))
+    q = queries(case, row_req.cpu(), rng=rng)
+    if ratio > 1:
+        assert int((vis == 0).sum()) > 0, "inputs must include rows that see no block"
+    got = qsa.paged_logits(case.cache, q, case.block_table, row_req, vis)
+    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, got.shape[1])
+    key = qsa.dtype_key(cfg.dtype)
+    _check_logits(got, ref, tolerance(op="qsa.logits", dtype=key), key)
+
+
+# --- selection -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mtp", MTP_LENS)
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_decode_selection_multiset(dtype, mtp, rng, device, tolerance):
+    from kernels.qsa.reference import logits_reference
+    from kernels.qsa.testing import decode_visible, queries
+
+    qsa = _qsa()
+    cfg = _cfg(dtype, heads=5, page=7, ratio=4, topk_blocks=9)
+    case = _case(cfg, DECODE_TOKENS, rng, device)
+    row_req = qsa.decode_row_req(len(DECODE_TOKENS), mtp, device)
+    q = queries(case, row_req.cpu(), rng=rng)
+    vis = decode_visible(case, mtp)
+    sel = qsa.decode_select(
+        case.cache, q, case.block_table, vis, decode_query_len=mtp, topk_blocks=cfg.topk_blocks
+    )
+    assert sel.dtype == torch.int32 and sel.shape == (len(DECODE_TOKENS) * mtp, cfg.topk_blocks)
+    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max()))
+    key = qsa.dtype_key(cfg.dtype)
+    assert_topk_multiset_equal(
+        sel,
+        ref,
+        k=cfg.topk_blocks,
+        visible=vis,
+        tol=tolerance(op="qsa.logits", dtype=key),
+        op="qsa.decode_select",
+        dtype=key,
+    )
+
+
+@pytest.mark.parametrize("chunk_rows", PREFILL_CHUNKS)
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_prefill_selection_multiset(dtype, chunk_rows, rng, device, tolerance):
+    from kernels.qsa.reference import logits_reference
+    from kernels.qsa.testing import prefill_visible, queries
+
+    qsa = _qsa()
+    cfg = _cfg(dtype, heads=3, head_dim=128, page=16, ratio=3, topk_blocks=7)
+    case = _case(cfg, PREFILL_TOKENS, rng, device)
+    qsl, vis = prefill_visible(case, PREFILL_QUERY_LENS)
+    row_req = qsa.prefill_row_req(qsl, int(qsl[-1]))
+    q = queries(case, row_req.cpu(), rng=rng)
+    sel = qsa.prefill_select(
+        case.cache, q, case.block_table, qsl, vis, topk_blocks=cfg.topk_blocks, chunk_rows=chunk_rows
+    )
+    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max()))
+    key = qsa.dtype_key(cfg.dtype)
+    assert_topk_multiset_equal(
+        sel,
+        ref,
+        k=cfg.topk_blocks,
+        visible=vis,
+        tol=tolerance(op="qsa.logits", dtype=key),
+        op="qsa.prefill_select",
+        dtype=key,
+    )
+
+
+def _tied_case(dtype, rng, device):
+    """A cache whose compressed keys repeat exactly: columns 2j and 2j+1 are identical, so every logit
+    has an exact twin, and the selection boundary falls inside a tied pair for most rows."""
+    qsa = _qsa()
+    cfg = _cfg(dtype, heads=4, page=5, ratio=2, topk_blocks=5)
+    cache = qsa.IndexerKVCache.empty(cfg, 8, device)
+    half = torch.randn(10, cfg.head_dim, generator=rng)
+    groups = half.repeat_interleave(2, dim=0)  # 20 compressed columns in identical pairs
+    keys = groups.repeat_interleave(cfg.compress_ratio, dim=0).to(torch.bfloat16).to(device)
+    bt = torch.randperm(8, generator=rng)[:4].to(torch.int32)[None].to(device)
+    cols = torch.arange(20, device=device)
+    slots = (bt[0, cols // cfg.page_size].long() * cfg.page_size + cols % cfg.page_size).to(torch.int32)
+    qsa.store_compressed_keys(cache, keys, slots, torch.zeros(cfg.head_dim, device=device))
+    raw_q = torch.randn(6, cfg.num_heads, cfg.head_dim, generator=rng).to(torch.bfloat16).to(device)
+    q = qsa.normalize_query(raw_q, torch.zeros(cfg.head_dim, device=device), eps=cfg.rms_eps, dtype=cfg.dtype)
+    vis = torch.tensor([20, 19, 7, 5, 3, 0], dtype=torch.int32, device=device)
+    return cfg, cache, q, bt, vis
+
+
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_exact_ties_accept_either_twin_and_index_equality_would_not(dtype, rng, device, tolerance):
+    from kernels.qsa.reference import logits_reference
+
+    qsa = _qsa()
+    cfg, cache, q, bt, vis = _tied_case(dtype, rng, device)
+    sel = qsa.decode_select(cache, q, bt, vis, decode_query_len=6, topk_blocks=cfg.topk_blocks)
+    ref = logits_reference(q, cache.kv, bt, torch.zeros(6, dtype=torch.int32, device=device), vis, 20)
+    key = qsa.dtype_key(cfg.dtype)
+    tol = tolerance(op="qsa.logits", dtype=key)
+    assert_topk_multiset_equal(
+        sel, ref, k=cfg.topk_blocks, visible=vis, tol=tol, op="qsa.decode_select", dtype=key
+    )
+    # Swap every selected column for its twin (2j <-> 2j+1) where the twin is visible and not selected:
+    # an equally valid selection with a different index set.
+    twin = sel.clone()
+    for r in range(sel.shape[0]):
+        chosen = set(sel[r].tolist())
+        for j, c in enumerate(sel[r].tolist()):
+            t = c ^ 1
+            if c >= 0 and t < int(vis[r]) and t not in chosen:
+                twin[r, j] = t
+    assert not torch.equal(twin.sort(1).values, sel.sort(1).values), "no tie reached the boundary"
+    assert_topk_multiset_equal(twin, ref, k=cfg.topk_blocks, visible=vis, tol=tol)
+    # Dropping the row's clearly best column (well above the k-th score) for the best unselected one fails.
+    r = 0
+    order = torch.argsort(ref[r, :20], descending=True)
+    best, outside = int(order[0]), int(order[cfg.topk_blocks + 1])
+    assert float(ref[r, best] - ref[r, order[cfg.topk_blocks - 1]]) > tol.allowed(float(ref[r, best])) * 10
+    dropped = sel.clone()
+    dropped[r][dropped[r] == best] = outside
+    dropped[r][dropped[r] == (best ^ 1)] = int(order[cfg.topk_blocks + 2])
+    mismatch, _ = check_topk_multiset_equal(dropped, ref, k=cfg.topk_blocks, visible=vis, tol=tol)
+    assert mismatch is not None and mismatch.row == 0 and mismatch.check in ("values", "missing")
+
+
+# --- fp8 vs bf16 quality -------------------------------------------------------------------------------
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Mean over rows with a selection of |a ∩ b| / |a| (pads excluded)."""
+    fr = []
+    for ra, rb in zip(a.tolist(), b.tolist(), strict=True):
+        sa, sb = set(ra) - {-1}, set(rb) - {-1}
+        if sa:
+            fr.append(len(sa & sb) / len(sa))
+    return sum(fr) / len(fr)
+
+
+def test_fp8_selection_overlaps_bf16(rng, device, tolerance):
+    from kernels.qsa.testing import decode_visible, queries
+
+    qsa = _qsa()
+    seed = int(torch.randint(0, 2**31, (1,), generator=rng))
+    sels = {}
+    for dtype in INDEXER_DTYPES:
+        g = torch.Generator().manual_seed(seed)  # same raw keys and queries for both dtypes
+        cfg = _cfg(dtype, heads=8, head_dim=128, page=16, ratio=4, topk_blocks=8)
+        case = _case(cfg, [120, 90, 60], g, device)
+        row_req = qsa.decode_row_req(3, 2, device)
+        q = queries(case, row_req.cpu(), rng=g)
+        vis = decode_visible(case, 2)
+        sels[dtype] = qsa.decode_select(
+            case.cache, q, case.block_table, vis, decode_query_len=2, topk_blocks=cfg.topk_blocks
+        )
+    tol = tolerance(op="qsa.select_overlap", dtype="e4nv")
+    ov = _overlap(sels["bf16"], sels["fp8"])
+    assert ov >= 1.0 - tol.max_mismatch, (
+        f"fp8 selection overlaps the bf16 one by {ov:.3f} on average, floor {1.0 - tol.max_mismatch:.2f} "
+        f"({tol!r})"
+    )
+
+
+# --- validation ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small(rng, device):
+    from kernels.qsa.testing import decode_visible, queries
+
+    qsa = _qsa()
+    cfg = _cfg("fp8", heads=2, page=4, ratio=2, topk_blocks=3)
+    case = _case(cfg, [20, 9], rng, device)
+    row_req = qsa.decode_row_req(2, 1, device)
+    return qsa, case, queries(case, row_req.cpu(), rng=rng), decode_visible(case, 1), row_req
+
+
+def test_visible_beyond_capacity_is_rejected(small):
+    qsa, case, q, vis, row_req = small
+    cap = case.block_table.shape[1] * case.config.page_size
+    bad = vis.clone()
+    bad[1] = cap + 1
+    with pytest.raises(ValueError, match=rf"visible_blocks\[1\] = {cap + 1} exceeds the page-table capacity"):
+        qsa.decode_select(case.cache, q, case.block_table, bad, decode_query_len=1, topk_blocks=3)
+
+
+def test_page_table_entry_out_of_range_is_rejected(small):
+    qsa, case, q, vis, row_req = small
+    bt = case.block_table.clone()
+    bt[0, 1] = case.cache.num_blocks
+    with pytest.raises(ValueError, match=r"block_table\[0, 1\] = \d+ is outside \[0, \d+\)"):
+        qsa.paged_logits(case.cache, q, bt, row_req, vis)
+    bt = case.block_table.clone()
+    bt[1, 2] = -1  # request 1 sees 4 blocks = 1 page: unused entries may hold anything
+    qsa.paged_logits(case.cache, q, bt, row_req, vis)
+
+
+def test_query_dtype_must_equal_cache_dtype(small):
+    qsa, case, q, vis, _ = small
+    with pytest.raises(TypeError, match=r"q.dtype must equal the cache dtype torch.float8_e4m3fn"):
+        qsa.decode_select(
+            case.cache, q.float().to(torch.bfloat16), case.block_table, vis, decode_query_len=1, topk_blocks=3
+        )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "exc", "match"),
+    [
+        (lambda a: a.update(q=a["q"][:, :, :32]), ValueError, r"q must be \[rows, heads, head_dim=64\]"),
+        (lambda a: a.update(q=a["q"][:1]), ValueError, r"q must have block_table rows × decode_query_len"),
+        (lambda a: a.update(visible_blocks=a["visible_blocks"][:1]), ValueError, "one entry per query row"),
+        (
+            lambda a: a.update(visible_blocks=a["visible_blocks"] - 20),
+            ValueError,
+            "visible_blocks must be >= 0",
+        ),
+        (
+            lambda a: a.update(visible_blocks=a["visible_blocks"].float()),
+            TypeError,
+            "visible_blocks must have dtype",
+        ),
+        (lambda a: a.update(block_table=a["block_table"][0]), ValueError, "block_table must have 2 dims"),
+        (lambda a: a.update(topk_blocks=0), ValueError, "topk_blocks must be an int >= 1"),
+        (lambda a: a.update(decode_query_len=0), ValueError, "decode_query_len must be an int >= 1"),
+    ],
+    ids=["head_dim", "rows", "visible_len", "visible_neg", "visible_dtype", "bt_dims", "k", "mtp"],
+)
+def test_decode_select_rejects_bad_inputs(small, mutate, exc, match):
+    qsa, case, q, vis, _ = small
+    args = {
+        "q": q,
+        "block_table": case.block_table,
+        "visible_blocks": vis,
+        "decode_query_len": 1,
+        "topk_blocks": 3,
+    }
+    mutate(args)
+    with pytest.raises(exc, match=match):
+        qsa.decode_select(case.cache, **args)
+
+
+def test_prefill_select_rejects_bad_query_start_loc(small):
+    qsa, case, q, vis, _ = small
+    for qsl, match in (
+        ([0, 1], "block_table rows \\+ 1 = 3"),
+        ([0, 2, 1], "must start at 0 and end at"),
+        ([1, 1, 2], "must start at 0"),
+        ([0, 2, 2], None),
+    ):
+        t = torch.tensor(qsl, dtype=torch.int32, device=q.device)
+        if match is None:
+            qsa.prefill_select(case.cache, q, case.block_table, t, torch.zeros_like(vis), topk_blocks=3)
+            continue
+        with pytest.raises(ValueError, match=match):
+            qsa.prefill_select(case.cache, q, case.block_table, t, vis, topk_blocks=3)
+
+
+def test_store_rejects_bad_slots(small, device):
+    qsa, case, _, _, _ = small
+    d = case.config.head_dim
+    keys = torch.zeros(8, d, dtype=torch.bfloat16, device=device)
+    w = torch.zeros(d, device=device)
+    n_slots = case.cache.num_blocks * case.config.page_size
+    for slots, match in (
+        ([0, 1, 2], "must have T // compress_ratio = 8 // 2 = 4 entries"),
+        ([0, 1, 2, n_slots], rf"-1 \(skip\) or in \[0, {n_slots}\)"),
+        ([0, 1, -2, 3], "-1 \\(skip\\)"),
+        ([0, 1, 1, 3], "duplicate slot"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            qsa.store_compressed_keys(
+                case.cache, keys, torch.tensor(slots, dtype=torch.int32, device=device), w
+            )
+    with pytest.raises(TypeError, match="keys must have dtype"):
+        qsa.store_compressed_keys(
+            case.cache, keys.float(), torch.arange(4, dtype=torch.int32, device=device), w
+        )
+    with pytest.raises(ValueError, match=r"weight must be \[head_dim=64\]"):
+        qsa.store_compressed_keys(case.cache, keys, torch.arange(4, dtype=torch.int32, device=device), w[:8])
+
+
+def test_config_rejects_bad_values():
+    qsa = _qsa()
+    with pytest.raises(ValueError, match="token_topk .* must be >= compress_ratio"):
+        qsa.IndexerConfig(num_heads=1, head_dim=64, compress_ratio=8, token_topk=4, page_size=1)
+    with pytest.raises(ValueError, match="head_dim must be >= 16"):
+        qsa.IndexerConfig(num_heads=1, head_dim=8, compress_ratio=1, token_topk=4, page_size=1)
+    with pytest.raises(ValueError, match="page_size must be an int >= 1"):
+        qsa.IndexerConfig(num_heads=1, head_dim=64, compress_ratio=1, token_topk=4, page_size=0)
+
+
+def test_float_tolerance_and_table_tolerance_agree():
+    # harness.topk accepts a bare atol too; same verdict as the equivalent Tolerance.
+    scores = torch.tensor([[1.0, 0.9995, 0.2]])
+    for tol in (1e-3, Tolerance(atol=1e-3)):
+        assert_topk_multiset_equal(torch.tensor([[1, 0]]), scores, k=2, tol=tol)
