@@ -17,7 +17,13 @@ same codes); on another arch the tolerance table, op ``golden/<harness_op>`` whe
 exactly that op, else the kernel's own op ``<harness_op>`` (which falls back to ``*``); ``harness_op`` is
 ``default`` without a ``@pytest.mark.harness_op``. The dtype key is the test's ``dtype_case`` id when it
 has one, else the FP8 format (``e4nv``) or the float dtype (``bf16``). Integer and bool tensors always
-compare exactly. An explicit ``tol=`` wins.
+compare exactly. An explicit ``tol=`` wins. FP8 goldens compare codes: a NaN code the golden recorded must
+face a NaN code; float goldens never hold NaN (refused at write, since NaN never compares equal).
+
+``--golden-regen-all`` rewrites a file only when its content changed: the tensor's bits, dtype, shape or
+FP8 format, or the op / dtype case. A new torch/triton version alone does not rewrite it (no churn).
+Metadata (JSON, sorted keys, no timestamps): format_version, name, test (module/test/param/nodeid), op,
+dtype_case, dtype, fmt, storage, shape, seed, arch, device, torch/triton/numpy/harness versions.
 
 File layout: ``<golden_dir>/<module stem>/<test name>/<param id or "_">/<name>.npz``; ``test name`` has no
 parameters (``Class.method`` inside a class). The file is a plain ``.npz`` (``np.load(...,
@@ -743,7 +749,8 @@ class Golden:
 
         if obtained.kind == "fp8":
             # nan_equal: a golden records codes, and a NaN code it recorded must face a NaN code
-            m = compare.check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype, nan_equal=True)
+            m = compare.check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype,
+                                  nan_equal=True)
         else:
             m = compare.check_close(obtained.tensor, old.tensor, t, op=op, dtype=dtype)
         head += f"\n  tolerance: {t!r} ({why})"
