@@ -2,7 +2,8 @@
 ``compile_target`` fixture and a one-line timing summary.
 
 Registered by ``harness.plugin`` (or alone with ``-p harness._compile_hooks``). Nothing here imports triton
-until a test asks for ``compile_target``.
+until a test asks for ``compile_target``, except on the interpreter lane at session start, to stop the
+interpreter's leaked language patch from breaking later compiles (``fix_interpreter_leak``).
 
 Which targets a test gets: the marker's targets if it has ``@pytest.mark.compile_targets(...)``, else
 :data:`harness.compile_matrix.DEFAULT_TARGETS`. ``--harness-targets=sm80,sm90`` replaces the default list and,
@@ -41,6 +42,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_targets_key] = _option_targets(config)  # a bad list is a usage error now, not at collection
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistStats(), "harness-compile-xdist")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Before any test module runs an interpreted kernel: see harness.compile_matrix.fix_interpreter_leak.
+    import os
+
+    if os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on"):
+        from harness.compile_matrix import fix_interpreter_leak
+
+        fix_interpreter_leak()
 
 
 def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:

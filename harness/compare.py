@@ -1,9 +1,10 @@
 """Tensor and FP8-code comparisons against a :class:`~harness.tolerances.Tolerance`.
 
-Shaped like ``torch.testing._comparison``: the ``check_*`` functions return a :class:`~harness.report.Mismatch`
-record (or None) and never raise on a numeric failure, so other modules (goldens) can wrap the report; only
-the public ``assert_*`` turn the record into an ``AssertionError``, with ``__tracebackhide__`` so pytest
-shows the caller's line. Every check, passing or not, is reported to ``harness.summary.record``.
+Shaped like ``torch.testing._comparison``: the ``check_*`` functions return a
+:class:`~harness.report.Mismatch` record (or None) and never raise on a numeric failure, so other modules
+(goldens) can wrap the report; only the public ``assert_*`` turn the record into an ``AssertionError``,
+with ``__tracebackhide__`` so pytest shows the caller's line. Every check, passing or not, is reported to
+``harness.summary.record``.
 
 NaN never passes unless the caller says so (``equal_nan=True`` / ``nan_equal=True``); inf must match
 exactly; FP8 NaN/inf codes never pass a ULP rule (hardware casts saturate, so a special code in a kernel's
@@ -38,6 +39,7 @@ _SHORT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", 
 
 # ------------------------------------------------------------------------------------------ helpers
 
+
 def _arch_name() -> str:
     try:
         from harness.arch import current_arch
@@ -46,14 +48,33 @@ def _arch_name() -> str:
     return current_arch().name
 
 
-def _record(*, op: str, dtype: str, arch: str, n: int, worst_ulp: int | None, worst_abs: float | None,
-            tol: Any, passed: bool, worst_ratio: float | None = None) -> None:
+def _record(
+    *,
+    op: str,
+    dtype: str,
+    arch: str,
+    n: int,
+    worst_ulp: int | None,
+    worst_abs: float | None,
+    tol: Any,
+    passed: bool,
+    worst_ratio: float | None = None,
+) -> None:
     try:
         from harness import summary
     except ImportError:  # TODO(lead): remove once harness.summary is always present
         return
-    summary.record(op=op, dtype=dtype, arch=arch, n=n, worst_ulp=worst_ulp, worst_abs=worst_abs, tol=tol,
-                   passed=passed, worst_ratio=worst_ratio)
+    summary.record(
+        op=op,
+        dtype=dtype,
+        arch=arch,
+        n=n,
+        worst_ulp=worst_ulp,
+        worst_abs=worst_abs,
+        tol=tol,
+        passed=passed,
+        worst_ratio=worst_ratio,
+    )
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -73,9 +94,14 @@ def _check_tol(tol: Any) -> Tolerance:
 def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, kind: str, **ctx: Any) -> Mismatch | None:
     if a.shape == e.shape:
         return None
-    return Mismatch(kind="shape", n=e.numel(), k=e.numel(),
-                    detail=f"The values for attribute 'shape' do not match: {tuple(a.shape)} != {tuple(e.shape)} "
-                           f"(actual vs expected); {kind} checks never broadcast.", **ctx)
+    return Mismatch(
+        kind="shape",
+        n=e.numel(),
+        k=e.numel(),
+        detail=f"The values for attribute 'shape' do not match: {tuple(a.shape)} != {tuple(e.shape)} "
+        f"(actual vs expected); {kind} checks never broadcast.",
+        **ctx,
+    )
 
 
 def _allowed_k(tol: Tolerance, n: int) -> int:
@@ -93,8 +119,16 @@ def _worst_order(primary: torch.Tensor, secondary: torch.Tensor, idx: torch.Tens
 
 # ------------------------------------------------------------------------------------------ float
 
-def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *, op: str = "", dtype: str = "",
-                equal_nan: bool = False) -> Mismatch | None:
+
+def check_close(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tol: Tolerance,
+    *,
+    op: str = "",
+    dtype: str = "",
+    equal_nan: bool = False,
+) -> Mismatch | None:
     """Elementwise ``|actual - expected| <= tol.atol + tol.rtol * |expected|``; None when it holds.
 
     Both are compared in float64 (a dtype difference is allowed but named in the report). NaN fails unless
@@ -106,8 +140,10 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *,
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype in fp8._BY_TORCH_DTYPE or t.dtype == torch.uint8:
-            raise TypeError(f"{name} has dtype {t.dtype}: compare FP8 codes with assert_fp8_close / "
-                            f"assert_fp8_within_one_ulp")
+            raise TypeError(
+                f"{name} has dtype {t.dtype}: compare FP8 codes with assert_fp8_close / "
+                f"assert_fp8_within_one_ulp"
+            )
         if not t.dtype.is_floating_point:
             raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
     dtype = dtype or _SHORT.get(expected.dtype, str(expected.dtype))
@@ -115,8 +151,16 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *,
     ctx = dict(op=op, dtype=dtype, arch=arch, tol=tol)
     bad_shape = _shape_mismatch(actual, expected, "tensor", **ctx)
     if bad_shape is not None:
-        _record(op=op, dtype=dtype, arch=arch, n=expected.numel(), worst_ulp=None, worst_abs=None, tol=tol,
-                passed=False)
+        _record(
+            op=op,
+            dtype=dtype,
+            arch=arch,
+            n=expected.numel(),
+            worst_ulp=None,
+            worst_abs=None,
+            tol=tol,
+            passed=False,
+        )
         return bad_shape
     a = actual.detach().to("cpu", torch.float64).reshape(-1)
     e = expected.detach().to("cpu", torch.float64).reshape(-1)
@@ -126,7 +170,9 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *,
     fin = ~(nan | inf)
     diff = (a - e).abs()
     allowed = tol.atol + tol.rtol * e.abs()
-    ok = torch.where(nan, torch.isnan(a) & torch.isnan(e) & equal_nan, torch.where(inf, a == e, diff <= allowed))
+    ok = torch.where(
+        nan, torch.isnan(a) & torch.isnan(e) & equal_nan, torch.where(inf, a == e, diff <= allowed)
+    )
     k = int((~ok).sum())
     allowed_k = _allowed_k(tol, n)
     passed = k <= allowed_k
@@ -137,17 +183,34 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *,
         d = torch.where(fin, diff, -1.0)
         i = int(d.argmax())
         worst_abs = float(diff[i])
-        m.worst_abs, m.worst_abs_index, m.worst_abs_allowed = worst_abs, _index(i, expected.shape), float(allowed[i])
+        m.worst_abs, m.worst_abs_index, m.worst_abs_allowed = (
+            worst_abs,
+            _index(i, expected.shape),
+            float(allowed[i]),
+        )
         rel = torch.where(e.abs() > 0, diff / e.abs(), torch.where(diff > 0, math.inf, 0.0))
         rel = torch.where(fin, rel, -1.0)
         j = int(rel.argmax())
-        m.worst_rel, m.worst_rel_index, m.worst_rel_allowed = float(rel[j]), _index(j, expected.shape), tol.rtol
+        m.worst_rel, m.worst_rel_index, m.worst_rel_allowed = (
+            float(rel[j]),
+            _index(j, expected.shape),
+            tol.rtol,
+        )
         ratio = torch.where(allowed > 0, diff / allowed, torch.where(diff > 0, math.inf, 0.0))
         worst_ratio = float(ratio[fin].max())
     if bool(((nan | inf) & ~ok).any()):
         worst_ratio = math.inf  # a NaN/inf mismatch has no finite error: no headroom
-    _record(op=op, dtype=dtype, arch=arch, n=n, worst_ulp=None, worst_abs=worst_abs, tol=tol, passed=passed,
-            worst_ratio=worst_ratio)
+    _record(
+        op=op,
+        dtype=dtype,
+        arch=arch,
+        n=n,
+        worst_ulp=None,
+        worst_abs=worst_abs,
+        tol=tol,
+        passed=passed,
+        worst_ratio=worst_ratio,
+    )
     if passed:
         return None
     bad = (~ok).nonzero().reshape(-1)
@@ -155,13 +218,18 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *,
     score = torch.where(allowed > 0, diff / allowed, torch.where(diff > 0, math.inf, 0.0))
     score = torch.nan_to_num(score, nan=math.inf)
     for i in _worst_order(special, score, bad).tolist():
-        m.rows.append(Row(_index(i, expected.shape), float(a[i]), float(e[i]), float(diff[i]), float(allowed[i])))
-    m.rule = (f"|actual - expected| <= atol + rtol * |expected| (atol={tol.atol:.1e}, rtol={tol.rtol:.1e}); "
-              f"{'NaN must face NaN (equal_nan=True)' if equal_nan else 'NaN never passes'}; inf must match "
-              f"exactly" + (f"; up to {tol.max_mismatch:.2%} of elements may break it" if tol.max_mismatch else ""))
+        m.rows.append(
+            Row(_index(i, expected.shape), float(a[i]), float(e[i]), float(diff[i]), float(allowed[i]))
+        )
+    m.rule = (
+        f"|actual - expected| <= atol + rtol * |expected| (atol={tol.atol:.1e}, rtol={tol.rtol:.1e}); "
+        f"{'NaN must face NaN (equal_nan=True)' if equal_nan else 'NaN never passes'}; inf must match "
+        f"exactly" + (f"; up to {tol.max_mismatch:.2%} of elements may break it" if tol.max_mismatch else "")
+    )
     if actual.dtype != expected.dtype:
-        m.notes.append(f"Note: dtypes differ (actual {actual.dtype}, expected {expected.dtype}); compared in "
-                       f"float64")
+        m.notes.append(
+            f"Note: dtypes differ (actual {actual.dtype}, expected {expected.dtype}); compared in float64"
+        )
     if nan.any():
         m.notes.append(f"NaN: {int(torch.isnan(a).sum())} in actual, {int(torch.isnan(e).sum())} in expected")
     return m
@@ -169,20 +237,38 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *,
 
 # ------------------------------------------------------------------------------------------ fp8
 
-def _fp8_check(actual: Any, expected: Any, fmt: Any, *, max_ulp: int, floor: float, tol: Tolerance, op: str,
-               dtype: str, nan_equal: bool, rule_prefix: str) -> Mismatch | None:
+
+def _fp8_check(
+    actual: Any,
+    expected: Any,
+    fmt: Any,
+    *,
+    max_ulp: int,
+    floor: float,
+    tol: Tolerance,
+    op: str,
+    dtype: str,
+    nan_equal: bool,
+    rule_prefix: str,
+) -> Mismatch | None:
     f = fp8.get_format(fmt)
     a = fp8.as_codes(actual, f, name="actual")
     e = fp8.as_codes(expected, f, name="expected")
-    if not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and math.isfinite(floor)
-            and floor >= 0):
+    if not (
+        isinstance(floor, (int, float))
+        and not isinstance(floor, bool)
+        and math.isfinite(floor)
+        and floor >= 0
+    ):
         raise ValueError(f"floor must be a finite number >= 0, got {floor!r}")
     dtype = dtype or f.name
     arch = _arch_name()
     ctx = dict(op=op, dtype=dtype, arch=arch, fmt=f.name, tol=tol)
     bad_shape = _shape_mismatch(a, e, "FP8", **ctx)
     if bad_shape is not None:
-        _record(op=op, dtype=dtype, arch=arch, n=e.numel(), worst_ulp=None, worst_abs=None, tol=tol, passed=False)
+        _record(
+            op=op, dtype=dtype, arch=arch, n=e.numel(), worst_ulp=None, worst_abs=None, tol=tol, passed=False
+        )
         return bad_shape
     shape = e.shape
     a = a.detach().to("cpu").reshape(-1)
@@ -207,11 +293,16 @@ def _fp8_check(actual: Any, expected: Any, fmt: Any, *, max_ulp: int, floor: flo
         worst_ulp, m.worst_ulp, m.worst_ulp_index = int(ulp[i]), int(ulp[i]), _index(i, shape)
         fin = ~special
         if bool(fin.any()):
-            j = int(torch.where(fin, diff, -1.0).argmax())
-            worst_abs = float(diff[j])
-            m.worst_abs, m.worst_abs_index = worst_abs, _index(j, shape)
+            worst_abs = float(diff[fin].max())  # for the summary: over every element
+        # for the report: over the elements that break the rule (a 1-ULP step may exceed the floor and pass)
+        fin_bad = fin & ~ok
+        if bool(fin_bad.any()):
+            j = int(torch.where(fin_bad, diff, -1.0).argmax())
+            m.worst_abs, m.worst_abs_index = float(diff[j]), _index(j, shape)
             m.worst_abs_allowed = float(floor) if floor > 0 else None
-    _record(op=op, dtype=dtype, arch=arch, n=n, worst_ulp=worst_ulp, worst_abs=worst_abs, tol=tol, passed=passed)
+    _record(
+        op=op, dtype=dtype, arch=arch, n=n, worst_ulp=worst_ulp, worst_abs=worst_abs, tol=tol, passed=passed
+    )
     if passed:
         return None
     m.hist = {}
@@ -219,8 +310,18 @@ def _fp8_check(actual: Any, expected: Any, fmt: Any, *, max_ulp: int, floor: flo
         m.hist[label] = int(((ulp >= lo) & (ulp <= min(hi, 2**31 - 1))).sum())
     bad = (~ok).nonzero().reshape(-1)
     for i in _worst_order(ulp.to(torch.float64), torch.nan_to_num(diff, nan=math.inf), bad).tolist():
-        m.rows.append(Row(_index(i, shape), float(va[i]), float(ve[i]), float(diff[i]),
-                          float(floor) if floor > 0 else None, int(a[i]), int(e[i]), int(ulp[i])))
+        m.rows.append(
+            Row(
+                _index(i, shape),
+                float(va[i]),
+                float(ve[i]),
+                float(diff[i]),
+                float(floor) if floor > 0 else None,
+                int(a[i]),
+                int(e[i]),
+                int(ulp[i]),
+            )
+        )
     rule = rule_prefix
     if floor > 0:
         rule += f", or |decoded difference| <= {floor:.3e} with the same sign (a zero has either sign)"
@@ -231,17 +332,36 @@ def _fp8_check(actual: Any, expected: Any, fmt: Any, *, max_ulp: int, floor: flo
     return m
 
 
-def check_fp8(actual_codes: Any, expected_codes: Any, fmt: Any, tol: Tolerance, *, op: str = "",
-              dtype: str = "", nan_equal: bool = False) -> Mismatch | None:
+def check_fp8(
+    actual_codes: Any,
+    expected_codes: Any,
+    fmt: Any,
+    tol: Tolerance,
+    *,
+    op: str = "",
+    dtype: str = "",
+    nan_equal: bool = False,
+) -> Mismatch | None:
     """FP8 codes within ``tol.max_ulp`` codes (None means 0), or within ``tol.ulp_floor`` in value with the
     same sign; up to ``floor(tol.max_mismatch * n)`` elements may break that. None when it holds."""
     tol = _check_tol(tol)
     max_ulp = 0 if tol.max_ulp is None else tol.max_ulp
-    return _fp8_check(actual_codes, expected_codes, fmt, max_ulp=max_ulp, floor=tol.ulp_floor, tol=tol, op=op,
-                      dtype=dtype, nan_equal=nan_equal, rule_prefix=f"code distance <= {max_ulp} ULP")
+    return _fp8_check(
+        actual_codes,
+        expected_codes,
+        fmt,
+        max_ulp=max_ulp,
+        floor=tol.ulp_floor,
+        tol=tol,
+        op=op,
+        dtype=dtype,
+        nan_equal=nan_equal,
+        rule_prefix=f"code distance <= {max_ulp} ULP",
+    )
 
 
 # ------------------------------------------------------------------------------------------ public
+
 
 def _raise(m: Mismatch | None, msg: Msg) -> None:
     if m is not None:
@@ -249,16 +369,34 @@ def _raise(m: Mismatch | None, msg: Msg) -> None:
         raise m.to_error()
 
 
-def assert_close_tol(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, *, op: str = "",
-                     dtype: str = "", msg: Msg = None, equal_nan: bool = False) -> None:
+def assert_close_tol(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tol: Tolerance,
+    *,
+    op: str = "",
+    dtype: str = "",
+    msg: Msg = None,
+    equal_nan: bool = False,
+) -> None:
     """Assert :func:`check_close`. ``msg``: a str becomes the first line; a callable gets the report."""
     __tracebackhide__ = True
     _raise(check_close(actual, expected, tol, op=op, dtype=dtype, equal_nan=equal_nan), msg)
 
 
-def assert_fp8_close(actual: Any, expected: Any, fmt: Any, *, max_ulp: int = 0, max_mismatch: float = 0.0,
-                     tol: Tolerance | None = None, op: str = "", dtype: str = "", msg: Msg = None,
-                     nan_equal: bool = False) -> None:
+def assert_fp8_close(
+    actual: Any,
+    expected: Any,
+    fmt: Any,
+    *,
+    max_ulp: int = 0,
+    max_mismatch: float = 0.0,
+    tol: Tolerance | None = None,
+    op: str = "",
+    dtype: str = "",
+    msg: Msg = None,
+    nan_equal: bool = False,
+) -> None:
     """Codes within ``max_ulp`` of each other, except at most a ``max_mismatch`` FRACTION of the elements
     (``floor(max_mismatch * n)`` of them). With ``tol`` the table row supplies max_ulp, max_mismatch and
     ulp_floor instead; passing both is ambiguous and refused."""
@@ -272,22 +410,50 @@ def assert_fp8_close(actual: Any, expected: Any, fmt: Any, *, max_ulp: int = 0, 
     _raise(check_fp8(actual, expected, fmt, t, op=op, dtype=dtype, nan_equal=nan_equal), msg)
 
 
-def assert_fp8_within_one_ulp(actual: Any, expected: Any, fmt: Any, *, floor: float | None = None,
-                              tol: Tolerance | None = None, op: str = "", dtype: str = "", msg: Msg = None,
-                              nan_equal: bool = False) -> None:
+def assert_fp8_within_one_ulp(
+    actual: Any,
+    expected: Any,
+    fmt: Any,
+    *,
+    floor: float | None = None,
+    tol: Tolerance | None = None,
+    op: str = "",
+    dtype: str = "",
+    msg: Msg = None,
+    nan_equal: bool = False,
+) -> None:
     """The mixed check: an element passes when its codes are at most 1 apart, or its decoded values differ
     by at most ``floor`` with the same sign. ``floor`` comes from the argument, else ``tol.ulp_floor``,
     else 0; ``tol.max_mismatch`` (if any) still applies. A tol whose max_ulp is not 1 is refused."""
     __tracebackhide__ = True
-    if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool)
-                                  and math.isfinite(floor) and floor >= 0):
+    if floor is not None and not (
+        isinstance(floor, (int, float))
+        and not isinstance(floor, bool)
+        and math.isfinite(floor)
+        and floor >= 0
+    ):
         raise ValueError(f"floor must be a finite number >= 0, got {floor!r}")
     if tol is not None:
         _check_tol(tol)
         if tol.max_ulp not in (None, 1):
-            raise ValueError(f"assert_fp8_within_one_ulp: tol.max_ulp={tol.max_ulp} contradicts the 1-ULP rule; "
-                             f"use assert_fp8_close(tol=...) for other bounds")
+            raise ValueError(
+                f"assert_fp8_within_one_ulp: tol.max_ulp={tol.max_ulp} contradicts the 1-ULP rule; "
+                f"use assert_fp8_close(tol=...) for other bounds"
+            )
     t = tol if tol is not None else Tolerance(max_ulp=1, ulp_floor=floor or 0.0, key=_EXPLICIT)
     fl = floor if floor is not None else t.ulp_floor
-    _raise(_fp8_check(actual, expected, fmt, max_ulp=1, floor=fl, tol=t, op=op, dtype=dtype, nan_equal=nan_equal,
-                      rule_prefix="code distance <= 1 ULP"), msg)
+    _raise(
+        _fp8_check(
+            actual,
+            expected,
+            fmt,
+            max_ulp=1,
+            floor=fl,
+            tol=t,
+            op=op,
+            dtype=dtype,
+            nan_equal=nan_equal,
+            rule_prefix="code distance <= 1 ULP",
+        ),
+        msg,
+    )

@@ -159,7 +159,8 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
         raise ValueError(f"encode(fmt={f.name!r}, arch={a.name!r}): {reason}")
     xf = x.float()
     if f.name == "e4b15":
-        return _encode_e4b15(xf, nan_by_sign=x.dtype != torch.float32)
+        # the NaN's sign from x itself: torch's CPU fp16->fp32 drops it for short tensors (< 8 elements)
+        return _encode_e4b15(xf, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
     sat = xf.clamp(-f.sat_max, f.sat_max)
     codes = sat.to(f.torch_dtype).view(torch.uint8)
     if f.nan_style in ("fn", "ieee"):
@@ -167,13 +168,13 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
     return codes
 
 
-def _encode_e4b15(xf: torch.Tensor, *, nan_by_sign: bool) -> torch.Tensor:
+def _encode_e4b15(xf: torch.Tensor, *, nan_sign: torch.Tensor | None) -> torch.Tensor:
     # e4b15 is e4m3fn with the exponent bias moved by 8: scaling by 2^8 is exact in fp32 (an overflow to inf
     # only happens far beyond the saturation point), so torch's e4m3fn rounding does the work; only the tie
     # rule differs (Triton's conversion rounds half away from zero) and is fixed up below.
     y = (xf * 256.0).clamp(-448.0, 448.0)
     # NaN has no code: from fp16 it saturates by its sign bit, from fp32 always to +1.75 (H200 tables).
-    nan_val = torch.where(torch.signbit(xf), -448.0, 448.0) if nan_by_sign else torch.full_like(y, 448.0)
+    nan_val = torch.where(nan_sign, -448.0, 448.0) if nan_sign is not None else torch.full_like(y, 448.0)
     y = torch.where(torch.isnan(xf), nan_val, y)
     rne = y.to(torch.float8_e4m3fn).view(torch.uint8)
     mag = (rne & 0x7F).to(torch.int32)

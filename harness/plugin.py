@@ -55,11 +55,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "harness_tolerance_files", type="linelist", default=[],
         help="globs (relative to rootdir) of TOML files with [[tolerance]] rows",
     )
-    import importlib.util
-
     for name in _SUBPLUGINS:
-        # TODO(lead): drop the find_spec guard once both hook modules have landed.
-        if importlib.util.find_spec(name) is not None and not pluginmanager.has_plugin(name):
+        if not pluginmanager.has_plugin(name):
             pluginmanager.import_plugin(name)
 
 

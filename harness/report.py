@@ -19,8 +19,15 @@ __all__ = ["Mismatch", "Row", "format_mismatch", "ulp_histogram", "HIST_BINS", "
 MAX_ROWS = 20
 
 #: ULP histogram bins: (label, lo, hi) inclusive; the last bin is filled from ULP_FAR distances.
-HIST_BINS: tuple[tuple[str, int, int], ...] = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3),
-                                              ("4-7", 4, 7), ("8+", 8, 1 << 15), ("far/NaN", 1 << 16, 1 << 62))
+HIST_BINS: tuple[tuple[str, int, int], ...] = (
+    ("0", 0, 0),
+    ("1", 1, 1),
+    ("2", 2, 2),
+    ("3", 3, 3),
+    ("4-7", 4, 7),
+    ("8+", 8, 1 << 15),
+    ("far/NaN", 1 << 16, 1 << 62),
+)
 
 
 @dataclass
@@ -31,8 +38,8 @@ class Row:
     actual: float
     expected: float
     abs_diff: float
-    allowed: float | None = None      # float checks: atol + rtol*|expected|; fp8 mixed: the floor
-    actual_code: int | None = None    # fp8 only
+    allowed: float | None = None  # float checks: atol + rtol*|expected|; fp8 mixed: the floor
+    actual_code: int | None = None  # fp8 only
     expected_code: int | None = None
     ulp: int | None = None
 
@@ -41,10 +48,10 @@ class Row:
 class Mismatch:
     """A failed check, as data. ``harness.compare``'s public asserts turn it into an AssertionError."""
 
-    kind: str                         # "float" | "fp8" | "shape"
+    kind: str  # "float" | "fp8" | "shape"
     n: int = 0
-    k: int = 0                        # elements breaking the rule
-    allowed_k: int = 0                # from tol.max_mismatch
+    k: int = 0  # elements breaking the rule
+    allowed_k: int = 0  # from tol.max_mismatch
     op: str = ""
     dtype: str = ""
     arch: str = ""
@@ -63,8 +70,8 @@ class Mismatch:
     hist: dict[str, int] | None = None
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    detail: str = ""                  # shape/dtype problems: the whole story in one line
-    msg: Any = None                   # caller's msg: str (first line) or callable(report) -> str
+    detail: str = ""  # shape/dtype problems: the whole story in one line
+    msg: Any = None  # caller's msg: str (first line) or callable(report) -> str
 
     def message(self) -> str:
         return format_mismatch(self)
@@ -111,8 +118,11 @@ def _context(m: Mismatch) -> str:
 
 
 def _header(m: Mismatch) -> str:
-    what = {"fp8": "FP8 codes are not close!", "float": "Tensor-likes are not close!",
-            "shape": "Tensor-likes cannot be compared!"}.get(m.kind, "Comparison failed!")
+    what = {
+        "fp8": "FP8 codes are not close!",
+        "float": "Tensor-likes are not close!",
+        "shape": "Tensor-likes cannot be compared!",
+    }.get(m.kind, "Comparison failed!")
     ctx = _context(m)
     return f"{what} ({ctx})" if ctx else what
 
@@ -124,15 +134,26 @@ def _table(m: Mismatch) -> list[str]:
     lines = [f"Worst elements ({shown} of {m.k} shown):" if m.k > shown else f"Worst elements ({shown}):"]
     if m.kind == "fp8":
         head = ("index", "actual", "expected", "actual value", "expected value", "abs diff", "ulp")
-        body = [(fmt_index(r.index), f"0x{r.actual_code:02x}", f"0x{r.expected_code:02x}", _g(r.actual),
-                 _g(r.expected), _g(r.abs_diff), "far" if (r.ulp or 0) >= (1 << 16) else str(r.ulp))
-                for r in m.rows]
+        body = [
+            (
+                fmt_index(r.index),
+                f"0x{r.actual_code:02x}",
+                f"0x{r.expected_code:02x}",
+                _g(r.actual),
+                _g(r.expected),
+                _g(r.abs_diff),
+                "far" if (r.ulp or 0) >= (1 << 16) else str(r.ulp),
+            )
+            for r in m.rows
+        ]
     else:
         head = ("index", "actual", "expected", "abs diff", "allowed")
-        body = [(fmt_index(r.index), _g(r.actual), _g(r.expected), _g(r.abs_diff), _g(r.allowed)) for r in m.rows]
+        body = [
+            (fmt_index(r.index), _g(r.actual), _g(r.expected), _g(r.abs_diff), _g(r.allowed)) for r in m.rows
+        ]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
-    lines.append("  " + "  ".join(h.rjust(w) for h, w in zip(head, widths)).rstrip())
-    lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(b, widths)).rstrip() for b in body]
+    lines.append("  " + "  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)).rstrip())
+    lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
     return lines
 
 
@@ -147,16 +168,19 @@ def format_mismatch(m: Mismatch) -> str:
         lines.append(f"Mismatched elements: {m.k} / {m.n} ({pct:.1f}%){allowed}")
         if m.kind == "fp8" and m.worst_ulp is not None:
             wu = "far (NaN/inf)" if m.worst_ulp >= (1 << 16) else str(m.worst_ulp)
-            lines.append(f"Greatest ULP distance: {wu} at index {fmt_index(m.worst_ulp_index)} "
-                         f"(up to {m.max_ulp} allowed)")
+            lines.append(
+                f"Greatest ULP distance: {wu} at index {fmt_index(m.worst_ulp_index)} "
+                f"(up to {m.max_ulp} allowed)"
+            )
         if m.worst_abs is not None:
             up = f" (up to {_e(m.worst_abs_allowed)} allowed)" if m.worst_abs_allowed is not None else ""
-            lines.append(f"Greatest absolute difference: {_e(m.worst_abs)} at index "
-                         f"{fmt_index(m.worst_abs_index)}{up}")
+            what = "Greatest absolute difference" + (" of a mismatch" if m.kind == "fp8" else "")
+            lines.append(f"{what}: {_e(m.worst_abs)} at index {fmt_index(m.worst_abs_index)}{up}")
         if m.worst_rel is not None:
             up = f" (up to {_e(m.worst_rel_allowed)} allowed)" if m.worst_rel_allowed is not None else ""
-            lines.append(f"Greatest relative difference: {_e(m.worst_rel)} at index "
-                         f"{fmt_index(m.worst_rel_index)}{up}")
+            lines.append(
+                f"Greatest relative difference: {_e(m.worst_rel)} at index {fmt_index(m.worst_rel_index)}{up}"
+            )
         if m.hist is not None:
             lines.append("ULP histogram: " + " | ".join(f"{k}: {v}" for k, v in m.hist.items()))
         lines += _table(m)
@@ -164,7 +188,9 @@ def format_mismatch(m: Mismatch) -> str:
     if m.rule:
         lines.append(f"Rule: {m.rule}")
     if m.tol is not None:
-        lines.append(f"Tolerance: {m.tol!r}")  # the repr ends with [op/dtype/arch]: the table row that applied
+        lines.append(
+            f"Tolerance: {m.tol!r}"
+        )  # the repr ends with [op/dtype/arch]: the table row that applied
         note = getattr(m.tol, "note", "")
         if note:
             lines.append(f"Tolerance note: {note}")
@@ -174,4 +200,3 @@ def format_mismatch(m: Mismatch) -> str:
     if isinstance(m.msg, str) and m.msg:
         return f"{m.msg}\n{text}"
     return text
-

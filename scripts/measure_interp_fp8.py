@@ -42,7 +42,9 @@ def _cast(x_ptr, y_ptr, n, DST: tl.constexpr, VIA_FP32: tl.constexpr, BLOCK: tl.
 def interp_cast(x: torch.Tensor, f: fp8.FP8Format, via_fp32: bool) -> torch.Tensor:
     y = torch.empty(x.numel(), dtype=torch.uint8)
     block = 1 << 16
-    _cast[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), getattr(tl, f.triton_name), via_fp32, BLOCK=block)
+    _cast[(triton.cdiv(x.numel(), block),)](
+        x, y, x.numel(), getattr(tl, f.triton_name), via_fp32, BLOCK=block
+    )
     return y
 
 
@@ -65,8 +67,13 @@ def fp32_sample() -> torch.Tensor:
 def sources() -> list[tuple[str, torch.Tensor, bool]]:
     bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
     h, b = bits.view(torch.float16), bits.view(torch.bfloat16)
-    return [("fp16", h, False), ("bf16", b, False), ("fp32", fp32_sample(), False),
-            ("fp16 via fp32", h, True), ("bf16 via fp32", b, True)]
+    return [
+        ("fp16", h, False),
+        ("bf16", b, False),
+        ("fp32", fp32_sample(), False),
+        ("fp16 via fp32", h, True),
+        ("bf16 via fp32", b, True),
+    ]
 
 
 def measure(x: torch.Tensor, f: fp8.FP8Format, via: bool) -> dict[str, object]:
@@ -97,10 +104,14 @@ def measure(x: torch.Tensor, f: fp8.FP8Format, via: bool) -> dict[str, object]:
 
 
 def main() -> int:
-    print(f"triton {triton.__version__}, torch {torch.__version__}: interpreter cast vs encode(arch='sm90'), "
-          f"finite |x| <= sat_max")
-    head = f"{'source':<14} {'fmt':<6} {'n':>8} {'mismatch':>9} {'max ulp':>8} {'max |diff|':>11} " \
-           f"{'mixed floor':>24}  interp model exact"
+    print(
+        f"triton {triton.__version__}, torch {torch.__version__}: interpreter cast vs encode(arch='sm90'), "
+        f"finite |x| <= sat_max"
+    )
+    head = (
+        f"{'source':<14} {'fmt':<6} {'n':>8} {'mismatch':>9} {'max ulp':>8} {'max |diff|':>11} "
+        f"{'mixed floor':>24}  interp model exact"
+    )
     print(head)
     print("-" * len(head))
     ok = True
@@ -108,8 +119,11 @@ def main() -> int:
         for name in FORMATS:
             r = measure(x, fp8.get_format(name), via)
             ok &= bool(r["model_exact"])
-            print(f"{sname:<14} {name:<6} {r['n']:>8} {r['mismatch']:>9} {r['max_ulp']:>8} {r['max_abs']:>11.4g} "
-                  f"{r['floor']:>24}  {r['model_exact']}")
+            print(
+                f"{sname:<14} {name:<6} {r['n']:>8} {r['mismatch']:>9} {r['max_ulp']:>8} "
+                f"{r['max_abs']:>11.4g} "
+                f"{r['floor']:>24}  {r['model_exact']}"
+            )
     return 0 if ok else 1
 
 

@@ -25,7 +25,7 @@ from kernels.turboquant.layout import (
     value_bytes,
 )
 
-__all__ = ["ValueQuant", "key_codes", "value_quant", "pack_nibbles", "slot_images", "store", "decode_slots",
+__all__ = ["ValueQuant", "key_codes", "nearest_key_codes", "value_quant", "pack_nibbles", "slot_images", "store", "decode_slots",
            "load"]
 
 
@@ -37,10 +37,16 @@ def _fmt(fmt: Any) -> str:
 
 
 def _fp32(x: torch.Tensor, arch: Any) -> torch.Tensor:
-    """The kernel's ``.to(tl.float32)`` as ``arch`` does it (the interpreter's upcast mishandles subnormals)."""
+    """The kernel's ``.to(tl.float32)`` as ``arch`` does it (the interpreter's bf16 upcast is its own).
+
+    Non-finite inputs keep torch's upcast: the store only looks at NaN-ness and the sign of inf, and
+    ``upcast_fp32(arch="interp")`` turns fp16 NaN/inf into finite numbers (NaN → 98304), which the
+    interpreter's kernel cast (exact for fp16, measured on all 65536 patterns) does not.
+    """
     from harness.fp8 import upcast_fp32
 
-    return upcast_fp32(x.detach().to("cpu"), arch=arch)
+    x = x.detach().to("cpu")
+    return torch.where(torch.isfinite(x), upcast_fp32(x, arch=arch), x.float())
 
 
 def key_codes(key: torch.Tensor, fmt: Any, *, arch: Any) -> torch.Tensor:
@@ -54,6 +60,16 @@ def key_codes(key: torch.Tensor, fmt: Any, *, arch: Any) -> torch.Tensor:
     x = torch.where(nan, torch.zeros_like(x), x).clamp(-KEY_MAX[f], KEY_MAX[f])
     codes = encode(x, f, arch=arch).to("cpu", torch.uint8)
     return torch.where(nan, torch.full_like(codes, KEY_NAN_CODE), codes)
+
+
+def nearest_key_codes(key: torch.Tensor, fmt: Any) -> torch.Tensor:
+    """The correctly rounded (nearest, ties to even), saturated code of each finite key — the yardstick of
+    the round trip, independent of any arch's cast quirks. e4b15 is e4m3fn scaled by 2**8 (exact in fp32)."""
+    f = _fmt(fmt)
+    x = key.detach().to("cpu", torch.float32).clamp(-KEY_MAX[f], KEY_MAX[f])
+    if f == "e4b15":
+        x = x * 256.0
+    return x.to(torch.float8_e4m3fn).view(torch.uint8)
 
 
 @dataclass(frozen=True)
@@ -135,7 +151,7 @@ def decode_slots(images: torch.Tensor, head_dim: int, fmt: Any) -> tuple[torch.T
     key = torch.where((codes & 0x7F) == KEY_NAN_CODE, torch.full_like(key, float("nan")), key)
     packed = img[..., d:d + nv]
     q = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(*packed.shape[:-1], 2 * nv)[..., :d]
-    params = img[..., d + nv:d + nv + 4].contiguous().view(torch.float16).to(torch.float32)
+    params = img[..., d + nv:d + nv + 4].clone().view(torch.float16).to(torch.float32)
     value = q.to(torch.float32) * params[..., :1] + params[..., 1:2]
     return key, value
 

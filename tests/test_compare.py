@@ -1,0 +1,331 @@
+"""``harness.compare`` / ``harness.report``: pass/fail boundaries and the failure message, line by line.
+
+The tolerances below are not measurements: they are inputs to the comparator under test, chosen so that
+the boundary values are exact in binary (0.25 + 0.25 * 1.0 == 0.5), hence built here and not looked up.
+Message tests pin one regex per line, like pytest's approx tests (``assert_approx_raises_regex``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from harness import compare, fp8, report
+from harness.tolerances import Tolerance
+
+# Comparator inputs (see module docstring): exact binary fractions so "at the boundary" is exact.
+QUARTER = Tolerance(rtol=0.25, atol=0.25, key="test/quarter")
+EXACT_FLOAT = Tolerance(rtol=0.0, atol=0.0, key="test/exact")
+TENTH_MAY_FAIL = Tolerance(rtol=0.0, atol=0.0, max_mismatch=0.1, key="test/tenth")
+E4NV_MIN_SUB = 2.0**-9  # smallest e4nv subnormal
+
+
+def _codes(*values: int) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.uint8)
+
+
+def _raises_lines(fn, *patterns: str) -> str:
+    """Run ``fn``; it must raise AssertionError whose lines match ``patterns`` in order (one regex per line,
+    each matched with re.fullmatch; ``...`` as a pattern skips any number of lines)."""
+    with pytest.raises(AssertionError) as info:
+        fn()
+    text = str(info.value)
+    lines = text.splitlines()
+    i, skipping = 0, False
+    for p in patterns:
+        if p == "...":
+            skipping = True
+            continue
+        while skipping and i < len(lines) and not re.fullmatch(p, lines[i]):
+            i += 1
+        if i == len(lines) or not re.fullmatch(p, lines[i]):
+            got = lines[i] if i < len(lines) else "<end of message>"
+            raise AssertionError(f"line {i}: {got!r} does not match {p!r}\n--- message ---\n{text}")
+        i, skipping = i + 1, False
+    return text
+
+
+# ------------------------------------------------------------------------------------------ float rule
+
+
+def test_float_boundary_is_inclusive():
+    e = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    compare.assert_close_tol(
+        e + torch.tensor([0.5, -0.5], dtype=torch.float64), e, QUARTER
+    )  # exactly allowed
+    above = torch.nextafter(torch.tensor(1.5, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64))
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 1 / 2 \(50\.0%\)"):
+        compare.assert_close_tol(torch.stack([above, torch.tensor(-1.5, dtype=torch.float64)]), e, QUARTER)
+
+
+def test_float_nan_fails_unless_equal_nan():
+    nan = torch.tensor([math.nan, 1.0])
+    with pytest.raises(AssertionError, match="NaN: 1 in actual, 1 in expected"):
+        compare.assert_close_tol(nan, nan, QUARTER)
+    compare.assert_close_tol(nan, nan, QUARTER, equal_nan=True)
+    with pytest.raises(AssertionError, match="Mismatched elements: 1 / 2"):
+        compare.assert_close_tol(nan, torch.tensor([1.0, 1.0]), QUARTER, equal_nan=True)  # NaN vs a number
+
+
+def test_float_inf_must_match_exactly():
+    inf = torch.tensor([math.inf, -math.inf])
+    compare.assert_close_tol(inf, inf, EXACT_FLOAT)
+    with pytest.raises(AssertionError, match="Mismatched elements: 2 / 2"):
+        compare.assert_close_tol(inf, inf.flip(0), Tolerance(atol=1e30))
+    with pytest.raises(AssertionError, match="Mismatched elements: 1 / 1"):
+        compare.assert_close_tol(torch.tensor([math.inf]), torch.tensor([3e38]), Tolerance(atol=1e30))
+
+
+def test_float_signed_zeros_are_equal():
+    compare.assert_close_tol(torch.tensor([0.0, -0.0]), torch.tensor([-0.0, 0.0]), EXACT_FLOAT)
+
+
+def test_float_max_mismatch_is_a_fraction():
+    e = torch.zeros(10)
+    one_off = e.clone()
+    one_off[3] = 1.0
+    compare.assert_close_tol(one_off, e, TENTH_MAY_FAIL)  # floor(0.1 * 10) = 1 allowed
+    one_off[7] = 1.0
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 2 / 10 \(20\.0%\), up to 1 allowed"):
+        compare.assert_close_tol(one_off, e, TENTH_MAY_FAIL)
+
+
+def test_float_shape_mismatch_is_an_error():
+    _raises_lines(
+        lambda: compare.assert_close_tol(torch.zeros(2, 3), torch.zeros(3, 2), QUARTER),
+        r"Tensor-likes cannot be compared! \(dtype=fp32, arch=\w+\)",
+        r"The values for attribute 'shape' do not match: \(2, 3\) != \(3, 2\) \(actual vs expected\); "
+        r"tensor checks never broadcast\.",
+        r"Tolerance: Tolerance\(rtol=2\.5e-01, atol=2\.5e-01\) \[test/quarter\]",
+    )
+
+
+def test_float_bad_inputs_raise_type_errors():
+    with pytest.raises(TypeError, match="actual must be a torch.Tensor"):
+        compare.assert_close_tol([1.0], torch.zeros(1), QUARTER)
+    with pytest.raises(TypeError, match="expected must be a floating-point tensor"):
+        compare.assert_close_tol(torch.zeros(1), torch.zeros(1, dtype=torch.int32), QUARTER)
+    with pytest.raises(TypeError, match="assert_fp8_close"):
+        compare.assert_close_tol(torch.zeros(1).to(torch.float8_e4m3fn), torch.zeros(1), QUARTER)
+    with pytest.raises(TypeError, match="tol must be a harness.tolerances.Tolerance"):
+        compare.assert_close_tol(torch.zeros(1), torch.zeros(1), 1e-3)
+
+
+def test_float_message_lines():
+    e = torch.tensor([[1.0, 2.0], [4.0, 8.0]])
+    a = torch.tensor([[1.0, 2.0], [4.0, 11.0]], dtype=torch.float16)
+    _raises_lines(
+        lambda: compare.assert_close_tol(a, e, QUARTER, op="demo.add"),
+        r"Tensor-likes are not close! \(op=demo\.add, dtype=fp32, arch=\w+\)",
+        r"Mismatched elements: 1 / 4 \(25\.0%\)",
+        r"Greatest absolute difference: 3\.000e\+00 at index \(1, 1\) \(up to 2\.250e\+00 allowed\)",
+        r"Greatest relative difference: 3\.750e-01 at index \(1, 1\) \(up to 2\.500e-01 allowed\)",
+        r"Worst elements \(1\):",
+        r"\s+index\s+actual\s+expected\s+abs diff\s+allowed",
+        r"\s+\(1, 1\)\s+11\s+8\s+3\s+2\.25",
+        r"Note: dtypes differ \(actual torch\.float16, expected torch\.float32\); compared in float64",
+        r"Rule: \|actual - expected\| <= atol \+ rtol \* \|expected\| \(atol=2\.5e-01, rtol=2\.5e-01\); "
+        r"NaN never passes; inf must match exactly",
+        r"Tolerance: Tolerance\(rtol=2\.5e-01, atol=2\.5e-01\) \[test/quarter\]",
+    )
+
+
+def test_message_table_is_capped():
+    e = torch.zeros(50)
+    text = _raises_lines(
+        lambda: compare.assert_close_tol(e + 1, e, EXACT_FLOAT),
+        "...",
+        rf"Worst elements \({report.MAX_ROWS} of 50 shown\):",
+    )
+    assert len([ln for ln in text.splitlines() if re.match(r"\s+\(\d+,\)", ln)]) == report.MAX_ROWS
+
+
+def test_msg_str_is_first_line_and_callable_rewrites():
+    e = torch.zeros(2)
+    _raises_lines(
+        lambda: compare.assert_close_tol(e + 1, e, EXACT_FLOAT, msg="layer 3 output"),
+        r"layer 3 output",
+        r"Tensor-likes are not close! .*",
+    )
+    with pytest.raises(AssertionError, match=r"^wrapped: Tensor-likes are not close!"):
+        compare.assert_close_tol(e + 1, e, EXACT_FLOAT, msg=lambda text: "wrapped: " + text)
+
+
+def test_check_close_returns_data_not_exceptions():
+    assert compare.check_close(torch.ones(3), torch.ones(3), EXACT_FLOAT) is None
+    m = compare.check_close(torch.ones(3) * 2, torch.ones(3), EXACT_FLOAT, op="x")
+    assert isinstance(m, report.Mismatch) and (m.k, m.n, m.kind) == (3, 3, "float")
+    assert str(m.to_error()) == report.format_mismatch(m)
+
+
+# ---------------------------------------------------------------------------------- fp8: one ULP + floor
+
+
+def test_one_ulp_boundary():
+    base = _codes(0x38, 0x40, 0xB8)  # 1.0, 2.0, -1.0 in e4nv
+    compare.assert_fp8_within_one_ulp(base + 1, base, "e4nv")
+    with pytest.raises(AssertionError, match=r"Greatest ULP distance: 2 at index \(1,\) \(up to 1 allowed\)"):
+        compare.assert_fp8_within_one_ulp(base + _codes(1, 2, 0), base, "e4nv")
+
+
+def test_floor_rescues_a_small_value_difference():
+    # 2 codes apart near zero (2^-9 vs 3 * 2^-9): |diff| = 2^-8 is within a floor of 2^-8, same sign
+    got, want = _codes(0x01), _codes(0x03)
+    with pytest.raises(AssertionError):
+        compare.assert_fp8_within_one_ulp(got, want, "e4nv")
+    compare.assert_fp8_within_one_ulp(got, want, "e4nv", floor=2 * E4NV_MIN_SUB)
+    with pytest.raises(AssertionError):
+        compare.assert_fp8_within_one_ulp(
+            got, want, "e4nv", floor=2 * E4NV_MIN_SUB * 0.99
+        )  # boundary inclusive
+    # the floor also comes from the tolerance row when not passed
+    compare.assert_fp8_within_one_ulp(got, want, "e4nv", tol=Tolerance(max_ulp=1, ulp_floor=2 * E4NV_MIN_SUB))
+
+
+def test_floor_does_not_rescue_a_sign_flip():
+    # +2^-9 vs -2^-9: |diff| = 2^-8 <= floor, 2 codes apart across zero, but the signs disagree
+    got, want = _codes(0x01), _codes(0x81)
+    _raises_lines(
+        lambda: compare.assert_fp8_within_one_ulp(got, want, "e4nv", floor=2 * E4NV_MIN_SUB),
+        r"FP8 codes are not close! \(dtype=e4nv, format=e4nv, arch=\w+\)",
+        r"Mismatched elements: 1 / 1 \(100\.0%\)",
+        "...",
+        r"\s+\(0,\)\s+0x01\s+0x81\s+0\.00195312\s+-0\.00195312\s+0\.00390625\s+2",
+        r"Rule: code distance <= 1 ULP, or \|decoded difference\| <= 3\.906e-03 with the same sign "
+        r"\(a zero has either sign\); NaN/inf codes never pass",
+        ".*",
+    )
+
+
+def test_signed_zero_counts_as_either_sign():
+    # -0 vs the 2nd subnormal: 2 codes apart, within the floor; the zero must not count as a sign flip
+    compare.assert_fp8_within_one_ulp(_codes(0x80, 0x00), _codes(0x02, 0x82), "e4nv", floor=2 * E4NV_MIN_SUB)
+    compare.assert_fp8_close(_codes(0x80), _codes(0x00), "e4nv")  # ±0 are the same value: 0 ULP
+
+
+def test_saturated_max_equals_max():
+    compare.assert_fp8_close(fp8.encode(torch.tensor([1e6, -1e6]), "e4nv"), _codes(0x7E, 0xFE), "e4nv")
+
+
+def test_nan_codes_never_pass_by_default():
+    nan = _codes(0x7F)
+    with pytest.raises(AssertionError, match=r"Greatest ULP distance: far \(NaN/inf\)"):
+        compare.assert_fp8_within_one_ulp(nan, nan, "e4nv")
+    with pytest.raises(AssertionError):
+        compare.assert_fp8_close(nan, nan, "e4nv", max_ulp=100)
+    compare.assert_fp8_within_one_ulp(nan, nan, "e4nv", nan_equal=True)
+    with pytest.raises(AssertionError):  # identical NaN only: 0x7f vs 0xff is not "equal NaN"
+        compare.assert_fp8_within_one_ulp(nan, _codes(0xFF), "e4nv", nan_equal=True)
+    with pytest.raises(AssertionError):  # NaN vs a number, even with a huge floor
+        compare.assert_fp8_within_one_ulp(nan, _codes(0x7E), "e4nv", floor=1e9, nan_equal=True)
+
+
+def test_inf_codes_never_pass():
+    inf = _codes(0x7C)  # e5m2 +inf: hardware casts saturate, so an inf code is a bug
+    with pytest.raises(AssertionError):
+        compare.assert_fp8_within_one_ulp(inf, inf, "e5m2")
+    with pytest.raises(AssertionError):
+        compare.assert_fp8_within_one_ulp(inf, _codes(0x7B), "e5m2", floor=1e9)
+
+
+def test_fp8_close_max_ulp_and_mismatch_fraction():
+    want = torch.full((10,), 0x38, dtype=torch.uint8)
+    got = want.clone()
+    got[2] += 2
+    compare.assert_fp8_close(got, want, "e4nv", max_ulp=2)
+    with pytest.raises(AssertionError, match=r"up to 1 allowed"):
+        compare.assert_fp8_close(got, want, "e4nv", max_ulp=1)
+    compare.assert_fp8_close(got, want, "e4nv", max_ulp=1, max_mismatch=0.1)  # 1 of 10 may break it
+    got[5] += 3
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 2 / 10 \(20\.0%\), up to 1 allowed"):
+        compare.assert_fp8_close(got, want, "e4nv", max_ulp=1, max_mismatch=0.1)
+
+
+def test_fp8_accepts_float8_tensors_and_checks_their_format():
+    x = torch.tensor([1.0, -2.0]).to(torch.float8_e4m3fn)
+    compare.assert_fp8_close(x, x.view(torch.uint8), "e4nv")
+    with pytest.raises(TypeError, match="e5m2"):
+        compare.assert_fp8_close(x, x, "e5m2")
+
+
+def test_fp8_argument_conflicts_are_refused():
+    c = _codes(0x38)
+    with pytest.raises(ValueError, match="either tol= or max_ulp="):
+        compare.assert_fp8_close(c, c, "e4nv", max_ulp=1, tol=Tolerance(max_ulp=1))
+    with pytest.raises(ValueError, match="tol.max_ulp=0 contradicts the 1-ULP rule"):
+        compare.assert_fp8_within_one_ulp(c, c, "e4nv", tol=Tolerance(max_ulp=0))
+    with pytest.raises(ValueError, match="floor must be a finite number >= 0"):
+        compare.assert_fp8_within_one_ulp(c, c, "e4nv", floor=-1.0)
+    with pytest.raises(ValueError, match="fmt"):
+        compare.assert_fp8_close(c, c, "e9m9")
+
+
+def test_fp8_message_lines():
+    want = fp8.encode(torch.tensor([[1.0, 2.0, 3.0], [0.5, -4.0, 448.0]]), "e4nv")
+    got = want.clone()
+    got[0, 1] += 1  # 1 ULP: passes
+    got[1, 0] += 3  # 3 ULP: fails
+    got[1, 2] = 0x7F  # NaN: fails, far
+    tol = Tolerance(max_ulp=1, ulp_floor=1e-3, key="demo.store/e4nv/sm90", note="measured somewhere")
+    _raises_lines(
+        lambda: compare.assert_fp8_within_one_ulp(got, want, "e4nv", tol=tol, op="demo.store"),
+        r"FP8 codes are not close! \(op=demo\.store, dtype=e4nv, format=e4nv, arch=\w+\)",
+        r"Mismatched elements: 2 / 6 \(33\.3%\)",
+        r"Greatest ULP distance: far \(NaN/inf\) at index \(1, 2\) \(up to 1 allowed\)",
+        r"Greatest absolute difference of a mismatch: 1\.875e-01 at index \(1, 0\) "
+        r"\(up to 1\.000e-03 allowed\)",
+        r"ULP histogram: 0: 3 \| 1: 1 \| 2: 0 \| 3: 1 \| 4-7: 0 \| 8\+: 0 \| far/NaN: 1",
+        r"Worst elements \(2\):",
+        r"\s+index\s+actual\s+expected\s+actual value\s+expected value\s+abs diff\s+ulp",
+        r"\s+\(1, 2\)\s+0x7f\s+0x7e\s+nan\s+448\s+nan\s+far",
+        r"\s+\(1, 0\)\s+0x33\s+0x30\s+0\.6875\s+0\.5\s+0\.1875\s+3",
+        r"Rule: code distance <= 1 ULP, or \|decoded difference\| <= 1\.000e-03 with the same sign "
+        r"\(a zero has either sign\); NaN/inf codes never pass",
+        r"Tolerance: Tolerance\(max_ulp=1, ulp_floor=1\.0e-03\) \[demo\.store/e4nv/sm90\]",
+        r"Tolerance note: measured somewhere",
+    )
+
+
+def test_checks_report_to_the_summary(monkeypatch):
+    from harness import summary
+
+    seen = []
+    monkeypatch.setattr(summary, "record", lambda **kw: seen.append(kw))
+    c = _codes(0x38, 0x39)
+    compare.assert_fp8_close(c + _codes(0, 1), c, "e4nv", max_ulp=1, op="rec.fp8")
+    compare.check_close(torch.ones(2), torch.zeros(2), QUARTER, op="rec.float", dtype="bf16")
+    assert [(s["op"], s["dtype"], s["n"], s["passed"]) for s in seen] == [
+        ("rec.fp8", "e4nv", 2, True),
+        ("rec.float", "bf16", 2, False),
+    ]
+    assert seen[0]["worst_ulp"] == 1 and seen[0]["tol"].max_ulp == 1
+    assert seen[1]["worst_abs"] == 1.0 and seen[1]["worst_ratio"] == pytest.approx(
+        1 / 0.25
+    )  # |1 - 0| / (atol + rtol * 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_are_reported_from_the_cpu():
+    e = torch.zeros(4, device="cuda")
+    _raises_lines(
+        lambda: compare.assert_close_tol(e + 1, e, EXACT_FLOAT),
+        r"Tensor-likes are not close!.*",
+        r"Mismatched elements: 4 / 4 \(100\.0%\)",
+        ".*",
+    )
+    c = fp8.encode(torch.ones(4, device="cuda"), "e4nv")
+    assert c.device.type == "cuda"
+    compare.assert_fp8_within_one_ulp(c, c + 1, "e4nv")
+
+
+def test_max_mismatch_rounds_down():
+    """floor(max_mismatch * n): 10% of 19 elements is 1 allowed, not 2."""
+    e = torch.zeros(19)
+    a = e.clone()
+    a[:2] = 1.0
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 2 / 19 \(10\.5%\), up to 1 allowed"):
+        compare.assert_close_tol(a, e, TENTH_MAY_FAIL)
