@@ -186,3 +186,23 @@ def test_rocm_target_compiles_or_skips_cleanly():
     c = cm.compile_kernel(cast_kernel, signature={**SIG, "x_ptr": "*fp16"},
                           constexprs={**E4NV, "BLOCK": 64}, target=t)
     assert c.isa_key == "amdgcn" and "gfx942" in c.ptx
+
+
+@triton.jit
+def sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    tl.store(y_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
+
+
+@pytest.mark.interp_only
+def test_compiles_after_an_interpreted_device_call():
+    """tl.sum is a @jit helper: the interpreter's device call used to leave triton.language patched."""
+    import torch
+
+    x = torch.arange(16, dtype=torch.float32)
+    y = torch.empty(1)
+    sum_kernel[(1,)](x, y, BLOCK=16)
+    assert y.item() == 120.0
+    assert not cm._language_patched()
+    c = cm.compile_kernel(sum_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 16},
+                          target="sm90")
+    assert "red" in c.ptx or "shfl" in c.ptx  # a real reduction was compiled
