@@ -19,6 +19,13 @@ import pytest
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
+
+@pytest.fixture(autouse=True)
+def _outside_ci(monkeypatch):
+    """These tests drive the regen workflow itself, which refuses to run with CI set; tests of that
+    refusal set CI again explicitly."""
+    monkeypatch.delenv("CI", raising=False)
+
 INI = """
 [pytest]
 testpaths = tests
