@@ -28,9 +28,12 @@ _MARKER = (
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("harness")
     group.addoption(
-        "--harness-targets", dest="harness_targets", metavar="T1,T2", default=None,
+        "--harness-targets",
+        dest="harness_targets",
+        metavar="T1,T2",
+        default=None,
         help="comma-separated compile targets for the compile_target fixture (e.g. sm80,sm90); replaces "
-             "the default list and narrows compile_targets markers to these",
+        "the default list and narrows compile_targets markers to these",
     )
 
 
@@ -90,7 +93,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not targets:
         names = ",".join(t.name for t in marked or ())
         reason = f"none of --harness-targets is among this test's compile_targets ({names})"
-        metafunc.parametrize("compile_target", [pytest.param(None, id="no-target", marks=pytest.mark.skip(reason=reason))])
+        metafunc.parametrize(
+            "compile_target", [pytest.param(None, id="no-target", marks=pytest.mark.skip(reason=reason))]
+        )
         return
     params = []
     for t in targets:
@@ -102,11 +107,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def compile_target(request: pytest.FixtureRequest) -> Any:
-    """The :class:`harness.compile_matrix.Target` of this item (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
+    """This item's :class:`harness.compile_matrix.Target` (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
     return request.param
 
 
 # --- timing summary ----------------------------------------------------------------------------------------
+
 
 def _local_stats() -> dict[str, float] | None:
     import sys
@@ -159,6 +165,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     n = int(total["compiles"])
     avg = total["seconds"] / n if n else 0.0
     terminalreporter.write_line(
-        f"harness: compile matrix: {n} compiles ({int(total['failures'])} refused) in {total['seconds']:.1f}s "
+        f"harness: compile matrix: {n} compiles ({int(total['failures'])} refused) "
+        f"in {total['seconds']:.1f}s "
         f"(avg {avg:.2f}s, slowest {total['slowest']:.2f}s), {int(total['hits'])} cache hits"
     )

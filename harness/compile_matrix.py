@@ -52,7 +52,7 @@ ROCM_TARGETS: tuple[str, ...] = ("gfx942",)
 
 @dataclass(frozen=True)
 class Target:
-    """A compilation target: ``sm90`` → ``GPUTarget("cuda", 90, 32)``, ``gfx942`` → ``("hip", "gfx942", 64)``."""
+    """A target: ``sm90`` → ``GPUTarget("cuda", 90, 32)``, ``gfx942`` → ``GPUTarget("hip", "gfx942", 64)``."""
 
     name: str
     backend: str
@@ -107,7 +107,7 @@ def parse_targets(specs: str | Iterable[Any]) -> tuple[Target, ...]:
     return tuple(out.values())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def target_available(target: Target) -> tuple[bool, str]:
     """Whether this Triton install has the backend for ``target``; the reason is a ready skip message."""
     from triton.backends import backends
@@ -209,6 +209,7 @@ fix_interpreter_leak()
 
 # --- kernel normalisation ---------------------------------------------------------------------------------
 
+
 def _jit_class() -> Any:
     from triton.runtime.jit import JITFunction
 
@@ -251,8 +252,10 @@ def _jit_for(interp: Any) -> Any:
         return hit[1]
     g = pyfn.__globals__
     new_fn = pyfn
-    if any(isinstance(v, _interp_class()) or (isinstance(v, types.ModuleType) and _proxy_module(v) is not v)
-           for v in g.values()):
+    if any(
+        isinstance(v, _interp_class()) or (isinstance(v, types.ModuleType) and _proxy_module(v) is not v)
+        for v in g.values()
+    ):
         g2 = _rebuilt_globals(g)
         hit = _CONVERTED.get(id(pyfn))  # converting the module may have reached this very function
         if hit is not None:
@@ -261,7 +264,11 @@ def _jit_for(interp: Any) -> Any:
         new_fn.__kwdefaults__ = pyfn.__kwdefaults__
         new_fn.__annotations__ = pyfn.__annotations__  # tl.constexpr lives here
         new_fn.__dict__.update(pyfn.__dict__)
-        new_fn.__qualname__, new_fn.__module__, new_fn.__doc__ = pyfn.__qualname__, pyfn.__module__, pyfn.__doc__
+        new_fn.__qualname__, new_fn.__module__, new_fn.__doc__ = (
+            pyfn.__qualname__,
+            pyfn.__module__,
+            pyfn.__doc__,
+        )
     JIT = _jit_class()
     kwargs = getattr(interp, "kwargs", None) or {}
     try:
@@ -303,8 +310,11 @@ def _proxy_module(m: types.ModuleType) -> types.ModuleType:
     attrs = vars(m)
     name = getattr(m, "__name__", "")
     deep = name.startswith("triton.language")  # recurse only through Triton's own language package
-    subs = {k: v for k, v in attrs.items()
-            if deep and isinstance(v, types.ModuleType) and getattr(v, "__name__", "").startswith(name + ".")}
+    subs = {
+        k: v
+        for k, v in attrs.items()
+        if deep and isinstance(v, types.ModuleType) and getattr(v, "__name__", "").startswith(name + ".")
+    }
     interp = {k: v for k, v in attrs.items() if isinstance(v, Interp)}
     if not interp and not subs:
         _MODULES[id(m)] = (m, m)
@@ -324,10 +334,14 @@ def _proxy_module(m: types.ModuleType) -> types.ModuleType:
 
 # --- signature / constexpr checking -----------------------------------------------------------------------
 
-def _normalise(jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
-               ) -> tuple[dict[str, str], dict[str, Any]]:
+
+def _normalise(
+    jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
+) -> tuple[dict[str, str], dict[str, Any]]:
     if not isinstance(signature, Mapping):
-        raise TypeError(f"signature must be a dict of argument name -> type string, got {type(signature).__name__}")
+        raise TypeError(
+            f"signature must be a dict of argument name -> type string, got {type(signature).__name__}"
+        )
     constexprs = dict(constexprs or {})
     names = list(jit.arg_names)
     is_cexpr = {p.name: bool(p.is_constexpr) for p in jit.params}
@@ -337,7 +351,9 @@ def _normalise(jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, 
         raise ValueError(f"{kernel}: unknown argument(s) {sorted(set(unknown))}; the kernel takes {names}")
     for k, v in signature.items():
         if not isinstance(v, str) or not v:
-            raise ValueError(f"{kernel}: signature[{k!r}] must be a type string like '*fp16' or 'i32', got {v!r}")
+            raise ValueError(
+                f"{kernel}: signature[{k!r}] must be a type string like '*fp16' or 'i32', got {v!r}"
+            )
         if v == "constexpr" and k not in constexprs:
             raise ValueError(f"{kernel}: signature[{k!r}] is 'constexpr' but constexprs has no value for it")
     sig: dict[str, str] = {}
@@ -347,14 +363,14 @@ def _normalise(jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, 
             sig[n] = "constexpr"
         elif n in signature:
             if is_cexpr.get(n):
-                raise ValueError(f"{kernel}: {n!r} is tl.constexpr; give its value in constexprs=, not a type")
+                raise ValueError(
+                    f"{kernel}: {n!r} is tl.constexpr; give its value in constexprs=, not a type"
+                )
             sig[n] = signature[n]
         else:
             missing.append(n)
     if missing:
-        raise ValueError(
-            f"{kernel}: no type (signature=) or value (constexprs=) for argument(s) {missing}"
-        )
+        raise ValueError(f"{kernel}: no type (signature=) or value (constexprs=) for argument(s) {missing}")
     return sig, constexprs
 
 
@@ -369,6 +385,7 @@ def _freeze(value: Any) -> Any:
 
 # --- compiling ----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Stats:
     compiles: int = 0
@@ -378,8 +395,13 @@ class _Stats:
     slowest: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        return {"compiles": self.compiles, "failures": self.failures, "hits": self.hits,
-                "seconds": round(self.seconds, 4), "slowest": round(self.slowest, 4)}
+        return {
+            "compiles": self.compiles,
+            "failures": self.failures,
+            "hits": self.hits,
+            "seconds": round(self.seconds, 4),
+            "slowest": round(self.slowest, 4),
+        }
 
 
 _STATS = _Stats()
@@ -400,8 +422,9 @@ def clear_cache() -> None:
         _STATS.__init__()  # type: ignore[misc]
 
 
-def _compile_cached(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target
-                    ) -> Compiled | BaseException:
+def _compile_cached(
+    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target
+) -> Compiled | BaseException:
     key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
@@ -414,14 +437,19 @@ def _compile_cached(jit: Any, sig: dict[str, str], consts: dict[str, Any], targe
     if _language_patched():
         raise RuntimeError(
             "triton.language is still patched by the Triton interpreter (an interpreted device-function call "
-            "ran before harness.compile_matrix was imported); import harness.compile_matrix (or run under the "
+            "ran before harness.compile_matrix was imported); import harness.compile_matrix (or run under "
+            "the "
             "harness pytest plugin) before running interpreted kernels"
         )
     t0 = time.perf_counter()
     try:
         ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target())
         result: Compiled | BaseException = Compiled(
-            target=target.name, name=jit.__name__, asm=dict(ck.asm), seconds=time.perf_counter() - t0, kernel=ck
+            target=target.name,
+            name=jit.__name__,
+            asm=dict(ck.asm),
+            seconds=time.perf_counter() - t0,
+            kernel=ck,
         )
     except Exception as e:  # compile errors are results here, not crashes
         result = e
@@ -435,8 +463,9 @@ def _compile_cached(jit: Any, sig: dict[str, str], consts: dict[str, Any], targe
     return result
 
 
-def _prepare(fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
-             ) -> tuple[Any, dict[str, str], dict[str, Any]]:
+def _prepare(
+    fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
+) -> tuple[Any, dict[str, str], dict[str, Any]]:
     jit = _as_jit(fn)
     sig, consts = _normalise(jit, signature, constexprs)
     return jit, sig, consts
@@ -448,8 +477,13 @@ def _check_available(t: Target) -> None:
         raise RuntimeError(reason)
 
 
-def compile_kernel(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
-                   target: str | Target = "sm90") -> Compiled:
+def compile_kernel(
+    fn: Any,
+    *,
+    signature: Mapping[str, str],
+    constexprs: Mapping[str, Any] | None = None,
+    target: str | Target = "sm90",
+) -> Compiled:
     """Compile ``fn`` for one target; raises the compiler's exception (``CompilationError``...) on failure.
 
     ``signature`` maps each runtime argument to a Triton type string (``*fp16``, ``*u8``, ``i32``, ``fp32``);
@@ -464,8 +498,13 @@ def compile_kernel(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping
     return r
 
 
-def compile_matrix(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
-                   targets: str | Iterable[Any] = DEFAULT_TARGETS) -> dict[str, Compiled | Exception]:
+def compile_matrix(
+    fn: Any,
+    *,
+    signature: Mapping[str, str],
+    constexprs: Mapping[str, Any] | None = None,
+    targets: str | Iterable[Any] = DEFAULT_TARGETS,
+) -> dict[str, Compiled | Exception]:
     """Compile for every target; each entry is the :class:`Compiled` result or the exception it raised.
 
     Bad arguments (unknown target, wrong signature) raise ``ValueError`` up front, before any compile.
@@ -480,6 +519,7 @@ def compile_matrix(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping
 
 
 # --- describing and asserting -----------------------------------------------------------------------------
+
 
 def describe_error(exc: BaseException) -> str:
     """The compiler error as one searchable text: type and message, then each chained cause.
@@ -520,11 +560,19 @@ def _targets_arg(target: Any, targets: Any) -> Any:
     return DEFAULT_TARGETS if targets is None else targets
 
 
-def assert_compiles(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
-                    target: Any = None, targets: Any = None) -> dict[str, Compiled]:
+def assert_compiles(
+    fn: Any,
+    *,
+    signature: Mapping[str, str],
+    constexprs: Mapping[str, Any] | None = None,
+    target: Any = None,
+    targets: Any = None,
+) -> dict[str, Compiled]:
     """Compile for each target (default :data:`DEFAULT_TARGETS`); fail listing every target that did not."""
     __tracebackhide__ = True
-    res = compile_matrix(fn, signature=signature, constexprs=constexprs, targets=_targets_arg(target, targets))
+    res = compile_matrix(
+        fn, signature=signature, constexprs=constexprs, targets=_targets_arg(target, targets)
+    )
     bad = {t: r for t, r in res.items() if isinstance(r, BaseException)}
     if bad:
         name = getattr(fn, "__name__", "kernel")
@@ -534,10 +582,16 @@ def assert_compiles(fn: Any, *, signature: Mapping[str, str], constexprs: Mappin
     return res  # type: ignore[return-value]
 
 
-def assert_compile_error(fn: Any, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
-                         match: str, target: Any = None, targets: Any = None,
-                         exc_type: type[BaseException] | tuple[type[BaseException], ...] | None = None
-                         ) -> dict[str, BaseException]:
+def assert_compile_error(
+    fn: Any,
+    *,
+    signature: Mapping[str, str],
+    constexprs: Mapping[str, Any] | None = None,
+    match: str,
+    target: Any = None,
+    targets: Any = None,
+    exc_type: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+) -> dict[str, BaseException]:
     """Every target must *refuse* the kernel with an error whose :func:`describe_error` text matches the
     regex ``match`` (and is an ``exc_type``, default Triton's ``CompilationError``)."""
     __tracebackhide__ = True
@@ -547,20 +601,28 @@ def assert_compile_error(fn: Any, *, signature: Mapping[str, str], constexprs: M
         from triton.compiler.errors import CompilationError
 
         exc_type = CompilationError
-    res = compile_matrix(fn, signature=signature, constexprs=constexprs, targets=_targets_arg(target, targets))
+    res = compile_matrix(
+        fn, signature=signature, constexprs=constexprs, targets=_targets_arg(target, targets)
+    )
     name = getattr(fn, "__name__", "kernel")
     problems = []
     for t, r in res.items():
         if not isinstance(r, BaseException):
             problems.append(f"  {t}: compiled, but a compile error matching {match!r} was expected")
         elif not isinstance(r, exc_type):
-            problems.append(f"  {t}: raised {type(r).__name__}, expected {getattr(exc_type, '__name__', exc_type)}:"
-                            f" {_one_line(r)}")
+            problems.append(
+                f"  {t}: raised {type(r).__name__}, expected {getattr(exc_type, '__name__', exc_type)}:"
+                f" {_one_line(r)}"
+            )
         elif not re.search(match, describe_error(r)):
             problems.append(f"  {t}: error does not match {match!r}: {_one_line(r)}")
     if problems:
-        raise AssertionError("\n".join([f"{name}: expected compile error on {len(res)} target(s), "
-                                        f"{len(problems)} did not comply:"] + problems))
+        raise AssertionError(
+            "\n".join(
+                [f"{name}: expected compile error on {len(res)} target(s), {len(problems)} did not comply:"]
+                + problems
+            )
+        )
     return res  # type: ignore[return-value]
 
 
@@ -580,7 +642,9 @@ def _isa(compiled: Compiled, asm: str | None) -> tuple[str, str]:
         raise TypeError(f"expected a Compiled result (from compile_kernel), got {type(compiled).__name__}")
     key = asm or compiled.isa_key
     if key not in compiled.asm:
-        raise ValueError(f"{compiled.name}@{compiled.target} has no {key!r} stage; it has {sorted(compiled.asm)}")
+        raise ValueError(
+            f"{compiled.name}@{compiled.target} has no {key!r} stage; it has {sorted(compiled.asm)}"
+        )
     return key, str(compiled.asm[key])
 
 
@@ -594,7 +658,8 @@ def assert_ptx_contains(compiled: Compiled, pattern: str, *, asm: str | None = N
     more = f" (showing {_EXCERPT} of {len(ex)})" if len(ex) > _EXCERPT else ""
     body = "\n".join(f"    {ln}" for ln in ex[:_EXCERPT]) or "    (none)"
     raise AssertionError(
-        f"{compiled.name}@{compiled.target}: no match for {pattern!r} in {key} ({len(text.splitlines())} lines);"
+        f"{compiled.name}@{compiled.target}: no match for {pattern!r} in {key} "
+        f"({len(text.splitlines())} lines);"
         f" related lines{more}:\n{body}"
     )
 
@@ -608,5 +673,6 @@ def assert_ptx_lacks(compiled: Compiled, pattern: str, *, asm: str | None = None
         return
     body = "\n".join(f"    {ln}" for ln in hits[:_EXCERPT])
     raise AssertionError(
-        f"{compiled.name}@{compiled.target}: {len(hits)} line(s) of {key} match {pattern!r}, expected none:\n{body}"
+        f"{compiled.name}@{compiled.target}: {len(hits)} line(s) of {key} match {pattern!r}, "
+        f"expected none:\n{body}"
     )

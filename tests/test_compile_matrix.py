@@ -43,8 +43,16 @@ E4NV_REFUSED = r"fp8e4nv not supported in this architecture"
 E4B15_BF16_REFUSED = r"is_fp16\(\) or .*is_fp32\(\)"
 
 
-@pytest.mark.parametrize("spec, name, cc", [("sm90", "sm90", 90), ("sm_89", "sm89", 89), ("120", "sm120", 120),
-                                            ("SM80", "sm80", 80), ("sm90a", "sm90", 90)])
+@pytest.mark.parametrize(
+    "spec, name, cc",
+    [
+        ("sm90", "sm90", 90),
+        ("sm_89", "sm89", 89),
+        ("120", "sm120", 120),
+        ("SM80", "sm80", 80),
+        ("sm90a", "sm90", 90),
+    ],
+)
 def test_parse_target_cuda(spec, name, cc):
     t = cm.parse_target(spec)
     assert (t.name, t.backend, t.cc, t.warp_size) == (name, "cuda", cc, 32)
@@ -95,8 +103,9 @@ def test_cache_key_includes_constexprs_and_target():
 
 def test_helper_called_through_globals_compiles():
     # Under TRITON_INTERPRET=1 both kernels are InterpretedFunctions; the helper must be rebuilt too.
-    c = cm.compile_kernel(helper_kernel, signature={"x_ptr": "*fp16", "y_ptr": "*fp32"}, constexprs={"BLOCK": 64},
-                          target="sm80")
+    c = cm.compile_kernel(
+        helper_kernel, signature={"x_ptr": "*fp16", "y_ptr": "*fp32"}, constexprs={"BLOCK": 64}, target="sm80"
+    )
     assert_mul = re.search(r"(add|mul)\.f32", c.ptx)
     assert assert_mul, "the inlined helper's fp32 arithmetic is missing from the PTX"
 
@@ -112,7 +121,9 @@ def test_describe_error_names_the_failing_assert():
     res = cm.compile_matrix(cast_kernel, signature=SIG, constexprs=E4B15_DIRECT, targets=["sm90"])
     text = cm.describe_error(res["sm90"])
     assert "y = x.to(tl.float8e4b15)" in text  # where, from the CompilationError
-    assert re.search(r"caused by AssertionError \(at utils\.py:\d+: assert arg\.type\.scalar\.is_fp16\(\)", text)
+    assert re.search(
+        r"caused by AssertionError \(at utils\.py:\d+: assert arg\.type\.scalar\.is_fp16\(\)", text
+    )
 
 
 def test_assert_compiles_lists_every_failing_target():
@@ -126,14 +137,21 @@ def test_assert_compiles_lists_every_failing_target():
 
 
 def test_assert_compile_error_passes_and_fails():
-    cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, targets=["sm75", "sm80"], match=E4NV_REFUSED)
+    cm.assert_compile_error(
+        cast_kernel, signature=SIG, constexprs=E4NV, targets=["sm75", "sm80"], match=E4NV_REFUSED
+    )
     with pytest.raises(AssertionError, match=r"sm90: compiled, but a compile error matching"):
-        cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm90", match=E4NV_REFUSED)
+        cm.assert_compile_error(
+            cast_kernel, signature=SIG, constexprs=E4NV, target="sm90", match=E4NV_REFUSED
+        )
     with pytest.raises(AssertionError, match=r"sm80: error does not match 'no such text'"):
-        cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm80", match="no such text")
+        cm.assert_compile_error(
+            cast_kernel, signature=SIG, constexprs=E4NV, target="sm80", match="no such text"
+        )
     with pytest.raises(AssertionError, match=r"raised CompilationError, expected KeyError"):
-        cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm80", match=E4NV_REFUSED,
-                                exc_type=KeyError)
+        cm.assert_compile_error(
+            cast_kernel, signature=SIG, constexprs=E4NV, target="sm80", match=E4NV_REFUSED, exc_type=KeyError
+        )
 
 
 def test_assert_ptx_contains_and_lacks():
@@ -143,24 +161,37 @@ def test_assert_ptx_contains_and_lacks():
     with pytest.raises(AssertionError) as ei:
         cm.assert_ptx_contains(c, r"cvt\.rz\.e4m3x2")
     first, *related = str(ei.value).splitlines()
-    assert re.fullmatch(r"cast_kernel@sm89: no match for 'cvt\\\\.rz\\\\.e4m3x2' in ptx \(\d+ lines\); related lines:",
-                        first)
+    assert re.fullmatch(
+        r"cast_kernel@sm89: no match for 'cvt\\\\.rz\\\\.e4m3x2' in ptx \(\d+ lines\); related lines:", first
+    )
     assert any("cvt.rn.satfinite.e4m3x2" in ln for ln in related)
-    with pytest.raises(AssertionError, match=r"1 line\(s\) of ptx match 'satfinite', expected none:\n    cvt\.rn\."):
+    with pytest.raises(
+        AssertionError, match=r"1 line\(s\) of ptx match 'satfinite', expected none:\n    cvt\.rn\."
+    ):
         cm.assert_ptx_lacks(c, "satfinite")
     with pytest.raises(ValueError, match="has no 'amdgcn' stage"):
         cm.assert_ptx_contains(c, "x", asm="amdgcn")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"signature": {**SIG, "bogus": "i32"}, "constexprs": E4NV}, r"unknown argument\(s\) \['bogus'\]"),
-    ({"signature": {"x_ptr": "*bf16"}, "constexprs": E4NV}, r"no type \(signature=\) or value .* \['y_ptr', 'n'\]"),
-    ({"signature": {**SIG, "BLOCK": "i32"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
-     r"'BLOCK' is tl\.constexpr; give its value in constexprs="),
-    ({"signature": {**SIG, "n": ""}, "constexprs": E4NV}, r"signature\['n'\] must be a type string"),
-    ({"signature": {**SIG, "BLOCK": "constexpr"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
-     r"signature\['BLOCK'\] is 'constexpr' but constexprs has no value"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"signature": {**SIG, "bogus": "i32"}, "constexprs": E4NV}, r"unknown argument\(s\) \['bogus'\]"),
+        (
+            {"signature": {"x_ptr": "*bf16"}, "constexprs": E4NV},
+            r"no type \(signature=\) or value .* \['y_ptr', 'n'\]",
+        ),
+        (
+            {"signature": {**SIG, "BLOCK": "i32"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
+            r"'BLOCK' is tl\.constexpr; give its value in constexprs=",
+        ),
+        ({"signature": {**SIG, "n": ""}, "constexprs": E4NV}, r"signature\['n'\] must be a type string"),
+        (
+            {"signature": {**SIG, "BLOCK": "constexpr"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
+            r"signature\['BLOCK'\] is 'constexpr' but constexprs has no value",
+        ),
+    ],
+)
 def test_bad_signature_is_a_clear_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):
         cm.compile_matrix(cast_kernel, targets=["sm90"], **kwargs)
@@ -169,7 +200,9 @@ def test_bad_signature_is_a_clear_value_error(kwargs, match):
 def test_bad_targets_raise_before_compiling():
     before = cm.stats()["compiles"]
     with pytest.raises(ValueError, match="'hopper' is not understood"):
-        cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": 32}, targets=["sm90", "hopper"])
+        cm.compile_matrix(
+            cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": 32}, targets=["sm90", "hopper"]
+        )
     assert cm.stats()["compiles"] == before
 
 
@@ -183,8 +216,9 @@ def test_rocm_target_compiles_or_skips_cleanly():
     ok, reason = cm.target_available(t)
     if not ok:
         pytest.skip(reason)
-    c = cm.compile_kernel(cast_kernel, signature={**SIG, "x_ptr": "*fp16"},
-                          constexprs={**E4NV, "BLOCK": 64}, target=t)
+    c = cm.compile_kernel(
+        cast_kernel, signature={**SIG, "x_ptr": "*fp16"}, constexprs={**E4NV, "BLOCK": 64}, target=t
+    )
     assert c.isa_key == "amdgcn" and "gfx942" in c.ptx
 
 
@@ -203,6 +237,7 @@ def test_compiles_after_an_interpreted_device_call():
     sum_kernel[(1,)](x, y, BLOCK=16)
     assert y.item() == 120.0
     assert not cm._language_patched()
-    c = cm.compile_kernel(sum_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 16},
-                          target="sm90")
+    c = cm.compile_kernel(
+        sum_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 16}, target="sm90"
+    )
     assert "red" in c.ptx or "shfl" in c.ptx  # a real reduction was compiled

@@ -4,6 +4,7 @@ Collection only (no compiles) except one run that compiles a tiny kernel, so thi
 """
 
 import pytest
+
 # Imported here, not first inside an in-process pytester run: pytester restores sys.modules after each run,
 # and re-importing triton's native extension in the same process aborts.
 import triton.backends  # noqa: F401
@@ -51,7 +52,9 @@ def test_option_disjoint_from_marker_skips_with_reason(pytester):
     pytester.makepyfile(_IDS)
     result = _run(pytester, "-rs", "--harness-arch=interp", "--harness-targets=sm80", "-k", "marked")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*none of --harness-targets is among this test's compile_targets (sm90,sm100)*"])
+    result.stdout.fnmatch_lines(
+        ["*none of --harness-targets is among this test's compile_targets (sm90,sm100)*"]
+    )
 
 
 def test_fixture_value_is_a_target(pytester):
@@ -66,10 +69,16 @@ def test_fixture_value_is_a_target(pytester):
     _run(pytester, "--harness-arch=interp").assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("args, match", [
-    (["--harness-targets=sm80,hopper"], "*--harness-targets='sm80,hopper': target 'hopper' is not understood*"),
-    (["--harness-targets=,"], "*--harness-targets=',': targets: need at least one target*"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (
+            ["--harness-targets=sm80,hopper"],
+            "*--harness-targets='sm80,hopper': target 'hopper' is not understood*",
+        ),
+        (["--harness-targets=,"], "*--harness-targets=',': targets: need at least one target*"),
+    ],
+)
 def test_bad_option_is_a_usage_error(pytester, args, match):
     pytester.makepyfile(_IDS)
     result = _run(pytester, "--harness-arch=interp", *args)
@@ -116,7 +125,8 @@ def test_compile_summary_line(pytester):
     # line and "at least the one hit made here" are pinned.
     result = _run(pytester, "--harness-arch=interp")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["harness: compile matrix: * compiles (* refused) in *s (avg *s, slowest *s), "
-                                 "* cache hits"])
+    result.stdout.fnmatch_lines(
+        ["harness: compile matrix: * compiles (* refused) in *s (avg *s, slowest *s), * cache hits"]
+    )
     line = next(ln for ln in result.outlines if ln.startswith("harness: compile matrix:"))
     assert int(line.rsplit(", ", 1)[1].split()[0]) >= 1

@@ -25,10 +25,13 @@ pytestmark = pytest.mark.harness_op("turboquant")
 
 # --- helpers ---------------------------------------------------------------------------------------------
 
+
 def _inputs(rng, t, h, d, dtype, fmt):
     key = (torch.randn(t, h, d, generator=rng) * KEY_SCALE[fmt]).to(dtype)
     scale = 10 ** (torch.rand(t, h, 1, generator=rng) * 4 - 2)  # per-vector ranges 1e-2 .. 1e2
-    value = (torch.randn(t, h, d, generator=rng) * scale + torch.randn(t, h, 1, generator=rng) * scale).to(dtype)
+    value = (torch.randn(t, h, d, generator=rng) * scale + torch.randn(t, h, 1, generator=rng) * scale).to(
+        dtype
+    )
     return key, value
 
 
@@ -65,16 +68,39 @@ def _check_slots(cache, before, key, value, slots, fmt, arch, tolerance, dtype):
     assert torch.equal(got[~touched], before.cpu()[~touched]), "bytes outside the addressed slots changed"
     g, e = got[blk, pos], expected[blk, pos]  # [n, H, slot]
     nv = value_bytes(d)
-    assert_fp8_close(g[..., :d], e[..., :d], fmt, tol=tolerance("fp8_cast", dtype), nan_equal=True,
-                     op="turboquant.key_codes", dtype=dtype)
-    unpack = lambda p: torch.stack([p & 0xF, p >> 4], -1).reshape(*p.shape[:-1], 2 * nv)[..., :d].float()
-    assert_close_tol(unpack(g[..., d:d + nv]), unpack(e[..., d:d + nv]), tolerance("turboquant.value_codes", dtype),
-                     op="turboquant.value_codes", dtype=dtype)
-    f16 = lambda b: b.clone().view(torch.float16).float()
-    assert_close_tol(f16(g[..., d + nv:d + nv + 4]), f16(e[..., d + nv:d + nv + 4]),
-                     tolerance("turboquant.value_params", dtype), op="turboquant.value_params", dtype=dtype,
-                     equal_nan=True)
-    assert torch.equal(g[..., d + nv + 4:], e[..., d + nv + 4:]), "pad byte must be written as 0"
+    assert_fp8_close(
+        g[..., :d],
+        e[..., :d],
+        fmt,
+        tol=tolerance("fp8_cast", dtype),
+        nan_equal=True,
+        op="turboquant.key_codes",
+        dtype=dtype,
+    )
+
+    def unpack(p):
+        return torch.stack([p & 0xF, p >> 4], -1).reshape(*p.shape[:-1], 2 * nv)[..., :d].float()
+
+    assert_close_tol(
+        unpack(g[..., d : d + nv]),
+        unpack(e[..., d : d + nv]),
+        tolerance("turboquant.value_codes", dtype),
+        op="turboquant.value_codes",
+        dtype=dtype,
+    )
+
+    def f16(b):
+        return b.clone().view(torch.float16).float()
+
+    assert_close_tol(
+        f16(g[..., d + nv : d + nv + 4]),
+        f16(e[..., d + nv : d + nv + 4]),
+        tolerance("turboquant.value_params", dtype),
+        op="turboquant.value_params",
+        dtype=dtype,
+        equal_nan=True,
+    )
+    assert torch.equal(g[..., d + nv + 4 :], e[..., d + nv + 4 :]), "pad byte must be written as 0"
     if d % 2:
         assert not bool((g[..., d + nv - 1] >> 4).any()), "odd head_dim: the last high nibble must be 0"
 
@@ -86,10 +112,11 @@ def _value_bound(value, arch):
     s16, z16 = vq.scale16.double(), vq.zero16.double()
     extra = (z16 - vq.vmin.double()).abs() + 15 * (s16 - vq.scale.double()).abs()
     vmax = value.detach().cpu().double().abs().clamp(max=VALUE_MAX).amax(-1)
-    return (0.5 * s16 + extra + vmax * 2.0 ** -23)[..., None]
+    return (0.5 * s16 + extra + vmax * 2.0**-23)[..., None]
 
 
 # --- stores vs the reference -----------------------------------------------------------------------------
+
 
 @pytest.mark.dtype_cases(fmt=["e4nv", "e4b15"])
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
@@ -100,7 +127,9 @@ def test_store_matches_reference(dtype_case, head_dim, rng, device, harness_arch
     cache = _cache(nb, bs, h, head_dim, device)
     before = cache.clone()
     tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format=dtype_case.fmt.name)
-    _check_slots(cache, before, key, value, slots, dtype_case.fmt.name, harness_arch, tolerance, dtype_case.id)
+    _check_slots(
+        cache, before, key, value, slots, dtype_case.fmt.name, harness_arch, tolerance, dtype_case.id
+    )
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "heads_major", "padded_blocks"])
@@ -133,6 +162,7 @@ def test_int32_slots_and_strided_key(rng, device, harness_arch, tolerance):
 
 # --- round trip ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.dtype_cases(fmt=["e4nv", "e4b15"])
 def test_round_trip(dtype_case, rng, device, harness_arch, tolerance):
     """Store then load: keys within the table's ULP bound of the correctly rounded code of the input (1 on
@@ -140,7 +170,9 @@ def test_round_trip(dtype_case, rng, device, harness_arch, tolerance):
     fmt = dtype_case.fmt.name
     t, h, d = 4, 2, 128
     key, value = _inputs(rng, t, h, d, dtype_case.src, fmt)
-    key = key.float().clamp(-KEY_MAX[fmt], KEY_MAX[fmt]).to(dtype_case.src)  # in range: clipping is tested apart
+    key = (
+        key.float().clamp(-KEY_MAX[fmt], KEY_MAX[fmt]).to(dtype_case.src)
+    )  # in range: clipping is tested apart
     slots = torch.tensor([7, 40, 3, 16])
     cache = _cache(4, 16, h, d, device)
     tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format=fmt)
@@ -150,8 +182,14 @@ def test_round_trip(dtype_case, rng, device, harness_arch, tolerance):
     assert_close_tol(k_out.cpu(), k_ref, tolerance("exact", "fp32"), equal_nan=True)
     assert_close_tol(v_out.cpu(), v_ref, tolerance("exact", "fp32"), equal_nan=True)
     stored = cache.cpu()[slots // 16, slots % 16][..., :d]
-    assert_fp8_close(stored, ref.nearest_key_codes(key, fmt), fmt, tol=tolerance("turboquant.key_roundtrip"),
-                     op="turboquant.key_roundtrip", dtype=dtype_case.id)
+    assert_fp8_close(
+        stored,
+        ref.nearest_key_codes(key, fmt),
+        fmt,
+        tol=tolerance("turboquant.key_roundtrip"),
+        op="turboquant.key_roundtrip",
+        dtype=dtype_case.id,
+    )
     err = (v_out.cpu().double() - value.double()).abs()
     bound = _value_bound(value, harness_arch)
     worst = float((err - bound).max())
@@ -159,6 +197,7 @@ def test_round_trip(dtype_case, rng, device, harness_arch, tolerance):
 
 
 # --- hazards, on purpose ---------------------------------------------------------------------------------
+
 
 @pytest.mark.dtype_cases(src=["bf16", "fp32"], fmt=["e4b15"])
 def test_e4b15_clips_keys_beyond_1_75(dtype_case, device, tolerance):
@@ -176,24 +215,32 @@ def test_e4b15_clips_keys_beyond_1_75(dtype_case, device, tolerance):
 
 
 def test_e4nv_saturates_at_448(device, tolerance):
-    key = torch.tensor([1000.0, -500.0, 448.0, float("inf"), -float("inf"), 464.0, 0.0, -0.0]).reshape(1, 1, 8)
+    key = torch.tensor([1000.0, -500.0, 448.0, float("inf"), -float("inf"), 464.0, 0.0, -0.0]).reshape(
+        1, 1, 8
+    )
     cache = _cache(1, 16, 1, 8, device)
     slots = torch.tensor([3], device=device)
     tq_store_k8v4(key.to(device), torch.zeros_like(key).to(device), cache, slots, fp8_format="e4nv")
     k_out, _ = tq_load_k8v4(cache, slots, head_dim=8, fp8_format="e4nv")
-    assert_close_tol(k_out.cpu(), torch.tensor([[[448.0, -448, 448, 448, -448, 448, 0, 0]]]), tolerance("exact", "fp32"))
+    assert_close_tol(
+        k_out.cpu(), torch.tensor([[[448.0, -448, 448, 448, -448, 448, 0, 0]]]), tolerance("exact", "fp32")
+    )
     assert cache.cpu()[0, 3, 0, 7].item() == 0x80, "-0.0 keeps its sign bit"
 
 
 @pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
 def test_value_range_beyond_fp16_writes_no_inf(src, device, harness_arch):
-    """A range whose fp16 scale (or zero) would overflow: values saturate at ±65504 first, scale stays finite."""
-    v = torch.tensor([1e6, -3e5, 0.0, 70000.0, -65504.0, 12.0, float("inf"), -float("inf")]).to(src).reshape(1, 1, 8)
+    """A range whose fp16 scale (or zero) would overflow: values saturate at ±65504, scale stays finite."""
+    v = (
+        torch.tensor([1e6, -3e5, 0.0, 70000.0, -65504.0, 12.0, float("inf"), -float("inf")])
+        .to(src)
+        .reshape(1, 1, 8)
+    )
     key = torch.zeros_like(v)
     cache = _cache(1, 16, 1, 8, device)
     slots = torch.tensor([1], device=device)
     tq_store_k8v4(key.to(device), v.to(device), cache, slots, fp8_format="e4nv")
-    params = cache.cpu()[0, 1, 0, 8 + 4:8 + 8].clone().view(torch.float16)
+    params = cache.cpu()[0, 1, 0, 8 + 4 : 8 + 8].clone().view(torch.float16)
     assert bool(torch.isfinite(params).all()), f"scale/zero must be finite, got {params.tolist()}"
     assert params[1].item() == -VALUE_MAX
     _, v_out = tq_load_k8v4(cache, slots, head_dim=8, fp8_format="e4nv")
@@ -230,8 +277,8 @@ def test_constant_vector_uses_scale_floor(device, tolerance):
     cache = _cache(1, 16, 1, 6, device)
     slots = torch.tensor([0], device=device)
     tq_store_k8v4(torch.zeros_like(v).to(device), v.to(device), cache, slots, fp8_format="e4nv")
-    params = cache.cpu()[0, 0, 0, 6 + 3:6 + 7].clone().view(torch.float16).float()
-    assert params.tolist() == [2.0 ** -14, 3.0]
+    params = cache.cpu()[0, 0, 0, 6 + 3 : 6 + 7].clone().view(torch.float16).float()
+    assert params.tolist() == [2.0**-14, 3.0]
     _, v_out = tq_load_k8v4(cache, slots, head_dim=6, fp8_format="e4nv")
     assert_close_tol(v_out.cpu(), v, tolerance("exact", "fp32"))
 
@@ -259,42 +306,104 @@ def test_empty_batch_is_a_no_op(device):
 
 # --- validation: clear errors, nothing written -----------------------------------------------------------
 
+
 def _good(device, d=8):
     key = torch.randn(2, 2, d, device=device)
-    return dict(key=key, value=key.clone(), kv_cache=_cache(2, 16, 2, d, device),
-                slot_mapping=torch.tensor([1, 17], device=device))
+    return dict(
+        key=key,
+        value=key.clone(),
+        kv_cache=_cache(2, 16, 2, d, device),
+        slot_mapping=torch.tensor([1, 17], device=device),
+    )
 
 
 _BAD = [
-    ("key int", lambda g: {**g, "key": g["key"].to(torch.int32)}, TypeError, r"key must have dtype in \(float16"),
+    (
+        "key int",
+        lambda g: {**g, "key": g["key"].to(torch.int32)},
+        TypeError,
+        r"key must have dtype in \(float16",
+    ),
     ("value fp64", lambda g: {**g, "value": g["value"].double()}, TypeError, r"value must have dtype"),
     ("key 2-d", lambda g: {**g, "key": g["key"][0]}, ValueError, r"key must have 3 dims"),
-    ("shape mismatch", lambda g: {**g, "value": g["value"][:, :1]}, ValueError,
-     r"value has shape \(2, 1, 8\), expected key's shape \(2, 2, 8\)"),
-    ("cache dtype", lambda g: {**g, "kv_cache": g["kv_cache"].to(torch.int8)}, TypeError,
-     r"kv_cache must have dtype in \(uint8\)"),
-    ("cache slot bytes", lambda g: {**g, "kv_cache": g["kv_cache"][..., :14]}, ValueError,
-     r"kv_cache.shape\[3\] \(slot bytes\) is 14, but head_dim 8 needs exactly 16"),
-    ("cache heads", lambda g: {**g, "kv_cache": g["kv_cache"][:, :, :1]}, ValueError,
-     r"kv_cache.shape\[2\] \(num_kv_heads\) is 1, but key/value have 2"),
-    ("cache last dim strided", lambda g: {**g, "kv_cache": g["kv_cache"].repeat_interleave(2, -1)[..., ::2]},
-     ValueError, r"kv_cache must be contiguous in its last dim"),
-    ("key last dim strided", lambda g: {**g, "key": g["key"].repeat_interleave(2, -1)[..., ::2]}, ValueError,
-     r"key must be contiguous in its last dim"),
-    ("slot dtype", lambda g: {**g, "slot_mapping": g["slot_mapping"].float()}, TypeError,
-     r"slot_mapping must have dtype in \(int32, int64\)"),
-    ("slot length", lambda g: {**g, "slot_mapping": g["slot_mapping"][:1]}, ValueError,
-     r"slot_mapping has 1 entries, expected num_tokens = 2"),
-    ("slot range", lambda g: {**g, "slot_mapping": torch.tensor([1, 32], device=g["key"].device)}, ValueError,
-     r"slot_mapping\[1\] = 32 is out of range: the cache has num_blocks × block_size = 32 slots"),
-    ("slot twice", lambda g: {**g, "slot_mapping": torch.tensor([5, 5], device=g["key"].device)}, ValueError,
-     r"slot_mapping writes slot 5 more than once"),
-    ("slot device", lambda g: {**g, "slot_mapping": g["slot_mapping"].to("meta")}, ValueError,
-     r"slot_mapping is on meta, expected"),
-    ("format", lambda g: {**g, "fp8_format": "e5m2"}, ValueError,
-     r"fp8_format must be 'auto', 'e4nv', 'e4b15'; got 'e5m2'"),
-    ("head_dim 0", lambda g: {**g, "key": g["key"][..., :0], "value": g["value"][..., :0]}, ValueError,
-     r"head_dim must be an int in \[1, 1024\], got 0"),
+    (
+        "shape mismatch",
+        lambda g: {**g, "value": g["value"][:, :1]},
+        ValueError,
+        r"value has shape \(2, 1, 8\), expected key's shape \(2, 2, 8\)",
+    ),
+    (
+        "cache dtype",
+        lambda g: {**g, "kv_cache": g["kv_cache"].to(torch.int8)},
+        TypeError,
+        r"kv_cache must have dtype in \(uint8\)",
+    ),
+    (
+        "cache slot bytes",
+        lambda g: {**g, "kv_cache": g["kv_cache"][..., :14]},
+        ValueError,
+        r"kv_cache.shape\[3\] \(slot bytes\) is 14, but head_dim 8 needs exactly 16",
+    ),
+    (
+        "cache heads",
+        lambda g: {**g, "kv_cache": g["kv_cache"][:, :, :1]},
+        ValueError,
+        r"kv_cache.shape\[2\] \(num_kv_heads\) is 1, but key/value have 2",
+    ),
+    (
+        "cache last dim strided",
+        lambda g: {**g, "kv_cache": g["kv_cache"].repeat_interleave(2, -1)[..., ::2]},
+        ValueError,
+        r"kv_cache must be contiguous in its last dim",
+    ),
+    (
+        "key last dim strided",
+        lambda g: {**g, "key": g["key"].repeat_interleave(2, -1)[..., ::2]},
+        ValueError,
+        r"key must be contiguous in its last dim",
+    ),
+    (
+        "slot dtype",
+        lambda g: {**g, "slot_mapping": g["slot_mapping"].float()},
+        TypeError,
+        r"slot_mapping must have dtype in \(int32, int64\)",
+    ),
+    (
+        "slot length",
+        lambda g: {**g, "slot_mapping": g["slot_mapping"][:1]},
+        ValueError,
+        r"slot_mapping has 1 entries, expected num_tokens = 2",
+    ),
+    (
+        "slot range",
+        lambda g: {**g, "slot_mapping": torch.tensor([1, 32], device=g["key"].device)},
+        ValueError,
+        r"slot_mapping\[1\] = 32 is out of range: the cache has num_blocks × block_size = 32 slots",
+    ),
+    (
+        "slot twice",
+        lambda g: {**g, "slot_mapping": torch.tensor([5, 5], device=g["key"].device)},
+        ValueError,
+        r"slot_mapping writes slot 5 more than once",
+    ),
+    (
+        "slot device",
+        lambda g: {**g, "slot_mapping": g["slot_mapping"].to("meta")},
+        ValueError,
+        r"slot_mapping is on meta, expected",
+    ),
+    (
+        "format",
+        lambda g: {**g, "fp8_format": "e5m2"},
+        ValueError,
+        r"fp8_format must be 'auto', 'e4nv', 'e4b15'; got 'e5m2'",
+    ),
+    (
+        "head_dim 0",
+        lambda g: {**g, "key": g["key"][..., :0], "value": g["value"][..., :0]},
+        ValueError,
+        r"head_dim must be an int in \[1, 1024\], got 0",
+    ),
 ]
 
 
@@ -305,8 +414,9 @@ def test_bad_input_is_refused_and_nothing_written(make, exc, match, device):
     cache = args["kv_cache"]
     snapshot = cache.clone() if cache.dtype == torch.uint8 else None
     with pytest.raises(exc, match=match):
-        tq_store_k8v4(args["key"], args["value"], cache, args["slot_mapping"],
-                      fp8_format=args.get("fp8_format", "auto"))
+        tq_store_k8v4(
+            args["key"], args["value"], cache, args["slot_mapping"], fp8_format=args.get("fp8_format", "auto")
+        )
     if snapshot is not None:
         assert torch.equal(cache, snapshot), "a refused call must not write"
     assert bool((good["kv_cache"] == POISON).all())
@@ -335,6 +445,7 @@ def test_format_resolution(monkeypatch, device):
 
 # --- GPU lane: real sizes ----------------------------------------------------------------------------------
 
+
 @pytest.mark.gpu
 @pytest.mark.dtype_cases(fmt=["e4nv", "e4b15"])
 @pytest.mark.parametrize("head_dim, block_size", [(128, 16), (96, 64), (80, 128), (256, 32)])
@@ -346,7 +457,9 @@ def test_store_matches_reference_gpu(dtype_case, head_dim, block_size, rng, devi
     before = cache.clone()
     tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format=dtype_case.fmt.name)
     torch.cuda.synchronize()
-    _check_slots(cache, before, key, value, slots, dtype_case.fmt.name, harness_arch, tolerance, dtype_case.id)
+    _check_slots(
+        cache, before, key, value, slots, dtype_case.fmt.name, harness_arch, tolerance, dtype_case.id
+    )
 
 
 @pytest.mark.gpu
@@ -358,16 +471,44 @@ def test_value_codes_measured_gpu(src, rng, device, harness_arch, tolerance, cap
     _, value = _inputs(rng, t, h, d, src, "e4nv")
     cache = _cache(t // 16, 16, h, d, device)
     slots = torch.randperm(t, generator=rng)
-    tq_store_k8v4(torch.zeros_like(value).to(device), value.to(device), cache, slots.to(device), fp8_format="auto")
+    tq_store_k8v4(
+        torch.zeros_like(value).to(device), value.to(device), cache, slots.to(device), fp8_format="auto"
+    )
     got = cache.cpu()[slots // 16, slots % 16]
     vq = ref.value_quant(value, arch=harness_arch)
     nv = value_bytes(d)
-    q = torch.stack([got[..., d:d + nv] & 0xF, got[..., d:d + nv] >> 4], -1).reshape(t, h, d)
+    q = torch.stack([got[..., d : d + nv] & 0xF, got[..., d : d + nv] >> 4], -1).reshape(t, h, d)
     code_diff = int((q.int() - vq.codes.int()).abs().max())
-    par = got[..., d + nv:d + nv + 4].clone().view(torch.float16)
-    par_diff = int((par.view(torch.int16) != torch.stack([vq.scale16, vq.zero16], -1).view(torch.int16)).sum())
+    par = got[..., d + nv : d + nv + 4].clone().view(torch.float16)
+    par_diff = int(
+        (par.view(torch.int16) != torch.stack([vq.scale16, vq.zero16], -1).view(torch.int16)).sum()
+    )
     with capsys.disabled():
-        print(f"\nMEASURE turboquant.value_codes {harness_arch.name} {src}: max |code diff| {code_diff} over "
-              f"{q.numel()} codes; scale/zero bit mismatches {par_diff} / {par.numel()}")
+        print(
+            f"\nMEASURE turboquant.value_codes {harness_arch.name} {src}: max |code diff| {code_diff} over "
+            f"{q.numel()} codes; scale/zero bit mismatches {par_diff} / {par.numel()}"
+        )
     assert code_diff <= tolerance("turboquant.value_codes", "*").atol
     assert par_diff == 0 or tolerance("turboquant.value_params", "*").atol > 0
+
+
+# --- the read-back kernel builds where the store does ------------------------------------------------------
+
+
+@pytest.mark.compile_targets("sm80", "sm90")
+@pytest.mark.parametrize("fmt", ["e4nv", "e4b15"])
+def test_load_kernel_compiles(compile_target, fmt):
+    from harness import compile_matrix as cm
+    from kernels.turboquant.load import _load_k8v4_kernel, load_compile_spec
+
+    sig, constexprs = load_compile_spec(fmt, head_dim=96)
+    if fmt == "e4nv" and compile_target.cc < 89:
+        cm.assert_compile_error(
+            _load_k8v4_kernel,
+            signature=sig,
+            constexprs=constexprs,
+            target=compile_target,
+            match=r"fp8e4nv not supported in this architecture",
+        )
+    else:
+        cm.assert_compiles(_load_k8v4_kernel, signature=sig, constexprs=constexprs, target=compile_target)

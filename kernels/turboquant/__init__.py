@@ -8,5 +8,12 @@ from kernels.turboquant.layout import KEY_MAX, SCALE_EPS, VALUE_MAX, slot_bytes
 from kernels.turboquant.load import tq_load_k8v4
 from kernels.turboquant.store import resolve_fp8_format, tq_store_k8v4
 
-__all__ = ["tq_store_k8v4", "tq_load_k8v4", "resolve_fp8_format", "slot_bytes", "KEY_MAX", "VALUE_MAX",
-           "SCALE_EPS"]
+__all__ = [
+    "tq_store_k8v4",
+    "tq_load_k8v4",
+    "resolve_fp8_format",
+    "slot_bytes",
+    "KEY_MAX",
+    "VALUE_MAX",
+    "SCALE_EPS",
+]

@@ -27,13 +27,17 @@ def tensor(name: str, x: Any, *, dim: int, dtypes: tuple[torch.dtype, ...]) -> t
     if x.dim() != dim:
         raise ValueError(f"{name} must have {dim} dims, got shape {tuple(x.shape)}")
     if x.dtype not in dtypes:
-        raise TypeError(f"{name} must have dtype in ({_names(dtypes)}), got {str(x.dtype).replace('torch.', '')}")
+        raise TypeError(
+            f"{name} must have dtype in ({_names(dtypes)}), got {str(x.dtype).replace('torch.', '')}"
+        )
     return x
 
 
 def last_dim_contiguous(name: str, x: torch.Tensor) -> None:
     if x.shape[-1] > 1 and x.stride(-1) != 1:
-        raise ValueError(f"{name} must be contiguous in its last dim (stride 1), got strides {tuple(x.stride())}")
+        raise ValueError(
+            f"{name} must be contiguous in its last dim (stride 1), got strides {tuple(x.stride())}"
+        )
 
 
 def same_device(device: torch.device, **tensors: torch.Tensor) -> None:
@@ -46,9 +50,13 @@ def cache(kv_cache: Any, *, num_kv_heads: int, head_dim: int) -> torch.Tensor:
     tensor("kv_cache", kv_cache, dim=4, dtypes=(torch.uint8,))
     nb, bs, h, sb = kv_cache.shape
     if nb < 1 or bs < 1:
-        raise ValueError(f"kv_cache must have num_blocks >= 1 and block_size >= 1, got shape {tuple(kv_cache.shape)}")
+        raise ValueError(
+            f"kv_cache must have num_blocks >= 1 and block_size >= 1, got shape {tuple(kv_cache.shape)}"
+        )
     if h != num_kv_heads:
-        raise ValueError(f"kv_cache.shape[2] (num_kv_heads) is {h}, but key/value have {num_kv_heads} kv heads")
+        raise ValueError(
+            f"kv_cache.shape[2] (num_kv_heads) is {h}, but key/value have {num_kv_heads} kv heads"
+        )
     want = slot_bytes(head_dim)
     if sb != want:
         raise ValueError(
@@ -69,14 +77,17 @@ def slots(slot_mapping: torch.Tensor, *, num_tokens: int, num_slots: int, unique
     """Length, range (``slot < num_blocks * block_size``; negative = skip) and, for writes, no slot twice."""
     tensor("slot_mapping", slot_mapping, dim=1, dtypes=INT_DTYPES)
     if slot_mapping.shape[0] != num_tokens:
-        raise ValueError(f"slot_mapping has {slot_mapping.shape[0]} entries, expected num_tokens = {num_tokens}")
+        raise ValueError(
+            f"slot_mapping has {slot_mapping.shape[0]} entries, expected num_tokens = {num_tokens}"
+        )
     if num_tokens == 0:
         return
     hi = int(slot_mapping.max())
     if hi >= num_slots:
         t = int(torch.argmax(slot_mapping.long()))
         raise ValueError(
-            f"slot_mapping[{t}] = {hi} is out of range: the cache has num_blocks × block_size = {num_slots} slots "
+            f"slot_mapping[{t}] = {hi} is out of range: the cache has num_blocks × block_size = "
+            f"{num_slots} slots "
             f"(valid: 0..{num_slots - 1}, or negative to skip the token)"
         )
     if unique:

@@ -38,7 +38,7 @@ VALUE_MAX = 65504.0
 
 #: Floor of the value scale. 2**-14 is the smallest *normal* fp16, so the stored scale never loses
 #: precision to subnormals; a near-constant vector (range < 15 · 2**-14) still quantizes within half a step.
-SCALE_EPS = 2.0 ** -14
+SCALE_EPS = 2.0**-14
 
 #: e4b15 has no NaN, and the saturating cast never produces 0x7f (1.875). A NaN key is written as 0x7f in
 #: both formats (e4nv's own NaN code), and ``tq_load_k8v4`` reads 0x7f / 0xff back as NaN.
@@ -59,7 +59,7 @@ def value_bytes(head_dim: int) -> int:
 
 
 def slot_bytes(head_dim: int) -> int:
-    """Bytes one (token, kv-head) occupies: keys + packed values + fp16 scale + fp16 zero, rounded up to even."""
+    """Bytes one (token, kv-head) occupies: keys + packed values + fp16 scale + fp16 zero, padded to even."""
     if not isinstance(head_dim, int) or isinstance(head_dim, bool) or not 1 <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"head_dim must be an int in [1, {MAX_HEAD_DIM}], got {head_dim!r}")
     n = head_dim + value_bytes(head_dim) + 4

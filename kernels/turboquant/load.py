@@ -20,12 +20,22 @@ __all__ = ["tq_load_k8v4", "load_compile_spec"]
 
 @triton.jit
 def _load_k8v4_kernel(
-    cache_ptr, slot_ptr, key_out, value_out,
-    stride_cb, stride_cs, stride_ch,
-    stride_ot, stride_oh,
-    block_size, num_slots,
-    HEAD_DIM: tl.constexpr, D_P2: tl.constexpr, HALF_P2: tl.constexpr,
-    KEY_FMT: tl.constexpr, NAN_CODE: tl.constexpr,
+    cache_ptr,
+    slot_ptr,
+    key_out,
+    value_out,
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_ot,
+    stride_oh,
+    block_size,
+    num_slots,
+    HEAD_DIM: tl.constexpr,
+    D_P2: tl.constexpr,
+    HALF_P2: tl.constexpr,
+    KEY_FMT: tl.constexpr,
+    NAN_CODE: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
@@ -70,19 +80,40 @@ def load_compile_spec(fmt: str, *, head_dim: int = 128, slot_dtype: str = "i64")
     """(signature, constexprs) of the load kernel as launched — for the compile matrix."""
     if fmt not in FMT_CODE:
         raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
-    sig = {"cache_ptr": "*u8", "slot_ptr": f"*{slot_dtype}", "key_out": "*fp32", "value_out": "*fp32",
-           **{n: "i32" for n in ("stride_cb", "stride_cs", "stride_ch", "stride_ot", "stride_oh",
-                                 "block_size", "num_slots")}}
+    sig = {
+        "cache_ptr": "*u8",
+        "slot_ptr": f"*{slot_dtype}",
+        "key_out": "*fp32",
+        "value_out": "*fp32",
+        **{
+            n: "i32"
+            for n in (
+                "stride_cb",
+                "stride_cs",
+                "stride_ch",
+                "stride_ot",
+                "stride_oh",
+                "block_size",
+                "num_slots",
+            )
+        },
+    }
     return sig, _constexprs(head_dim, fmt)
 
 
 def _constexprs(head_dim: int, fmt: str) -> dict:
-    return {"HEAD_DIM": head_dim, "D_P2": next_pow2(head_dim), "HALF_P2": max(1, next_pow2(value_bytes(head_dim))),
-            "KEY_FMT": FMT_CODE[fmt], "NAN_CODE": KEY_NAN_CODE}
+    return {
+        "HEAD_DIM": head_dim,
+        "D_P2": next_pow2(head_dim),
+        "HALF_P2": max(1, next_pow2(value_bytes(head_dim))),
+        "KEY_FMT": FMT_CODE[fmt],
+        "NAN_CODE": KEY_NAN_CODE,
+    }
 
 
-def tq_load_k8v4(kv_cache: torch.Tensor, slot_mapping: torch.Tensor, *, head_dim: int,
-                 fp8_format: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+def tq_load_k8v4(
+    kv_cache: torch.Tensor, slot_mapping: torch.Tensor, *, head_dim: int, fp8_format: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values of the slots in ``slot_mapping`` as fp32 ``[num_tokens, num_kv_heads, head_dim]``.
 
     ``head_dim`` is required (the slot size does not determine it); ``fp8_format`` must be what the store
@@ -103,10 +134,17 @@ def tq_load_k8v4(kv_cache: torch.Tensor, slot_mapping: torch.Tensor, *, head_dim
     if n == 0 or num_heads == 0:
         return key, value
     _load_k8v4_kernel[(n, num_heads)](
-        kv_cache, slot_mapping, key, value,
-        kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
-        key.stride(0), key.stride(1),
-        block_size, num_blocks * block_size,
+        kv_cache,
+        slot_mapping,
+        key,
+        value,
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.stride(2),
+        key.stride(0),
+        key.stride(1),
+        block_size,
+        num_blocks * block_size,
         **_constexprs(d, fmt),
         num_warps=1 if d <= 128 else 2,
     )

@@ -25,8 +25,17 @@ from kernels.turboquant.layout import (
     value_bytes,
 )
 
-__all__ = ["ValueQuant", "key_codes", "nearest_key_codes", "value_quant", "pack_nibbles", "slot_images", "store", "decode_slots",
-           "load"]
+__all__ = [
+    "ValueQuant",
+    "key_codes",
+    "nearest_key_codes",
+    "value_quant",
+    "pack_nibbles",
+    "slot_images",
+    "store",
+    "decode_slots",
+    "load",
+]
 
 
 def _fmt(fmt: Any) -> str:
@@ -76,16 +85,17 @@ def nearest_key_codes(key: torch.Tensor, fmt: Any) -> torch.Tensor:
 class ValueQuant:
     """Per-vector value quantization: unpacked codes [..., D] and per-vector parameters [...]."""
 
-    codes: torch.Tensor    # uint8 in 0..15
-    vmin: torch.Tensor     # fp32: the zero point before fp16 storage
-    scale: torch.Tensor    # fp32: max(range / 15, SCALE_EPS), before fp16 storage
+    codes: torch.Tensor  # uint8 in 0..15
+    vmin: torch.Tensor  # fp32: the zero point before fp16 storage
+    scale: torch.Tensor  # fp32: max(range / 15, SCALE_EPS), before fp16 storage
     scale16: torch.Tensor  # fp16 as stored (NaN for a vector with a NaN)
-    zero16: torch.Tensor   # fp16 as stored
-    nan: torch.Tensor      # bool: the vector had a NaN
+    zero16: torch.Tensor  # fp16 as stored
+    nan: torch.Tensor  # bool: the vector had a NaN
 
 
 def value_quant(value: torch.Tensor, *, arch: Any) -> ValueQuant:
-    """scale = max((max − min) / 15, SCALE_EPS); code = clamp(floor((v − min) / scale + 0.5), 0, 15); zero = min;
+    """scale = max((max − min) / 15, SCALE_EPS); code = clamp(floor((v − min) / scale + 0.5), 0, 15);
+    zero = min;
     after clamping to ±65504. A vector with a NaN: codes 0, scale and zero fp16 NaN."""
     v = _fp32(value, arch)
     nan = torch.isnan(v).any(dim=-1)
@@ -123,14 +133,23 @@ def slot_images(key: torch.Tensor, value: torch.Tensor, fmt: Any, *, arch: Any) 
     return img
 
 
-def _positions(slot_mapping: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _positions(
+    slot_mapping: torch.Tensor, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     s = slot_mapping.detach().to("cpu", torch.int64)
     keep = torch.nonzero(s >= 0).flatten()
     return keep, s[keep] // block_size, s[keep] % block_size
 
 
-def store(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
-          fmt: Any, *, arch: Any) -> torch.Tensor:
+def store(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    fmt: Any,
+    *,
+    arch: Any,
+) -> torch.Tensor:
     """A CPU copy of ``kv_cache`` (its logical shape) with the addressed slots written; negative = skip."""
     out = kv_cache.detach().to("cpu").clone()
     img = slot_images(key, value, fmt, arch=arch)
@@ -149,15 +168,16 @@ def decode_slots(images: torch.Tensor, head_dim: int, fmt: Any) -> tuple[torch.T
     codes = img[..., :d].contiguous()
     key = decode(codes, f).to(torch.float32)
     key = torch.where((codes & 0x7F) == KEY_NAN_CODE, torch.full_like(key, float("nan")), key)
-    packed = img[..., d:d + nv]
+    packed = img[..., d : d + nv]
     q = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(*packed.shape[:-1], 2 * nv)[..., :d]
-    params = img[..., d + nv:d + nv + 4].clone().view(torch.float16).to(torch.float32)
+    params = img[..., d + nv : d + nv + 4].clone().view(torch.float16).to(torch.float32)
     value = q.to(torch.float32) * params[..., :1] + params[..., 1:2]
     return key, value
 
 
-def load(kv_cache: torch.Tensor, slot_mapping: torch.Tensor, head_dim: int, fmt: Any
-         ) -> tuple[torch.Tensor, torch.Tensor]:
+def load(
+    kv_cache: torch.Tensor, slot_mapping: torch.Tensor, head_dim: int, fmt: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
     """What ``tq_load_k8v4`` returns, on CPU: decoded slots, NaN rows for negative slots."""
     n, h = slot_mapping.shape[0], kv_cache.shape[2]
     key = torch.full((n, h, head_dim), float("nan"))

@@ -42,13 +42,29 @@ FMT_CODE: dict[str, int] = {"e4nv": 0, "e4b15": 1}
 
 @triton.jit
 def _store_k8v4_kernel(
-    key_ptr, value_ptr, cache_ptr, slot_ptr,
-    stride_kt, stride_kh, stride_vt, stride_vh,
-    stride_cb, stride_cs, stride_ch,
-    block_size, num_slots,
-    HEAD_DIM: tl.constexpr, D_P2: tl.constexpr, HALF_P2: tl.constexpr, PAD: tl.constexpr,
-    KEY_FMT: tl.constexpr, KEY_LIMIT: tl.constexpr,
-    VALUE_LIMIT: tl.constexpr, EPS: tl.constexpr, NAN_CODE: tl.constexpr, NAN_F16: tl.constexpr,
+    key_ptr,
+    value_ptr,
+    cache_ptr,
+    slot_ptr,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    block_size,
+    num_slots,
+    HEAD_DIM: tl.constexpr,
+    D_P2: tl.constexpr,
+    HALF_P2: tl.constexpr,
+    PAD: tl.constexpr,
+    KEY_FMT: tl.constexpr,
+    KEY_LIMIT: tl.constexpr,
+    VALUE_LIMIT: tl.constexpr,
+    EPS: tl.constexpr,
+    NAN_CODE: tl.constexpr,
+    NAN_F16: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
@@ -84,8 +100,12 @@ def _store_k8v4_kernel(
     n_nan = tl.sum((ve != ve).to(tl.int32), axis=0) + tl.sum((vo != vo).to(tl.int32), axis=0)
     ve = tl.minimum(tl.maximum(tl.where(ve != ve, 0.0, ve), -VALUE_LIMIT), VALUE_LIMIT)
     vo = tl.minimum(tl.maximum(tl.where(vo != vo, 0.0, vo), -VALUE_LIMIT), VALUE_LIMIT)
-    vmin = tl.minimum(tl.min(tl.where(me, ve, VALUE_LIMIT), axis=0), tl.min(tl.where(mo, vo, VALUE_LIMIT), axis=0))
-    vmax = tl.maximum(tl.max(tl.where(me, ve, -VALUE_LIMIT), axis=0), tl.max(tl.where(mo, vo, -VALUE_LIMIT), axis=0))
+    vmin = tl.minimum(
+        tl.min(tl.where(me, ve, VALUE_LIMIT), axis=0), tl.min(tl.where(mo, vo, VALUE_LIMIT), axis=0)
+    )
+    vmax = tl.maximum(
+        tl.max(tl.where(me, ve, -VALUE_LIMIT), axis=0), tl.max(tl.where(mo, vo, -VALUE_LIMIT), axis=0)
+    )
     scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.full([], 15.0, tl.float32)), EPS)
     qe = tl.floor(tl.math.div_rn(ve - vmin, tl.zeros_like(ve) + scale) + 0.5)
     qo = tl.floor(tl.math.div_rn(vo - vmin, tl.zeros_like(vo) + scale) + 0.5)
@@ -122,19 +142,25 @@ def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> 
     dev = torch.device(device)
     if dev.type == "cuda":
         if getattr(torch.version, "hip", None):
-            raise ValueError("tq_store_k8v4 supports NVIDIA GPUs (and the interpreter) only: Triton has no "
-                             "e4b15 lowering on ROCm and e4nv there needs gfx950")
+            raise ValueError(
+                "tq_store_k8v4 supports NVIDIA GPUs (and the interpreter) only: Triton has no "
+                "e4b15 lowering on ROCm and e4nv there needs gfx950"
+            )
         major, minor = torch.cuda.get_device_capability(dev)
         ada = (major, minor) >= (8, 9)
         if fmt == "auto":
             return "e4nv" if ada else "e4b15"
         if fmt == "e4nv" and not ada:
-            raise ValueError(f"fp8_format='e4nv' needs sm89+; {dev} is sm{major}{minor} (use 'e4b15' or 'auto')")
+            raise ValueError(
+                f"fp8_format='e4nv' needs sm89+; {dev} is sm{major}{minor} (use 'e4b15' or 'auto')"
+            )
         return fmt
     if dev.type == "cpu":
         if not _interpreting(_store_k8v4_kernel):
-            raise ValueError("CPU tensors need the Triton interpreter: set TRITON_INTERPRET=1 before "
-                             "importing kernels.turboquant")
+            raise ValueError(
+                "CPU tensors need the Triton interpreter: set TRITON_INTERPRET=1 before "
+                "importing kernels.turboquant"
+            )
         return "e4nv" if fmt == "auto" else fmt
     raise ValueError(f"unsupported device {dev}; expected cuda (NVIDIA) or cpu under TRITON_INTERPRET=1")
 
@@ -143,33 +169,63 @@ def _constexprs(head_dim: int, fmt: str) -> dict[str, Any]:
     d_p2 = next_pow2(head_dim)
     used = head_dim + value_bytes(head_dim) + 4
     return {
-        "HEAD_DIM": head_dim, "D_P2": d_p2, "HALF_P2": max(1, next_pow2(value_bytes(head_dim))),
-        "PAD": slot_bytes(head_dim) - used, "KEY_FMT": FMT_CODE[fmt], "KEY_LIMIT": KEY_MAX[fmt],
-        "VALUE_LIMIT": VALUE_MAX, "EPS": SCALE_EPS, "NAN_CODE": KEY_NAN_CODE, "NAN_F16": FP16_NAN_BITS,
+        "HEAD_DIM": head_dim,
+        "D_P2": d_p2,
+        "HALF_P2": max(1, next_pow2(value_bytes(head_dim))),
+        "PAD": slot_bytes(head_dim) - used,
+        "KEY_FMT": FMT_CODE[fmt],
+        "KEY_LIMIT": KEY_MAX[fmt],
+        "VALUE_LIMIT": VALUE_MAX,
+        "EPS": SCALE_EPS,
+        "NAN_CODE": KEY_NAN_CODE,
+        "NAN_F16": FP16_NAN_BITS,
     }
 
 
 _TL_NAME = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
 
 
-def store_compile_spec(key_dtype: str, fmt: str, *, head_dim: int = 128, value_dtype: str | None = None,
-                       slot_dtype: str = "i64") -> tuple[dict[str, str], dict[str, Any]]:
+def store_compile_spec(
+    key_dtype: str, fmt: str, *, head_dim: int = 128, value_dtype: str | None = None, slot_dtype: str = "i64"
+) -> tuple[dict[str, str], dict[str, Any]]:
     """(signature, constexprs) of the store kernel as launched for these dtypes — for the compile matrix."""
     if key_dtype not in _TL_NAME or (value_dtype or key_dtype) not in _TL_NAME:
-        raise ValueError(f"key_dtype/value_dtype must be one of {sorted(_TL_NAME)}, got {key_dtype!r}/{value_dtype!r}")
+        raise ValueError(
+            f"key_dtype/value_dtype must be one of {sorted(_TL_NAME)}, got {key_dtype!r}/{value_dtype!r}"
+        )
     if fmt not in FMT_CODE:
         raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
     sig = {
-        "key_ptr": f"*{_TL_NAME[key_dtype]}", "value_ptr": f"*{_TL_NAME[value_dtype or key_dtype]}",
-        "cache_ptr": "*u8", "slot_ptr": f"*{slot_dtype}",
-        **{n: "i32" for n in ("stride_kt", "stride_kh", "stride_vt", "stride_vh", "stride_cb", "stride_cs",
-                              "stride_ch", "block_size", "num_slots")},
+        "key_ptr": f"*{_TL_NAME[key_dtype]}",
+        "value_ptr": f"*{_TL_NAME[value_dtype or key_dtype]}",
+        "cache_ptr": "*u8",
+        "slot_ptr": f"*{slot_dtype}",
+        **{
+            n: "i32"
+            for n in (
+                "stride_kt",
+                "stride_kh",
+                "stride_vt",
+                "stride_vh",
+                "stride_cb",
+                "stride_cs",
+                "stride_ch",
+                "block_size",
+                "num_slots",
+            )
+        },
     }
     return sig, _constexprs(head_dim, fmt)
 
 
-def tq_store_k8v4(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
-                  *, fp8_format: str = "auto") -> None:
+def tq_store_k8v4(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    fp8_format: str = "auto",
+) -> None:
     """Quantize ``key``/``value`` ``[num_tokens, num_kv_heads, head_dim]`` (fp16, bf16 or fp32) into the
     ``uint8`` cache ``[num_blocks, block_size, num_kv_heads, slot_bytes(head_dim)]`` at ``slot_mapping``
     (``[num_tokens]`` int32/int64; negative = skip the token). Strided cache views are fine if the last dim
@@ -193,10 +249,19 @@ def tq_store_k8v4(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor
         return
     kernel = _store_k8v4_kernel  # module global at call time: tests swap in the known-bad variant
     kernel[(num_tokens, num_heads)](
-        key, value, kv_cache, slot_mapping,
-        key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
-        block_size, num_blocks * block_size,
+        key,
+        value,
+        kv_cache,
+        slot_mapping,
+        key.stride(0),
+        key.stride(1),
+        value.stride(0),
+        value.stride(1),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.stride(2),
+        block_size,
+        num_blocks * block_size,
         **_constexprs(head_dim, fmt),
         num_warps=1 if head_dim <= 128 else 2,
     )
