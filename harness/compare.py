@@ -41,10 +41,8 @@ _SHORT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", 
 
 
 def _arch_name() -> str:
-    try:
-        from harness.arch import current_arch
-    except ImportError:  # TODO(lead): remove once harness.arch is always present
-        return ""
+    from harness.arch import current_arch
+
     return current_arch().name
 
 
@@ -60,10 +58,8 @@ def _record(
     passed: bool,
     worst_ratio: float | None = None,
 ) -> None:
-    try:
-        from harness import summary
-    except ImportError:  # TODO(lead): remove once harness.summary is always present
-        return
+    from harness import summary
+
     summary.record(
         op=op,
         dtype=dtype,

@@ -266,7 +266,3 @@ def ulp_distance(a_codes: torch.Tensor, b_codes: torch.Tensor, fmt: str | FP8For
     d = (_ordered(a, f) - _ordered(b, f)).abs()
     far = is_nan_code(a, f) | is_nan_code(b, f) | ((is_inf_code(a, f) | is_inf_code(b, f)) & (a != b))
     return torch.where(far, torch.full_like(d, ULP_FAR), d)
-
-
-def _describe(fmt: Any) -> str:  # used by report messages
-    return get_format(fmt).name
