@@ -148,7 +148,7 @@ def render_table(rows: list[Row]) -> list[str]:
 
     def line(cells: tuple[str, ...]) -> str:
         out = []
-        for c, w in zip(cells, widths):
+        for c, w in zip(cells, widths, strict=True):
             out.append((c if len(c) <= w else c[: w - 1] + "…").ljust(w))
         return "  ".join(out).rstrip()
 

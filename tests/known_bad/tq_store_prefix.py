@@ -5,7 +5,8 @@ regression tests (``tests/test_turboquant_seed.py``) with ``TQ_STORE_VARIANT`` p
 they fail, and checks that this kernel differs from ``kernels/turboquant/store.py``'s in that one line only.
 
 What the bug does: bf16 → e4b15 does not compile for any NVIDIA target ("custom FP8 conversion accepts only
-fp16/fp32"); in the interpreter, fp16/bf16 keys cast directly round differently from the fp32 path (and bf16 clamps misbehave).
+fp16/fp32"); in the interpreter, fp16/bf16 keys cast directly round differently from the fp32 path
+(and bf16 clamps misbehave).
 """
 
 import triton
