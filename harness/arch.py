@@ -148,10 +148,12 @@ def detect_arch() -> Arch:
 _current: Arch | None = None
 
 
-def set_current_arch(arch: Arch | None) -> None:
-    """Set by the plugin at configure time (honouring overrides); ``None`` returns to detection."""
+def set_current_arch(arch: Arch | None) -> Arch | None:
+    """Set by the plugin at configure time (honouring overrides); ``None`` returns to detection. Returns the
+    arch it replaces, so a nested session (pytester) can put it back when it ends."""
     global _current
-    _current = arch
+    previous, _current = _current, arch
+    return previous
 
 
 def current_arch(config: Any = None) -> Arch:

@@ -84,11 +84,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     lane = _choose_lane(config)
     if lane == "interp":
-        # Must happen before any kernel module is imported: Triton decides at decoration time.
+        # Must happen before any kernel module is imported: Triton decides at decoration time. Restored at
+        # the end, so a session nested in a test (pytester) leaves the outer session's lane as it was.
+        previous_env = os.environ.get("TRITON_INTERPRET")
         os.environ["TRITON_INTERPRET"] = "1"
+        config.add_cleanup(lambda: _restore_env("TRITON_INTERPRET", previous_env))
     override = config.getoption("harness_arch")
     arch = parse_arch(override) if override else detect_arch()
-    set_current_arch(arch)
+    previous_arch = set_current_arch(arch)
+    config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
 
     from harness import tolerances
@@ -105,10 +109,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_XdistReport(config), "harness-xdist-report")
 
 
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    summary.deactivate()
-    set_current_arch(None)
     if collector_key in config.stash:
+        summary.deactivate()
         del config.stash[collector_key]
 
 

@@ -11,13 +11,16 @@ them, so the table is the same with or without ``-n``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Observation", "Collector", "record", "active", "activate", "deactivate", "set_test", "render_table"]
+__all__ = [
+    "Observation", "Collector", "record", "active", "activate", "deactivate", "suspended", "set_test", "render_table",
+]
 
 
 @dataclass
@@ -156,17 +159,33 @@ def render_table(rows: list[Row]) -> list[str]:
 
 
 _active: Collector | None = None
+# Collectors of enclosing sessions: a pytester run inside a test configures a second session in the same
+# process, and its end must hand the report back to the outer session, not switch recording off.
+_outer: list[Collector | None] = []
 
 
 def activate() -> Collector:
     global _active
+    _outer.append(_active)
     _active = Collector()
     return _active
 
 
 def deactivate() -> None:
     global _active
-    _active = None
+    _active = _outer.pop() if _outer else None
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Checks inside do not enter the session report. For self-tests of the checks themselves, whose
+    deliberate failures would otherwise show as failing rows of a green session."""
+    global _active
+    saved, _active = _active, None
+    try:
+        yield
+    finally:
+        _active = saved
 
 
 def active() -> Collector | None:

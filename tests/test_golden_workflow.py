@@ -26,10 +26,12 @@ def _outside_ci(monkeypatch):
     refusal set CI again explicitly."""
     monkeypatch.delenv("CI", raising=False)
 
+# The projects run on the interpreter lane whatever lane runs this file: their expectations (the generating
+# arch is "interp", "--harness-arch=sm90" is another arch) must hold on a GPU box too.
 INI = """
 [pytest]
 testpaths = tests
-addopts = -p no:cacheprovider -p no:hypothesispytest -p harness._golden_hooks
+addopts = -p no:cacheprovider -p no:hypothesispytest -p harness._golden_hooks --harness-lane=interp
 {extra}
 """
 

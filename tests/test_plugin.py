@@ -1,6 +1,7 @@
 """The plugin as pytest plugins are tested: through pytester, in throwaway projects."""
 
 import json
+import os
 
 import pytest
 
@@ -52,6 +53,29 @@ def test_interp_lane_sets_env_and_device(pytester, monkeypatch):
         """
     )
     pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
+
+
+def test_a_nested_session_leaves_the_outer_one_as_it_was(pytester, monkeypatch):
+    """A pytester run inside a test is a second session in this process: when it ends, the outer session's
+    lane (TRITON_INTERPRET), arch and report collector must be what they were, not reset."""
+    from harness import summary
+    from harness.arch import current_arch
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # as on a GPU lane
+    arch, collector = current_arch(), summary.active()
+    pytester.makepyfile(
+        """
+        import os
+        from harness.arch import current_arch
+        def test_inner(harness_arch):
+            assert os.environ["TRITON_INTERPRET"] == "1"
+            assert current_arch().name == harness_arch.name == "sm80"
+        """
+    )
+    pytester.runpytest("--harness-lane=interp", "--harness-arch=sm80").assert_outcomes(passed=1)
+    assert os.environ["TRITON_INTERPRET"] == "0"
+    assert current_arch() == arch
+    assert summary.active() is collector
 
 
 def test_gpu_lane_refused_without_gpu(pytester, monkeypatch):
