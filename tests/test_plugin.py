@@ -196,6 +196,8 @@ def test_obs(i):
     tol = lookup("my.op", "bf16", "sm90")
     summary.record(op="my.op", dtype="bf16", arch="sm90", n=10, worst_abs=0.001 * (i + 1), tol=tol,
                    passed=True, worst_ratio=0.25 * i)
+    with summary.suspended():  # a self-test's deliberate failure stays out of the report
+        summary.record(op="my.op", dtype="bf16", arch="sm90", n=10, worst_abs=9.0, tol=tol, passed=False)
 """
 
 
