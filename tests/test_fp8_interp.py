@@ -37,6 +37,12 @@ _CHILD = textwrap.dedent("""
             x = x.to(tl.float32)
         tl.store(y_ptr + off, x.to(DST).to(tl.uint8, bitcast=True), mask=m)
 
+    @triton.jit
+    def upcast(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        off = tl.arange(0, BLOCK)
+        m = off < n
+        tl.store(y_ptr + off, tl.load(x_ptr + off, mask=m).to(tl.float32), mask=m)
+
     src = np.load(sys.argv[1], allow_pickle=False)
     out = {}
     views = {"fp16": (torch.int16, torch.float16), "bf16": (torch.int16, torch.bfloat16),
@@ -49,6 +55,10 @@ _CHILD = textwrap.dedent("""
                 block = triton.next_power_of_2(x.numel())
                 cast[(1,)](x, y, x.numel(), getattr(tl, tname), bool(via), BLOCK=block)
                 out[f"{sname}_{fname}_{via}"] = y.numpy()
+        if sname != "fp32":
+            y = torch.empty(x.numel(), dtype=torch.float32)
+            upcast[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+            out[f"{sname}_fp32_bits"] = y.view(torch.int32).numpy()
     np.savez(sys.argv[2], **out)
 """)
 
@@ -107,6 +117,20 @@ def test_encode_interp_matches_interpreter_kernel(interpreter_casts, src, fmt, v
     bad = np.nonzero(got != want)[0]
     assert len(bad) == 0, f"{len(bad)} codes differ, e.g. " + ", ".join(
         f"x={x[i].item()!r}: encode 0x{got[i]:02x}, interpreter 0x{want[i]:02x}" for i in bad[:8]
+    )
+
+
+@pytest.mark.parametrize("src", ["fp16", "bf16"])
+def test_upcast_interp_matches_interpreter_kernel(interpreter_casts, src):
+    """Every bit pattern, inf and NaN payloads included: what ``encode(via=float32)`` builds on."""
+    inputs, casts = interpreter_casts
+    x = inputs[src]
+    want = casts[f"{src}_fp32_bits"]
+    got = fp8.upcast_fp32(x, arch="interp").view(torch.int32).numpy()
+    bad = np.nonzero(got != want)[0]
+    assert len(bad) == 0, f"{len(bad)} of {len(want)} differ, e.g. " + ", ".join(
+        f"bits 0x{int(x[i : i + 1].view(torch.int16)) & 0xFFFF:04x}: upcast 0x{got[i] & 0xFFFFFFFF:08x}, "
+        f"interpreter 0x{want[i] & 0xFFFFFFFF:08x}" for i in bad[:6]
     )
 
 
