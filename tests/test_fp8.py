@@ -10,7 +10,7 @@ built around the FP8 rounding ties. The references here are written differently 
   itself as well as the codec).
 
 The hardware facts encoded below (saturation, NaN codes, e4b15 ties away from zero) come from the H200
-capture; ``test_fp8_hw_tables.py`` checks the codec against the captured tables themselves.
+capture; ``test_fp8_golden.py`` checks the codec against the H200's casts and decodes themselves (goldens).
 """
 
 from __future__ import annotations

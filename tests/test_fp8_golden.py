@@ -1,14 +1,15 @@
-"""FP8 cast tables: what the H200's Triton casts produce, pinned as goldens.
+"""FP8 cast and decode tables: what the H200's Triton casts produce, pinned as goldens.
 
 On a GPU lane the codes come from a real ``@triton.jit`` cast; on the interpreter lane they come from the
-codec's hardware model, ``encode(..., arch="sm90")``. Either way they must equal the H200 golden bit for bit
-(an explicit exact tolerance: this is the claim that ``encode`` models the hardware, not a closeness).
+codec's hardware model, ``encode(..., arch="sm90")`` / ``decode``. Either way they must equal the H200 golden
+bit for bit (an explicit exact tolerance: this is the claim that the codec models the hardware, not a
+closeness).
 """
 
 import pytest
 import torch
 
-from harness.fp8 import encode, get_format
+from harness.fp8 import decode, encode, get_format
 from harness.tolerances import Tolerance
 
 EXACT = Tolerance(max_ulp=0, key="fp8_table/exact", note="encode() claims bit-exactness with the H200")
@@ -65,3 +66,31 @@ def test_cast_table_matches_h200(src, fmt, rng, harness_arch, golden):
     else:
         codes = encode(x, fmt, arch="sm90", via=torch.float32 if src == "bf16" and fmt == "e4b15" else None)
     golden.check("codes", codes, fmt=fmt, tol=EXACT)
+
+
+def _gpu_decode(fmt: str) -> torch.Tensor:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dec(c_ptr, y_ptr, SRC: tl.constexpr):
+        off = tl.arange(0, 256)
+        tl.store(y_ptr + off, tl.load(c_ptr + off).to(SRC, bitcast=True).to(tl.float32))
+
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).cuda()
+    y = torch.empty(256, dtype=torch.float32, device="cuda")
+    dec[(1,)](codes, y, getattr(tl, get_format(fmt).triton_name))
+    return y.cpu()
+
+
+@pytest.mark.harness_op("fp8_decode")
+@pytest.mark.parametrize("fmt", ["e4nv", "e5m2", "e4b15"])
+def test_decode_table_matches_h200(fmt, harness_arch, golden):
+    """All 256 codes to fp32, compared as bits (-0.0 and ±inf included). NaN payloads are not part of the
+    claim, NaN positions are: every NaN is stored as the canonical 0x7fc00000."""
+    if harness_arch.kind == "cuda":
+        values = _gpu_decode(fmt)
+    else:
+        values = decode(torch.arange(256, dtype=torch.int32).to(torch.uint8), fmt)
+    bits = torch.where(torch.isnan(values), torch.tensor(0x7FC00000, dtype=torch.int32), values.view(torch.int32))
+    golden.check("fp32_bits", bits)
