@@ -53,10 +53,12 @@ class Arch:
             head = _CUDA_FAMILY.get(cc, cc)
             return f"sm{head}"
         if self.kind == "rocm":
-            # gfx94x (MI300 line) share FP8 (fnuz) behaviour; gfx950 differs (OCP FP8).
-            m = re.fullmatch(r"gfx(9[0-9]|1[0-2][0-9])([0-9a-f])", self.name)
-            if m and m.group(1) == "94":
+            # gfx94x (MI300 line) share FP8 (fnuz) behaviour; gfx950 (MI350) differs (OCP FP8); the RDNA4
+            # parts gfx1200/gfx1201 share one family (OCP FP8, WMMA).
+            if re.fullmatch(r"gfx94[0-9a-f]", self.name):
                 return "gfx942"
+            if re.fullmatch(r"gfx120[0-9a-f]", self.name):
+                return "gfx1200"
         return self.name
 
     def chain(self) -> tuple[str, ...]:
@@ -193,6 +195,8 @@ def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
         ok = a.family == "gfx942"
         return ok, "" if ok else f"{name} needs gfx94x (running on {a.name})"
     if name in ("e4nv", "e5m2"):
-        ok = a.name >= "gfx950" and a.name.startswith("gfx9")
-        return ok, "" if ok else f"{name} needs gfx950+ on ROCm (running on {a.name})"
+        # native OCP FP8 converts: CDNA4 (gfx950) and gfx12 (RDNA4 and later); elsewhere Triton emulates them
+        # in software, with numerics nobody here has measured, so the model does not claim them
+        ok = a.name == "gfx950" or re.fullmatch(r"gfx12[0-9][0-9a-f]", a.name) is not None
+        return ok, "" if ok else f"{name} needs gfx950 or gfx12xx on ROCm (running on {a.name})"
     return False, f"{name} is not supported by Triton on ROCm (running on {a.name})"

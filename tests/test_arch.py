@@ -33,7 +33,8 @@ def test_parse_type_error():
 
 @pytest.mark.parametrize(
     "spec, family", [("sm86", "sm80"), ("sm87", "sm80"), ("sm89", "sm89"), ("sm103", "sm100"),
-                     ("sm121", "sm120"), ("sm90", "sm90"), ("gfx942", "gfx942"), ("interp", "interp")]
+                     ("sm121", "sm120"), ("sm90", "sm90"), ("gfx942", "gfx942"), ("gfx941", "gfx942"),
+                     ("gfx950", "gfx950"), ("gfx1201", "gfx1200"), ("interp", "interp")]
 )
 def test_family(spec, family):
     assert parse_arch(spec).family == family
@@ -62,6 +63,9 @@ def test_arch_kind_validated():
     [("sm80", "e4nv", False, "e4nv needs sm89+ (running on sm80)"), ("sm89", "e4nv", True, ""),
      ("sm75", "e4b15", True, ""), ("interp", "e4b15", True, ""), ("sm90", "e4m3fnuz", False, "ROCm format"),
      ("gfx942", "e4m3fnuz", True, ""), ("gfx942", "e4b15", False, "not supported by Triton on ROCm"),
+     ("gfx942", "e4nv", False, "needs gfx950 or gfx12xx"), ("gfx950", "e4nv", True, ""),
+     ("gfx1201", "e5m2", True, ""), ("gfx1201", "e4m3fnuz", False, "needs gfx94x"),
+     ("gfx1100", "e4nv", False, "needs gfx950 or gfx12xx"),
      ("cpu", "e4nv", False, "no GPU and not interpreting")],
 )
 def test_supports_format(arch, fmt, ok, reason):
