@@ -1,6 +1,8 @@
 """The seed regression tests must catch the seed bug: run them (pytester, in process) against the pre-fix
 kernel in tests/known_bad/ and watch exactly the expected ones fail; run them against the shipped kernel and
-watch them pass. Two compile targets keep this cheap; the full matrix runs in test_turboquant_seed.py."""
+watch them pass. On the interpreter lane and on a CUDA GPU lane, each with that lane's expectations (the
+inner run uses the outer run's lane and arch). Two compile targets keep this cheap; the full matrix runs in
+test_turboquant_seed.py."""
 
 from __future__ import annotations
 
@@ -16,16 +18,23 @@ import pytest
 import triton.compiler  # noqa: F401
 
 import kernels.turboquant.store as store
+from harness.cases import cases
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "tests" / "test_turboquant_seed.py"
 KNOWN_BAD = ROOT / "tests" / "known_bad" / "tq_store_prefix.py"
-TARGETS = "sm80,sm90"
+TARGETS = ("sm80", "sm90")
+SRCS = ("fp16", "bf16", "fp32")
+FMTS = ("e4nv", "e4b15")
+# The inner run's lane for the outer run's arch kind; other kinds (rocm, plain cpu) do not run the store.
+LANES = {"interp": "interp", "cuda": "gpu"}
 
-pytestmark = [pytest.mark.interp_only, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
 
-def _run(pytester, monkeypatch, variant: Path | None):
+def _run(pytester, monkeypatch, arch, variant: Path | None):
+    if arch.kind not in LANES:
+        pytest.skip(f"the turboquant store runs on the interpreter and CUDA only (running on {arch.name})")
     if variant is None:
         monkeypatch.delenv("TQ_STORE_VARIANT", raising=False)
     else:
@@ -39,7 +48,9 @@ def _run(pytester, monkeypatch, variant: Path | None):
         "no:cacheprovider",
         "-p",
         "no:hypothesispytest",
-        f"--harness-targets={TARGETS}",
+        f"--harness-lane={LANES[arch.kind]}",
+        f"--harness-arch={arch.name}",
+        f"--harness-targets={','.join(TARGETS)}",
         "-rf",
         "-q",
         str(SEED),
@@ -48,6 +59,66 @@ def _run(pytester, monkeypatch, variant: Path | None):
 
 def _failed(result) -> set[str]:
     return {m.group(1) for ln in result.outlines if (m := re.match(r"FAILED \S+::(\S+)", ln))}
+
+
+def _expected_failures(arch) -> set[str]:
+    """bf16 -> e4b15 does not compile for any target, so its compile items fail on every lane. Interpreter:
+    fp16/bf16 keys cast directly round differently from the fp32 path. GPU: the same bf16 -> e4b15 cast
+    does not build at launch either (CompilationError on the H200); fp16 -> fp32 is exact on hardware."""
+    bad = {f"test_store_compiles_for_target[{t}-bf16-e4b15]" for t in TARGETS}
+    if arch.kind == "interp":
+        return bad | {f"test_seed_interp_numerics[{s}-{f}]" for s in ("fp16", "bf16") for f in FMTS}
+    return bad | {"test_seed_gpu_numerics[bf16-e4b15]"}
+
+
+def _expected_counts(arch) -> tuple[int, int]:
+    """(items that run, items skipped) in the seed module on ``arch``: every compile item runs; of the two
+    numerics tests only this lane's, and only for dtype cases the arch supports."""
+    runnable = sum(not reason for _, reason in cases(arch, fmt=list(FMTS)))
+    numerics = 2 * len(SRCS) * len(FMTS)
+    return len(TARGETS) * len(SRCS) * len(FMTS) + runnable, numerics - runnable
+
+
+# Why each expected failure must fail: the bug's own error, not some other breakage.
+_REASONS = {
+    "test_store_compiles_for_target": r"CompilationError.*assert arg\.type\.scalar\.is_fp16\(\)",
+    "test_seed_interp_numerics": r"FP8 codes are not close!",
+    "test_seed_gpu_numerics": r"CompilationError",
+}
+
+
+def _sections(result) -> dict[str, str]:
+    """Failure report sections of the inner run by test name (``____ name ____`` headers)."""
+    text = result.stdout.str()
+    parts = re.split(r"^_+ (\S+) _+$", text, flags=re.M)
+    return {name: body.split("\n=====", 1)[0] for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def _check(result, arch, expected: set[str]) -> None:
+    __tracebackhide__ = True
+    got = _failed(result)
+    outcomes = result.parseoutcomes()
+    ran, skipped = _expected_counts(arch)
+    want = {"passed": ran - len(expected), "failed": len(expected), "skipped": skipped}
+    counts = {k: outcomes.get(k, 0) for k in want}
+    sections = _sections(result)
+    wrong_reason = sorted(
+        t for t in got & expected if not re.search(_REASONS[t.split("[")[0]], sections.get(t, ""), re.S)
+    )
+    if got != expected or counts != want or wrong_reason:
+        show = sorted(got - expected) + wrong_reason
+        pytest.fail(
+            f"seed tests on {arch.name} ({arch.kind}):\n"
+            f"  failed:       {sorted(got)}\n"
+            f"  expected:     {sorted(expected)}\n"
+            f"  unexpected:   {sorted(got - expected)}\n"
+            f"  missing:      {sorted(expected - got)}\n"
+            f"  wrong reason: {wrong_reason} (expected {_REASONS})\n"
+            f"  counts {counts}, expected {want}\n"
+            + "".join(f"--- {t} ---\n{sections.get(t, '(no section)')[:4000]}\n" for t in show)
+            + f"--- inner run output (tail) ---\n{result.stdout.str()[-3000:]}",
+            pytrace=False,
+        )
 
 
 def test_known_bad_differs_only_in_the_key_load():
@@ -66,19 +137,11 @@ def test_known_bad_differs_only_in_the_key_load():
     assert changed[1].strip().startswith("+    k = tl.load(key_ptr") and "to(tl.float32)" not in changed[1]
 
 
-def test_seed_tests_fail_on_the_pre_fix_kernel(pytester, monkeypatch):
-    result = _run(pytester, monkeypatch, KNOWN_BAD)
-    expected = {f"test_store_compiles_for_target[{t}-bf16-e4b15]" for t in TARGETS.split(",")}
-    expected |= {f"test_seed_interp_numerics[{s}-{f}]" for s in ("fp16", "bf16") for f in ("e4nv", "e4b15")}
-    assert _failed(result) == expected, result.stdout.str()[-4000:]
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) == 18 - len(expected)
-    result.stdout.fnmatch_lines(
-        ["*sm80: *caused by AssertionError (at utils.py:*: assert arg.type.scalar.is_fp16()*"]
-    )
+def test_seed_tests_fail_on_the_pre_fix_kernel(pytester, monkeypatch, harness_arch):
+    result = _run(pytester, monkeypatch, harness_arch, KNOWN_BAD)
+    _check(result, harness_arch, _expected_failures(harness_arch))
 
 
-def test_seed_tests_pass_on_the_shipped_kernel(pytester, monkeypatch):
-    result = _run(pytester, monkeypatch, None)
-    assert _failed(result) == set(), result.stdout.str()[-4000:]
-    result.assert_outcomes(passed=18, skipped=6)
+def test_seed_tests_pass_on_the_shipped_kernel(pytester, monkeypatch, harness_arch):
+    result = _run(pytester, monkeypatch, harness_arch, None)
+    _check(result, harness_arch, set())
