@@ -564,6 +564,15 @@ class Golden:
         if mode == "check" and unreadable:
             pytest.fail(f"{unreadable}\nTo rewrite it: {regen_command(self._item.nodeid)}", pytrace=False)
 
+        gen, here = meta.get("arch"), getattr(_current_arch(self._item.config), "name", None)
+        if mode != "check" and old is not None and gen != here:
+            # A golden captured on another arch (an H200's, on a CPU box) is compared, never replaced:
+            # regenerating here would swap the hardware's output for this lane's without anyone noticing.
+            failure = self._compare(name, rel, obtained, old, meta, tol)
+            if failure is None:
+                return
+            raise AssertionError(f"{failure}\nNot rewritten: {rel} was captured on {gen} and this run is {here}. "
+                                 f"Regenerate it on {gen}, or delete the file to re-capture it here on purpose.")
         if mode == "regen-all":
             if old is not None and not self._content_differs(obtained, old, meta):
                 return

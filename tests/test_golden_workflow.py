@@ -184,6 +184,24 @@ def test_zeros(golden):
     run(pytester, "--harness-arch=sm90", shift=1).assert_outcomes(passed=1)
 
 
+def test_regen_never_replaces_a_golden_of_another_arch(pytester):
+    """Goldens captured on a GPU must survive a regen run on a CPU box: compared there, not rewritten."""
+    project(pytester)
+    out, sel = pytester.path / OUT, "tests/test_k.py::test_float"
+    run(pytester, sel, "--golden-regen-all", "--harness-arch=sm90").assert_outcomes(passed=1)
+    before = out.read_bytes()
+    for flag in ("--golden-regen-all", "--golden-regen"):
+        run(pytester, sel, flag).assert_outcomes(passed=1)  # within the cross-arch row: nothing to do
+        r = run(pytester, sel, flag, shift=1000)  # 1000 float ULPs: beyond the fp32 cross-arch row
+        r.assert_outcomes(failed=1)
+        r.stdout.fnmatch_lines([f"*Not rewritten: {OUT} was captured on sm90 and this run is interp. Regenerate "
+                                f"it on sm90, or delete the file to re-capture it here on purpose."])
+        assert out.read_bytes() == before
+    out.unlink()
+    run(pytester, sel, "--golden-regen-all", shift=1000).assert_outcomes(passed=1)
+    assert out.read_bytes() != before
+
+
 def test_metadata_of_a_generated_golden(pytester):
     project(pytester, KERNELS.replace("def test_float(golden):",
                                       '@pytest.mark.harness_op("k.op")\n'
