@@ -17,7 +17,17 @@ python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__ver
     | tee -a "$out/device.txt"
 rc=0
 if [ "$what" = regen ] || [ "$what" = all ]; then
-    python3 -m tox -e regen -- -q 2>&1 | tee "$out/regen.log"; rc=$(( rc | PIPESTATUS[0] ))
+    # Twice: the second run must change no file (the goldens are deterministic on one machine).
+    python3 -m tox -e regen -- -q -n "${HARNESS_GPU_WORKERS:-4}" 2>&1 | tee "$out/regen.log"; rc=$(( rc | PIPESTATUS[0] ))
+    find golden -name '*.npz' -print0 | sort -z | xargs -0 sha256sum > "$out/golden.sha256"
+    python3 -m tox -e regen -- -q -n "${HARNESS_GPU_WORKERS:-4}" 2>&1 | tee "$out/regen2.log"; rc=$(( rc | PIPESTATUS[0] ))
+    if sha256sum --quiet -c "$out/golden.sha256" >/dev/null 2>&1; then
+        echo "regen twice: the second run changed no golden file" | tee -a "$out/regen2.log"
+    else
+        echo "regen twice: the second run CHANGED golden files:" | tee -a "$out/regen2.log"
+        sha256sum --quiet -c "$out/golden.sha256" 2>&1 | tee -a "$out/regen2.log"; rc=1
+    fi
+    tar czf "$out/golden.tgz" golden  # the captured goldens, to commit from the machine that asked
 fi
 if [ "$what" = test ] || [ "$what" = all ]; then
     python3 -m tox -e gpu -- -q --harness-report="$out/report.json" --junitxml="$out/junit.xml" 2>&1 \
