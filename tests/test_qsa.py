@@ -26,6 +26,12 @@ DECODE_TOKENS = [3, 97, 41]
 PREFILL_TOKENS = [13, 61, 5]
 PREFILL_QUERY_LENS = [9, 6, 5]
 PREFILL_CHUNKS = [5, 4096]
+# Selection configs (_cfg keywords); the selections are checked with the qsa.logits rows too.
+DECODE_CFG = dict(heads=5, head_dim=64, page=7, ratio=4, topk_blocks=9)
+PREFILL_CFG = dict(heads=3, head_dim=128, page=16, ratio=3, topk_blocks=7)
+TIES_CFG = dict(heads=4, head_dim=64, page=5, ratio=2, topk_blocks=5)
+SELECT_CFGS = [DECODE_CFG, PREFILL_CFG, TIES_CFG]
+SELFTEST = "qsa.logits.selftest"  # labels the deliberate failures of the check's own tests in the summary
 
 
 def _qsa():
@@ -159,19 +165,17 @@ def test_store_skips_minus_one_slots_and_writes_nothing_else(rng, device):
 # --- logits --------------------------------------------------------------------------------------------
 
 
-def _check_logits(got, ref, tol, key):
-    from harness import compare
+def _logits_tol(tolerance, key):
+    from kernels.qsa.testing import require_logits_row
 
-    finite = torch.isfinite(ref)
-    assert torch.equal(torch.isneginf(got), ~finite), "columns past visible_blocks must be -inf, only those"
-    compare.assert_close_tol(got[finite], ref[finite], tol, op="qsa.logits", dtype=key)
+    return require_logits_row(tolerance(op="qsa.logits", dtype=key))
 
 
 @pytest.mark.parametrize("shape", LOGIT_SHAPES, ids=lambda s: "h{}-d{}-p{}-r{}".format(*s))
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_logits_match_reference(dtype, shape, rng, device, tolerance):
-    from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import prefill_visible, queries
+    from kernels.qsa.reference import logits_reference, logits_scale
+    from kernels.qsa.testing import assert_logits_close, prefill_visible, queries
 
     qsa = _qsa()
     heads, head_dim, page, ratio = shape
@@ -183,9 +187,108 @@ def test_prefill_logits_match_reference(dtype, shape, rng, device, tolerance):
     if ratio > 1:
         assert int((vis == 0).sum()) > 0, "inputs must include rows that see no block"
     got = qsa.paged_logits(case.cache, q, case.block_table, row_req, vis)
-    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, got.shape[1])
+    args = (q, case.cache.kv, case.block_table, row_req, vis, got.shape[1])
     key = qsa.dtype_key(cfg.dtype)
-    _check_logits(got, ref, tolerance(op="qsa.logits", dtype=key), key)
+    assert_logits_close(
+        got, logits_reference(*args), logits_scale(*args), _logits_tol(tolerance, key), dtype=key
+    )
+
+
+def test_logits_sweep_covers_the_tested_shapes():
+    # The qsa.logits rows are measured over LOGITS_SWEEP (scripts/measure_qsa_logits.py): every shape a
+    # test applies them to must be in it, or a row would be applied where it was never measured.
+    from kernels.qsa.testing import LOGITS_SWEEP
+
+    swept = {(s.heads, s.head_dim, s.page, s.ratio) for s in LOGITS_SWEEP}
+    tested = set(LOGIT_SHAPES) | {(c["heads"], c["head_dim"], c["page"], c["ratio"]) for c in SELECT_CFGS}
+    assert tested <= swept, f"shapes tested but not measured: {sorted(tested - swept)}"
+
+
+def test_logits_scale_is_the_sum_of_product_magnitudes(small):
+    from kernels.qsa.reference import logits_reference, logits_scale
+
+    qsa, case, q, vis, row_req = small
+    n = int(vis.max())
+    args = (q, case.cache.kv, case.block_table, row_req, vis, n)
+    scale, ref = logits_scale(*args), logits_reference(*args)
+    kv = case.cache.kv.float()[:, :, 0]  # [blocks, page, D], dequantized
+    page = case.config.page_size
+    for r in range(q.shape[0]):
+        v = int(vis[r])
+        keys = torch.stack([kv[int(case.block_table[int(row_req[r]), c // page]), c % page] for c in range(v)])
+        want = torch.einsum("hd,cd->c", q[r].float().abs(), keys.abs())  # Σ_h Σ_d |q_hd| |k_cd|
+        torch.testing.assert_close(scale[r, :v], want, rtol=1e-6, atol=0.0)
+        assert bool((scale[r, v:] == 0).all()), "S past visible must be 0"
+        assert bool((scale[r, :v] >= ref[r, :v].abs()).all()), "S bounds |ref| (triangle inequality)"
+
+
+def _logits_triplet():
+    """got/ref/S for check_logits: column 0 cancels (|ref| 1.8, S 1000), column 2 is past visible."""
+    ref = torch.tensor([[1.8, 500.0, -torch.inf]])
+    scale = torch.tensor([[1000.0, 600.0, 0.0]])
+    return ref.clone(), ref, scale
+
+
+def test_check_logits_bounds_the_error_by_s_not_by_ref():
+    from kernels.qsa.testing import check_logits
+
+    got, ref, scale = _logits_triplet()
+    tol = Tolerance(rtol=2e-5, key="qsa.logits/e4nv/test")
+    got[0, 0] += 1.07e-2  # the H200 case: |err| / |ref| = 6e-3, |err| / S = 1.07e-5
+    assert check_logits(got, ref, scale, tol, op=SELFTEST) is None
+    got[0, 0] = ref[0, 0] + 2.5e-2  # |err| / S = 2.5e-5 > rtol
+    text = check_logits(got, ref, scale, tol, op=SELFTEST, dtype="e4nv")
+    assert text is not None
+    assert "qsa.logits/e4nv/test" in text and "(0, 0)" in text and "2.500e-05" in text, text
+    assert "|got - ref| <= atol + rtol * S" in text
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "fragment"),
+    [
+        ((0, 1), float("nan"), "Mismatched elements: 1 / 3"),
+        ((0, 1), float("inf"), "Mismatched elements: 1 / 3"),
+        ((0, 1), -float("inf"), "columns past visible_blocks must be -inf, and only those"),
+        ((0, 2), 0.0, "columns past visible_blocks must be -inf, and only those"),
+        ((0, 2), float("nan"), "columns past visible_blocks must be -inf, and only those"),
+    ],
+    ids=["nan", "inf", "neginf_visible", "finite_past_visible", "nan_past_visible"],
+)
+def test_check_logits_never_passes_specials(where, value, fragment):
+    from kernels.qsa.testing import check_logits
+
+    got, ref, scale = _logits_triplet()
+    got[where] = value
+    text = check_logits(got, ref, scale, Tolerance(rtol=1.0, atol=1.0, key="qsa.logits/bf16/test"), op=SELFTEST)
+    assert text is not None and fragment in text, text
+
+
+def test_check_logits_zero_scale_needs_an_exact_result_and_atol_is_absolute():
+    from kernels.qsa.testing import check_logits
+
+    def check(got, ref, scale, **tol):
+        return check_logits(got, ref, scale, Tolerance(**tol), op=SELFTEST)
+
+    ref, scale = torch.tensor([[0.0, 4.0]]), torch.tensor([[0.0, 8.0]])
+    assert check(ref.clone(), ref, scale, rtol=1e-3) is None
+    assert check(ref + torch.tensor([[1e-30, 0.0]]), ref, scale, rtol=1e-3) is not None
+    off = ref + torch.tensor([[0.0, 0.5]])  # allowed at column 1: atol + rtol * S
+    assert check(off, ref, scale, rtol=0.05, atol=0.1) is None  # 0.1 + 0.05 * 8 >= 0.5
+    assert check(off, ref, scale, rtol=0.05, atol=0.09) is not None
+    assert check(off, ref, scale, atol=0.5) is None  # rtol 0: plain atol
+    with pytest.raises(ValueError, match="got, ref and scale must have one shape"):
+        check(off, ref, scale[:, :1], atol=0.5)
+
+
+def test_selection_tolerance_is_twice_the_logit_bound_at_max_s():
+    from kernels.qsa.testing import selection_overlap, selection_tolerance
+
+    tol = selection_tolerance(Tolerance(rtol=1e-3, atol=1e-4, key="qsa.logits/bf16/x"), torch.tensor([[5.0, 100.0]]))
+    assert tol.rtol == 0.0 and tol.atol == pytest.approx(2 * (1e-4 + 1e-3 * 100.0))
+    assert tol.key.startswith("qsa.logits/bf16/x")
+    assert selection_overlap(torch.tensor([[1, 2], [3, -1]]), torch.tensor([[2, 5], [3, 4]])) == (0.75, 0.5)
+    with pytest.raises(ValueError, match="no row of a selects anything"):
+        selection_overlap(torch.tensor([[-1, -1]]), torch.tensor([[1, 2]]))
 
 
 # --- selection -----------------------------------------------------------------------------------------
@@ -194,11 +297,10 @@ def test_prefill_logits_match_reference(dtype, shape, rng, device, tolerance):
 @pytest.mark.parametrize("mtp", MTP_LENS)
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_decode_selection_multiset(dtype, mtp, rng, device, tolerance):
-    from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import decode_visible, queries
+    from kernels.qsa.testing import assert_selection, decode_visible, queries
 
     qsa = _qsa()
-    cfg = _cfg(dtype, heads=5, page=7, ratio=4, topk_blocks=9)
+    cfg = _cfg(dtype, **DECODE_CFG)
     case = _case(cfg, DECODE_TOKENS, rng, device)
     row_req = qsa.decode_row_req(len(DECODE_TOKENS), mtp, device)
     q = queries(case, row_req.cpu(), rng=rng)
@@ -207,27 +309,20 @@ def test_decode_selection_multiset(dtype, mtp, rng, device, tolerance):
         case.cache, q, case.block_table, vis, decode_query_len=mtp, topk_blocks=cfg.topk_blocks
     )
     assert sel.dtype == torch.int32 and sel.shape == (len(DECODE_TOKENS) * mtp, cfg.topk_blocks)
-    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max()))
     key = qsa.dtype_key(cfg.dtype)
-    assert_topk_multiset_equal(
-        sel,
-        ref,
-        k=cfg.topk_blocks,
-        visible=vis,
-        tol=tolerance(op="qsa.logits", dtype=key),
-        op="qsa.decode_select",
-        dtype=key,
+    assert_selection(
+        sel, q, case.cache.kv, case.block_table, row_req, vis, k=cfg.topk_blocks,
+        tol=_logits_tol(tolerance, key), op="qsa.decode_select", dtype=key,
     )
 
 
 @pytest.mark.parametrize("chunk_rows", PREFILL_CHUNKS)
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_selection_multiset(dtype, chunk_rows, rng, device, tolerance):
-    from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import prefill_visible, queries
+    from kernels.qsa.testing import assert_selection, prefill_visible, queries
 
     qsa = _qsa()
-    cfg = _cfg(dtype, heads=3, head_dim=128, page=16, ratio=3, topk_blocks=7)
+    cfg = _cfg(dtype, **PREFILL_CFG)
     case = _case(cfg, PREFILL_TOKENS, rng, device)
     qsl, vis = prefill_visible(case, PREFILL_QUERY_LENS)
     row_req = qsa.prefill_row_req(qsl, int(qsl[-1]))
@@ -235,16 +330,10 @@ def test_prefill_selection_multiset(dtype, chunk_rows, rng, device, tolerance):
     sel = qsa.prefill_select(
         case.cache, q, case.block_table, qsl, vis, topk_blocks=cfg.topk_blocks, chunk_rows=chunk_rows
     )
-    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max()))
     key = qsa.dtype_key(cfg.dtype)
-    assert_topk_multiset_equal(
-        sel,
-        ref,
-        k=cfg.topk_blocks,
-        visible=vis,
-        tol=tolerance(op="qsa.logits", dtype=key),
-        op="qsa.prefill_select",
-        dtype=key,
+    assert_selection(
+        sel, q, case.cache.kv, case.block_table, row_req, vis, k=cfg.topk_blocks,
+        tol=_logits_tol(tolerance, key), op="qsa.prefill_select", dtype=key,
     )
 
 
@@ -252,7 +341,7 @@ def _tied_case(dtype, rng, device):
     """A cache whose compressed keys repeat exactly: columns 2j and 2j+1 are identical, so every logit
     has an exact twin, and the selection boundary falls inside a tied pair for most rows."""
     qsa = _qsa()
-    cfg = _cfg(dtype, heads=4, page=5, ratio=2, topk_blocks=5)
+    cfg = _cfg(dtype, **TIES_CFG)
     cache = qsa.IndexerKVCache.empty(cfg, 8, device)
     half = torch.randn(10, cfg.head_dim, generator=rng)
     groups = half.repeat_interleave(2, dim=0)  # 20 compressed columns in identical pairs
@@ -269,16 +358,15 @@ def _tied_case(dtype, rng, device):
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_exact_ties_accept_either_twin_and_index_equality_would_not(dtype, rng, device, tolerance):
-    from kernels.qsa.reference import logits_reference
+    from kernels.qsa.testing import assert_selection
 
     qsa = _qsa()
     cfg, cache, q, bt, vis = _tied_case(dtype, rng, device)
     sel = qsa.decode_select(cache, q, bt, vis, decode_query_len=6, topk_blocks=cfg.topk_blocks)
-    ref = logits_reference(q, cache.kv, bt, torch.zeros(6, dtype=torch.int32, device=device), vis, 20)
     key = qsa.dtype_key(cfg.dtype)
-    tol = tolerance(op="qsa.logits", dtype=key)
-    assert_topk_multiset_equal(
-        sel, ref, k=cfg.topk_blocks, visible=vis, tol=tol, op="qsa.decode_select", dtype=key
+    ref, tol = assert_selection(
+        sel, q, cache.kv, bt, torch.zeros(6, dtype=torch.int32, device=device), vis, k=cfg.topk_blocks,
+        tol=_logits_tol(tolerance, key), op="qsa.decode_select", dtype=key,
     )
     # Swap every selected column for its twin (2j <-> 2j+1) where the twin is visible and not selected:
     # an equally valid selection with a different index set.
@@ -306,18 +394,8 @@ def test_exact_ties_accept_either_twin_and_index_equality_would_not(dtype, rng, 
 # --- fp8 vs bf16 quality -------------------------------------------------------------------------------
 
 
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Mean over rows with a selection of |a ∩ b| / |a| (pads excluded)."""
-    fr = []
-    for ra, rb in zip(a.tolist(), b.tolist(), strict=True):
-        sa, sb = set(ra) - {-1}, set(rb) - {-1}
-        if sa:
-            fr.append(len(sa & sb) / len(sa))
-    return sum(fr) / len(fr)
-
-
 def test_fp8_selection_overlaps_bf16(rng, device, tolerance):
-    from kernels.qsa.testing import decode_visible, queries
+    from kernels.qsa.testing import decode_visible, queries, selection_overlap
 
     qsa = _qsa()
     seed = int(torch.randint(0, 2**31, (1,), generator=rng))
@@ -333,7 +411,7 @@ def test_fp8_selection_overlaps_bf16(rng, device, tolerance):
             case.cache, q, case.block_table, vis, decode_query_len=2, topk_blocks=cfg.topk_blocks
         )
     tol = tolerance(op="qsa.select_overlap", dtype="e4nv")
-    ov = _overlap(sels["bf16"], sels["fp8"])
+    ov, _ = selection_overlap(sels["bf16"], sels["fp8"])
     assert ov >= 1.0 - tol.max_mismatch, (
         f"fp8 selection overlaps the bf16 one by {ov:.3f} on average, floor {1.0 - tol.max_mismatch:.2f} "
         f"({tol!r})"

@@ -1,9 +1,10 @@
 """QSA indexer at realistic shapes on a real GPU (skipped elsewhere).
 
-These also *measure*: the logits test prints the worst error per dtype and fails with a ready-to-paste
-``tests/tolerances/qsa.toml`` row while the arch has no ``qsa.logits`` row of its own (SM90's FP8 wgmma
-accumulates with reduced precision, so the interpreter's rows say nothing about it).
-Run: ``pytest tests/test_qsa_gpu.py -s -v``.
+These also *measure*: the logits test sweeps kernels.qsa.testing's LOGITS_SWEEP + LOGITS_SWEEP_GPU, prints
+the worst error per shape in the rows' metric (|got - ref| / S, S = Σ_h Σ_d |q·k|, see
+kernels.qsa.reference.logits_scale) and fails with a ready-to-paste ``tests/tolerances/qsa.toml`` row while
+the arch has no ``qsa.logits`` row of its own (SM90's FP8 wgmma accumulates with reduced precision, so the
+interpreter's rows say nothing about it). Run: ``pytest --harness-lane=gpu tests/test_qsa_gpu.py -s -v``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.topk import assert_topk_multiset_equal
-
 pytestmark = pytest.mark.gpu
 
 INDEXER_DTYPES = ["bf16", "fp8"]
-# DeepSeek-V3.2-like indexer: 64 heads × 128, 4 tokens per compressed key, 2048 selected tokens.
-HEADS, HEAD_DIM, RATIO, TOKEN_TOPK, PAGE = 64, 128, 4, 2048, 64
 DECODE_TOKENS = [32768, 4099, 17, 65536 + 13, 9000, 2048, 513, 40000]
 MTP = 3
 PREFILL_TOKENS = [8192 + 5, 3001, 700]
@@ -26,32 +23,22 @@ PREFILL_QUERY_LENS = [2048, 1500, 700]
 
 def _cfg(dtype):
     from kernels.qsa import IndexerConfig
+    from kernels.qsa.testing import REALISTIC  # DeepSeek-V3.2-like: 64 heads × 128, ratio 4, 2048 tokens
 
-    return IndexerConfig(
-        num_heads=HEADS,
-        head_dim=HEAD_DIM,
-        compress_ratio=RATIO,
-        token_topk=TOKEN_TOPK,
-        page_size=PAGE,
-        indexer_kv_dtype=dtype,
-    )
+    return IndexerConfig(**REALISTIC, indexer_kv_dtype=dtype)
 
 
-def _stats(got: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
-    err = (got.double() - ref.double()).abs()
-    return float(err.max()), float((err / ref.double().abs().clamp(min=1.0)).max())
-
-
-def _logits_tol(tolerance, key, worst_abs, worst_rel, harness_arch):
+def _logits_tol(tolerance, key, worst, harness_arch, swept):
     tol = tolerance(op="qsa.logits", dtype=key)
     if not tol.key.startswith("qsa.logits/"):
         pytest.fail(
-            f"no qsa.logits row for {key} on {harness_arch.name} (lookup gave {tol!r}). "
-            f"Measured: worst |err| "
-            f"{worst_abs:.3e}, worst |err|/max(|ref|,1) {worst_rel:.3e}. Add to tests/tolerances/qsa.toml:\n"
+            f"no qsa.logits row for {key} on {harness_arch.name} (lookup gave {tol!r}). Measured over "
+            f"{swept}: worst |err|/S {worst:.3e}. Add to tests/tolerances/qsa.toml:\n"
             f'[[tolerance]]\nop = "qsa.logits"\ndtype = "{key}"\narch = "{harness_arch.family}"\n'
-            f"rtol = {2 * worst_rel:.1e}\natol = {2 * worst_rel:.1e}\n"
-            f'note = "H200 test_logits_error_gpu: worst rel {worst_rel:.2e} (x2 margin)"',
+            f"rtol = {2 * worst:.2e}\natol = 0.0\n"
+            f'note = """|got - ref| <= rtol * S (logits_scale). Measured on the GPU by '
+            f"tests/test_qsa_gpu.py::test_logits_error_gpu over {swept}: worst |err|/S {worst:.3e}; "
+            f'rtol = 2 x worst."""',
             pytrace=False,
         )
     return tol
@@ -59,35 +46,35 @@ def _logits_tol(tolerance, key, worst_abs, worst_rel, harness_arch):
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
-    from harness import compare
-    from kernels.qsa import dtype_key, paged_logits, prefill_row_req
-    from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import build_case, prefill_visible, queries
+    from kernels.qsa import dtype_key, resolve_indexer_dtype
+    from kernels.qsa.testing import LOGITS_SWEEP, LOGITS_SWEEP_GPU, check_logits, logits_errors, prefill_logits
 
-    cfg = _cfg(dtype)
-    case = build_case(cfg, PREFILL_TOKENS, rng=rng, device=device)
-    qsl, vis = prefill_visible(case, [256, 100, 37])
-    row_req = prefill_row_req(qsl, int(qsl[-1]))
-    q = queries(case, row_req.cpu(), rng=rng)
-    got = paged_logits(case.cache, q, case.block_table, row_req, vis)
-    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, got.shape[1])
-    fin = torch.isfinite(ref)
-    assert torch.equal(torch.isneginf(got), ~fin), "columns past visible_blocks must be -inf, only those"
-    worst_abs, worst_rel = _stats(got[fin], ref[fin])
-    key = dtype_key(cfg.dtype)
-    print(
-        f"\nqsa.logits/{key}/{harness_arch.name}: worst |err| {worst_abs:.3e}, "
-        f"worst |err|/max(|ref|,1) {worst_rel:.3e}, max |ref| {float(ref[fin].abs().max()):.3e}"
-    )
-    tol = _logits_tol(tolerance, key, worst_abs, worst_rel, harness_arch)
-    compare.assert_close_tol(got[fin], ref[fin], tol, op="qsa.logits", dtype=key)
+    key = dtype_key(resolve_indexer_dtype(dtype))
+    shapes = LOGITS_SWEEP + LOGITS_SWEEP_GPU
+    runs, worst = [], 0.0
+    print(f"\nqsa.logits/{key}/{harness_arch.name}: {'shape':<28} {'n':>8} {'|err|/S':>10} "
+          f"{'|err|/max(|ref|,1)':>18} {'|err|':>10} {'max S':>10}")
+    for shape in shapes:
+        got, ref, scale = prefill_logits(shape, dtype, rng=rng, device=device)
+        e = logits_errors(got, ref, scale)
+        print(f"  {shape.label:<28} {e['n']:>8} {e['scaled']:>10.3e} {e['normwise']:>18.3e} {e['abs']:>10.3e} "
+              f"{e['max_scale']:>10.3e}")
+        worst = e["scaled"] if not e["scaled"] <= worst else worst  # NaN sticks
+        runs.append((shape, got, ref, scale))
+    print(f"  worst |err|/S over {len(shapes)} shapes: {worst:.3e}")
+    tol = _logits_tol(tolerance, key, worst, harness_arch, f"{len(shapes)} shapes of LOGITS_SWEEP(+_GPU)")
+    failures = [
+        f"{shape.label}:\n{text}"
+        for shape, got, ref, scale in runs
+        if (text := check_logits(got, ref, scale, tol, dtype=key)) is not None
+    ]
+    assert not failures, f"{len(failures)} of {len(shapes)} shapes fail; first: {failures[0]}"
 
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_decode_select_gpu(dtype, rng, device, tolerance):
     from kernels.qsa import decode_row_req, decode_select, dtype_key
-    from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import build_case, decode_visible, queries
+    from kernels.qsa.testing import assert_selection, build_case, decode_visible, queries, require_logits_row
 
     cfg = _cfg(dtype)
     case = build_case(cfg, DECODE_TOKENS, rng=rng, device=device)
@@ -97,24 +84,17 @@ def test_decode_select_gpu(dtype, rng, device, tolerance):
     sel = decode_select(
         case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks
     )
-    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max()))
     key = dtype_key(cfg.dtype)
-    assert_topk_multiset_equal(
-        sel,
-        ref,
-        k=cfg.topk_blocks,
-        visible=vis,
-        tol=tolerance(op="qsa.logits", dtype=key),
-        op="qsa.decode_select",
-        dtype=key,
+    assert_selection(
+        sel, q, case.cache.kv, case.block_table, row_req, vis, k=cfg.topk_blocks,
+        tol=require_logits_row(tolerance(op="qsa.logits", dtype=key)), op="qsa.decode_select", dtype=key,
     )
 
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_select_chunked_gpu(dtype, rng, device, tolerance):
     from kernels.qsa import dtype_key, prefill_row_req, prefill_select
-    from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import build_case, prefill_visible, queries
+    from kernels.qsa.testing import assert_selection, build_case, prefill_visible, queries, require_logits_row
 
     cfg = _cfg(dtype)
     case = build_case(cfg, PREFILL_TOKENS, rng=rng, device=device)
@@ -124,22 +104,17 @@ def test_prefill_select_chunked_gpu(dtype, rng, device, tolerance):
     sel = prefill_select(
         case.cache, q, case.block_table, qsl, vis, topk_blocks=cfg.topk_blocks, chunk_rows=1000
     )
-    ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max()))
     key = dtype_key(cfg.dtype)
-    assert_topk_multiset_equal(
-        sel,
-        ref,
-        k=cfg.topk_blocks,
-        visible=vis,
-        tol=tolerance(op="qsa.logits", dtype=key),
-        op="qsa.prefill_select",
-        dtype=key,
+    assert_selection(
+        sel, q, case.cache.kv, case.block_table, row_req, vis, k=cfg.topk_blocks,
+        tol=require_logits_row(tolerance(op="qsa.logits", dtype=key)), op="qsa.prefill_select", dtype=key,
     )
 
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_store_within_one_ulp_gpu(dtype, seed, device, tolerance, harness_arch):
     from harness import compare
+    from harness.fp8 import ulp_distance
     from kernels.qsa import dtype_key
     from kernels.qsa.testing import build_case
 
@@ -152,9 +127,7 @@ def test_store_within_one_ulp_gpu(dtype, seed, device, tolerance, harness_arch):
     key = dtype_key(cfg.dtype)
     tol = tolerance(op="qsa.store", dtype=key)
     if dtype == "fp8":
-        a, b = got.view(torch.uint8).int(), want.view(torch.uint8).int()
-        ordered = [torch.where(c & 0x80 > 0, -(c & 0x7F), c & 0x7F) for c in (a, b)]
-        off = (ordered[0] - ordered[1]).abs()
+        off = ulp_distance(got.view(torch.uint8), want.view(torch.uint8), "e4nv")
         print(
             f"\nqsa.store/e4nv/{harness_arch.name}: codes off by 1: {int((off == 1).sum())}, by >1: "
             f"{int((off > 1).sum())} of {off.numel()}"
@@ -168,7 +141,7 @@ def test_store_within_one_ulp_gpu(dtype, seed, device, tolerance, harness_arch):
 
 def test_fp8_selection_overlaps_bf16_gpu(seed, device, tolerance):
     from kernels.qsa import decode_row_req, decode_select
-    from kernels.qsa.testing import build_case, decode_visible, queries
+    from kernels.qsa.testing import build_case, decode_visible, queries, selection_overlap
 
     sels = {}
     for dtype in INDEXER_DTYPES:
@@ -181,14 +154,9 @@ def test_fp8_selection_overlaps_bf16_gpu(seed, device, tolerance):
         sels[dtype] = decode_select(
             case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks
         ).cpu()
-    fr = []
-    for ra, rb in zip(sels["bf16"].tolist(), sels["fp8"].tolist(), strict=True):
-        sa, sb = set(ra) - {-1}, set(rb) - {-1}
-        if sa:
-            fr.append(len(sa & sb) / len(sa))
-    ov = sum(fr) / len(fr)
+    ov, worst_row = selection_overlap(sels["bf16"], sels["fp8"])
     tol = tolerance(op="qsa.select_overlap", dtype="e4nv")
-    print(f"\nqsa fp8 vs bf16 selection overlap: mean {ov:.4f}, worst row {min(fr):.4f}")
+    print(f"\nqsa fp8 vs bf16 selection overlap: mean {ov:.4f}, worst row {worst_row:.4f}")
     assert ov >= 1.0 - tol.max_mismatch, (
         f"mean overlap {ov:.3f} below floor {1 - tol.max_mismatch:.2f} ({tol!r})"
     )

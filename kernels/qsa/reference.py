@@ -6,11 +6,13 @@ Why plain torch: these are what the kernels are judged against, so they trade sp
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from kernels.qsa.config import FP8_MAX
 
-__all__ = ["pool_keys", "rms_norm_cast", "paged_keys", "logits_reference", "select_from_logits"]
+__all__ = ["pool_keys", "rms_norm_cast", "paged_keys", "logits_reference", "logits_scale", "select_from_logits"]
 
 
 def pool_keys(keys: torch.Tensor, compress_ratio: int) -> torch.Tensor:
@@ -45,6 +47,31 @@ def paged_keys(kv: torch.Tensor, block_table: torch.Tensor, req: int, n: int) ->
     return kv[blocks, cols % page, 0].float()
 
 
+_Fn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _per_row(fn: _Fn, fill: float, q, kv, block_table, row_req, visible, n_cols: int) -> torch.Tensor:
+    """``out[r, :visible[r]] = fn(keys of row r as fp32 [v, D], q[r] as fp32 [H, D])``, ``fill`` beyond."""
+    rows = q.shape[0]
+    out = torch.full((rows, n_cols), fill, dtype=torch.float32, device=q.device)
+    for r in range(rows):
+        v = int(visible[r])
+        if v == 0:
+            continue
+        k = paged_keys(kv, block_table, int(row_req[r]), v)
+        out[r, :v] = fn(k, q[r].float())
+    return out
+
+
+def _relu_head_sum(k: torch.Tensor, qr: torch.Tensor) -> torch.Tensor:
+    return torch.relu(k @ qr.T).sum(dim=1)
+
+
+def _abs_product_sum(k: torch.Tensor, qr: torch.Tensor) -> torch.Tensor:
+    # Σ_h Σ_d |q_hd| |k_cd| = |k| · Σ_h |q_h|; fp64 so the scale itself carries no rounding worth naming
+    return (k.double().abs() @ qr.double().abs().sum(dim=0)).float()
+
+
 def logits_reference(
     q: torch.Tensor,
     kv: torch.Tensor,
@@ -54,15 +81,25 @@ def logits_reference(
     n_cols: int,
 ) -> torch.Tensor:
     """``logits[r, c] = Σ_h relu(k_c · q_{r,h})`` in fp32 for ``c < visible[r]``, ``-inf`` beyond."""
-    rows = q.shape[0]
-    out = torch.full((rows, n_cols), -torch.inf, dtype=torch.float32, device=q.device)
-    for r in range(rows):
-        v = int(visible[r])
-        if v == 0:
-            continue
-        k = paged_keys(kv, block_table, int(row_req[r]), v)
-        out[r, :v] = torch.relu(k @ q[r].float().T).sum(dim=1)
-    return out
+    return _per_row(_relu_head_sum, -torch.inf, q, kv, block_table, row_req, visible, n_cols)
+
+
+def logits_scale(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    block_table: torch.Tensor,
+    row_req: torch.Tensor,
+    visible: torch.Tensor,
+    n_cols: int,
+) -> torch.Tensor:
+    """``S[r, c] = Σ_h Σ_d |q_{r,h,d} · k_{c,d}|`` (fp32) for ``c < visible[r]``, 0 beyond.
+
+    Why: it is what a logit's rounding error scales with. A dot product's error is bounded by
+    ``γ_n · Σ|x_i y_i|``, not by ``|x · y|`` (products that cancel leave a small result and the whole
+    error), and ReLU is 1-Lipschitz, so ``|got - ref| <= atol + rtol · S`` is the elementwise model that
+    holds on every lane, SM90's reduced-precision FP8 accumulation included.
+    """
+    return _per_row(_abs_product_sum, 0.0, q, kv, block_table, row_req, visible, n_cols)
 
 
 def select_from_logits(logits: torch.Tensor, visible: torch.Tensor, k: int) -> torch.Tensor:

@@ -5,6 +5,10 @@ comparison says little (any selection is "almost right"). Here keys follow a few
 directions that drift over the sequence, and each query row leans towards some topics, so the scores have
 a real spread with a head of clearly-better columns plus a crowd of near-ties, as in a trained indexer.
 Pages are handed out from a shuffled block pool so the page-table gather is exercised.
+
+Also the comparisons every QSA test and measurement shares: logits in the dot-product error metric
+(``|got - ref| <= atol + rtol·S``, S from :func:`kernels.qsa.reference.logits_scale`) and selections as
+multisets with the tolerance that metric implies.
 """
 
 from __future__ import annotations
@@ -13,10 +17,38 @@ from dataclasses import dataclass
 
 import torch
 
+from harness import compare
+from harness.report import fmt_index
+from harness.tolerances import Tolerance
+from harness.topk import assert_topk_multiset_equal
 from kernels.qsa.cache import IndexerKVCache, normalize_query, store_compressed_keys
 from kernels.qsa.config import IndexerConfig
+from kernels.qsa.logits import paged_logits
+from kernels.qsa.reference import logits_reference, logits_scale
+from kernels.qsa.select import prefill_row_req
 
-__all__ = ["IndexerCase", "build_case", "decode_visible", "prefill_visible"]
+__all__ = [
+    "REALISTIC",
+    "IndexerCase",
+    "LogitsShape",
+    "LOGITS_SWEEP",
+    "LOGITS_SWEEP_GPU",
+    "assert_logits_close",
+    "assert_selection",
+    "build_case",
+    "check_logits",
+    "decode_visible",
+    "logits_errors",
+    "prefill_logits",
+    "prefill_visible",
+    "require_logits_row",
+    "selection_overlap",
+    "selection_tolerance",
+]
+
+#: DeepSeek-V3.2-like indexer (64 heads × 128, 4 tokens per compressed key, 2048 selected tokens, pages of
+#: 64): the GPU tests, the benchmark and the measurement sweep use it as ``IndexerConfig(**REALISTIC, ...)``.
+REALISTIC = dict(num_heads=64, head_dim=128, compress_ratio=4, token_topk=2048, page_size=64)
 
 
 @dataclass
@@ -115,3 +147,240 @@ def prefill_visible(case: IndexerCase, query_lens: list[int]) -> tuple[torch.Ten
         qsl.append(qsl[-1] + n)
     dev = case.cache.device
     return torch.tensor(qsl, dtype=torch.int32, device=dev), torch.tensor(vis, dtype=torch.int32, device=dev)
+
+
+# --- logits in the dot-product error metric -------------------------------------------------------------
+
+#: The rule the ``qsa.logits`` rows are measured and applied in (failure messages quote it).
+LOGITS_RULE = "|got - ref| <= atol + rtol * S, S[r, c] = sum_h sum_d |q[r,h,d] * k[c,d]|"
+
+
+def _same_shape(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor) -> None:
+    for name, t in (("got", got), ("ref", ref), ("scale", scale)):
+        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a floating-point tensor [rows, columns], got {type(t).__name__}")
+    if not got.shape == ref.shape == scale.shape:
+        raise ValueError(
+            f"got, ref and scale must have one shape, got {tuple(got.shape)}, {tuple(ref.shape)}, "
+            f"{tuple(scale.shape)}"
+        )
+
+
+def logits_errors(got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor) -> dict[str, float]:
+    """Worst errors over the visible (finite-reference) columns, for measuring rows: ``scaled`` is
+    max |got - ref| / S (the row metric; inf where S = 0 but got != ref), ``normwise`` the old
+    max |got - ref| / max(|ref|, 1), ``abs`` max |got - ref|; NaN anywhere makes them NaN."""
+    _same_shape(got, ref, scale)
+    fin = torch.isfinite(ref)
+    g, r, s = (t[fin].detach().double().cpu() for t in (got, ref, scale))
+    if g.numel() == 0:
+        return {"n": 0, "scaled": 0.0, "normwise": 0.0, "abs": 0.0, "max_ref": 0.0, "max_scale": 0.0}
+    err = (g - r).abs()
+    scaled = torch.where(err == 0, 0.0, err / s)  # S = 0 with an error gives inf: no row covers it
+
+    def worst(t: torch.Tensor) -> float:
+        return float("nan") if bool(torch.isnan(t).any()) else float(t.max())
+
+    return {
+        "n": int(g.numel()),
+        "scaled": worst(scaled),
+        "normwise": worst(err / r.abs().clamp(min=1.0)),
+        "abs": worst(err),
+        "max_ref": float(r.abs().max()),
+        "max_scale": float(s.max()),
+    }
+
+
+def check_logits(
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    scale: torch.Tensor,
+    tol: Tolerance,
+    *,
+    op: str = "qsa.logits",
+    dtype: str = "",
+) -> str | None:
+    """The failure message, or None: ``-inf`` exactly where ``ref`` is ``-inf`` (past visible), and
+    ``|got - ref| <= tol.atol + tol.rtol * scale`` elsewhere; NaN never passes.
+
+    Compared through ``harness.compare.check_close`` as ``(got - ref) / (S + atol/rtol)`` against 0 with
+    ``atol = rtol`` (the same inequality), so the session summary records the error in the row's metric and
+    the report names the row (``<row key> /S``).
+    """
+    _same_shape(got, ref, scale)
+    if not isinstance(tol, Tolerance):
+        raise TypeError(f"tol must be a harness.tolerances.Tolerance, got {type(tol).__name__}")
+    g, r, s = (t.detach().double().cpu() for t in (got, ref, scale))
+    past = torch.isneginf(r)
+    wrong = past != torch.isneginf(g)
+    if bool(wrong.any()):
+        idx = [tuple(i) for i in wrong.nonzero().tolist()[:5]]
+        return (
+            f"{op}: columns past visible_blocks must be -inf, and only those: {int(wrong.sum())} elements "
+            f"differ, first {', '.join(fmt_index(i) for i in idx)} "
+            f"(got {[float(g[i]) for i in idx]}, ref {[float(r[i]) for i in idx]})"
+        )
+    if tol.rtol > 0:
+        denom, bound = s + tol.atol / tol.rtol, tol.rtol
+    else:
+        denom, bound = torch.ones_like(s), tol.atol
+    tiny = torch.finfo(torch.float64).tiny  # S = 0 (a zero key): only an exact result passes
+    err = torch.where(past, 0.0, (g - r) / denom.clamp(min=tiny))
+    key = f"{tol.key} /S" if tol.key else "/S"
+    dtype = dtype or {torch.float32: "fp32", torch.float64: "fp64"}.get(ref.dtype, str(ref.dtype))
+    row = tol.with_(rtol=0.0, atol=bound, key=key)
+    m = compare.check_close(err, torch.zeros_like(err), row, op=op, dtype=dtype)
+    if m is None:
+        return None
+    lines = [
+        f"{op}: logits outside the dot-product error bound {LOGITS_RULE} (kernels.qsa.reference.logits_scale)",
+        f"row {tol.key or '(explicit)'}: rtol={tol.rtol:.3e}, atol={tol.atol:.3e}; below, 'actual' is "
+        f"(got - ref) / (S + atol/rtol), allowed {bound:.3e}.",
+        f"{'index':>14}  {'got':>13}  {'ref':>13}  {'S':>13}  {'|got-ref|/S':>11}",
+    ]
+    for shown in m.rows[:10]:
+        i = shown.index
+        ratio = abs(float(g[i] - r[i])) / float(s[i]) if float(s[i]) > 0 else float("inf")
+        lines.append(
+            f"{fmt_index(i):>14}  {float(g[i]):>13.6g}  {float(r[i]):>13.6g}  {float(s[i]):>13.6g}  {ratio:>11.3e}"
+        )
+    return "\n".join(lines) + "\n" + m.message()
+
+
+def assert_logits_close(
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    scale: torch.Tensor,
+    tol: Tolerance,
+    *,
+    op: str = "qsa.logits",
+    dtype: str = "",
+) -> None:
+    """Assert :func:`check_logits`."""
+    __tracebackhide__ = True
+    text = check_logits(got, ref, scale, tol, op=op, dtype=dtype)
+    if text is not None:
+        raise AssertionError(text)
+
+
+def require_logits_row(tol: Tolerance) -> Tolerance:
+    """``tol`` when it is a ``qsa.logits`` row; else AssertionError saying how to measure one (a fallback
+    row such as torch.testing's ``*/bf16/*`` was never measured in the S metric)."""
+    __tracebackhide__ = True
+    if not tol.key.startswith("qsa.logits/"):
+        raise AssertionError(
+            f"no qsa.logits row for this arch (lookup gave {tol!r}): measure it with "
+            f"`python scripts/measure_qsa_logits.py` (or tests/test_qsa_gpu.py::test_logits_error_gpu -s) and "
+            f"add the printed row to tests/tolerances/qsa.toml"
+        )
+    return tol
+
+
+def selection_tolerance(tol: Tolerance, scale: torch.Tensor) -> Tolerance:
+    """The score tolerance of a top-k taken from logits within ``tol`` (in the S metric) of the reference.
+
+    Why ``2 * (atol + rtol * max S)``: a selected column may beat a better one by the error of both, so
+    sorted selected reference scores lie within twice the logit error of the reference top-k (harness.topk
+    applies one absolute tolerance to a whole case; S varies little across rows of normalized inputs).
+    """
+    fin = scale[torch.isfinite(scale)]
+    smax = float(fin.max()) if fin.numel() else 0.0
+    return Tolerance(atol=2.0 * (tol.atol + tol.rtol * smax), key=f"{tol.key} x2 at max S={smax:.3g}")
+
+
+def assert_selection(
+    sel: torch.Tensor,
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    block_table: torch.Tensor,
+    row_req: torch.Tensor,
+    visible: torch.Tensor,
+    *,
+    k: int,
+    tol: Tolerance,
+    op: str,
+    dtype: str,
+) -> tuple[torch.Tensor, Tolerance]:
+    """Assert ``sel`` is a top-``k`` of the fp32 reference logits (multiset rules of harness.topk) within
+    :func:`selection_tolerance` of the ``qsa.logits`` row ``tol``; returns (reference logits, that
+    tolerance) for further checks."""
+    __tracebackhide__ = True
+    n = int(visible.max()) if visible.numel() else 0
+    ref = logits_reference(q, kv, block_table, row_req, visible, n)
+    sel_tol = selection_tolerance(tol, logits_scale(q, kv, block_table, row_req, visible, n))
+    assert_topk_multiset_equal(sel, ref, k=k, visible=visible, tol=sel_tol, op=op, dtype=dtype)
+    return ref, sel_tol
+
+
+def selection_overlap(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """(mean, worst) over rows with a selection of |a ∩ b| / |a| (pads excluded)."""
+    fr = []
+    for ra, rb in zip(a.tolist(), b.tolist(), strict=True):
+        sa, sb = set(ra) - {-1}, set(rb) - {-1}
+        if sa:
+            fr.append(len(sa & sb) / len(sa))
+    if not fr:
+        raise ValueError("selection_overlap: no row of a selects anything")
+    return sum(fr) / len(fr), min(fr)
+
+
+# --- the measurement sweep of the qsa.logits rows -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogitsShape:
+    """One measured configuration: prefill rows that are the last ``query_lens[b]`` of ``tokens[b]``."""
+
+    heads: int
+    head_dim: int
+    page: int
+    ratio: int
+    tokens: tuple[int, ...] = (13, 61, 5)
+    query_lens: tuple[int, ...] = (9, 6, 5)
+
+    @property
+    def label(self) -> str:
+        return f"h{self.heads}-d{self.head_dim}-p{self.page}-r{self.ratio}-t{max(self.tokens)}"
+
+
+_SMALL_EXTRA = (300, 97)  # a longer request: more columns per row than the tests' (up to 300 at ratio 1)
+#: Shapes the CPU tests apply the qsa.logits rows to (tests/test_qsa.py LOGIT_SHAPES and the selection,
+#: tie and golden configs), then a grid over heads 1..64 × head_dim 64/128 × pages 1/7/64 × ratios 1/4.
+LOGITS_SWEEP: tuple[LogitsShape, ...] = (
+    *(LogitsShape(*s) for s in [(1, 64, 7, 1), (5, 128, 16, 4), (16, 64, 1, 3), (3, 128, 64, 8)]),
+    *(LogitsShape(*s) for s in [(5, 64, 7, 4), (3, 128, 16, 3), (8, 128, 16, 4), (4, 64, 5, 2), (4, 64, 7, 4)]),
+    *(
+        LogitsShape(h, d, p, r, _SMALL_EXTRA, (24, 10))
+        for h in (1, 4, 16, 64)
+        for d in (64, 128)
+        for p in (1, 7, 64)
+        for r in (1, 4)
+    ),
+)
+#: The realistic shapes of tests/test_qsa_gpu.py (too slow for the interpreter).
+LOGITS_SWEEP_GPU: tuple[LogitsShape, ...] = (
+    LogitsShape(64, 128, 64, 4, (8192 + 5, 3001, 700), (256, 100, 37)),
+    LogitsShape(64, 128, 64, 4, (65536 + 13, 4099), (8, 8)),
+    LogitsShape(32, 64, 16, 4, (16384, 2048), (64, 64)),
+)
+
+
+def prefill_logits(
+    shape: LogitsShape, dtype: str, *, rng: torch.Generator, device: str | torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(kernel logits, fp32 reference, scale S) of ``shape`` for indexer dtype ``dtype`` (bf16 / fp8)."""
+    cfg = IndexerConfig(
+        num_heads=shape.heads,
+        head_dim=shape.head_dim,
+        compress_ratio=shape.ratio,
+        token_topk=shape.ratio,
+        page_size=shape.page,
+        indexer_kv_dtype=dtype,
+    )
+    case = build_case(cfg, list(shape.tokens), rng=rng, device=device)
+    qsl, vis = prefill_visible(case, list(shape.query_lens))
+    row_req = prefill_row_req(qsl, int(qsl[-1]))
+    q = queries(case, row_req.cpu(), rng=rng)
+    got = paged_logits(case.cache, q, case.block_table, row_req, vis)
+    args = (q, case.cache.kv, case.block_table, row_req, vis, got.shape[1])
+    return got, logits_reference(*args), logits_scale(*args)
