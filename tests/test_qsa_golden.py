@@ -3,15 +3,18 @@
 Inputs are rebuilt from the node-id seed (never stored). The decode-selection golden stores the reference
 scores at the selected columns, sorted per row — the multiset, not the index order, so a legitimate tie
 flip between lanes is not a diff while a different choice of column is.
+
+Every lane compares every golden (issue 5 item 7). On the arch that generated a golden the comparison is
+bit-exact; elsewhere: fp8 cache codes within the ``golden/qsa.store`` row (1 ULP), prefill logits in the
+dot-product metric ``|got - golden| <= rtol * S`` of the ``golden/qsa.logits`` row for the lane (the
+H200's fp8 wgmma accumulates with reduced precision, so an elementwise |ref|-relative rule cannot hold).
+A lane without that row fails with the measured error and a row to paste.
 """
 
 import pytest
 import torch
 
 INDEXER_DTYPES = ["bf16", "fp8"]
-# The fp8 cache and logits are compared across lanes only on a GPU: the H200's fp8 wgmma accumulates with
-# reduced precision (relative error up to 3.3e-4 vs fp32) and no interpreter-vs-H200 row is measured yet.
-GPU_ONLY_FP8 = ["bf16", pytest.param("fp8", marks=pytest.mark.gpu)]
 TOKENS = [41, 7, 96]  # ragged requests, one with fewer tokens than a page of groups
 MTP = 2
 
@@ -31,16 +34,45 @@ def _kv(case):
 
 
 @pytest.mark.harness_op("qsa.store")
-@pytest.mark.parametrize("dtype", GPU_ONLY_FP8)
-def test_store_golden(dtype, rng, device, golden):
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_store_golden(dtype, rng, device, golden, harness_arch):
+    from harness.fp8 import ulp_distance
+    from harness.golden import GoldenMissingError
+
     _, cfg, case = _setup(dtype, rng, device)
-    golden.check("kv", _kv(case).cpu(), fmt="e4nv" if dtype == "fp8" else None)
+    kv = _kv(case).cpu()
+    if dtype == "fp8":  # the measurement behind the golden/qsa.store row, printed under -s
+        try:
+            want, meta = golden.load("kv")
+        except GoldenMissingError:
+            want, meta = None, {}
+        if want is not None and want.shape == kv.shape:
+            ulp = ulp_distance(kv, want.view(torch.uint8), "e4nv")
+            print(f"\nqsa.store/e4nv: {harness_arch.name} vs {meta.get('arch')} golden: codes off by 1: "
+                  f"{int((ulp == 1).sum())}, by >1: {int((ulp > 1).sum())} of {ulp.numel()}")
+    golden.check("kv", kv, fmt="e4nv" if dtype == "fp8" else None)
+
+
+def _cross_lane_row(tolerance, key, worst, harness_arch, gen_arch):
+    tol = tolerance(op="golden/qsa.logits", dtype=key)
+    if not tol.key.startswith("golden/qsa.logits/"):
+        pytest.fail(
+            f"no golden/qsa.logits row for {key} on {harness_arch.name} (lookup gave {tol!r}). Measured vs the "
+            f"{gen_arch} golden: worst |err|/S {worst:.3e}. Add to tests/tolerances/qsa.toml:\n"
+            f'[[tolerance]]\nop = "golden/qsa.logits"\ndtype = "{key}"\narch = "{harness_arch.family}"\n'
+            f"rtol = {2 * worst:.2e}\natol = 0.0\n"
+            f'note = "test_prefill_logits_golden vs the {gen_arch} golden: worst |err|/S {worst:.2e} (x2 margin)"',
+            pytrace=False,
+        )
+    return tol
 
 
 @pytest.mark.harness_op("qsa.logits")
-@pytest.mark.parametrize("dtype", GPU_ONLY_FP8)
-def test_prefill_logits_golden(dtype, rng, device, golden):
-    from kernels.qsa.testing import prefill_visible, queries
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_prefill_logits_golden(dtype, rng, device, golden, tolerance, harness_arch):
+    from harness.golden import GoldenMissingError
+    from kernels.qsa.reference import logits_scale
+    from kernels.qsa.testing import assert_logits_close, logits_errors, prefill_visible, queries
 
     qsa, cfg, case = _setup(dtype, rng, device)
     qsl, vis = prefill_visible(case, [5, 1, 9])
@@ -49,7 +81,22 @@ def test_prefill_logits_golden(dtype, rng, device, golden):
     logits = qsa.paged_logits(case.cache, q, case.block_table, row_req, vis).cpu()
     finite = torch.isfinite(logits)
     golden.check("visible", finite)
-    golden.check("logits", torch.where(finite, logits, torch.zeros_like(logits)))
+    stored = torch.where(finite, logits, torch.zeros_like(logits))
+    try:
+        want, meta = golden.load("logits")
+    except GoldenMissingError:
+        want, meta = None, {}
+    if want is None or meta.get("arch") == harness_arch.name:
+        golden.check("logits", stored)  # bit-exact on the generating arch; only there does regen rewrite it
+        return
+    # Another lane: the golden's zeros past visible become -inf again (the visible golden just matched).
+    want = torch.where(finite, want, -torch.inf)
+    scale = logits_scale(q, case.cache.kv, case.block_table, row_req, vis, logits.shape[1]).cpu()
+    key = qsa.dtype_key(cfg.dtype)
+    worst = logits_errors(logits, want, scale)["scaled"]
+    print(f"\ngolden/qsa.logits/{key}: {harness_arch.name} vs {meta.get('arch')} golden: worst |err|/S {worst:.3e}")
+    tol = _cross_lane_row(tolerance, key, worst, harness_arch, meta.get("arch"))
+    assert_logits_close(logits, want, scale, tol, op="golden/qsa.logits", dtype=key)
 
 
 @pytest.mark.harness_op("qsa.logits")
