@@ -108,6 +108,11 @@ def _as_tol(tol: Tolerance | float) -> Tolerance:
     return Tolerance(atol=float(tol))
 
 
+def _scores_at(ref: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``ref[r, idx[r, j]]`` where ``mask``, ``-inf`` elsewhere (unmasked indices may be pads or out of range)."""
+    return torch.where(mask, ref.gather(1, torch.where(mask, idx, 0)), -torch.inf)
+
+
 def _visible_vector(visible: Any, rows: int, n: int, device: torch.device) -> torch.Tensor:
     if visible is None:
         return torch.full((rows,), n, dtype=torch.long, device=device)
@@ -198,8 +203,7 @@ def check_topk_multiset_equal(
             raise ValueError("ref_indices has an entry outside [0, visible) that is not the pad value")
         if not torch.equal(rreal.sum(1), n_exp):
             raise ValueError("ref_indices must hold exactly min(k, visible) real entries per row")
-        want = torch.where(rreal, ref.gather(1, torch.where(rreal, ridx, 0)), -torch.inf)
-        want = want.sort(dim=1, descending=True).values
+        want = _scores_at(ref, ridx, rreal).sort(dim=1, descending=True).values
     else:
         masked = torch.where(torch.arange(n)[None, :] < vis[:, None], ref, -torch.inf)
         kk = min(k, n)
@@ -225,8 +229,7 @@ def check_topk_multiset_equal(
     vis_mask = torch.arange(n)[None, :] < vis[:, None]
     nan_cols = torch.isnan(ref) & vis_mask
 
-    safe = torch.where(real & ~out_of_range, idx, 0)
-    got_vals = torch.where(real & ~out_of_range, ref.gather(1, safe), -torch.inf)
+    got_vals = _scores_at(ref, idx, real & ~out_of_range)
     got = got_vals.sort(dim=1, descending=True).values
     live = pos < n_exp[:, None]
     diff = (got - want).abs()
@@ -360,11 +363,9 @@ def assert_topk_multiset_equal(
 
 
 def _record(op: str, dtype: str, stats: dict[str, Any], tol: Any, passed: bool) -> None:
-    try:
-        from harness import summary
-        from harness.arch import current_arch
-    except ImportError:  # pragma: no cover - TODO(qsa): drop once harness.summary is always present
-        return
+    from harness import summary
+    from harness.arch import current_arch
+
     summary.record(
         op=op,
         dtype=dtype or "-",
