@@ -22,9 +22,9 @@ from kernels.qsa import (
     prefill_select,
 )
 from kernels.qsa.logits import TILES
-from kernels.qsa.testing import build_case, decode_visible, prefill_visible, queries
+from kernels.qsa.testing import REALISTIC, build_case, decode_visible, prefill_visible, queries
 
-HEADS, HEAD_DIM, RATIO, TOKEN_TOPK, PAGE = 64, 128, 4, 2048, 64
+RATIO, TOKEN_TOPK = REALISTIC["compress_ratio"], REALISTIC["token_topk"]
 # (label, tokens per request, query rows per request (prefill) or MTP length (decode))
 PREFILL = [("prefill 1x8k", [8192], [8192]), ("prefill 4x4k+ctx", [16384] * 4, [4096] * 4)]
 DECODE = [
@@ -36,14 +36,7 @@ SWEEP = [LogitsTile(32, 4), LogitsTile(64, 4), LogitsTile(64, 8), LogitsTile(128
 
 
 def _cfg(dtype: str) -> IndexerConfig:
-    return IndexerConfig(
-        num_heads=HEADS,
-        head_dim=HEAD_DIM,
-        compress_ratio=RATIO,
-        token_topk=TOKEN_TOPK,
-        page_size=PAGE,
-        indexer_kv_dtype=dtype,
-    )
+    return IndexerConfig(**REALISTIC, indexer_kv_dtype=dtype)  # the GPU tests' shape (tests/test_qsa_gpu.py)
 
 
 def _ms(fn) -> float:
