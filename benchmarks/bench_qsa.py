@@ -15,14 +15,12 @@ import triton.testing
 from kernels.qsa import (
     IndexerConfig,
     LogitsTile,
-    decode_row_req,
     decode_select,
     paged_logits,
-    prefill_row_req,
     prefill_select,
 )
 from kernels.qsa.logits import TILES
-from kernels.qsa.testing import REALISTIC, build_case, decode_visible, prefill_visible, queries
+from kernels.qsa.testing import REALISTIC, build_case, decode_rows, prefill_rows
 
 RATIO, TOKEN_TOPK = REALISTIC["compress_ratio"], REALISTIC["token_topk"]
 # (label, tokens per request, query rows per request (prefill) or MTP length (decode))
@@ -54,9 +52,7 @@ def main() -> None:
         for dtype in ("bf16", "fp8"):
             g = torch.Generator().manual_seed(0)
             case = build_case(_cfg(dtype), tokens, rng=g, device="cuda")
-            qsl, vis = prefill_visible(case, qlens)
-            rr = prefill_row_req(qsl, int(qsl[-1]))
-            q = queries(case, rr.cpu(), rng=g)
+            qsl, rr, q, vis = prefill_rows(case, qlens, rng=g)
             n = int(vis.max())
             tiles = SWEEP if args.sweep else [TILES[case.cache.dtype]]
             for tile in tiles:
@@ -81,9 +77,7 @@ def main() -> None:
         for dtype in ("bf16", "fp8"):
             g = torch.Generator().manual_seed(0)
             case = build_case(_cfg(dtype), tokens, rng=g, device="cuda")
-            rr = decode_row_req(len(tokens), mtp, "cuda")
-            q = queries(case, rr.cpu(), rng=g)
-            vis = decode_visible(case, mtp)
+            _, q, vis = decode_rows(case, mtp, rng=g)
             fn = partial(
                 decode_select,
                 case.cache,

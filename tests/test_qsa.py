@@ -166,24 +166,22 @@ def test_store_skips_minus_one_slots_and_writes_nothing_else(rng, device):
 
 
 def _logits_tol(tolerance, key):
-    from kernels.qsa.testing import require_logits_row
+    from kernels.qsa.testing import require_row
 
-    return require_logits_row(tolerance(op="qsa.logits", dtype=key))
+    return require_row(tolerance, key)
 
 
 @pytest.mark.parametrize("shape", LOGIT_SHAPES, ids=lambda s: "h{}-d{}-p{}-r{}".format(*s))
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_logits_match_reference(dtype, shape, rng, device, tolerance):
     from kernels.qsa.reference import logits_reference, logits_scale
-    from kernels.qsa.testing import assert_logits_close, prefill_visible, queries
+    from kernels.qsa.testing import assert_logits_close, prefill_rows
 
     qsa = _qsa()
     heads, head_dim, page, ratio = shape
     cfg = _cfg(dtype, heads=heads, head_dim=head_dim, page=page, ratio=ratio)
     case = _case(cfg, PREFILL_TOKENS, rng, device)
-    qsl, vis = prefill_visible(case, PREFILL_QUERY_LENS)
-    row_req = qsa.prefill_row_req(qsl, int(qsl[-1]))
-    q = queries(case, row_req.cpu(), rng=rng)
+    _, row_req, q, vis = prefill_rows(case, PREFILL_QUERY_LENS, rng=rng)
     if ratio > 1:
         assert int((vis == 0).sum()) > 0, "inputs must include rows that see no block"
     got = qsa.paged_logits(case.cache, q, case.block_table, row_req, vis)
@@ -291,20 +289,44 @@ def test_selection_tolerance_is_twice_the_logit_bound_at_max_s():
         selection_overlap(torch.tensor([[-1, -1]]), torch.tensor([[1, 2]]))
 
 
+def test_paste_row_is_twice_the_measurement_rounded_up_and_refuses_nan():
+    from harness.tolerances import tomllib  # tomllib, or tomli on 3.10: what the table loader reads with
+    from kernels.qsa.testing import paste_row
+
+    for worst in (1.573e-07, 4.598e-08, 3.27e-4, 1.0e-5):
+        row = tomllib.loads(paste_row("qsa.logits", "e4nv", "sm90", worst, "test"))["tolerance"][0]
+        assert 2 * worst <= row["rtol"] <= 2.1 * worst and row["atol"] == 0.0, row
+        assert (row["op"], row["dtype"], row["arch"]) == ("qsa.logits", "e4nv", "sm90")
+    for bad in (float("nan"), float("inf")):
+        assert "not a tolerance but a bug" in paste_row("qsa.logits", "e4nv", "sm90", bad, "test")
+
+
+def test_require_row_accepts_only_the_ops_own_row():
+    from harness.tolerances import lookup
+    from kernels.qsa.testing import require_row
+
+    def on(arch):
+        return lambda op, dtype: lookup(op, dtype, arch)
+
+    assert require_row(on("interp"), "e4nv").key == "qsa.logits/e4nv/interp"
+    with pytest.raises(AssertionError, match=r"no qsa.logits row for bf16 .*\*/bf16/\*.*measure_qsa_logits"):
+        require_row(on("sm120"), "bf16")  # only torch.testing's default: another metric
+    with pytest.raises(AssertionError, match=r"(?s)no golden/qsa.logits row for e4nv .*tried: .*PASTE ME"):
+        require_row(on("sm120"), "e4nv", op="golden/qsa.logits", paste="PASTE ME")  # no row at all
+
+
 # --- selection -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mtp", MTP_LENS)
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_decode_selection_multiset(dtype, mtp, rng, device, tolerance):
-    from kernels.qsa.testing import assert_selection, decode_visible, queries
+    from kernels.qsa.testing import assert_selection, decode_rows
 
     qsa = _qsa()
     cfg = _cfg(dtype, **DECODE_CFG)
     case = _case(cfg, DECODE_TOKENS, rng, device)
-    row_req = qsa.decode_row_req(len(DECODE_TOKENS), mtp, device)
-    q = queries(case, row_req.cpu(), rng=rng)
-    vis = decode_visible(case, mtp)
+    row_req, q, vis = decode_rows(case, mtp, rng=rng)
     sel = qsa.decode_select(
         case.cache, q, case.block_table, vis, decode_query_len=mtp, topk_blocks=cfg.topk_blocks
     )
@@ -319,14 +341,12 @@ def test_decode_selection_multiset(dtype, mtp, rng, device, tolerance):
 @pytest.mark.parametrize("chunk_rows", PREFILL_CHUNKS)
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_selection_multiset(dtype, chunk_rows, rng, device, tolerance):
-    from kernels.qsa.testing import assert_selection, prefill_visible, queries
+    from kernels.qsa.testing import assert_selection, prefill_rows
 
     qsa = _qsa()
     cfg = _cfg(dtype, **PREFILL_CFG)
     case = _case(cfg, PREFILL_TOKENS, rng, device)
-    qsl, vis = prefill_visible(case, PREFILL_QUERY_LENS)
-    row_req = qsa.prefill_row_req(qsl, int(qsl[-1]))
-    q = queries(case, row_req.cpu(), rng=rng)
+    qsl, row_req, q, vis = prefill_rows(case, PREFILL_QUERY_LENS, rng=rng)
     sel = qsa.prefill_select(
         case.cache, q, case.block_table, qsl, vis, topk_blocks=cfg.topk_blocks, chunk_rows=chunk_rows
     )
@@ -395,7 +415,7 @@ def test_exact_ties_accept_either_twin_and_index_equality_would_not(dtype, rng, 
 
 
 def test_fp8_selection_overlaps_bf16(rng, device, tolerance):
-    from kernels.qsa.testing import decode_visible, queries, selection_overlap
+    from kernels.qsa.testing import decode_rows, selection_overlap
 
     qsa = _qsa()
     seed = int(torch.randint(0, 2**31, (1,), generator=rng))
@@ -404,9 +424,7 @@ def test_fp8_selection_overlaps_bf16(rng, device, tolerance):
         g = torch.Generator().manual_seed(seed)  # same raw keys and queries for both dtypes
         cfg = _cfg(dtype, heads=8, head_dim=128, page=16, ratio=4, topk_blocks=8)
         case = _case(cfg, [120, 90, 60], g, device)
-        row_req = qsa.decode_row_req(3, 2, device)
-        q = queries(case, row_req.cpu(), rng=g)
-        vis = decode_visible(case, 2)
+        _, q, vis = decode_rows(case, 2, rng=g)
         sels[dtype] = qsa.decode_select(
             case.cache, q, case.block_table, vis, decode_query_len=2, topk_blocks=cfg.topk_blocks
         )
@@ -423,13 +441,12 @@ def test_fp8_selection_overlaps_bf16(rng, device, tolerance):
 
 @pytest.fixture
 def small(rng, device):
-    from kernels.qsa.testing import decode_visible, queries
+    from kernels.qsa.testing import decode_rows
 
-    qsa = _qsa()
     cfg = _cfg("fp8", heads=2, page=4, ratio=2, topk_blocks=3)
     case = _case(cfg, [20, 9], rng, device)
-    row_req = qsa.decode_row_req(2, 1, device)
-    return qsa, case, queries(case, row_req.cpu(), rng=rng), decode_visible(case, 1), row_req
+    row_req, q, vis = decode_rows(case, 1, rng=rng)
+    return _qsa(), case, q, vis, row_req
 
 
 def test_visible_beyond_capacity_is_rejected(small):

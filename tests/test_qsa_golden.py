@@ -53,31 +53,15 @@ def test_store_golden(dtype, rng, device, golden, harness_arch):
     golden.check("kv", kv, fmt="e4nv" if dtype == "fp8" else None)
 
 
-def _cross_lane_row(tolerance, key, worst, harness_arch, gen_arch):
-    tol = tolerance(op="golden/qsa.logits", dtype=key)
-    if not tol.key.startswith("golden/qsa.logits/"):
-        pytest.fail(
-            f"no golden/qsa.logits row for {key} on {harness_arch.name} (lookup gave {tol!r}). Measured vs the "
-            f"{gen_arch} golden: worst |err|/S {worst:.3e}. Add to tests/tolerances/qsa.toml:\n"
-            f'[[tolerance]]\nop = "golden/qsa.logits"\ndtype = "{key}"\narch = "{harness_arch.family}"\n'
-            f"rtol = {2 * worst:.2e}\natol = 0.0\n"
-            f'note = "test_prefill_logits_golden vs the {gen_arch} golden: worst |err|/S {worst:.2e} (x2 margin)"',
-            pytrace=False,
-        )
-    return tol
-
-
 @pytest.mark.harness_op("qsa.logits")
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_logits_golden(dtype, rng, device, golden, tolerance, harness_arch):
     from harness.golden import GoldenMissingError
     from kernels.qsa.reference import logits_scale
-    from kernels.qsa.testing import assert_logits_close, logits_errors, prefill_visible, queries
+    from kernels.qsa.testing import assert_logits_close, logits_errors, paste_row, prefill_rows, require_row
 
     qsa, cfg, case = _setup(dtype, rng, device)
-    qsl, vis = prefill_visible(case, [5, 1, 9])
-    row_req = qsa.prefill_row_req(qsl, int(qsl[-1]))
-    q = queries(case, row_req.cpu(), rng=rng)
+    _, row_req, q, vis = prefill_rows(case, [5, 1, 9], rng=rng)
     logits = qsa.paged_logits(case.cache, q, case.block_table, row_req, vis).cpu()
     finite = torch.isfinite(logits)
     golden.check("visible", finite)
@@ -95,7 +79,9 @@ def test_prefill_logits_golden(dtype, rng, device, golden, tolerance, harness_ar
     key = qsa.dtype_key(cfg.dtype)
     worst = logits_errors(logits, want, scale)["scaled"]
     print(f"\ngolden/qsa.logits/{key}: {harness_arch.name} vs {meta.get('arch')} golden: worst |err|/S {worst:.3e}")
-    tol = _cross_lane_row(tolerance, key, worst, harness_arch, meta.get("arch"))
+    how = f"test_prefill_logits_golden: {harness_arch.name} vs the {meta.get('arch')} golden"
+    paste = paste_row("golden/qsa.logits", key, harness_arch.family, worst, how)
+    tol = require_row(tolerance, key, op="golden/qsa.logits", paste=paste)
     assert_logits_close(logits, want, scale, tol, op="golden/qsa.logits", dtype=key)
 
 
@@ -103,12 +89,10 @@ def test_prefill_logits_golden(dtype, rng, device, golden, tolerance, harness_ar
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_decode_selection_golden(dtype, rng, device, golden):
     from kernels.qsa.reference import logits_reference
-    from kernels.qsa.testing import decode_visible, queries
+    from kernels.qsa.testing import decode_rows
 
     qsa, cfg, case = _setup(dtype, rng, device)
-    row_req = qsa.decode_row_req(len(TOKENS), MTP, device)
-    q = queries(case, row_req.cpu(), rng=rng)
-    vis = decode_visible(case, MTP)
+    row_req, q, vis = decode_rows(case, MTP, rng=rng)
     k = cfg.token_topk // cfg.compress_ratio
     sel = qsa.decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=k)
     ref = logits_reference(q, case.cache.kv, case.block_table, row_req, vis, int(vis.max())).cpu()

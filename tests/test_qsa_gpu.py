@@ -28,26 +28,18 @@ def _cfg(dtype):
     return IndexerConfig(**REALISTIC, indexer_kv_dtype=dtype)
 
 
-def _logits_tol(tolerance, key, worst, harness_arch, swept):
-    tol = tolerance(op="qsa.logits", dtype=key)
-    if not tol.key.startswith("qsa.logits/"):
-        pytest.fail(
-            f"no qsa.logits row for {key} on {harness_arch.name} (lookup gave {tol!r}). Measured over "
-            f"{swept}: worst |err|/S {worst:.3e}. Add to tests/tolerances/qsa.toml:\n"
-            f'[[tolerance]]\nop = "qsa.logits"\ndtype = "{key}"\narch = "{harness_arch.family}"\n'
-            f"rtol = {2 * worst:.2e}\natol = 0.0\n"
-            f'note = """|got - ref| <= rtol * S (logits_scale). Measured on the GPU by '
-            f"tests/test_qsa_gpu.py::test_logits_error_gpu over {swept}: worst |err|/S {worst:.3e}; "
-            f'rtol = 2 x worst."""',
-            pytrace=False,
-        )
-    return tol
-
-
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
     from kernels.qsa import dtype_key, resolve_indexer_dtype
-    from kernels.qsa.testing import LOGITS_SWEEP, LOGITS_SWEEP_GPU, check_logits, logits_errors, prefill_logits
+    from kernels.qsa.testing import (
+        LOGITS_SWEEP,
+        LOGITS_SWEEP_GPU,
+        check_logits,
+        logits_errors,
+        paste_row,
+        prefill_logits,
+        require_row,
+    )
 
     key = dtype_key(resolve_indexer_dtype(dtype))
     shapes = LOGITS_SWEEP + LOGITS_SWEEP_GPU
@@ -62,7 +54,9 @@ def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
         worst = e["scaled"] if not e["scaled"] <= worst else worst  # NaN sticks
         runs.append((shape, got, ref, scale))
     print(f"  worst |err|/S over {len(shapes)} shapes: {worst:.3e}")
-    tol = _logits_tol(tolerance, key, worst, harness_arch, f"{len(shapes)} shapes of LOGITS_SWEEP(+_GPU)")
+    how = f"Measured on {harness_arch.name} by test_logits_error_gpu over LOGITS_SWEEP + LOGITS_SWEEP_GPU"
+    paste = paste_row("qsa.logits", key, harness_arch.family, worst, f"{how} ({len(shapes)} shapes)")
+    tol = require_row(tolerance, key, paste=paste)
     failures = [
         f"{shape.label}:\n{text}"
         for shape, got, ref, scale in runs
@@ -73,41 +67,37 @@ def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_decode_select_gpu(dtype, rng, device, tolerance):
-    from kernels.qsa import decode_row_req, decode_select, dtype_key
-    from kernels.qsa.testing import assert_selection, build_case, decode_visible, queries, require_logits_row
+    from kernels.qsa import decode_select, dtype_key
+    from kernels.qsa.testing import assert_selection, build_case, decode_rows, require_row
 
     cfg = _cfg(dtype)
     case = build_case(cfg, DECODE_TOKENS, rng=rng, device=device)
-    row_req = decode_row_req(len(DECODE_TOKENS), MTP, device)
-    q = queries(case, row_req.cpu(), rng=rng)
-    vis = decode_visible(case, MTP)
+    row_req, q, vis = decode_rows(case, MTP, rng=rng)
     sel = decode_select(
         case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks
     )
     key = dtype_key(cfg.dtype)
     assert_selection(
         sel, q, case.cache.kv, case.block_table, row_req, vis, k=cfg.topk_blocks,
-        tol=require_logits_row(tolerance(op="qsa.logits", dtype=key)), op="qsa.decode_select", dtype=key,
+        tol=require_row(tolerance, key), op="qsa.decode_select", dtype=key,
     )
 
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_prefill_select_chunked_gpu(dtype, rng, device, tolerance):
-    from kernels.qsa import dtype_key, prefill_row_req, prefill_select
-    from kernels.qsa.testing import assert_selection, build_case, prefill_visible, queries, require_logits_row
+    from kernels.qsa import dtype_key, prefill_select
+    from kernels.qsa.testing import assert_selection, build_case, prefill_rows, require_row
 
     cfg = _cfg(dtype)
     case = build_case(cfg, PREFILL_TOKENS, rng=rng, device=device)
-    qsl, vis = prefill_visible(case, PREFILL_QUERY_LENS)
-    row_req = prefill_row_req(qsl, int(qsl[-1]))
-    q = queries(case, row_req.cpu(), rng=rng)
+    qsl, row_req, q, vis = prefill_rows(case, PREFILL_QUERY_LENS, rng=rng)
     sel = prefill_select(
         case.cache, q, case.block_table, qsl, vis, topk_blocks=cfg.topk_blocks, chunk_rows=1000
     )
     key = dtype_key(cfg.dtype)
     assert_selection(
         sel, q, case.cache.kv, case.block_table, row_req, vis, k=cfg.topk_blocks,
-        tol=require_logits_row(tolerance(op="qsa.logits", dtype=key)), op="qsa.prefill_select", dtype=key,
+        tol=require_row(tolerance, key), op="qsa.prefill_select", dtype=key,
     )
 
 
@@ -140,17 +130,15 @@ def test_store_within_one_ulp_gpu(dtype, seed, device, tolerance, harness_arch):
 
 
 def test_fp8_selection_overlaps_bf16_gpu(seed, device, tolerance):
-    from kernels.qsa import decode_row_req, decode_select
-    from kernels.qsa.testing import build_case, decode_visible, queries, selection_overlap
+    from kernels.qsa import decode_select
+    from kernels.qsa.testing import build_case, decode_rows, selection_overlap
 
     sels = {}
     for dtype in INDEXER_DTYPES:
         g = torch.Generator().manual_seed(seed)
         cfg = _cfg(dtype)
         case = build_case(cfg, DECODE_TOKENS, rng=g, device=device)
-        row_req = decode_row_req(len(DECODE_TOKENS), MTP, device)
-        q = queries(case, row_req.cpu(), rng=g)
-        vis = decode_visible(case, MTP)
+        _, q, vis = decode_rows(case, MTP, rng=g)
         sels[dtype] = decode_select(
             case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks
         ).cpu()

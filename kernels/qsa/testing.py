@@ -13,6 +13,8 @@ multisets with the tolerance that metric implies.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +27,7 @@ from kernels.qsa.cache import IndexerKVCache, normalize_query, store_compressed_
 from kernels.qsa.config import IndexerConfig
 from kernels.qsa.logits import paged_logits
 from kernels.qsa.reference import logits_reference, logits_scale
-from kernels.qsa.select import prefill_row_req
+from kernels.qsa.select import decode_row_req, prefill_row_req
 
 __all__ = [
     "REALISTIC",
@@ -37,11 +39,14 @@ __all__ = [
     "assert_selection",
     "build_case",
     "check_logits",
+    "decode_rows",
     "decode_visible",
     "logits_errors",
     "prefill_logits",
+    "prefill_rows",
     "prefill_visible",
-    "require_logits_row",
+    "paste_row",
+    "require_row",
     "selection_overlap",
     "selection_tolerance",
 ]
@@ -147,6 +152,24 @@ def prefill_visible(case: IndexerCase, query_lens: list[int]) -> tuple[torch.Ten
         qsl.append(qsl[-1] + n)
     dev = case.cache.device
     return torch.tensor(qsl, dtype=torch.int32, device=dev), torch.tensor(vis, dtype=torch.int32, device=dev)
+
+
+def decode_rows(
+    case: IndexerCase, decode_query_len: int, *, rng: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row_req, normalized queries, visible) of a request-major decode batch with MTP length ``L``."""
+    row_req = decode_row_req(len(case.num_tokens), decode_query_len, case.cache.device)
+    q = queries(case, row_req.cpu(), rng=rng)
+    return row_req, q, decode_visible(case, decode_query_len)
+
+
+def prefill_rows(
+    case: IndexerCase, query_lens: list[int], *, rng: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(query_start_loc, row_req, normalized queries, visible) of packed prefill rows (see prefill_visible)."""
+    qsl, vis = prefill_visible(case, query_lens)
+    row_req = prefill_row_req(qsl, int(qsl[-1]))
+    return qsl, row_req, queries(case, row_req.cpu(), rng=rng), vis
 
 
 # --- logits in the dot-product error metric -------------------------------------------------------------
@@ -263,16 +286,40 @@ def assert_logits_close(
         raise AssertionError(text)
 
 
-def require_logits_row(tol: Tolerance) -> Tolerance:
-    """``tol`` when it is a ``qsa.logits`` row; else AssertionError saying how to measure one (a fallback
-    row such as torch.testing's ``*/bf16/*`` was never measured in the S metric)."""
+def paste_row(op: str, dtype: str, arch: str, worst: float, how: str) -> str:
+    """A ``tests/tolerances/qsa.toml`` row in the S metric for a measured worst ``|err|/S``: rtol = 2 x worst
+    rounded up to two digits, atol 0; ``how`` says what was measured, for the row's note."""
+    if not math.isfinite(worst):
+        return f"# worst |err|/S is {worst} ({how}): not a tolerance but a bug (NaN, or an error where S = 0)"
+    e = math.floor(math.log10(2 * worst)) - 1 if worst > 0 else 0
+    rtol = math.ceil(2 * worst / 10**e) * 10**e if worst > 0 else 0.0
+    return (
+        f'[[tolerance]]\nop = "{op}"\ndtype = "{dtype}"\narch = "{arch}"\nrtol = {rtol:.2g}\natol = 0.0\n'
+        f'note = """|got - ref| <= rtol * S, S = sum_h sum_d |q_hd k_cd| (logits_scale). {how}: worst |err|/S '
+        f'{worst:.3e}; rtol = 2 x worst."""'
+    )
+
+
+def require_row(
+    tolerance: Callable[..., Tolerance], dtype: str, *, op: str = "qsa.logits", paste: str = ""
+) -> Tolerance:
+    """The ``op`` row for ``dtype`` from ``tolerance`` (the pytest fixture, or any ``(op=, dtype=)`` lookup);
+    AssertionError with ``paste`` (a measured row) or how to measure one when the arch has none. Why: a
+    fallback row (torch.testing's ``*/bf16/*``) was never measured in the S metric."""
     __tracebackhide__ = True
-    if not tol.key.startswith("qsa.logits/"):
-        raise AssertionError(
-            f"no qsa.logits row for this arch (lookup gave {tol!r}): measure it with "
-            f"`python scripts/measure_qsa_logits.py` (or tests/test_qsa_gpu.py::test_logits_error_gpu -s) and "
-            f"add the printed row to tests/tolerances/qsa.toml"
+    try:
+        tol = tolerance(op=op, dtype=dtype)
+        found = f"lookup gave {tol!r}"
+    except KeyError as e:
+        tol, found = None, str(e.args[0] if e.args else e)
+    if tol is None or not tol.key.startswith(f"{op}/"):
+        how = (
+            f"add to tests/tolerances/qsa.toml:\n{paste}"
+            if paste
+            else "measure it with `python scripts/measure_qsa_logits.py` (or tests/test_qsa_gpu.py::"
+            "test_logits_error_gpu -s) and add the printed row to tests/tolerances/qsa.toml"
         )
+        raise AssertionError(f"no {op} row for {dtype} on this arch ({found}); {how}")
     return tol
 
 
@@ -378,9 +425,7 @@ def prefill_logits(
         indexer_kv_dtype=dtype,
     )
     case = build_case(cfg, list(shape.tokens), rng=rng, device=device)
-    qsl, vis = prefill_visible(case, list(shape.query_lens))
-    row_req = prefill_row_req(qsl, int(qsl[-1]))
-    q = queries(case, row_req.cpu(), rng=rng)
+    _, row_req, q, vis = prefill_rows(case, list(shape.query_lens), rng=rng)
     got = paged_logits(case.cache, q, case.block_table, row_req, vis)
     args = (q, case.cache.kv, case.block_table, row_req, vis, got.shape[1])
     return got, logits_reference(*args), logits_scale(*args)
