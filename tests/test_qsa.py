@@ -1,8 +1,8 @@
 """QSA indexer kernels on small shapes (interpreter lane; the same tests run on a GPU unmodified).
 
-Cache store and query norm vs the unfused torch path, logits vs the fp32 reference, selections compared
-as multisets (harness.topk), FP8 vs BF16 selection overlap, and input validation. Big shapes live in
-test_qsa_gpu.py.
+Cache store and query norm vs the unfused torch path, logits vs the fp32 reference in the dot-product
+error metric |got - ref| <= rtol * S (kernels.qsa.testing.check_logits), selections compared as multisets
+(harness.topk), FP8 vs BF16 selection overlap, and input validation. Big shapes live in test_qsa_gpu.py.
 """
 
 from __future__ import annotations
