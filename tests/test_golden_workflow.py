@@ -326,6 +326,13 @@ arch = "sm80"
 rtol = 0.0
 atol = 0.0
 note = "test row: no golden/k2 row, so goldens fall back to this kernel row"
+
+[[tolerance]]
+op = "k3"
+dtype = "e5m2"
+arch = "sm80"
+max_ulp = 1
+note = "test row: an FP8 kernel row with no golden/k3 row and no wildcard row for e5m2 to fall back to"
 '''
 
 TOL_TESTS = '''
@@ -357,6 +364,13 @@ def test_fp8_no_row(golden):
     golden.check("codes", torch.tensor([1, 2, 3], dtype=torch.uint8), fmt="e5m2")
 
 
+@pytest.mark.harness_op("k3")
+def test_fp8_kernel_row(golden):
+    codes = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    codes[1] += int(__import__("os").environ.get("GOLDEN_SHIFT", "0"))
+    golden.check("codes", codes, fmt="e5m2")
+
+
 def test_ints(golden):
     x = torch.arange(5)
     x[2] += int(__import__("os").environ.get("GOLDEN_SHIFT", "0"))
@@ -369,15 +383,16 @@ def test_tolerance_rule_same_arch_exact_cross_arch_table(pytester):
     (pytester.path / "tol.toml").write_text(TOL_ROWS)
     (pytester.path / "tests" / "test_tol.py").write_text(TOL_TESTS)
     sel = ["tests/test_tol.py", "--harness-arch=sm90"]
-    run(pytester, *sel, "--golden-regen-all").assert_outcomes(passed=6)
+    run(pytester, *sel, "--golden-regen-all").assert_outcomes(passed=7)
 
     # same arch: bit-exact for all but the explicit tol=
     r = run(pytester, *sel, "-rA", shift=1)
-    r.assert_outcomes(failed=4, passed=2)
+    r.assert_outcomes(failed=5, passed=2)
     outcomes = {line.split(" ")[1].split("::")[-1]: line.split(" ")[0] for line in r.outlines
                 if line.startswith(("PASSED", "FAILED"))}
     assert outcomes == {"test_default": "FAILED", "test_golden_row": "FAILED", "test_kernel_row": "FAILED",
-                        "test_explicit": "PASSED", "test_fp8_no_row": "PASSED", "test_ints": "FAILED"}
+                        "test_explicit": "PASSED", "test_fp8_no_row": "PASSED", "test_fp8_kernel_row": "FAILED",
+                        "test_ints": "FAILED"}
     r.stdout.fnmatch_lines(["*tolerance: exact (integer/bool tensors)", "*Mismatched elements: 1 / 5 (20.0%)",
                             esc("*(2,)  3  2")])
 
@@ -386,7 +401,8 @@ def test_tolerance_rule_same_arch_exact_cross_arch_table(pytester):
     outcomes = {line.split(" ")[1].split("::")[-1]: line.split(" ")[0] for line in r.outlines
                 if line.startswith(("PASSED", "FAILED"))}
     assert outcomes == {"test_default": "PASSED", "test_golden_row": "FAILED", "test_kernel_row": "FAILED",
-                        "test_explicit": "PASSED", "test_fp8_no_row": "FAILED", "test_ints": "FAILED"}
+                        "test_explicit": "PASSED", "test_fp8_no_row": "FAILED", "test_fp8_kernel_row": "PASSED",
+                        "test_ints": "FAILED"}
     r.stdout.fnmatch_lines([esc("*tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [golden/k/fp32/sm80] "
                                 "(cross-arch (sm90 -> sm80))")])
     r.stdout.fnmatch_lines([esc("*tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [k2/fp32/sm80] "
