@@ -77,8 +77,9 @@ _DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 def _seed_keys(src: str, fmt: str, rng: torch.Generator, n: int = 2 * HEAD_DIM) -> torch.Tensor:
     """Up to half the keys where a direct cast from ``src`` and the fp32 path disagree in the interpreter
     (found with harness.fp8's interpreter model: 1912 fp16 inputs for e4nv, none for bf16), the rest random
-    in range, negatives included — where the pre-fix kernel's bf16 clamp goes wrong in the interpreter
-    (tl.maximum on bf16 there returns the bound: -1 → 448). Shape ``[n // HEAD_DIM, 1, HEAD_DIM]``."""
+    in range, negatives included — where the pre-fix kernel's bf16 range check goes wrong in the interpreter
+    (a bf16 key compared with the bound there reads as out of range: -1 → 0x7e, +448). Shape
+    ``[n // HEAD_DIM, 1, HEAD_DIM]``."""
     dt = _DTYPES[src]
     lim = KEY_MAX[fmt]
     rand = (torch.rand(n, generator=rng) * 2 - 1) * lim

@@ -2,9 +2,8 @@
 
 One Triton program per (token, kv-head). Every load is converted to fp32 before any FP8 cast or
 arithmetic: Triton lowers bf16 → e4b15 nowhere ("custom FP8 conversion accepts only fp16/fp32", the seed
-bug), and fp32 is also what the torch reference computes in. Keys are clamped to the format's largest
-finite value before the cast, so the interpreter (which does not saturate) and hardware (which does) write
-the same code for out-of-range keys. The value quantizer divides with ``div_rn`` (IEEE), so its codes do
+bug), and fp32 is also what the torch reference computes in. Out-of-range keys get the saturated code after
+the cast, so the interpreter (which does not saturate) and hardware (which does) write the same code. The value quantizer divides with ``div_rn`` (IEEE), so its codes do
 not depend on a GPU's fast-division approximation.
 
 Special inputs, on purpose (see :mod:`kernels.turboquant.layout`):
@@ -76,18 +75,21 @@ def _store_k8v4_kernel(
     pos = slot % block_size
     base = cache_ptr + blk * stride_cb + pos * stride_cs + head * stride_ch
 
-    # --- keys: fp32 first (the seed fix), clamp, cast --------------------------------------------------
+    # --- keys: fp32 first (the seed fix), cast, saturate ------------------------------------------------
     d = tl.arange(0, D_P2)
     dmask = (d < HEAD_DIM) & (d * 0 + ok != 0)
     k = tl.load(key_ptr + tok * stride_kt + head * stride_kh + d, mask=dmask, other=0.0).to(tl.float32)
-    k_nan = k != k
-    k = tl.minimum(tl.maximum(k, -KEY_LIMIT), KEY_LIMIT)
-    k = tl.where(k_nan, 0.0, k)
+    # Cast straight from the loaded keys, fix up the codes after: nothing may stand between the load line and
+    # the cast (Triton 3.6 widens bf16 to fp32 inside tl.maximum, which hid the seed bug there). Out-of-range
+    # keys and ±inf get the saturated code 0x7e/0xfe (hardware saturates by itself, the interpreter does not),
+    # NaN keys NAN_CODE.
     if KEY_FMT == 0:
         kc = k.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
         kc = k.to(tl.float8e4b15).to(tl.uint8, bitcast=True)
-    kc = tl.where(k_nan, tl.full([D_P2], NAN_CODE, tl.uint8), kc)
+    sat = tl.where(k < 0, 0xFE, 0x7E).to(tl.uint8)
+    kc = tl.where((k > KEY_LIMIT) | (k < -KEY_LIMIT), sat, kc)
+    kc = tl.where(k != k, tl.full([D_P2], NAN_CODE, tl.uint8), kc)
     tl.store(base + d, kc, mask=dmask)
 
     # --- values: per-vector asymmetric min/max, 4 bits, even index in the low nibble -------------------

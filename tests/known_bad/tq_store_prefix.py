@@ -5,8 +5,8 @@ regression tests (``tests/test_turboquant_seed.py``) with ``TQ_STORE_VARIANT`` p
 they fail, and checks that this kernel differs from ``kernels/turboquant/store.py``'s in that one line only.
 
 What the bug does: bf16 → e4b15 does not compile for any NVIDIA target ("custom FP8 conversion accepts only
-fp16/fp32"); in the interpreter, fp16/bf16 keys cast directly round differently from the fp32 path
-(and bf16 clamps misbehave).
+fp16/fp32"), on Triton 3.6 and 3.9 alike; in the interpreter, fp16 keys cast directly round differently from
+the fp32 path and bf16 keys fail the range check (compared as bf16 there, they all read as out of range).
 """
 
 import triton
@@ -49,18 +49,21 @@ def _store_k8v4_kernel(
     pos = slot % block_size
     base = cache_ptr + blk * stride_cb + pos * stride_cs + head * stride_ch
 
-    # --- keys: fp32 first (the seed fix), clamp, cast --------------------------------------------------
+    # --- keys: fp32 first (the seed fix), cast, saturate ------------------------------------------------
     d = tl.arange(0, D_P2)
     dmask = (d < HEAD_DIM) & (d * 0 + ok != 0)
     k = tl.load(key_ptr + tok * stride_kt + head * stride_kh + d, mask=dmask, other=0.0)  # SEED BUG: no fp32
-    k_nan = k != k
-    k = tl.minimum(tl.maximum(k, -KEY_LIMIT), KEY_LIMIT)
-    k = tl.where(k_nan, 0.0, k)
+    # Cast straight from the loaded keys, fix up the codes after: nothing may stand between the load line and
+    # the cast (Triton 3.6 widens bf16 to fp32 inside tl.maximum, which hid the seed bug there). Out-of-range
+    # keys and ±inf get the saturated code 0x7e/0xfe (hardware saturates by itself, the interpreter does not),
+    # NaN keys NAN_CODE.
     if KEY_FMT == 0:
         kc = k.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
         kc = k.to(tl.float8e4b15).to(tl.uint8, bitcast=True)
-    kc = tl.where(k_nan, tl.full([D_P2], NAN_CODE, tl.uint8), kc)
+    sat = tl.where(k < 0, 0xFE, 0x7E).to(tl.uint8)
+    kc = tl.where((k > KEY_LIMIT) | (k < -KEY_LIMIT), sat, kc)
+    kc = tl.where(k != k, tl.full([D_P2], NAN_CODE, tl.uint8), kc)
     tl.store(base + d, kc, mask=dmask)
 
     # --- values: per-vector asymmetric min/max, 4 bits, even index in the low nibble -------------------
