@@ -3,8 +3,9 @@
 One Triton program per (token, kv-head). Every load is converted to fp32 before any FP8 cast or
 arithmetic: Triton lowers bf16 → e4b15 nowhere ("custom FP8 conversion accepts only fp16/fp32", the seed
 bug), and fp32 is also what the torch reference computes in. Out-of-range keys get the saturated code after
-the cast, so the interpreter (which does not saturate) and hardware (which does) write the same code. The value quantizer divides with ``div_rn`` (IEEE), so its codes do
-not depend on a GPU's fast-division approximation.
+the cast, so the interpreter (which does not saturate) and hardware (which does) write the same code. The
+value quantizer divides with ``div_rn`` (IEEE), so its codes do not depend on a GPU's fast-division
+approximation.
 
 Special inputs, on purpose (see :mod:`kernels.turboquant.layout`):
 
