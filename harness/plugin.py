@@ -28,6 +28,7 @@ _MARKERS = (
     "dtype_cases(src=None, fmt=None): restrict the dtype_case fixture (e.g. src=['bf16'], fmt=['e4nv'])",
     "harness_op(name): the op whose tolerance row the tolerance fixture and golden checks use",
     "tolerance(**fields): override fields of the resolved tolerance for this test (rtol=, max_ulp=, ...)",
+    "unreported: this test's checks stay out of the session report (self-tests whose failures are deliberate)",
 )
 
 
@@ -268,6 +269,9 @@ def tolerance(request: pytest.FixtureRequest, harness_arch: Arch) -> ToleranceRe
 def pytest_runtest_call(item: pytest.Item) -> Any:
     summary.set_test(item.nodeid, item)
     try:
+        if item.get_closest_marker("unreported"):
+            with summary.suspended():
+                return (yield)
         return (yield)
     finally:
         summary.set_test("", None)

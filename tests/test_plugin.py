@@ -14,7 +14,7 @@ def test_options_in_one_group_and_markers_registered(pytester):
                                  "*--harness-report=PATH*", "*--harness-seed=N*"])
     result = pytester.runpytest("--markers")
     for m in ("gpu:", "interp_only:", "arch(*names):", "min_arch(name):", "dtype_cases(", "harness_op(name):",
-              "tolerance(**fields):"):
+              "tolerance(**fields):", "unreported:"):
         result.stdout.fnmatch_lines([f"@pytest.mark.{m}*"])
 
 
@@ -198,6 +198,9 @@ def test_obs(i):
                    passed=True, worst_ratio=0.25 * i)
     with summary.suspended():  # a self-test's deliberate failure stays out of the report
         summary.record(op="my.op", dtype="bf16", arch="sm90", n=10, worst_abs=9.0, tol=tol, passed=False)
+@pytest.mark.unreported
+def test_unreported():
+    summary.record(op="my.op", dtype="bf16", arch="sm90", n=10, worst_abs=9.0, passed=False)
 """
 
 
@@ -208,7 +211,7 @@ def test_report_table_json_and_junit(pytester, workers):
     if workers:
         args += ["-n", workers]
     result = pytester.runpytest_subprocess(*args)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines([
         "*harness: observed error vs tolerance*",
         "op*dtype*arch*checks*fail*worst ulp*worst abs*tolerance*headroom",
