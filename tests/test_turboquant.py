@@ -179,8 +179,8 @@ def test_round_trip(dtype_case, rng, device, harness_arch, tolerance):
     k_out, v_out = tq_load_k8v4(cache, slots.to(device), head_dim=d, fp8_format=fmt)
     # load decodes exactly what is stored
     k_ref, v_ref = ref.load(cache, slots, d, fmt)
-    assert_close_tol(k_out.cpu(), k_ref, tolerance("exact", "fp32"), equal_nan=True)
-    assert_close_tol(v_out.cpu(), v_ref, tolerance("exact", "fp32"), equal_nan=True)
+    assert_close_tol(k_out.cpu(), k_ref, tolerance("exact", "fp32"), op="turboquant.exact", equal_nan=True)
+    assert_close_tol(v_out.cpu(), v_ref, tolerance("exact", "fp32"), op="turboquant.exact", equal_nan=True)
     stored = cache.cpu()[slots // 16, slots % 16][..., :d]
     assert_fp8_close(
         stored,
@@ -209,7 +209,7 @@ def test_e4b15_clips_keys_beyond_1_75(dtype_case, device, tolerance):
     tq_store_k8v4(key.to(device), torch.zeros_like(key).to(device), cache, slots, fp8_format="e4b15")
     k_out, _ = tq_load_k8v4(cache, slots, head_dim=8, fp8_format="e4b15")
     expected = torch.tensor([[[1.75, -1.75, 1.75, -1.75, 1.75, 1.75, -1.75, 1.5]]])
-    assert_close_tol(k_out.cpu(), expected, tolerance("exact", "fp32"))
+    assert_close_tol(k_out.cpu(), expected, tolerance("exact", "fp32"), op="turboquant.exact")
     lost = (k_out.cpu() != key.float()).flatten().tolist()
     assert lost == [True, True, False, False, True, True, True, False]
 
@@ -223,7 +223,10 @@ def test_e4nv_saturates_at_448(device, tolerance):
     tq_store_k8v4(key.to(device), torch.zeros_like(key).to(device), cache, slots, fp8_format="e4nv")
     k_out, _ = tq_load_k8v4(cache, slots, head_dim=8, fp8_format="e4nv")
     assert_close_tol(
-        k_out.cpu(), torch.tensor([[[448.0, -448, 448, 448, -448, 448, 0, 0]]]), tolerance("exact", "fp32")
+        k_out.cpu(),
+        torch.tensor([[[448.0, -448, 448, 448, -448, 448, 0, 0]]]),
+        tolerance("exact", "fp32"),
+        op="turboquant.exact",
     )
     assert cache.cpu()[0, 3, 0, 7].item() == 0x80, "-0.0 keeps its sign bit"
 
@@ -267,9 +270,10 @@ def test_nan_inputs(fmt, device, tolerance):
     assert raw[0, 4:6].tolist() == [0, 0], "codes of a NaN vector are 0"
     k_out, v_out = tq_load_k8v4(cache, slots, head_dim=4, fp8_format=fmt)
     k_exp = torch.tensor([[[0.5, nan, -0.25, 1.0]], [[nan, 0.125, 0.0, -1.0]]])
-    assert_close_tol(k_out.cpu(), k_exp, tolerance("exact", "fp32"), equal_nan=True)
+    assert_close_tol(k_out.cpu(), k_exp, tolerance("exact", "fp32"), op="turboquant.exact", equal_nan=True)
     assert bool(torch.isnan(v_out[0]).all())
-    assert_close_tol(v_out.cpu()[1], value[1], tolerance("exact", "fp32"))  # scale 1, zero 0: exact
+    # scale 1, zero 0: exact
+    assert_close_tol(v_out.cpu()[1], value[1], tolerance("exact", "fp32"), op="turboquant.exact")
 
 
 def test_constant_vector_uses_scale_floor(device, tolerance):
@@ -280,7 +284,7 @@ def test_constant_vector_uses_scale_floor(device, tolerance):
     params = cache.cpu()[0, 0, 0, 6 + 3 : 6 + 7].clone().view(torch.float16).float()
     assert params.tolist() == [2.0**-14, 3.0]
     _, v_out = tq_load_k8v4(cache, slots, head_dim=6, fp8_format="e4nv")
-    assert_close_tol(v_out.cpu(), v, tolerance("exact", "fp32"))
+    assert_close_tol(v_out.cpu(), v, tolerance("exact", "fp32"), op="turboquant.exact")
 
 
 def test_skipped_tokens_write_nothing_and_load_nan(rng, device):
