@@ -62,11 +62,9 @@ class _Run:
         return self._state
 
     def rel(self, path: Path) -> str:
-        p = Path(os.path.abspath(path))
-        try:
-            return p.relative_to(Path(os.path.abspath(self.rootdir))).as_posix()
-        except ValueError:
-            return p.as_posix()
+        from harness.golden import rel_path
+
+        return rel_path(path, self.rootdir)
 
     def fold_local(self) -> None:
         """Move this process's fixture bookkeeping into the mergeable fields (once, at session end)."""

@@ -140,6 +140,15 @@ def item_dir_parts(item: Any) -> tuple[str, str, str]:
     return sanitize_component(stem), sanitize_component(full), sanitize_component(param)
 
 
+def rel_path(path: str | os.PathLike[str], rootdir: str | os.PathLike[str]) -> str:
+    """``path`` relative to ``rootdir`` in posix form (how goldens are named in reports), else absolute."""
+    p = Path(os.path.abspath(path))
+    try:
+        return p.relative_to(Path(os.path.abspath(rootdir))).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
 def _inside(root: Path, path: Path) -> Path:
     r = Path(os.path.abspath(root))
     p = Path(os.path.abspath(path))
@@ -448,11 +457,7 @@ class GoldenState:
     collisions: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> every nodeid sharing its dir
 
     def rel(self, path: Path) -> str:
-        p = Path(os.path.abspath(path))
-        try:
-            return p.relative_to(Path(os.path.abspath(self.rootdir))).as_posix()
-        except ValueError:
-            return p.as_posix()
+        return rel_path(path, self.rootdir)
 
     def claim(self, path: Path, nodeid: str) -> None:
         """Each golden file belongs to one test item: that is what keeps parallel writers apart."""
