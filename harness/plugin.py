@@ -1,22 +1,43 @@
 """pytest plugin entry point (``pytest11: harness``); disable with ``-p no:harness``.
 
-Thin on purpose: options, markers, lane set-up, collection-time arch gating and fixtures. The numerics
-live in the library modules, the golden and compile-matrix machinery in their own hook modules.
+Thin on purpose: options, markers, lane set-up, collection-time gating, xdist worker pinning and fixtures.
+The numerics live in the library modules, the golden and compile-matrix machinery in their own hook
+modules, the GPU pinning rules in ``harness.gpus``.
+
+Lane and arch are two things. The *lane* (``interp`` or ``gpu``) is where kernels execute: it decides
+``TRITON_INTERPRET``, the ``device`` fixture and the ``gpu`` / ``interp_only`` markers. The *arch* (detected,
+or assumed with ``--harness-arch``) is what the run is judged as: dtype_case support, the ``arch`` /
+``min_arch`` markers and tolerance rows. ``--harness-lane=interp --harness-arch=sm80`` on a CPU box runs the
+interpreter (device ``cpu``, interp_only tests run) with sm80's dtype cases and rows.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
+import sys
 from typing import Any
 
 import pytest
 
-from harness import summary
+from harness import gpus, summary
 from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, parse_arch, set_current_arch
 
 arch_key = pytest.StashKey[Arch]()
+lane_key = pytest.StashKey[str]()
 collector_key = pytest.StashKey[summary.Collector]()
+pin_key = pytest.StashKey["gpus.Pin | None"]()
+plan_key = pytest.StashKey["gpus.Plan | None"]()
+pins_key = pytest.StashKey[list[str]]()  # controller: "gwK: VAR=value ..." per worker, as each goes down
+
+#: What the tolerance fixture and goldens use when a test has no ``harness_op`` marker: no rows of its own,
+#: so the wildcard-op rows (torch.testing's defaults) apply.
+DEFAULT_OP = "default"
+
+# Sessions configured in this process and not yet cleaned up: a pytester session inside a test is nested
+# and inherits the outer process's modules (and their kernels), which are not its own doing.
+_open_sessions = 0
 
 _SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks")
 
@@ -61,9 +82,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
             pluginmanager.import_plugin(name)
 
 
+def _interp_env() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _choose_lane(config: pytest.Config) -> str:
     lane = config.getoption("harness_lane")
-    interp_env = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+    interp_env = _interp_env()
     if lane == "auto":
         if interp_env:
             return "interp"
@@ -80,9 +105,49 @@ def _choose_lane(config: pytest.Config) -> str:
     return lane
 
 
+def _early_kernels() -> list[str]:
+    """Kernels that exist as GPU ``JITFunction`` objects (outside Triton and torch themselves).
+
+    Triton picks ``JITFunction`` or the interpreter's ``InterpretedFunction`` when ``@triton.jit`` runs, by
+    ``TRITON_INTERPRET`` at that moment. A kernel module imported before the plugin set it (from a
+    conftest.py, which pytest imports before ``pytest_configure``) keeps GPU kernels, and launching one on a
+    machine without a GPU fails deep inside Triton with ``RuntimeError: 0 active drivers``.
+    """
+    jit = sys.modules.get("triton.runtime.jit")
+    cls = getattr(jit, "JITFunction", None)
+    if cls is None:
+        return []
+    found = set()
+    for obj in gc.get_objects():
+        if issubclass(type(obj), cls):  # type(), not isinstance: some lazy objects warn on __class__
+            fn = getattr(obj, "fn", None)
+            module = getattr(fn, "__module__", None) or "?"
+            if module.split(".")[0] not in ("triton", "torch"):
+                found.add(f"{module}.{getattr(fn, '__qualname__', '?')}")
+    return sorted(found)
+
+
+def _refuse_early_kernels() -> None:
+    kernels = _early_kernels()
+    if not kernels:
+        return
+    shown = ", ".join(kernels[:5]) + (f" (+{len(kernels) - 5} more)" if len(kernels) > 5 else "")
+    raise pytest.UsageError(
+        f"harness: Triton kernels were created before the plugin switched to the interpreter lane: {shown}. "
+        f"They were decorated while TRITON_INTERPRET was unset (a conftest.py or plugin imported their module "
+        f"before pytest_configure), so they are GPU kernels and would fail with 'RuntimeError: 0 active "
+        f"drivers'. Import kernel modules from test modules or fixtures, not at the top of a conftest.py, "
+        f"or export TRITON_INTERPRET=1 before starting pytest."
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global _open_sessions
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
+    nested = _open_sessions > 0
+    _open_sessions += 1
+    config.add_cleanup(_close_session)
     lane = _choose_lane(config)
     if lane == "interp":
         # Must happen before any kernel module is imported: Triton decides at decoration time. Restored at
@@ -90,11 +155,20 @@ def pytest_configure(config: pytest.Config) -> None:
         previous_env = os.environ.get("TRITON_INTERPRET")
         os.environ["TRITON_INTERPRET"] = "1"
         config.add_cleanup(lambda: _restore_env("TRITON_INTERPRET", previous_env))
+        if not nested:
+            _refuse_early_kernels()
+    config.stash[lane_key] = lane
     override = config.getoption("harness_arch")
     arch = parse_arch(override) if override else detect_arch()
+    if lane == "gpu" and not arch.is_gpu:
+        raise pytest.UsageError(
+            f"--harness-arch={override}: the gpu lane runs kernels on a GPU, so the assumed arch must be a GPU "
+            f"arch (smXY, gfxNNN), not {arch.name}"
+        )
     previous_arch = set_current_arch(arch)
     config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
+    _plan_workers(config, lane)
 
     from harness import tolerances
 
@@ -108,6 +182,69 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[collector_key] = summary.activate()
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistReport(config), "harness-xdist-report")
+
+
+def _close_session() -> None:
+    global _open_sessions
+    _open_sessions -= 1
+
+
+# --- xdist: one GPU per worker ----------------------------------------------------------------------------
+
+def _gpu_plan(lane: str | None) -> gpus.Plan | None:
+    """The controller's device plan; the device count is asked only on a lane that may be the GPU one."""
+    explicit = gpus.ENV_GPUS in os.environ
+    if not explicit and lane == "interp":
+        return None
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        return None
+    hip = getattr(torch.version, "hip", None) is not None
+    try:
+        return gpus.plan(os.environ, hip=hip, device_count=torch.cuda.device_count)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker per GPU of the plan; None (xdist counts CPUs) on the interpreter lane.
+
+    Called before pytest_configure, so the lane is guessed from the option and the environment as
+    _choose_lane would decide it; PYTEST_XDIST_AUTO_NUM_WORKERS, xdist's own override, still wins.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    lane = config.getoption("harness_lane")
+    interp = lane == "interp" or (lane == "auto" and _interp_env())
+    return gpus.auto_workers(_gpu_plan("interp" if interp else None))
+
+
+def _plan_workers(config: pytest.Config, lane: str) -> None:
+    """Controller of a distributed run: hand the device plan to the workers through the environment."""
+    config.stash[plan_key] = None
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if not getattr(config.option, "tx", None):
+        return  # not distributing (no -n / --tx)
+    p = _gpu_plan(lane)
+    if p is None:
+        return
+    config.stash[plan_key] = p
+    previous = os.environ.get(gpus.ENV_PLAN)
+    os.environ[gpus.ENV_PLAN] = p.encode()
+    config.add_cleanup(lambda: _restore_env(gpus.ENV_PLAN, previous))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """In an xdist worker: pin it to its GPU before any conftest.py (or test) can initialize CUDA."""
+    try:
+        pin = gpus.pin_worker()
+    except (RuntimeError, ValueError) as e:
+        raise pytest.UsageError(str(e)) from None
+    early_config.stash[pin_key] = pin
 
 
 def _restore_env(name: str, value: str | None) -> None:
@@ -128,17 +265,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if arch is None:
         return []
     forced = " (forced by --harness-arch)" if config.getoption("harness_arch") else ""
-    return [f"harness: arch {arch.name} [{arch.kind}]{forced}, "
-            f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '0')}"]
+    lines = [f"harness: lane {config.stash[lane_key]}, arch {arch.name} [{arch.kind}]{forced}, "
+             f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '0')}"]
+    p = config.stash.get(plan_key, None)
+    if p is not None:
+        lines.append(f"harness: xdist workers pinned round-robin to {p.var}={','.join(p.devices)} "
+                     f"(from {p.source})")
+    return lines
 
 
 # --- collection-time gating -------------------------------------------------------------------------------
 
-def _gate(item: pytest.Item, arch: Arch) -> str | None:
-    if item.get_closest_marker("gpu") and not arch.is_gpu:
-        return f"needs a GPU (running on {arch.name})"
-    if item.get_closest_marker("interp_only") and arch.kind != "interp":
-        return f"interpreter-only (running on {arch.name})"
+def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
+    # the lane decides where a test can execute ...
+    if item.get_closest_marker("gpu") and lane != "gpu":
+        return f"needs a GPU (running on the {lane} lane)"
+    if item.get_closest_marker("interp_only") and lane != "interp":
+        return f"interpreter-only (running on the {lane} lane)"
+    # ... the (possibly assumed) arch what it is judged as
     m = item.get_closest_marker("arch")
     if m is not None:
         if not m.args:
@@ -159,9 +303,9 @@ def _gate(item: pytest.Item, arch: Arch) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    arch = config.stash[arch_key]
+    arch, lane = config.stash[arch_key], config.stash[lane_key]
     for item in items:
-        reason = _gate(item, arch)
+        reason = _gate(item, arch, lane)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -195,9 +339,16 @@ def harness_arch(pytestconfig: pytest.Config) -> Arch:
 
 
 @pytest.fixture(scope="session")
-def device(harness_arch: Arch) -> str:
-    """Where kernel tensors live: ``"cuda"`` on a GPU lane (ROCm too), ``"cpu"`` on the interpreter."""
-    return "cuda" if harness_arch.is_gpu else "cpu"
+def harness_lane(pytestconfig: pytest.Config) -> str:
+    """Where kernels execute: ``"interp"`` (Triton interpreter, CPU tensors) or ``"gpu"``."""
+    return pytestconfig.stash[lane_key]
+
+
+@pytest.fixture(scope="session")
+def device(harness_lane: str) -> str:
+    """Where kernel tensors live: ``"cuda"`` on the gpu lane (ROCm too), ``"cpu"`` on the interpreter. By
+    the lane, not the assumed arch: ``--harness-arch=sm80`` on a CPU box still runs on the CPU."""
+    return "cuda" if harness_lane == "gpu" else "cpu"
 
 
 def _node_seed(nodeid: str, base: int) -> int:
@@ -220,21 +371,24 @@ def rng(seed: int) -> Any:
 
 
 class ToleranceResolver:
-    """Resolves the table row for the running test; callable as ``tolerance(op=None, dtype=None)``."""
+    """Resolves the table row for the running test; callable as ``tolerance(op=None, dtype=None, kind=None)``.
+
+    op: the argument, else the ``harness_op`` marker, else :data:`DEFAULT_OP` (as goldens do), which has no
+    rows of its own, so torch.testing's defaults apply. dtype: the argument, else the test's dtype_case id.
+    kind: ``"float"`` / ``"codes"`` skips rows of the other kind (see ``harness.tolerances``).
+    """
 
     def __init__(self, arch: Arch, op: str | None, dtype: str | None, overrides: dict[str, Any]) -> None:
         self.arch, self.op, self.dtype, self.overrides = arch, op, dtype, overrides
 
-    def __call__(self, op: str | None = None, dtype: Any = None) -> Any:
+    def __call__(self, op: str | None = None, dtype: Any = None, kind: str | None = None) -> Any:
         from harness.tolerances import lookup
 
-        op = op or self.op
-        if not op:
-            raise LookupError("tolerance(): no op; pass op=... or mark the test @pytest.mark.harness_op('name')")
+        op = op or self.op or DEFAULT_OP
         dtype = dtype if dtype is not None else self.dtype
         if dtype is None:
             raise LookupError("tolerance(): no dtype; pass dtype=... (the test has no dtype_case)")
-        tol = lookup(op, dtype, self.arch)
+        tol = lookup(op, dtype, self.arch, kind=kind)
         return tol.with_(**self.overrides) if self.overrides else tol
 
     def __repr__(self) -> str:
@@ -284,6 +438,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if hasattr(config, "workerinput"):
         config.workeroutput["harness_report"] = col.to_dicts()
+        pin = config.stash.get(pin_key, None)
+        if pin is not None:
+            config.workeroutput["harness_gpu"] = f"{pin}{_device_seen()}"
         return
     path = config.getoption("harness_report")
     if path:
@@ -293,10 +450,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         os.replace(tmp, path)
 
 
+def _device_seen() -> str:
+    """What the pinned worker's torch ended up on, when a test initialized CUDA (never initialized here)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return " (CUDA not initialized)"
+    props = torch.cuda.get_device_properties(0)
+    uuid = getattr(props, "uuid", None)
+    return f" -> {torch.cuda.device_count()} visible, device 0 = {props.name}" + (f" (uuid {uuid})" if uuid else "")
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     col = config.stash.get(collector_key, None)
     if col is None or hasattr(config, "workerinput"):
         return
+    pins = config.stash.get(pins_key, None)
+    if pins:
+        terminalreporter.write_sep("-", "harness: xdist workers and GPUs")
+        for line in sorted(pins, key=lambda s: int(s.split(":")[0][2:])):
+            terminalreporter.write_line(line)
     rows = col.rows()
     if not rows:
         return
@@ -310,13 +482,18 @@ class _XdistReport:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.pins: list[str] = []
+        config.stash[pins_key] = self.pins
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        data = getattr(node, "workeroutput", {}).get("harness_report")
+        out = getattr(node, "workeroutput", {})
+        data = out.get("harness_report")
         col = self.config.stash.get(collector_key, None)
         if data and col is not None:
             col.merge(data)
+        if out.get("harness_gpu"):
+            self.pins.append(out["harness_gpu"])
 
 
-__all__ = ["ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op"]
+__all__ = ["DEFAULT_OP", "ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op", "lane_key"]

@@ -106,15 +106,18 @@ def test_interp(): pass
 
 @pytest.mark.parametrize(
     "arch, passed, reasons",
-    [("sm86", ["test_gpu", "test_ampere"],
-      ["*needs sm90 family (running on sm86)*", "*needs sm89+ (running on sm86)*", "*interpreter-only*"]),
-     ("sm100", ["test_gpu", "test_ada_plus"], ["*needs sm90 family (running on sm100)*"]),
-     ("sm90", ["test_gpu", "test_hopper", "test_ada_plus"], ["*needs sm80 family (running on sm90)*"]),
-     ("interp", ["test_interp"], ["*needs a GPU (running on interp)*"])],
+    [("sm86", ["test_interp", "test_ampere"],
+      ["*needs sm90 family (running on sm86)*", "*needs sm89+ (running on sm86)*"]),
+     ("sm100", ["test_interp", "test_ada_plus"], ["*needs sm90 family (running on sm100)*"]),
+     ("sm90", ["test_interp", "test_hopper", "test_ada_plus"], ["*needs sm80 family (running on sm90)*"]),
+     ("interp", ["test_interp"], ["*needs sm90 family (running on interp)*"])],
 )
 def test_exact_family_and_min_arch_gating(pytester, arch, passed, reasons):
+    """On the interpreter lane with an assumed arch: the arch markers follow the arch, the gpu and
+    interp_only markers the lane (tests/test_plugin_lane.py has the gpu lane)."""
     pytester.makepyfile(GATING)
-    result = pytester.runpytest("-rs", "-v", f"--harness-arch={arch}")
+    result = pytester.runpytest("-rs", "-v", "--harness-lane=interp", f"--harness-arch={arch}")
+    result.stdout.fnmatch_lines(["*needs a GPU (running on the interp lane)*"], consecutive=False)
     for name in passed:
         result.stdout.fnmatch_lines([f"*::{name} PASSED*"])
     result.stdout.fnmatch_lines(reasons, consecutive=False)
@@ -168,12 +171,19 @@ def test_tolerance_fixture_resolves_marker_and_override(pytester):
         def test_override(tolerance):
             t = tolerance(dtype="bf16")
             assert (t.rtol, t.key) == (0.75, "my.op/bf16/interp+override")
-        def test_needs_op(tolerance):
-            with pytest.raises(LookupError, match="no op"):
-                tolerance(dtype="bf16")
+        def test_no_op_defaults_like_goldens(tolerance):
+            assert tolerance(dtype="bf16").key == "*/bf16/*"
+            with pytest.raises(LookupError, match="no dtype"):
+                tolerance()
+        @pytest.mark.harness_op("fp8_cast")
+        def test_kind(tolerance):
+            assert tolerance(dtype="fp32").kind == "codes"
+            assert tolerance(dtype="fp32", kind="float").key == "*/fp32/*"
+            with pytest.raises(KeyError, match="skipped rows of the other kind"):
+                tolerance(op="nope", dtype="bf16-e4nv", kind="codes")
         """
     )
-    pytester.runpytest("--harness-arch=interp").assert_outcomes(passed=3)
+    pytester.runpytest("--harness-arch=interp").assert_outcomes(passed=4)
 
 
 def test_bad_tolerance_file_is_a_usage_error(pytester):
