@@ -1,5 +1,6 @@
 """The plugin as pytest plugins are tested: through pytester, in throwaway projects."""
 
+import fnmatch
 import json
 import os
 
@@ -234,3 +235,22 @@ def test_report_table_json_and_junit(pytester, workers):
     assert rows[("my.op", "bf16")]["worst_abs"] == pytest.approx(0.004)
     assert len(rep["observations"]) == 8
     assert "harness[fp8_cast/bf16-e4nv/sm90]" in (pytester.path / "j.xml").read_text()
+
+
+@pytest.mark.parametrize(
+    "src, fragment",
+    [("@pytest.mark.arch()\ndef test_a(): pass", "*@pytest.mark.arch needs at least one arch name*"),
+     ("@pytest.mark.arch('ampere')\ndef test_a(): pass", "*arch 'ampere' is not understood*"),
+     ("@pytest.mark.min_arch('sm80', 'sm90')\ndef test_a(): pass", "*min_arch takes exactly one arch name*"),
+     ("@pytest.mark.dtype_cases('bf16')\ndef test_a(dtype_case): pass", "*dtype_cases takes keywords src= and fmt=*"),
+     ("@pytest.mark.dtype_cases(source='bf16')\ndef test_a(dtype_case): pass", "*dtype_cases got unknown*source*"),
+     ("@pytest.mark.harness_op('a', 'b')\ndef test_a(tolerance): pass", "*harness_op takes one op name*"),
+     ("@pytest.mark.tolerance(rtl=1)\ndef test_a(tolerance): tolerance(dtype='bf16')",
+      "*unknown Tolerance field(s): rtl*")],
+)
+def test_marker_misuse_is_reported_with_the_test(pytester, src, fragment):
+    pytester.makepyfile("import pytest\n" + src)
+    result = pytester.runpytest("--harness-lane=interp")
+    assert result.ret != pytest.ExitCode.OK
+    lines = result.outlines + result.errlines
+    assert any(fnmatch.fnmatch(line, fragment) for line in lines), "\n".join(lines)
