@@ -1,8 +1,7 @@
 """pytest plugin entry point (``pytest11: harness``); disable with ``-p no:harness``.
 
-Thin on purpose: options, markers, lane set-up, collection-time gating, xdist worker pinning and fixtures.
-The numerics live in the library modules, the golden and compile-matrix machinery in their own hook
-modules, the GPU pinning rules in ``harness.gpus``.
+Thin on purpose: options, markers, lane set-up, collection-time gating and fixtures. The numerics live in
+the library modules; the golden, compile-matrix and xdist GPU-pinning machinery in their own hook modules.
 
 Lane and arch are two things. The *lane* (``interp`` or ``gpu``) is where kernels execute: it decides
 ``TRITON_INTERPRET``, the ``device`` fixture and the ``gpu`` / ``interp_only`` markers. The *arch* (detected,
@@ -21,15 +20,12 @@ from typing import Any
 
 import pytest
 
-from harness import gpus, summary
-from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, parse_arch, set_current_arch
+from harness import summary
+from harness.arch import ENV_ARCH, Arch, _interpreting, current_arch, detect_arch, parse_arch, set_current_arch
 
 arch_key = pytest.StashKey[Arch]()
 lane_key = pytest.StashKey[str]()
 collector_key = pytest.StashKey[summary.Collector]()
-pin_key = pytest.StashKey["gpus.Pin | None"]()
-plan_key = pytest.StashKey["gpus.Plan | None"]()
-pins_key = pytest.StashKey[list[str]]()  # controller: "gwK: VAR=value ..." per worker, as each goes down
 
 #: What the tolerance fixture and goldens use when a test has no ``harness_op`` marker: no rows of its own,
 #: so the wildcard-op rows (torch.testing's defaults) apply.
@@ -39,7 +35,7 @@ DEFAULT_OP = "default"
 # and inherits the outer process's modules (and their kernels), which are not its own doing.
 _open_sessions = 0
 
-_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks")
+_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks", "harness._gpu_hooks")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
@@ -82,13 +78,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
             pluginmanager.import_plugin(name)
 
 
-def _interp_env() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
-
-
 def _choose_lane(config: pytest.Config) -> str:
     lane = config.getoption("harness_lane")
-    interp_env = _interp_env()
+    interp_env = _interpreting()
     if lane == "auto":
         if interp_env:
             return "interp"
@@ -168,7 +160,6 @@ def pytest_configure(config: pytest.Config) -> None:
     previous_arch = set_current_arch(arch)
     config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
-    _plan_workers(config, lane)
 
     from harness import tolerances
 
@@ -189,64 +180,6 @@ def _close_session() -> None:
     _open_sessions -= 1
 
 
-# --- xdist: one GPU per worker ----------------------------------------------------------------------------
-
-def _gpu_plan(lane: str | None) -> gpus.Plan | None:
-    """The controller's device plan; the device count is asked only on a lane that may be the GPU one."""
-    explicit = gpus.ENV_GPUS in os.environ
-    if not explicit and lane == "interp":
-        return None
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a hard dependency
-        return None
-    hip = getattr(torch.version, "hip", None) is not None
-    try:
-        return gpus.plan(os.environ, hip=hip, device_count=torch.cuda.device_count)
-    except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
-
-
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: one worker per GPU of the plan; None (xdist counts CPUs) on the interpreter lane.
-
-    Called before pytest_configure, so the lane is guessed from the option and the environment as
-    _choose_lane would decide it; PYTEST_XDIST_AUTO_NUM_WORKERS, xdist's own override, still wins.
-    """
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    lane = config.getoption("harness_lane")
-    interp = lane == "interp" or (lane == "auto" and _interp_env())
-    return gpus.auto_workers(_gpu_plan("interp" if interp else None))
-
-
-def _plan_workers(config: pytest.Config, lane: str) -> None:
-    """Controller of a distributed run: hand the device plan to the workers through the environment."""
-    config.stash[plan_key] = None
-    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
-        return
-    if not getattr(config.option, "tx", None):
-        return  # not distributing (no -n / --tx)
-    p = _gpu_plan(lane)
-    if p is None:
-        return
-    config.stash[plan_key] = p
-    previous = os.environ.get(gpus.ENV_PLAN)
-    os.environ[gpus.ENV_PLAN] = p.encode()
-    config.add_cleanup(lambda: _restore_env(gpus.ENV_PLAN, previous))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """In an xdist worker: pin it to its GPU before any conftest.py (or test) can initialize CUDA."""
-    try:
-        pin = gpus.pin_worker()
-    except (RuntimeError, ValueError) as e:
-        raise pytest.UsageError(str(e)) from None
-    early_config.stash[pin_key] = pin
-
-
 def _restore_env(name: str, value: str | None) -> None:
     if value is None:
         os.environ.pop(name, None)
@@ -265,13 +198,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if arch is None:
         return []
     forced = " (forced by --harness-arch)" if config.getoption("harness_arch") else ""
-    lines = [f"harness: lane {config.stash[lane_key]}, arch {arch.name} [{arch.kind}]{forced}, "
-             f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '0')}"]
-    p = config.stash.get(plan_key, None)
-    if p is not None:
-        lines.append(f"harness: xdist workers pinned round-robin to {p.var}={','.join(p.devices)} "
-                     f"(from {p.source})")
-    return lines
+    return [f"harness: lane {config.stash[lane_key]}, arch {arch.name} [{arch.kind}]{forced}, "
+            f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '0')}"]
 
 
 # --- collection-time gating -------------------------------------------------------------------------------
@@ -438,9 +366,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if hasattr(config, "workerinput"):
         config.workeroutput["harness_report"] = col.to_dicts()
-        pin = config.stash.get(pin_key, None)
-        if pin is not None:
-            config.workeroutput["harness_gpu"] = f"{pin}{_device_seen()}"
         return
     path = config.getoption("harness_report")
     if path:
@@ -450,25 +375,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         os.replace(tmp, path)
 
 
-def _device_seen() -> str:
-    """What the pinned worker's torch ended up on, when a test initialized CUDA (never initialized here)."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return " (CUDA not initialized)"
-    props = torch.cuda.get_device_properties(0)
-    uuid = getattr(props, "uuid", None)
-    return f" -> {torch.cuda.device_count()} visible, device 0 = {props.name}" + (f" (uuid {uuid})" if uuid else "")
-
-
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     col = config.stash.get(collector_key, None)
     if col is None or hasattr(config, "workerinput"):
         return
-    pins = config.stash.get(pins_key, None)
-    if pins:
-        terminalreporter.write_sep("-", "harness: xdist workers and GPUs")
-        for line in sorted(pins, key=lambda s: int(s.split(":")[0][2:])):
-            terminalreporter.write_line(line)
     rows = col.rows()
     if not rows:
         return
@@ -482,18 +392,13 @@ class _XdistReport:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.pins: list[str] = []
-        config.stash[pins_key] = self.pins
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        out = getattr(node, "workeroutput", {})
-        data = out.get("harness_report")
+        data = getattr(node, "workeroutput", {}).get("harness_report")
         col = self.config.stash.get(collector_key, None)
         if data and col is not None:
             col.merge(data)
-        if out.get("harness_gpu"):
-            self.pins.append(out["harness_gpu"])
 
 
 __all__ = ["DEFAULT_OP", "ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op", "lane_key"]

@@ -127,6 +127,14 @@ def _index_tensor(t: Any, name: str) -> torch.Tensor:
     return t
 
 
+def _repeated(idx: torch.Tensor, is_pad: torch.Tensor, pad: int) -> torch.Tensor:
+    """Entries whose value already occurs in their row (pads excluded), by sorting each row."""
+    srt, order = idx.masked_fill(is_pad, pad).sort(dim=1)
+    rep = torch.zeros_like(is_pad)
+    rep[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] != pad)
+    return torch.zeros_like(is_pad).scatter(1, order, rep)
+
+
 def _scores_at(ref: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``ref[r, idx[r, j]]`` where ``mask``, ``-inf`` elsewhere (unmasked indices may be pads or out of range)."""
     return torch.where(mask, ref.gather(1, torch.where(mask, idx, 0)), -torch.inf)
@@ -224,8 +232,7 @@ def check_topk_multiset_equal(
             raise ValueError("ref_indices has an entry outside [0, visible) that is not the pad value")
         if not torch.equal(rreal.sum(1), n_exp):
             raise ValueError("ref_indices must hold exactly min(k, visible) real entries per row")
-        rs = torch.where(rreal, ridx, pad).sort(dim=1).values
-        if bool(((rs[:, 1:] == rs[:, :-1]) & (rs[:, 1:] != pad)).any()):
+        if bool(_repeated(ridx, ~rreal, pad).any()):
             raise ValueError("ref_indices selects a column twice in a row")
         want = _scores_at(ref, ridx, rreal).sort(dim=1, descending=True).values
     else:
@@ -241,13 +248,7 @@ def check_topk_multiset_equal(
     bad: dict[str, torch.Tensor] = {}
     out_of_range = real & ((idx < 0) | (idx >= vis[:, None]))
     bad["range"] = out_of_range
-    srt, order = idx.masked_fill(is_pad, pad).sort(dim=1)
-    dup_sorted = torch.zeros_like(is_pad)
-    if k > 1:
-        same = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] != pad)
-        dup_sorted[:, 1:] = same
-    dup = torch.zeros_like(is_pad).scatter(1, order, dup_sorted)
-    bad["duplicate"] = dup
+    bad["duplicate"] = _repeated(idx, is_pad, pad)
     bad["padding"] = real & (torch.cumsum(is_pad.long(), dim=1) > 0)
     count_bad = real.sum(1) != n_exp
     bad["count"] = count_bad[:, None] & torch.ones_like(is_pad)
