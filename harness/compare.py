@@ -6,9 +6,15 @@ Shaped like ``torch.testing._comparison``: the ``check_*`` functions return a
 with ``__tracebackhide__`` so pytest shows the caller's line. Every check, passing or not, is reported to
 ``harness.summary.record``.
 
-NaN never passes unless the caller says so (``equal_nan=True`` / ``nan_equal=True``); inf must match
-exactly; FP8 NaN/inf codes never pass a ULP rule (hardware casts saturate, so a special code in a kernel's
-output is a bug, not rounding).
+NaN never passes unless the caller says so (``equal_nan=True`` / ``nan_equal=True``, and then only NaN
+facing NaN at the same index), and ``max_mismatch`` never covers a NaN mismatch: it is meant for rounding
+outliers, and a NaN is not one. Inf must match exactly; FP8 NaN/inf codes never pass a ULP rule (hardware
+casts saturate, so a special code in a kernel's output is a bug, not rounding).
+
+A float comparison takes a float rule (rtol/atol), an FP8 one a code rule (max_ulp): a row of the other kind
+is refused rather than read as "exact" (see ``Tolerance.kind``). Inputs that cannot be compared (not a
+tensor, on the meta device, sparse, complex, bool, the wrong dtype) raise a TypeError/ValueError naming the
+argument; a shape mismatch is a failed comparison (an AssertionError), as in ``torch.testing``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from harness.report import HIST_BINS, MAX_ROWS, Mismatch, Row
 from harness.tolerances import Tolerance
 
 __all__ = [
+    "check_tensor_arg",
     "check_close",
     "check_fp8",
     "assert_close_tol",
@@ -81,10 +88,38 @@ def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(out)) if shape else ()
 
 
-def _check_tol(tol: Any) -> Tolerance:
+def _check_tol(tol: Any, kind: str) -> Tolerance:
     if not isinstance(tol, Tolerance):
         raise TypeError(f"tol must be a harness.tolerances.Tolerance, got {type(tol).__name__}")
+    if tol.kind != kind:
+        what = "FP8 codes need" if kind == "codes" else "a float comparison needs"
+        need = "a code rule (max_ulp set)" if kind == "codes" else "a float rule (rtol/atol, max_ulp unset)"
+        raise ValueError(
+            f"tol {tol!r} is a {tol.kind} rule, but {what} {need}; look the row up with "
+            f"lookup(..., kind={kind!r}) or tolerance(..., kind={kind!r})"
+        )
     return tol
+
+
+def check_tensor_arg(t: Any, name: str) -> torch.Tensor:
+    """``t`` if it is a tensor whose values can be read; else an error naming ``name`` (shared with topk)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it has a shape and a dtype but no values to compare")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} has layout {t.layout}; pass a dense tensor ({name}.to_dense())")
+    if t.is_complex():
+        raise TypeError(f"{name} is complex ({t.dtype}); compare its .real and .imag separately")
+    if t.dtype == torch.bool:
+        raise TypeError(f"{name} is a bool tensor; compare masks with torch.equal")
+    return t
+
+
+def _check_flag(v: Any, name: str) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name} must be True or False, got {v!r}")
+    return v
 
 
 def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, kind: str, **ctx: Any) -> Mismatch | None:
@@ -94,8 +129,8 @@ def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, kind: str, **ctx: Any) -> 
         kind="shape",
         n=e.numel(),
         k=e.numel(),
-        detail=f"The values for attribute 'shape' do not match: {tuple(a.shape)} != {tuple(e.shape)} "
-        f"(actual vs expected); {kind} checks never broadcast.",
+        detail=f"actual has shape {tuple(a.shape)}, expected has shape {tuple(e.shape)}; {kind} checks never "
+        f"broadcast.",
         **ctx,
     )
 
@@ -131,10 +166,10 @@ def check_close(
     ``equal_nan`` (then NaN must face NaN); ±inf must face the identical inf. Up to
     ``floor(tol.max_mismatch * n)`` elements may break the rule.
     """
-    tol = _check_tol(tol)
+    tol = _check_tol(tol, "float")
+    _check_flag(equal_nan, "equal_nan")
     for name, t in (("actual", actual), ("expected", expected)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        check_tensor_arg(t, name)
         if t.dtype in fp8._BY_TORCH_DTYPE or t.dtype == torch.uint8:
             raise TypeError(
                 f"{name} has dtype {t.dtype}: compare FP8 codes with assert_fp8_close / "
@@ -171,7 +206,8 @@ def check_close(
     )
     k = int((~ok).sum())
     allowed_k = _allowed_k(tol, n)
-    passed = k <= allowed_k
+    nan_bad = int((nan & ~ok).sum())
+    passed = k <= allowed_k and nan_bad == 0
 
     worst_abs = worst_ratio = None
     m = Mismatch(kind="float", n=n, k=k, allowed_k=allowed_k, **ctx)
@@ -220,7 +256,8 @@ def check_close(
     m.rule = (
         f"|actual - expected| <= atol + rtol * |expected| (atol={tol.atol:.1e}, rtol={tol.rtol:.1e}); "
         f"{'NaN must face NaN (equal_nan=True)' if equal_nan else 'NaN never passes'}; inf must match "
-        f"exactly" + (f"; up to {tol.max_mismatch:.2%} of elements may break it" if tol.max_mismatch else "")
+        f"exactly" + (f"; up to {tol.max_mismatch:.2%} of elements may break it, none of them by NaN"
+                      if tol.max_mismatch else "")
     )
     if actual.dtype != expected.dtype:
         m.notes.append(
@@ -228,6 +265,8 @@ def check_close(
         )
     if nan.any():
         m.notes.append(f"NaN: {int(torch.isnan(a).sum())} in actual, {int(torch.isnan(e).sum())} in expected")
+    if nan_bad and k <= allowed_k:
+        m.notes.append(f"{nan_bad} of the mismatches involve NaN, which max_mismatch never covers")
     return m
 
 
@@ -248,8 +287,9 @@ def _fp8_check(
     rule_prefix: str,
 ) -> Mismatch | None:
     f = fp8.get_format(fmt)
-    a = fp8.as_codes(actual, f, name="actual")
-    e = fp8.as_codes(expected, f, name="expected")
+    _check_flag(nan_equal, "nan_equal")
+    a = fp8.as_codes(check_tensor_arg(actual, "actual"), f, name="actual")
+    e = fp8.as_codes(check_tensor_arg(expected, "expected"), f, name="expected")
     if not (
         isinstance(floor, (int, float))
         and not isinstance(floor, bool)
@@ -272,7 +312,8 @@ def _fp8_check(
     n = e.numel()
     ulp = fp8.ulp_distance(a, e, f)
     va, ve = fp8.decode(a, f).double(), fp8.decode(e, f).double()
-    special = fp8.is_nan_code(a, f) | fp8.is_nan_code(e, f) | fp8.is_inf_code(a, f) | fp8.is_inf_code(e, f)
+    nan = fp8.is_nan_code(a, f) | fp8.is_nan_code(e, f)
+    special = nan | fp8.is_inf_code(a, f) | fp8.is_inf_code(e, f)
     diff = (va - ve).abs()
     same_sign = (va * ve) >= 0  # a zero counts as either sign
     ok = ((ulp <= max_ulp) | ((diff <= floor) & same_sign)) & ~special
@@ -284,7 +325,8 @@ def _fp8_check(
         ulp = torch.where(same_nan, torch.zeros_like(ulp), ulp)
     k = int((~ok).sum())
     allowed_k = _allowed_k(tol, n)
-    passed = k <= allowed_k
+    nan_bad = int((nan & ~ok).sum())
+    passed = k <= allowed_k and nan_bad == 0
 
     m = Mismatch(kind="fp8", n=n, k=k, allowed_k=allowed_k, max_ulp=max_ulp, **ctx)
     worst_ulp = worst_abs = None
@@ -327,8 +369,10 @@ def _fp8_check(
         rule += f", or |decoded difference| <= {floor:.3e} with the same sign (a zero has either sign)"
     rule += "; NaN/inf codes never pass" + (" (identical NaN codes do: nan_equal=True)" if nan_equal else "")
     if tol.max_mismatch:
-        rule += f"; up to {tol.max_mismatch:.2%} of elements may break it"
+        rule += f"; up to {tol.max_mismatch:.2%} of elements may break it, none of them by NaN"
     m.rule = rule
+    if nan_bad and k <= allowed_k:
+        m.notes.append(f"{nan_bad} of the mismatches involve a NaN code, which max_mismatch never covers")
     return m
 
 
@@ -342,10 +386,11 @@ def check_fp8(
     dtype: str = "",
     nan_equal: bool = False,
 ) -> Mismatch | None:
-    """FP8 codes within ``tol.max_ulp`` codes (None means 0), or within ``tol.ulp_floor`` in value with the
-    same sign; up to ``floor(tol.max_mismatch * n)`` elements may break that. None when it holds."""
-    tol = _check_tol(tol)
-    max_ulp = 0 if tol.max_ulp is None else tol.max_ulp
+    """FP8 codes within ``tol.max_ulp`` codes (a code rule: a float row is refused), or within
+    ``tol.ulp_floor`` in value with the same sign; up to ``floor(tol.max_mismatch * n)`` elements may break
+    that, never a NaN. None when it holds."""
+    tol = _check_tol(tol, "codes")
+    max_ulp = tol.max_ulp
     return _fp8_check(
         actual_codes,
         expected_codes,
@@ -404,7 +449,7 @@ def assert_fp8_close(
     if tol is not None:
         if max_ulp != 0 or max_mismatch != 0.0:
             raise ValueError("assert_fp8_close: pass either tol= or max_ulp=/max_mismatch=, not both")
-        t = _check_tol(tol)
+        t = _check_tol(tol, "codes")
     else:
         t = Tolerance(max_ulp=max_ulp, max_mismatch=max_mismatch, key=_EXPLICIT)  # validates both
     _raise(check_fp8(actual, expected, fmt, t, op=op, dtype=dtype, nan_equal=nan_equal), msg)
@@ -424,7 +469,8 @@ def assert_fp8_within_one_ulp(
 ) -> None:
     """The mixed check: an element passes when its codes are at most 1 apart, or its decoded values differ
     by at most ``floor`` with the same sign. ``floor`` comes from the argument, else ``tol.ulp_floor``,
-    else 0; ``tol.max_mismatch`` (if any) still applies. A tol whose max_ulp is not 1 is refused."""
+    else 0; ``tol.max_mismatch`` (if any) still applies. A tol whose max_ulp is not 1 is refused (a float
+    row too: it has no max_ulp)."""
     __tracebackhide__ = True
     if floor is not None and not (
         isinstance(floor, (int, float))
@@ -434,8 +480,8 @@ def assert_fp8_within_one_ulp(
     ):
         raise ValueError(f"floor must be a finite number >= 0, got {floor!r}")
     if tol is not None:
-        _check_tol(tol)
-        if tol.max_ulp not in (None, 1):
+        _check_tol(tol, "codes")
+        if tol.max_ulp != 1:
             raise ValueError(
                 f"assert_fp8_within_one_ulp: tol.max_ulp={tol.max_ulp} contradicts the 1-ULP rule; "
                 f"use assert_fp8_close(tol=...) for other bounds"

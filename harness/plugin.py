@@ -1,24 +1,41 @@
 """pytest plugin entry point (``pytest11: harness``); disable with ``-p no:harness``.
 
-Thin on purpose: options, markers, lane set-up, collection-time arch gating and fixtures. The numerics
-live in the library modules, the golden and compile-matrix machinery in their own hook modules.
+Thin on purpose: options, markers, lane set-up, collection-time gating and fixtures. The numerics live in
+the library modules; the golden, compile-matrix and xdist GPU-pinning machinery in their own hook modules.
+
+Lane and arch are two things. The *lane* (``interp`` or ``gpu``) is where kernels execute: it decides
+``TRITON_INTERPRET``, the ``device`` fixture and the ``gpu`` / ``interp_only`` markers. The *arch* (detected,
+or assumed with ``--harness-arch``) is what the run is judged as: dtype_case support, the ``arch`` /
+``min_arch`` markers and tolerance rows. ``--harness-lane=interp --harness-arch=sm80`` on a CPU box runs the
+interpreter (device ``cpu``, interp_only tests run) with sm80's dtype cases and rows.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
+import sys
 from typing import Any
 
 import pytest
 
 from harness import summary
-from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, parse_arch, set_current_arch
+from harness.arch import ENV_ARCH, Arch, _interpreting, current_arch, detect_arch, parse_arch, set_current_arch
 
 arch_key = pytest.StashKey[Arch]()
+lane_key = pytest.StashKey[str]()
 collector_key = pytest.StashKey[summary.Collector]()
 
-_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks")
+#: What the tolerance fixture and goldens use when a test has no ``harness_op`` marker: no rows of its own,
+#: so the wildcard-op rows (torch.testing's defaults) apply.
+DEFAULT_OP = "default"
+
+# Sessions configured in this process and not yet cleaned up: a pytester session inside a test is nested
+# and inherits the outer process's modules (and their kernels), which are not its own doing.
+_open_sessions = 0
+
+_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks", "harness._gpu_hooks")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
@@ -63,7 +80,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 def _choose_lane(config: pytest.Config) -> str:
     lane = config.getoption("harness_lane")
-    interp_env = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+    interp_env = _interpreting()
     if lane == "auto":
         if interp_env:
             return "interp"
@@ -80,9 +97,49 @@ def _choose_lane(config: pytest.Config) -> str:
     return lane
 
 
+def _early_kernels() -> list[str]:
+    """Kernels that exist as GPU ``JITFunction`` objects (outside Triton and torch themselves).
+
+    Triton picks ``JITFunction`` or the interpreter's ``InterpretedFunction`` when ``@triton.jit`` runs, by
+    ``TRITON_INTERPRET`` at that moment. A kernel module imported before the plugin set it (from a
+    conftest.py, which pytest imports before ``pytest_configure``) keeps GPU kernels, and launching one on a
+    machine without a GPU fails deep inside Triton with ``RuntimeError: 0 active drivers``.
+    """
+    jit = sys.modules.get("triton.runtime.jit")
+    cls = getattr(jit, "JITFunction", None)
+    if cls is None:
+        return []
+    found = set()
+    for obj in gc.get_objects():
+        if issubclass(type(obj), cls):  # type(), not isinstance: some lazy objects warn on __class__
+            fn = getattr(obj, "fn", None)
+            module = getattr(fn, "__module__", None) or "?"
+            if module.split(".")[0] not in ("triton", "torch"):
+                found.add(f"{module}.{getattr(fn, '__qualname__', '?')}")
+    return sorted(found)
+
+
+def _refuse_early_kernels() -> None:
+    kernels = _early_kernels()
+    if not kernels:
+        return
+    shown = ", ".join(kernels[:5]) + (f" (+{len(kernels) - 5} more)" if len(kernels) > 5 else "")
+    raise pytest.UsageError(
+        f"harness: Triton kernels were created before the plugin switched to the interpreter lane: {shown}. "
+        f"They were decorated while TRITON_INTERPRET was unset (a conftest.py or plugin imported their module "
+        f"before pytest_configure), so they are GPU kernels and would fail with 'RuntimeError: 0 active "
+        f"drivers'. Import kernel modules from test modules or fixtures, not at the top of a conftest.py, "
+        f"or export TRITON_INTERPRET=1 before starting pytest."
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global _open_sessions
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
+    nested = _open_sessions > 0
+    _open_sessions += 1
+    config.add_cleanup(_close_session)
     lane = _choose_lane(config)
     if lane == "interp":
         # Must happen before any kernel module is imported: Triton decides at decoration time. Restored at
@@ -90,8 +147,16 @@ def pytest_configure(config: pytest.Config) -> None:
         previous_env = os.environ.get("TRITON_INTERPRET")
         os.environ["TRITON_INTERPRET"] = "1"
         config.add_cleanup(lambda: _restore_env("TRITON_INTERPRET", previous_env))
+        if not nested:
+            _refuse_early_kernels()
+    config.stash[lane_key] = lane
     override = config.getoption("harness_arch")
     arch = parse_arch(override) if override else detect_arch()
+    if lane == "gpu" and not arch.is_gpu:
+        raise pytest.UsageError(
+            f"--harness-arch={override}: the gpu lane runs kernels on a GPU, so the assumed arch must be a GPU "
+            f"arch (smXY, gfxNNN), not {arch.name}"
+        )
     previous_arch = set_current_arch(arch)
     config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
@@ -108,6 +173,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[collector_key] = summary.activate()
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistReport(config), "harness-xdist-report")
+
+
+def _close_session() -> None:
+    global _open_sessions
+    _open_sessions -= 1
 
 
 def _restore_env(name: str, value: str | None) -> None:
@@ -128,17 +198,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if arch is None:
         return []
     forced = " (forced by --harness-arch)" if config.getoption("harness_arch") else ""
-    return [f"harness: arch {arch.name} [{arch.kind}]{forced}, "
+    return [f"harness: lane {config.stash[lane_key]}, arch {arch.name} [{arch.kind}]{forced}, "
             f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '0')}"]
 
 
 # --- collection-time gating -------------------------------------------------------------------------------
 
-def _gate(item: pytest.Item, arch: Arch) -> str | None:
-    if item.get_closest_marker("gpu") and not arch.is_gpu:
-        return f"needs a GPU (running on {arch.name})"
-    if item.get_closest_marker("interp_only") and arch.kind != "interp":
-        return f"interpreter-only (running on {arch.name})"
+def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
+    # the lane decides where a test can execute ...
+    if item.get_closest_marker("gpu") and lane != "gpu":
+        return f"needs a GPU (running on the {lane} lane)"
+    if item.get_closest_marker("interp_only") and lane != "interp":
+        return f"interpreter-only (running on the {lane} lane)"
+    # ... the (possibly assumed) arch what it is judged as
     m = item.get_closest_marker("arch")
     if m is not None:
         if not m.args:
@@ -159,9 +231,9 @@ def _gate(item: pytest.Item, arch: Arch) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    arch = config.stash[arch_key]
+    arch, lane = config.stash[arch_key], config.stash[lane_key]
     for item in items:
-        reason = _gate(item, arch)
+        reason = _gate(item, arch, lane)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -195,9 +267,16 @@ def harness_arch(pytestconfig: pytest.Config) -> Arch:
 
 
 @pytest.fixture(scope="session")
-def device(harness_arch: Arch) -> str:
-    """Where kernel tensors live: ``"cuda"`` on a GPU lane (ROCm too), ``"cpu"`` on the interpreter."""
-    return "cuda" if harness_arch.is_gpu else "cpu"
+def harness_lane(pytestconfig: pytest.Config) -> str:
+    """Where kernels execute: ``"interp"`` (Triton interpreter, CPU tensors) or ``"gpu"``."""
+    return pytestconfig.stash[lane_key]
+
+
+@pytest.fixture(scope="session")
+def device(harness_lane: str) -> str:
+    """Where kernel tensors live: ``"cuda"`` on the gpu lane (ROCm too), ``"cpu"`` on the interpreter. By
+    the lane, not the assumed arch: ``--harness-arch=sm80`` on a CPU box still runs on the CPU."""
+    return "cuda" if harness_lane == "gpu" else "cpu"
 
 
 def _node_seed(nodeid: str, base: int) -> int:
@@ -220,21 +299,24 @@ def rng(seed: int) -> Any:
 
 
 class ToleranceResolver:
-    """Resolves the table row for the running test; callable as ``tolerance(op=None, dtype=None)``."""
+    """Resolves the table row for the running test; callable as ``tolerance(op=None, dtype=None, kind=None)``.
+
+    op: the argument, else the ``harness_op`` marker, else :data:`DEFAULT_OP` (as goldens do), which has no
+    rows of its own, so torch.testing's defaults apply. dtype: the argument, else the test's dtype_case id.
+    kind: ``"float"`` / ``"codes"`` skips rows of the other kind (see ``harness.tolerances``).
+    """
 
     def __init__(self, arch: Arch, op: str | None, dtype: str | None, overrides: dict[str, Any]) -> None:
         self.arch, self.op, self.dtype, self.overrides = arch, op, dtype, overrides
 
-    def __call__(self, op: str | None = None, dtype: Any = None) -> Any:
+    def __call__(self, op: str | None = None, dtype: Any = None, kind: str | None = None) -> Any:
         from harness.tolerances import lookup
 
-        op = op or self.op
-        if not op:
-            raise LookupError("tolerance(): no op; pass op=... or mark the test @pytest.mark.harness_op('name')")
+        op = op or self.op or DEFAULT_OP
         dtype = dtype if dtype is not None else self.dtype
         if dtype is None:
             raise LookupError("tolerance(): no dtype; pass dtype=... (the test has no dtype_case)")
-        tol = lookup(op, dtype, self.arch)
+        tol = lookup(op, dtype, self.arch, kind=kind)
         return tol.with_(**self.overrides) if self.overrides else tol
 
     def __repr__(self) -> str:
@@ -319,4 +401,4 @@ class _XdistReport:
             col.merge(data)
 
 
-__all__ = ["ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op"]
+__all__ = ["DEFAULT_OP", "ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op", "lane_key"]

@@ -4,9 +4,24 @@ Why a table and not literals in tests: a tolerance is a *measured fact about an 
 FP8 casts are off by several codes near the subnormal range; H200 casts are exact), so it belongs next to
 the note that says how it was measured, and a test should only name what it checks.
 
-Lookup order: op in (op, "*") → arch in ``Arch.chain()`` (name, family, kind, "*") → dtype in (dtype, the
-source part of a case id such as ``bf16`` of ``bf16-e4nv``, "*"). A miss raises ``KeyError`` listing every
-key tried; there is no silent default beyond the rows below.
+Two kinds of rule: a *float* rule (rtol/atol, ``max_ulp`` unset) for float tensors and a *code* rule
+(``max_ulp`` set, optionally ``ulp_floor``) for FP8 codes. A row is one or the other, never both, and
+``harness.compare`` refuses a row of the wrong kind: a float row read as FP8 codes used to mean "0 ULP", an
+FP8 row read as floats "rtol = atol = 0", both silently.
+
+Precedence (``lookup``), three nested loops, the first row found wins:
+
+1. op:    the test's op, then ``"*"``. The op is the outermost loop: ANY row of the op, even at ``*`` arch and
+          ``*`` dtype, beats every wildcard-op row, even one at the exact arch and dtype. A wildcard-op row
+          is a default for ops that have no rows of their own, never a cap on the ones that do.
+2. arch:  ``Arch.chain()``: the exact name (``sm86``), its family (``sm80``), its kind (``cuda``), ``"*"``.
+          Within one op the arch beats the dtype: ``op/*/sm90`` wins over ``op/bf16/cuda`` on sm90.
+3. dtype: the key as given (a case id ``bf16-e4nv`` or a short name ``bf16``), then the source part of a
+          case id (``bf16``), then ``"*"``.
+
+With ``kind="float"`` / ``kind="codes"`` rows of the other kind are skipped (and named in the error), so the
+walk goes on to a row that fits. A miss raises ``KeyError`` listing every key tried; there is no silent
+default beyond the rows below.
 """
 
 from __future__ import annotations
@@ -52,6 +67,18 @@ class Tolerance:
             not isinstance(self.max_ulp, int) or isinstance(self.max_ulp, bool) or self.max_ulp < 0
         ):
             raise ValueError(f"Tolerance.max_ulp must be an int >= 0 or None, got {self.max_ulp!r}")
+        if self.max_ulp is not None and (self.rtol or self.atol):
+            raise ValueError(
+                f"Tolerance: rtol/atol belong to a float rule and max_ulp to an FP8 code rule; got both "
+                f"(rtol={self.rtol!r}, atol={self.atol!r}, max_ulp={self.max_ulp!r})"
+            )
+        if self.max_ulp is None and self.ulp_floor:
+            raise ValueError(f"Tolerance.ulp_floor={self.ulp_floor!r} needs max_ulp (it relaxes an FP8 code rule)")
+
+    @property
+    def kind(self) -> str:
+        """``"codes"`` (an FP8 code rule: max_ulp set) or ``"float"`` (rtol/atol)."""
+        return "float" if self.max_ulp is None else "codes"
 
     def with_(self, **changes: Any) -> Tolerance:
         """A copy with fields overridden (per-test override); the key records that it was overridden."""
@@ -117,23 +144,37 @@ def register(op: str, dtype: Any, arch: str | Arch, tol: Tolerance, *, origin: s
     _ORIGIN[key] = origin
 
 
-def lookup(op: str, dtype: Any, arch: str | Arch) -> Tolerance:
-    """The most specific row for (op, dtype, arch); ``KeyError`` listing the keys tried if none."""
-    a = parse_arch(arch) if isinstance(arch, str) else arch
+def lookup(op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
+    """The first row in precedence order (module docstring) for (op, dtype, arch), of ``kind`` when given
+    (``"float"`` or ``"codes"``); ``KeyError`` listing the keys tried if none."""
+    if not isinstance(op, str) or not op:
+        raise ValueError(f"op must be a non-empty string, got {op!r}")
+    if kind not in (None, "float", "codes"):
+        raise ValueError(f"kind must be None, 'float' or 'codes', got {kind!r}")
+    a = parse_arch(arch)
     d = _norm_dtype(dtype)
     dtypes = [d]
     if "-" in d:
         dtypes.append(d.split("-", 1)[0])
     dtypes.append("*")
-    tried = []
+    tried, skipped = [], []
     for o in dict.fromkeys((op, "*")):
         for ak in a.chain():
             for dk in dict.fromkeys(dtypes):
                 k = (o, dk, ak)
                 tried.append("/".join(k))
-                if k in _TABLE:
-                    return _TABLE[k]
-    raise KeyError(f"no tolerance row for op={op!r} dtype={d!r} arch={a.name!r}; tried: {', '.join(tried)}")
+                row = _TABLE.get(k)
+                if row is None:
+                    continue
+                if kind is not None and row.kind != kind:
+                    skipped.append(f"{row.key} ({row.kind} rule)")
+                    continue
+                return row
+    what = f" {kind} rule" if kind else ""
+    msg = f"no{what} tolerance row for op={op!r} dtype={d!r} arch={a.name!r}; tried: {', '.join(tried)}"
+    if skipped:
+        msg += f"; skipped rows of the other kind: {', '.join(skipped)}"
+    raise KeyError(msg)
 
 
 _FIELDS = {"rtol", "atol", "max_ulp", "ulp_floor", "max_mismatch", "note"}

@@ -12,11 +12,21 @@ Checks per row, in this order (the first failing row and check is reported):
 2. ``duplicate`` no index appears twice;
 3. ``padding``   ``pad`` entries only trail the real ones;
 4. ``count``     exactly ``min(k, visible[r])`` real entries;
-5. ``nan``       no NaN among the reference scores of the visible columns (NaN never passes);
+5. ``nan``       no NaN among the reference scores of the visible columns;
 6. ``values``    sorted reference scores at the selection == sorted reference scores of the reference
-                 selection, within ``tol`` (``atol + rtol * |expected|``);
+                 selection, within ``tol`` (``atol + rtol * |expected|``); an infinite score must face the
+                 same infinity (a tolerance never stretches to or from inf);
 7. ``missing``   every visible column whose reference score exceeds the k-th reference score by more
                  than the tolerance is selected.
+
+NaN scores: a NaN among the reference scores of a row's *visible* columns fails that row (check ``nan``),
+selected or not and whatever ``tol`` says: with a NaN the reference has no order, so no selection can be
+shown right. Columns at or beyond ``visible[r]`` are not candidates and are never read, so padding may hold
+anything (NaN included). ±inf scores are ordinary, ordered values: +inf is the best score there is.
+
+Arguments that cannot be compared (not a tensor, meta, sparse, complex, bool, float indices, a ``pad`` that
+is a real column index, duplicate or out-of-range ``ref_indices``) raise a TypeError/ValueError naming the
+argument; a selection that is wrong, including one of the wrong shape, is an AssertionError.
 
 The message is built from an internal record and raised once at the public boundary, as in
 ``harness.compare``.
@@ -24,11 +34,13 @@ The message is built from an internal record and raised once at the public bound
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from harness.compare import check_tensor_arg
 from harness.tolerances import Tolerance
 
 __all__ = ["assert_topk_multiset_equal", "check_topk_multiset_equal", "TopkMismatch"]
@@ -108,6 +120,21 @@ def _as_tol(tol: Tolerance | float) -> Tolerance:
     return Tolerance(atol=float(tol))
 
 
+def _index_tensor(t: Any, name: str) -> torch.Tensor:
+    check_tensor_arg(t, name)
+    if t.dtype.is_floating_point:
+        raise TypeError(f"{name} must be an integer tensor, got {t.dtype}")
+    return t
+
+
+def _repeated(idx: torch.Tensor, is_pad: torch.Tensor, pad: int) -> torch.Tensor:
+    """Entries whose value already occurs in their row (pads excluded), by sorting each row."""
+    srt, order = idx.masked_fill(is_pad, pad).sort(dim=1)
+    rep = torch.zeros_like(is_pad)
+    rep[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] != pad)
+    return torch.zeros_like(is_pad).scatter(1, order, rep)
+
+
 def _scores_at(ref: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``ref[r, idx[r, j]]`` where ``mask``, ``-inf`` elsewhere (unmasked indices may be pads or out of range)."""
     return torch.where(mask, ref.gather(1, torch.where(mask, idx, 0)), -torch.inf)
@@ -119,7 +146,10 @@ def _visible_vector(visible: Any, rows: int, n: int, device: torch.device) -> to
     if isinstance(visible, int) and not isinstance(visible, bool):
         v = torch.full((rows,), visible, dtype=torch.long, device=device)
     elif isinstance(visible, torch.Tensor):
-        if visible.dtype.is_floating_point or visible.dtype == torch.bool or visible.shape != (rows,):
+        if visible.dtype == torch.bool:
+            raise ValueError(f"visible must be an int or an integer tensor of shape ({rows},), got a bool tensor")
+        _index_tensor(visible, "visible")
+        if visible.shape != (rows,):
             raise ValueError(
                 f"visible must be an int or an integer tensor of shape ({rows},), "
                 f"got {visible.dtype} {tuple(visible.shape)}"
@@ -149,14 +179,12 @@ def check_topk_multiset_equal(
     tol_ = _as_tol(tol)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
-    if not isinstance(ref_scores, torch.Tensor) or not ref_scores.dtype.is_floating_point:
-        raise TypeError("ref_scores must be a floating-point tensor [rows, columns]")
-    if (
-        not isinstance(indices, torch.Tensor)
-        or indices.dtype.is_floating_point
-        or indices.dtype == torch.bool
-    ):
-        raise TypeError("indices must be an integer tensor [rows, k]")
+    check_tensor_arg(ref_scores, "ref_scores")
+    if not ref_scores.dtype.is_floating_point:
+        raise TypeError(f"ref_scores must be a floating-point tensor [rows, columns], got {ref_scores.dtype}")
+    _index_tensor(indices, "indices")
+    if isinstance(pad, bool) or not isinstance(pad, int):
+        raise TypeError(f"pad must be an int, got {pad!r}")
     if ref_scores.dim() == 1:
         ref_scores = ref_scores[None]
     if indices.dim() == 1:
@@ -164,6 +192,8 @@ def check_topk_multiset_equal(
     if ref_scores.dim() != 2:
         raise ValueError(f"ref_scores must be [rows, columns], got shape {tuple(ref_scores.shape)}")
     rows, n = ref_scores.shape
+    if 0 <= pad < n:
+        raise ValueError(f"pad={pad} is a real column index (ref_scores has {n} columns); use a negative pad or >= {n}")
     tol_s = repr(tol_)
     stats: dict[str, Any] = {"n": rows, "worst_abs": 0.0, "worst_ratio": 0.0}
     if indices.dim() != 2 or indices.shape != (rows, k):
@@ -191,8 +221,7 @@ def check_topk_multiset_equal(
 
     # Reference selection: given, or top-k of the scores with invisible columns masked out.
     if ref_indices is not None:
-        if not isinstance(ref_indices, torch.Tensor) or ref_indices.dtype.is_floating_point:
-            raise TypeError("ref_indices must be an integer tensor [rows, k]")
+        _index_tensor(ref_indices, "ref_indices")
         ridx = ref_indices.to(cpu, torch.long)
         if ridx.dim() == 1:
             ridx = ridx[None]
@@ -203,25 +232,23 @@ def check_topk_multiset_equal(
             raise ValueError("ref_indices has an entry outside [0, visible) that is not the pad value")
         if not torch.equal(rreal.sum(1), n_exp):
             raise ValueError("ref_indices must hold exactly min(k, visible) real entries per row")
+        if bool(_repeated(ridx, ~rreal, pad).any()):
+            raise ValueError("ref_indices selects a column twice in a row")
         want = _scores_at(ref, ridx, rreal).sort(dim=1, descending=True).values
     else:
         masked = torch.where(torch.arange(n)[None, :] < vis[:, None], ref, -torch.inf)
         kk = min(k, n)
         want = torch.full((rows, k), -torch.inf, dtype=torch.float64)
         if kk:
-            want[:, :kk] = torch.topk(masked.nan_to_num(nan=torch.inf), kk, dim=1).values
+            # NaN sorts first so the row's 'nan' check reports it; infinities stay what they are
+            keyed = masked.nan_to_num(nan=math.inf, posinf=math.inf, neginf=-math.inf)
+            want[:, :kk] = torch.topk(keyed, kk, dim=1).values
         want = torch.where(pos < n_exp[:, None], want, -torch.inf)
 
     bad: dict[str, torch.Tensor] = {}
     out_of_range = real & ((idx < 0) | (idx >= vis[:, None]))
     bad["range"] = out_of_range
-    srt, order = idx.masked_fill(is_pad, pad).sort(dim=1)
-    dup_sorted = torch.zeros_like(is_pad)
-    if k > 1:
-        same = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] != pad)
-        dup_sorted[:, 1:] = same
-    dup = torch.zeros_like(is_pad).scatter(1, order, dup_sorted)
-    bad["duplicate"] = dup
+    bad["duplicate"] = _repeated(idx, is_pad, pad)
     bad["padding"] = real & (torch.cumsum(is_pad.long(), dim=1) > 0)
     count_bad = real.sum(1) != n_exp
     bad["count"] = count_bad[:, None] & torch.ones_like(is_pad)
@@ -234,11 +261,12 @@ def check_topk_multiset_equal(
     live = pos < n_exp[:, None]
     diff = (got - want).abs()
     allowed_v = tol_.atol + tol_.rtol * want.abs()
-    val_ok = (got == want) | (diff <= allowed_v)
+    infinite = torch.isinf(got) | torch.isinf(want)
+    val_ok = torch.where(infinite, got == want, diff <= allowed_v)
     val_bad = live & ~val_ok
 
     kth = torch.where(n_exp > 0, want.gather(1, (n_exp - 1).clamp(min=0)[:, None])[:, 0], torch.inf)
-    kth_allowed = tol_.atol + tol_.rtol * kth.abs()
+    kth_allowed = torch.where(torch.isfinite(kth), tol_.atol + tol_.rtol * kth.abs(), 0.0)
     selected = torch.zeros(rows, n + 1, dtype=torch.bool)
     sel_cols = torch.where(real & ~out_of_range, idx, n)
     selected.scatter_(1, sel_cols, True)

@@ -100,8 +100,7 @@ def test_float_shape_mismatch_is_an_error():
     _raises_lines(
         lambda: compare.assert_close_tol(torch.zeros(2, 3), torch.zeros(3, 2), QUARTER),
         r"Tensor-likes cannot be compared! \(dtype=fp32, arch=\w+\)",
-        r"The values for attribute 'shape' do not match: \(2, 3\) != \(3, 2\) \(actual vs expected\); "
-        r"tensor checks never broadcast\.",
+        r"actual has shape \(2, 3\), expected has shape \(3, 2\); tensor checks never broadcast\.",
         r"Tolerance: Tolerance\(rtol=2\.5e-01, atol=2\.5e-01\) \[test/quarter\]",
     )
 
@@ -186,6 +185,8 @@ def test_floor_rescues_a_small_value_difference():
         )  # boundary inclusive
     # the floor also comes from the tolerance row when not passed
     compare.assert_fp8_within_one_ulp(got, want, "e4nv", tol=Tolerance(max_ulp=1, ulp_floor=2 * E4NV_MIN_SUB))
+    with pytest.raises(AssertionError):  # the argument wins over the row
+        compare.assert_fp8_within_one_ulp(got, want, "e4nv", floor=0.0, tol=Tolerance(max_ulp=1, ulp_floor=1.0))
 
 
 def test_floor_does_not_rescue_a_sign_flip():
@@ -342,3 +343,188 @@ def test_max_mismatch_rounds_down():
     a[:2] = 1.0
     with pytest.raises(AssertionError, match=r"Mismatched elements: 2 / 19 \(10\.5%\), up to 1 allowed"):
         compare.assert_close_tol(a, e, TENTH_MAY_FAIL)
+
+
+# ------------------------------------------------------------------------------- issue 9: NaN, kinds, inputs
+
+
+def test_max_mismatch_never_covers_a_nan_float():
+    e = torch.zeros(10)
+    a = e.clone()
+    a[3] = 5.0
+    compare.assert_close_tol(a, e, TENTH_MAY_FAIL)  # control: a finite outlier is covered (1 of 10)
+    for got, want in ((a.clone().fill_(0).index_fill_(0, torch.tensor([3]), math.nan), e),
+                      (e, e.clone().index_fill_(0, torch.tensor([3]), math.nan))):
+        _raises_lines(
+            lambda got=got, want=want: compare.assert_close_tol(got, want, TENTH_MAY_FAIL),
+            r"Tensor-likes are not close! .*",
+            r"Mismatched elements: 1 / 10 \(10\.0%\), up to 1 allowed",
+            "...",
+            r"1 of the mismatches involve NaN, which max_mismatch never covers",
+            r"Rule: .*NaN never passes; inf must match exactly; up to 10\.00% of elements may break it, "
+            r"none of them by NaN",
+            ".*",
+        )
+    # equal_nan accepts NaN facing NaN at the same index only; NaN facing a number is still never covered
+    both = torch.zeros(20).index_fill_(0, torch.tensor([3]), math.nan)
+    compare.assert_close_tol(both, both, TENTH_MAY_FAIL, equal_nan=True)
+    with pytest.raises(AssertionError, match=r"2 / 20 \(10\.0%\), up to 2 allowed(.|\n)*2 of the mismatches involve"):
+        compare.assert_close_tol(both, both.roll(1), TENTH_MAY_FAIL, equal_nan=True)
+
+
+@pytest.mark.parametrize("side", ["actual", "expected"])
+def test_max_mismatch_never_covers_a_nan_code(side):
+    want = torch.full((10,), 0x38, dtype=torch.uint8)
+    got = want.clone()
+    got[4] = 0x3C  # 4 ULP: an outlier max_mismatch may cover
+    compare.assert_fp8_close(got, want, "e4nv", max_ulp=1, max_mismatch=0.1)
+    bad = want.clone()
+    bad[4] = 0x7F  # NaN
+    a, e = (bad, want) if side == "actual" else (want, bad)
+    with pytest.raises(AssertionError, match="1 of the mismatches involve a NaN code"):
+        compare.assert_fp8_close(a, e, "e4nv", max_ulp=1, max_mismatch=0.1)
+    with pytest.raises(AssertionError, match="max_mismatch never covers"):
+        compare.assert_fp8_within_one_ulp(a, e, "e4nv", tol=Tolerance(max_ulp=1, max_mismatch=0.1))
+    with pytest.raises(AssertionError, match="max_mismatch never covers"):  # not equal NaNs: 0x7f vs 0x38
+        compare.assert_fp8_close(a, e, "e4nv", max_ulp=1, max_mismatch=0.1, nan_equal=True)
+    compare.assert_fp8_close(bad, bad, "e4nv", max_mismatch=0.1, nan_equal=True)
+
+
+def test_a_row_of_the_other_kind_is_refused():
+    codes = _codes(0x38, 0x39)
+    float_row = Tolerance(rtol=1.6e-2, atol=1e-5, key="*/bf16/*")
+    code_row = Tolerance(max_ulp=0, key="fp8_cast/*/cuda")
+    with pytest.raises(ValueError, match=r"tol .*\[\*/bf16/\*\] is a float rule, but FP8 codes need a code rule"):
+        compare.assert_fp8_close(codes, codes, "e4nv", tol=float_row)
+    with pytest.raises(ValueError, match="is a float rule"):
+        compare.assert_fp8_within_one_ulp(codes, codes, "e4nv", tol=float_row)
+    with pytest.raises(ValueError, match="is a float rule"):
+        compare.check_fp8(codes, codes, "e4nv", Tolerance(max_mismatch=0.5))
+    with pytest.raises(ValueError, match=r"\[fp8_cast/\*/cuda\] is a codes rule, but a float comparison needs"):
+        compare.assert_close_tol(torch.ones(2), torch.ones(2), code_row)
+
+
+def _meta():
+    return torch.zeros(3, device="meta")
+
+
+def _sparse():
+    return torch.zeros(3).to_sparse()
+
+
+@pytest.mark.parametrize(
+    "make, exc, match",
+    [
+        (_meta, ValueError, "{name} is on the meta device"),
+        (_sparse, TypeError, r"{name} has layout torch.sparse_coo; pass a dense tensor \({name}.to_dense\(\)\)"),
+        (lambda: torch.zeros(3, dtype=torch.complex64), TypeError, r"{name} is complex \(torch.complex64\)"),
+        (lambda: torch.zeros(3, dtype=torch.bool), TypeError, "{name} is a bool tensor"),
+        (lambda: [0.0, 0.0, 0.0], TypeError, "{name} must be a torch.Tensor, got list"),
+    ],
+)
+@pytest.mark.parametrize("name", ["actual", "expected"])
+def test_unusable_inputs_name_the_argument(make, exc, match, name):
+    good_f, good_c = torch.zeros(3), _codes(0, 0, 0)
+    for good, call in (
+        (good_f, lambda a, e: compare.assert_close_tol(a, e, QUARTER)),
+        (good_c, lambda a, e: compare.assert_fp8_close(a, e, "e4nv")),
+        (good_c, lambda a, e: compare.assert_fp8_within_one_ulp(a, e, "e4nv")),
+    ):
+        args = (make(), good) if name == "actual" else (good, make())
+        with pytest.raises(exc, match=match.format(name=name)):
+            call(*args)
+
+
+def test_wrong_dtypes_name_the_argument():
+    with pytest.raises(TypeError, match="expected must hold FP8 codes .* got torch.float32"):
+        compare.assert_fp8_close(_codes(0), torch.zeros(1), "e4nv")
+    with pytest.raises(TypeError, match="actual must be a floating-point tensor, got dtype torch.int64"):
+        compare.assert_close_tol(torch.zeros(1, dtype=torch.long), torch.zeros(1), QUARTER)
+    with pytest.raises(TypeError, match="equal_nan must be True or False"):
+        compare.assert_close_tol(torch.zeros(1), torch.zeros(1), QUARTER, equal_nan="yes")
+    with pytest.raises(TypeError, match="nan_equal must be True or False"):
+        compare.assert_fp8_close(_codes(0), _codes(0), "e4nv", nan_equal=1)
+
+
+def test_fp8_shape_mismatch_is_a_failure_naming_both():
+    _raises_lines(
+        lambda: compare.assert_fp8_close(_codes(1, 2), _codes(1, 2, 3), "e4nv"),
+        r"Tensor-likes cannot be compared! \(dtype=e4nv, format=e4nv, arch=\w+\)",
+        r"actual has shape \(2,\), expected has shape \(3,\); FP8 checks never broadcast\.",
+        ".*",
+    )
+
+
+# ------------------------------------------------------------------------------- issue 9: branch coverage
+
+
+def test_float_sign_flip_fails():
+    """|a - e|, not ||a| - |e||: a flipped sign is an error of twice the magnitude."""
+    e = torch.tensor([1.0, -2.0, 0.5])
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 3 / 3"):
+        compare.assert_close_tol(-e, e, Tolerance(rtol=0.5, atol=0.25))
+    compare.assert_close_tol(e * 1.5, e, Tolerance(rtol=0.5, atol=0.0))  # same size of change, same sign
+
+
+def test_atol_and_rtol_are_not_swapped_and_rtol_scales_expected():
+    e, a = torch.tensor([4.0]), torch.tensor([5.0])
+    compare.assert_close_tol(a, e, Tolerance(rtol=0.25))  # 1 <= 0.25 * 4
+    with pytest.raises(AssertionError):
+        compare.assert_close_tol(a, e, Tolerance(atol=0.25))
+    z, small = torch.tensor([0.0]), torch.tensor([0.25])
+    compare.assert_close_tol(small, z, Tolerance(atol=0.25))
+    with pytest.raises(AssertionError):
+        compare.assert_close_tol(small, z, Tolerance(rtol=0.25))
+    # rtol multiplies |expected|, not |actual|: 1 vs 3 at rtol 1 is 2 > 1 * |1| (but <= 1 * |3|)
+    with pytest.raises(AssertionError):
+        compare.assert_close_tol(torch.tensor([3.0]), torch.tensor([1.0]), Tolerance(rtol=1.0))
+    compare.assert_close_tol(torch.tensor([1.0]), torch.tensor([3.0]), Tolerance(rtol=1.0))
+
+
+def test_max_mismatch_boundary_survives_float_rounding():
+    """0.29 * 100 is 28.999999999999996 in binary: 29 mismatches are allowed, 30 are not."""
+    tol = Tolerance(max_mismatch=0.29, key="test/29")
+    e = torch.zeros(100)
+    a = e.clone()
+    a[:29] = 1.0
+    compare.assert_close_tol(a, e, tol)
+    a[29] = 1.0
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 30 / 100 \(30\.0%\), up to 29 allowed"):
+        compare.assert_close_tol(a, e, tol)
+    codes = torch.full((100,), 0x38, dtype=torch.uint8)
+    bad = codes.clone()
+    bad[:29] += 2
+    compare.assert_fp8_close(bad, codes, "e4nv", max_ulp=1, max_mismatch=0.29)
+    bad[29] += 2
+    with pytest.raises(AssertionError, match=r"30 / 100 .*up to 29 allowed"):
+        compare.assert_fp8_close(bad, codes, "e4nv", max_ulp=1, max_mismatch=0.29)
+
+
+def test_ulp_histogram_counts_every_bin_edge():
+    dists = [0, 1, 2, 3, 4, 7, 8, 20]
+    want = _codes(*([0x38] * (len(dists) + 1)))
+    got = _codes(*[0x38 + d for d in dists], 0x7F)  # ... and a NaN: far
+    counts = {"0": 1, "1": 1, "2": 1, "3": 1, "4-7": 2, "8+": 2, "far/NaN": 1}
+    m = compare.check_fp8(got, want, "e4nv", Tolerance(max_ulp=0))
+    assert m.hist == counts
+    assert report.ulp_histogram(dists + [fp8.ULP_FAR]) == counts
+    assert sum(m.hist.values()) == m.n
+    assert (m.k, m.worst_ulp) == (8, fp8.ULP_FAR)
+
+
+def test_strided_views_report_logical_indices():
+    base = torch.zeros(4, 3)
+    view = base.t()  # [3, 4], not contiguous
+    assert not view.is_contiguous()
+    base[2, 1] = 1.0  # view[1, 2]
+    with pytest.raises(AssertionError, match=r"Greatest absolute difference: 1\.000e\+00 at index \(1, 2\)"):
+        compare.assert_close_tol(view, torch.zeros(3, 4), EXACT_FLOAT)
+    codes = torch.full((8,), 0x38, dtype=torch.uint8)
+    codes[6] = 0x3B
+    with pytest.raises(AssertionError, match=r"Greatest ULP distance: 3 at index \(3,\)"):
+        compare.assert_fp8_close(codes[::2], _codes(0x38, 0x38, 0x38, 0x38), "e4nv")
+
+
+def test_plus_and_minus_inf_codes_are_far_apart():
+    with pytest.raises(AssertionError, match=r"far \(NaN/inf\)"):
+        compare.assert_fp8_close(_codes(0x7C), _codes(0xFC), "e5m2", max_ulp=200)

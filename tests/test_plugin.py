@@ -1,5 +1,6 @@
 """The plugin as pytest plugins are tested: through pytester, in throwaway projects."""
 
+import fnmatch
 import json
 import os
 
@@ -106,15 +107,18 @@ def test_interp(): pass
 
 @pytest.mark.parametrize(
     "arch, passed, reasons",
-    [("sm86", ["test_gpu", "test_ampere"],
-      ["*needs sm90 family (running on sm86)*", "*needs sm89+ (running on sm86)*", "*interpreter-only*"]),
-     ("sm100", ["test_gpu", "test_ada_plus"], ["*needs sm90 family (running on sm100)*"]),
-     ("sm90", ["test_gpu", "test_hopper", "test_ada_plus"], ["*needs sm80 family (running on sm90)*"]),
-     ("interp", ["test_interp"], ["*needs a GPU (running on interp)*"])],
+    [("sm86", ["test_interp", "test_ampere"],
+      ["*needs sm90 family (running on sm86)*", "*needs sm89+ (running on sm86)*"]),
+     ("sm100", ["test_interp", "test_ada_plus"], ["*needs sm90 family (running on sm100)*"]),
+     ("sm90", ["test_interp", "test_hopper", "test_ada_plus"], ["*needs sm80 family (running on sm90)*"]),
+     ("interp", ["test_interp"], ["*needs sm90 family (running on interp)*"])],
 )
 def test_exact_family_and_min_arch_gating(pytester, arch, passed, reasons):
+    """On the interpreter lane with an assumed arch: the arch markers follow the arch, the gpu and
+    interp_only markers the lane (tests/test_plugin_lane.py has the gpu lane)."""
     pytester.makepyfile(GATING)
-    result = pytester.runpytest("-rs", "-v", f"--harness-arch={arch}")
+    result = pytester.runpytest("-rs", "-v", "--harness-lane=interp", f"--harness-arch={arch}")
+    result.stdout.fnmatch_lines(["*needs a GPU (running on the interp lane)*"], consecutive=False)
     for name in passed:
         result.stdout.fnmatch_lines([f"*::{name} PASSED*"])
     result.stdout.fnmatch_lines(reasons, consecutive=False)
@@ -168,12 +172,19 @@ def test_tolerance_fixture_resolves_marker_and_override(pytester):
         def test_override(tolerance):
             t = tolerance(dtype="bf16")
             assert (t.rtol, t.key) == (0.75, "my.op/bf16/interp+override")
-        def test_needs_op(tolerance):
-            with pytest.raises(LookupError, match="no op"):
-                tolerance(dtype="bf16")
+        def test_no_op_defaults_like_goldens(tolerance):
+            assert tolerance(dtype="bf16").key == "*/bf16/*"
+            with pytest.raises(LookupError, match="no dtype"):
+                tolerance()
+        @pytest.mark.harness_op("fp8_cast")
+        def test_kind(tolerance):
+            assert tolerance(dtype="fp32").kind == "codes"
+            assert tolerance(dtype="fp32", kind="float").key == "*/fp32/*"
+            with pytest.raises(KeyError, match="skipped rows of the other kind"):
+                tolerance(op="nope", dtype="bf16-e4nv", kind="codes")
         """
     )
-    pytester.runpytest("--harness-arch=interp").assert_outcomes(passed=3)
+    pytester.runpytest("--harness-arch=interp").assert_outcomes(passed=4)
 
 
 def test_bad_tolerance_file_is_a_usage_error(pytester):
@@ -224,3 +235,22 @@ def test_report_table_json_and_junit(pytester, workers):
     assert rows[("my.op", "bf16")]["worst_abs"] == pytest.approx(0.004)
     assert len(rep["observations"]) == 8
     assert "harness[fp8_cast/bf16-e4nv/sm90]" in (pytester.path / "j.xml").read_text()
+
+
+@pytest.mark.parametrize(
+    "src, fragment",
+    [("@pytest.mark.arch()\ndef test_a(): pass", "*@pytest.mark.arch needs at least one arch name*"),
+     ("@pytest.mark.arch('ampere')\ndef test_a(): pass", "*arch 'ampere' is not understood*"),
+     ("@pytest.mark.min_arch('sm80', 'sm90')\ndef test_a(): pass", "*min_arch takes exactly one arch name*"),
+     ("@pytest.mark.dtype_cases('bf16')\ndef test_a(dtype_case): pass", "*dtype_cases takes keywords src= and fmt=*"),
+     ("@pytest.mark.dtype_cases(source='bf16')\ndef test_a(dtype_case): pass", "*dtype_cases got unknown*source*"),
+     ("@pytest.mark.harness_op('a', 'b')\ndef test_a(tolerance): pass", "*harness_op takes one op name*"),
+     ("@pytest.mark.tolerance(rtl=1)\ndef test_a(tolerance): tolerance(dtype='bf16')",
+      "*unknown Tolerance field(s): rtl*")],
+)
+def test_marker_misuse_is_reported_with_the_test(pytester, src, fragment):
+    pytester.makepyfile("import pytest\n" + src)
+    result = pytester.runpytest("--harness-lane=interp")
+    assert result.ret != pytest.ExitCode.OK
+    lines = result.outlines + result.errlines
+    assert any(fnmatch.fnmatch(line, fragment) for line in lines), "\n".join(lines)

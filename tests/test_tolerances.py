@@ -98,3 +98,105 @@ def test_toml_errors_name_file_and_row(tmp_path, body, match):
     f.write_text(body)
     with pytest.raises(ValueError, match=match):
         load_toml(f)
+
+
+# ------------------------------------------------------------------------------- issue 9: precedence, kinds
+
+
+def test_op_row_beats_wildcard_op_row_at_a_tighter_arch_and_dtype():
+    """Step 1 of the chain: the op loop is outermost. A wildcard-op row at the exact arch and dtype is a
+    default for ops without rows, never a cap on an op that has one (even at '*' arch and '*' dtype)."""
+    register("*", "bf16", "sm90", Tolerance(atol=0.5))
+    register("op4", "*", "*", Tolerance(atol=9.0))
+    assert lookup("op4", "bf16", "sm90").key == "op4/*/*"
+    assert lookup("other", "bf16", "sm90").key == "*/bf16/sm90"
+    assert lookup("other", "bf16", "sm80").key == "*/bf16/*"
+
+
+def test_arch_chain_each_step():
+    """Step 2: name -> family -> kind -> '*', each found only when the more specific ones are absent."""
+    op = "chain.op"
+    register(op, "bf16", "*", Tolerance(atol=4.0))
+    assert lookup(op, "bf16", "sm86").key == f"{op}/bf16/*"
+    register(op, "bf16", "cuda", Tolerance(atol=3.0))
+    assert lookup(op, "bf16", "sm86").key == f"{op}/bf16/cuda"
+    assert lookup(op, "bf16", "interp").key == f"{op}/bf16/*"  # another kind skips the cuda row
+    register(op, "bf16", "sm80", Tolerance(atol=2.0))
+    assert lookup(op, "bf16", "sm86").key == f"{op}/bf16/sm80"
+    assert lookup(op, "bf16", "sm89").key == f"{op}/bf16/cuda"  # sm89 is its own family, not sm80's
+    register(op, "bf16", "sm86", Tolerance(atol=1.0))
+    assert lookup(op, "bf16", "sm86").key == f"{op}/bf16/sm86"
+    assert lookup(op, "bf16", "sm87").key == f"{op}/bf16/sm80"
+
+
+def test_arch_beats_dtype_within_an_op():
+    """Between steps 2 and 3: an exact-arch row with '*' dtype wins over a kind row with the exact dtype."""
+    register("ad.op", "bf16", "cuda", Tolerance(atol=1.0))
+    register("ad.op", "*", "sm90", Tolerance(atol=2.0))
+    assert lookup("ad.op", "bf16", "sm90").key == "ad.op/*/sm90"
+    assert lookup("ad.op", "bf16", "sm80").key == "ad.op/bf16/cuda"
+
+
+def test_dtype_chain_each_step():
+    """Step 3: case id -> its source dtype -> '*'; a short name goes straight to '*'; the format part of a
+    case id is not a fallback."""
+    op = "dt.op"
+    register(op, "*", "sm90", Tolerance(atol=3.0))
+    register(op, "e4nv", "sm90", Tolerance(max_ulp=1))
+    assert lookup(op, "bf16-e4nv", "sm90").key == f"{op}/*/sm90"
+    register(op, "bf16", "sm90", Tolerance(atol=2.0))
+    assert lookup(op, "bf16-e4nv", "sm90").key == f"{op}/bf16/sm90"
+    assert lookup(op, "fp16-e4nv", "sm90").key == f"{op}/*/sm90"
+    register(op, "bf16-e4nv", "sm90", Tolerance(atol=1.0))
+    assert lookup(op, "bf16-e4nv", "sm90").key == f"{op}/bf16-e4nv/sm90"
+    assert lookup(op, "e4nv", "sm90").key == f"{op}/e4nv/sm90"
+
+
+def test_every_key_tried_is_listed_in_order():
+    tolerances._TABLE.clear()
+    with pytest.raises(KeyError) as e:
+        lookup("k", "bf16-e4nv", "sm86")
+    tried = e.value.args[0].split("tried: ")[1].split(", ")
+    assert tried[:4] == ["k/bf16-e4nv/sm86", "k/bf16/sm86", "k/*/sm86", "k/bf16-e4nv/sm80"]
+    assert tried[9:12] == ["k/bf16-e4nv/*", "k/bf16/*", "k/*/*"]
+    assert tried[12] == "*/bf16-e4nv/sm86" and tried[-1] == "*/*/*" and len(tried) == 24
+
+
+def test_kind_filter_skips_rows_of_the_other_kind():
+    # an FP8-only op asked for fp32 floats: the code row must not come back as "rtol = atol = 0"
+    assert lookup("fp8_cast", "fp32", "sm90").kind == "codes"  # unfiltered: the row there is
+    t = lookup("fp8_cast", "fp32", "sm90", kind="float")
+    assert t.key == "*/fp32/*" and t.kind == "float"
+    # an unknown op with an FP8 case: the bf16 float default is not a 0-ULP rule for codes
+    with pytest.raises(KeyError, match=r"no codes rule tolerance row .*skipped rows of the other kind: "
+                                       r"\*/bf16/\* \(float rule\)"):
+        lookup("unknown.op", "bf16-e4nv", "sm90", kind="codes")
+    assert lookup("fp8_cast", "bf16-e4nv", "sm90", kind="codes").key == "fp8_cast/*/cuda"
+    with pytest.raises(ValueError, match="kind must be None, 'float' or 'codes'"):
+        lookup("x", "bf16", "sm90", kind="fp8")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"max_ulp": 0, "rtol": 1e-3}, "got both"), ({"max_ulp": 1, "atol": 1e-3}, "got both"),
+     ({"ulp_floor": 1e-3}, "ulp_floor=0.001 needs max_ulp")],
+)
+def test_a_row_is_float_or_codes_never_both(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Tolerance(**kwargs)
+    assert Tolerance(max_ulp=1, ulp_floor=1e-3).kind == "codes"
+    assert Tolerance(rtol=1e-3, max_mismatch=0.1).kind == "float"
+
+
+def test_override_cannot_mix_kinds():
+    with pytest.raises(ValueError, match="got both"):
+        lookup("fp8_cast", "bf16-e4nv", "sm90").with_(rtol=0.1)
+
+
+def test_lookup_validates_its_arguments():
+    with pytest.raises(ValueError, match="op must be a non-empty string"):
+        lookup("", "bf16", "sm90")
+    with pytest.raises(ValueError, match="not understood"):
+        lookup("x", "bf16", "ampere")
+    with pytest.raises(TypeError, match="dtype must be a short name"):
+        lookup("x", 3, "sm90")

@@ -143,7 +143,15 @@ def test_ref_indices_define_the_expected_multiset():
     [
         ({"k": 0}, ValueError, "k must be an int >= 1"),
         ({"k": 2, "visible": torch.tensor([9])}, ValueError, r"visible must lie in \[0, 3\]"),
-        ({"k": 2, "visible": torch.tensor([1.0])}, ValueError, "integer tensor"),
+        ({"k": 2, "visible": torch.tensor([1.0])}, TypeError, "visible must be an integer tensor"),
+        ({"k": 2, "visible": torch.tensor([True])}, ValueError, "got a bool tensor"),
+        ({"k": 2, "visible": torch.tensor([1, 1])}, ValueError, r"shape \(1,\)"),
+        ({"k": 2, "pad": 0}, ValueError, r"pad=0 is a real column index \(ref_scores has 3 columns\)"),
+        ({"k": 2, "pad": 2}, ValueError, "pad=2 is a real column index"),
+        ({"k": 2, "pad": True}, TypeError, "pad must be an int"),
+        ({"k": 2, "ref_indices": torch.tensor([[0, 0]])}, ValueError, "ref_indices selects a column twice"),
+        ({"k": 2, "ref_indices": torch.tensor([[0, 3]])}, ValueError, "ref_indices has an entry outside"),
+        ({"k": 2, "ref_indices": torch.tensor([[0.0, 1.0]])}, TypeError, "ref_indices must be an integer tensor"),
         ({"k": 2, "tol": "1e-3"}, TypeError, "tol must be"),
     ],
 )
@@ -165,3 +173,102 @@ def test_observation_is_recorded():
     assert_topk_multiset_equal(torch.tensor([[0, 1]]), SCORES[:1], k=2, op="topk.selftest", dtype="fp32")
     obs = col.observations[before:]
     assert [(o.op, o.passed, o.n) for o in obs] == [("topk.selftest", True, 1)]
+
+
+# ------------------------------------------------------------------------------- issue 9
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_infinite_scores_are_ordinary_values(sign):
+    """+inf is the best score and -inf the worst; a correct selection of either passes (nan_to_num used to
+    clamp the expected side to the largest finite double, so a correct +inf pick failed 'values')."""
+    inf = sign * float("inf")
+    scores = torch.tensor([[1.0, inf, 0.5, 0.25]])
+    k = 1 if sign > 0 else 4
+    sel = torch.tensor([[1]]) if sign > 0 else torch.tensor([[0, 2, 3, 1]])
+    assert_topk_multiset_equal(sel, scores, k=k)
+    assert_topk_multiset_equal(sel, scores, k=k, tol=Tolerance(rtol=0.5, atol=0.5))
+    assert_topk_multiset_equal(sel, scores, k=k, ref_indices=sel.flip(1))
+
+
+def test_an_inf_score_is_not_matched_by_a_finite_one_under_rtol():
+    # want +inf, got 1.0: |diff| = inf <= rtol * |inf| = inf would pass without the equality rule for inf
+    scores = torch.tensor([[1.0, float("inf"), 0.5]])
+    text = _fails([[0]], scores, k=1, tol=Tolerance(rtol=0.5))
+    assert "failed check 'values'" in text and "got 1, expected inf" in text
+
+
+def test_minus_inf_kth_still_requires_finite_columns():
+    scores = torch.tensor([[float("-inf"), 2.0, float("-inf")]])
+    assert_topk_multiset_equal(torch.tensor([[1, 0]]), scores, k=2, tol=Tolerance(rtol=0.5))
+    text = _fails([[0, 2]], scores, k=2, tol=Tolerance(rtol=0.5))
+    assert "failed check 'values'" in text
+
+
+def test_nan_scores_fail_the_row_only_where_visible():
+    scores = torch.tensor([[3.0, 2.0, float("nan")], [3.0, 2.0, float("nan")]])
+    vis = torch.tensor([2, 3])
+    text = _fails([[0, 1], [0, 1]], scores, k=2, visible=vis)  # row 0 never reads column 2
+    assert "Rows failing: 1 / 2 (50.0%); first: row 1." in text and "failed check 'nan'" in text
+    assert_topk_multiset_equal(torch.tensor([[0, 1]]), scores[:1], k=2, visible=2)
+    with pytest.raises(AssertionError, match="failed check 'nan'"), summary.suspended():  # ... with ref_indices too
+        assert_topk_multiset_equal(torch.tensor([[0, 2]]), scores[1:], k=2, ref_indices=torch.tensor([[0, 2]]))
+
+
+def test_pad_value_is_configurable_and_must_trail():
+    scores = torch.tensor([[3.0, 2.0, 1.0]])
+    assert_topk_multiset_equal(torch.tensor([[0, 1, 99, 99]]), scores, k=4, visible=2, pad=99)
+    text = _fails([[0, 99, 1, 99]], scores, k=4, visible=2, pad=99)
+    assert "failed check 'padding'" in text and "selection row: [0, 99, 1, 99]" in text
+    # -1 is not the pad here: an index out of range
+    assert "failed check 'range'" in _fails([[0, 1, -1, -1]], scores, k=4, visible=2, pad=99)
+
+
+def test_k_larger_than_visible_needs_exactly_the_visible_count():
+    scores = torch.tensor([[3.0, 2.0, 1.0, 9.0]])
+    assert_topk_multiset_equal(torch.tensor([[2, 0, 1, -1, -1]]), scores, k=5, visible=3)
+    text = _fails([[2, 0, -1, -1, -1]], scores, k=5, visible=3)
+    assert "2 real entries, expected 3 = min(k=5, visible=3)" in text
+
+
+def test_duplicates_are_found_wherever_they_sit():
+    scores = torch.tensor([[5.0, 4.0, 3.0, 2.0]])
+    text = _fails([[2, 0, 1, 2]], scores, k=4)
+    assert "failed check 'duplicate'" in text and "selected more than once" in text
+    text = _fails([[1, -1, 1, -1]], scores, k=4, visible=2)  # duplicate is checked before padding
+    assert "failed check 'duplicate'" in text
+
+
+def test_out_of_range_indices_at_both_ends():
+    scores = torch.tensor([[5.0, 4.0, 3.0]])
+    for bad in ([[0, 3]], [[-2, 0]], [[0, 2**40]]):
+        text = _fails(bad, scores, k=2)
+        assert "failed check 'range'" in text, bad
+    assert "failed check 'range'" in _fails([[0, 2]], scores, k=2, visible=2)  # visible, not the width
+
+
+def _meta():
+    return torch.zeros(1, 3, device="meta")
+
+
+@pytest.mark.parametrize(
+    "arg, value, exc, match",
+    [
+        ("ref_scores", _meta, ValueError, "ref_scores is on the meta device"),
+        ("indices", lambda: torch.zeros(1, 2, dtype=torch.long, device="meta"), ValueError,
+         "indices is on the meta device"),
+        ("ref_scores", lambda: torch.zeros(1, 3).to_sparse(), TypeError, "ref_scores has layout torch.sparse_coo"),
+        ("ref_scores", lambda: torch.zeros(1, 3, dtype=torch.complex64), TypeError, "ref_scores is complex"),
+        ("ref_scores", lambda: torch.zeros(1, 3, dtype=torch.long), TypeError,
+         "ref_scores must be a floating-point tensor"),
+        ("indices", lambda: torch.zeros(1, 2, dtype=torch.bool), TypeError, "indices is a bool tensor"),
+        ("indices", lambda: torch.zeros(1, 2), TypeError, "indices must be an integer tensor, got torch.float32"),
+        ("indices", lambda: [[0, 1]], TypeError, "indices must be a torch.Tensor, got list"),
+        ("visible", lambda: torch.ones(1, dtype=torch.long, device="meta"), ValueError, "visible is on the meta"),
+    ],
+)
+def test_unusable_inputs_name_the_argument(arg, value, exc, match):
+    kw = {"indices": torch.tensor([[0, 1]]), "ref_scores": torch.tensor([[3.0, 2.0, 1.0]]), "k": 2}
+    kw[arg] = value()
+    with pytest.raises(exc, match=match):
+        assert_topk_multiset_equal(**kw)

@@ -1,0 +1,117 @@
+"""Lane vs assumed arch, and kernels created before the plugin chose the interpreter lane (issue 9)."""
+
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
+
+LANE_AND_ARCH = """
+import pytest
+def test_device(device, harness_lane, harness_arch):
+    assert (device, harness_lane, harness_arch.name) == (DEVICE, LANE, "ARCH")
+@pytest.mark.interp_only
+def test_interp_only(): pass
+@pytest.mark.gpu
+def test_gpu(): pass
+@pytest.mark.arch("sm80")
+def test_ampere(): pass
+@pytest.mark.arch("sm90")
+def test_hopper(): pass
+@pytest.mark.harness_op("lane.op")
+def test_row(tolerance):
+    assert tolerance(dtype="bf16").key == "lane.op/bf16/ARCH"
+@pytest.mark.dtype_cases(src="bf16")
+def test_case(dtype_case): pass
+"""
+
+ROWS = "\n".join(
+    f'[[tolerance]]\nop = "lane.op"\ndtype = "bf16"\narch = "{a}"\nrtol = 0.5\n' for a in ("interp", "sm80", "sm90")
+)
+
+
+def _project(pytester, device, lane, arch):
+    pytester.makefile(".toml", rows=ROWS)
+    pytester.makeini("[pytest]\nharness_tolerance_files = rows.toml\n")
+    src = LANE_AND_ARCH.replace("DEVICE", repr(device)).replace("LANE", repr(lane)).replace("ARCH", arch)
+    pytester.makepyfile(src)
+
+
+def test_interp_lane_with_an_assumed_gpu_arch(pytester, monkeypatch):
+    """--harness-lane=interp --harness-arch=sm80 on a CPU box: the lane decides device and interp_only/gpu,
+    the arch decides arch markers, dtype cases (e4nv needs sm89+) and tolerance rows."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    _project(pytester, "cpu", "interp", "sm80")
+    result = pytester.runpytest("-rs", "-v", "--harness-lane=interp", "--harness-arch=sm80")
+    for name in ("test_device", "test_interp_only", "test_ampere", "test_row", "test_case[[]bf16-e4b15[]]",
+                 "test_case[[]bf16-e5m2[]]"):
+        result.stdout.fnmatch_lines([f"*::{name} PASSED*"])
+    result.stdout.fnmatch_lines(
+        ["*needs a GPU (running on the interp lane)*", "*needs sm90 family (running on sm80)*",
+         "*e4nv needs sm89+ (running on sm80)*"], consecutive=False)
+    result.assert_outcomes(passed=6, skipped=3)
+
+
+def test_gpu_lane_with_an_assumed_arch(pytester, monkeypatch):
+    """The other way round (a GPU faked for the lane choice; nothing is launched): device cuda, interp_only
+    skipped, gpu runs, and the rows/markers follow the assumed sm90."""
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    _project(pytester, "cuda", "gpu", "sm90")
+    result = pytester.runpytest("-rs", "-v", "--harness-lane=gpu", "--harness-arch=sm90")
+    for name in ("test_device", "test_gpu", "test_hopper", "test_row"):
+        result.stdout.fnmatch_lines([f"*::{name} PASSED*"])
+    result.stdout.fnmatch_lines(["*interpreter-only (running on the gpu lane)*"], consecutive=False)
+    result.assert_outcomes(passed=7, skipped=2)
+
+
+@pytest.mark.parametrize("arch", ["interp", "cpu"])
+def test_gpu_lane_refuses_a_non_gpu_arch(pytester, monkeypatch, arch):
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--harness-lane=gpu", f"--harness-arch={arch}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--harness-arch={arch}: the gpu lane runs kernels on a GPU*"])
+
+
+EARLY_CONFTEST = """
+import triton
+
+@triton.jit
+def early_kernel(x_ptr):
+    pass
+"""
+
+LAUNCH = """
+import torch
+from conftest import early_kernel
+
+def test_launch():
+    early_kernel[(1,)](torch.zeros(1))
+"""
+
+
+def test_kernel_imported_by_a_conftest_before_configure_is_refused(pytester, monkeypatch):
+    """Without the check this project fails inside Triton ('0 active drivers') on a box without a GPU."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makeconftest(EARLY_CONFTEST)
+    pytester.makepyfile(LAUNCH)
+    result = pytester.runpytest_subprocess("--harness-lane=interp")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*Triton kernels were created before the plugin switched to the interpreter lane: "
+        "conftest.early_kernel. *'RuntimeError: 0 active drivers'*export TRITON_INTERPRET=1*",
+    ])
+    # the remedy the message gives works: with the variable exported the conftest's kernel is interpreted
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
+
+
+def test_kernel_imported_by_a_test_module_is_fine(pytester, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makepyfile(kern=EARLY_CONFTEST)
+    pytester.makepyfile(LAUNCH.replace("from conftest", "from kern"))
+    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
