@@ -41,6 +41,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 import zipfile
@@ -58,6 +59,7 @@ __all__ = [
     "GoldenError",
     "GoldenFormatError",
     "GoldenMissingError",
+    "GoldenPathError",
     "GoldenState",
     "read_golden",
     "write_golden",
@@ -85,7 +87,19 @@ class GoldenMissingError(GoldenError, FileNotFoundError):
 
 
 class GoldenFormatError(GoldenError, ValueError):
-    """The golden file exists but is truncated, corrupt, or of another format version."""
+    """The golden file exists but is truncated, corrupt, or of another format version.
+
+    ``arch`` is the arch the file's metadata names when that much could be read (else None): a regen run
+    repairs a damaged golden of its own arch, never one captured elsewhere."""
+
+    def __init__(self, message: str, *, arch: str | None = None) -> None:
+        super().__init__(message)
+        self.arch = arch
+
+
+class GoldenPathError(GoldenFormatError):
+    """The golden path is not a regular file inside the golden dir (a symlink, a directory, a FIFO, or a
+    path that leaves the dir). Never read, written or replaced, in any mode: the message says what to do."""
 
 
 # --------------------------------------------------------------------------------------------- paths
@@ -152,9 +166,108 @@ def rel_path(path: str | os.PathLike[str], rootdir: str | os.PathLike[str]) -> s
 def _inside(root: Path, path: Path) -> Path:
     r = Path(os.path.abspath(root))
     p = Path(os.path.abspath(path))
-    if os.path.commonpath([r, p]) != str(r):
-        raise ValueError(f"golden path {p} escapes the golden dir {r}")
+    if os.path.commonpath([r, p]) != str(r) or p == r:
+        raise GoldenPathError(f"golden path {p} escapes the golden dir {r}")
     return p
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _symlink_error(what: str, path: Path) -> GoldenPathError:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return GoldenPathError(
+        f"{what} {path} is a symlink (-> {target}); goldens are read and written only as regular files in real "
+        f"directories of the golden dir, so a link could make a run read or overwrite a file elsewhere: "
+        f"replace the link with the real {'file' if what == 'golden file' else 'directory'}"
+    )
+
+
+def _walk(root: Path | None, path: Path, *, create: bool) -> Path | None:
+    """Check the directories from ``root`` down to ``path``'s parent before anything is opened: none may
+    be a symlink or a non-directory, and the real path must stay inside the real golden dir. With
+    ``create``, missing directories are made one by one (never through a link). Returns the absolute path,
+    or None when a directory on the way is missing (so the file is missing too)."""
+    p = Path(os.path.abspath(path))
+    if root is None:
+        if create:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+    r = Path(os.path.abspath(root))
+    p = _inside(r, p)
+    try:
+        st = os.lstat(r)
+    except FileNotFoundError:
+        if not create:
+            return None
+        r.mkdir(parents=True, exist_ok=True)
+        st = os.lstat(r)
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_error("golden dir", r)
+    if not stat.S_ISDIR(st.st_mode):
+        raise GoldenPathError(f"golden dir {r} is {_kind(st.st_mode)}, not a directory: remove it")
+    cur = r
+    for part in p.relative_to(r).parts[:-1]:
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            if not create:
+                return None
+            os.mkdir(cur)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise _symlink_error("golden directory", cur)
+        if not stat.S_ISDIR(st.st_mode):
+            raise GoldenPathError(f"golden path {cur} is not a directory ({_kind(st.st_mode)}), but golden "
+                                  f"files belong under it: remove it")
+    real_root, real_parent = os.path.realpath(r), os.path.realpath(p.parent)
+    if os.path.commonpath([real_root, real_parent]) != real_root:
+        raise GoldenPathError(f"golden path {p} escapes the golden dir {r} (it resolves to {real_parent})")
+    return p
+
+
+def _check_file(p: Path) -> bool:
+    """Whether a regular file exists at ``p`` (False: nothing there); anything else there is refused."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_error("golden file", p)
+    if not stat.S_ISREG(st.st_mode):
+        kind = _kind(st.st_mode)
+        fix = "remove it (rm -r)" if kind == "a directory" else "remove it"
+        raise GoldenPathError(f"golden path {p} is {kind}, not a golden file: {fix}, then re-capture the golden "
+                              f"with the regen command")
+    return True
+
+
+def _read_regular(p: Path) -> bytes:
+    """The bytes of the regular file ``p``: never follows a link, never blocks on a FIFO (the file type is
+    checked before opening, and again on the open descriptor, which a swap in between cannot fool)."""
+    if not _check_file(p):
+        raise GoldenMissingError(f"golden file not found: {p}")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(p, flags)
+    except FileNotFoundError:
+        raise GoldenMissingError(f"golden file not found: {p}") from None
+    except OSError as e:
+        raise GoldenPathError(f"golden file {p} cannot be opened as a regular file ({e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise GoldenPathError(f"golden path {p} is {_kind(st.st_mode)}, not a golden file: remove it")
+        return f.read()
 
 
 # ----------------------------------------------------------------------------------------- encoding
@@ -172,13 +285,6 @@ _INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.b
 
 def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).removeprefix("torch.")
-
-
-def _dtype_from_name(name: str) -> torch.dtype:
-    dt = getattr(torch, name, None)
-    if not isinstance(dt, torch.dtype):
-        raise ValueError(f"unknown torch dtype {name!r}")
-    return dt
 
 
 @dataclass
@@ -276,12 +382,15 @@ def encode_golden(stored: Stored, meta: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any]) -> bytes:
+def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any], *,
+                 root: str | os.PathLike[str] | None = None) -> bytes:
     """Atomically replace ``path`` (temp file in the same dir, then ``os.replace``): readers and parallel
-    runs see the old file or the new one, never half of one."""
+    runs see the old file or the new one, never half of one. With ``root`` (the golden dir) the path must
+    stay inside it with no symlink on the way; whatever stands at ``path`` must be a regular file."""
     data = encode_golden(stored, meta)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    p = _walk(Path(root) if root is not None else None, Path(path), create=True)
+    assert p is not None
+    _check_file(p)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -299,24 +408,107 @@ def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, A
     return data
 
 
+_MAX_META_BYTES = 1 << 20  # metadata is a few hundred bytes; anything near this is not a golden's
+
+
 def _read_array(zf: zipfile.ZipFile, member: str) -> np.ndarray:
     return np.lib.format.read_array(io.BytesIO(zf.read(member)), allow_pickle=False)
 
 
-def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, Any]]:
+# dtype -> how its array is stored (little-endian); the only dtypes a golden holds
+_STORAGE: dict[torch.dtype, str] = {
+    torch.float16: "<f2", torch.bfloat16: "<u2", torch.float32: "<f4", torch.float64: "<f8",
+    torch.int8: "|i1", torch.int16: "<i2", torch.int32: "<i4", torch.int64: "<i8", torch.uint8: "|u1",
+    torch.bool: "|b1", **{dt: "|u1" for dt in _FP8_BY_DTYPE},
+}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# field -> (check, what is expected); required fields are in _REQUIRED_META
+_META_FIELDS: dict[str, tuple[Any, str]] = {
+    "name": (lambda v: isinstance(v, str), "a str"),
+    "dtype": (lambda v: isinstance(v, str), "a str (a torch dtype name)"),
+    "storage": (lambda v: isinstance(v, str), "a str (a numpy dtype string)"),
+    "shape": (lambda v: isinstance(v, list) and all(_is_int(d) and d >= 0 for d in v),
+              "a list of non-negative integers"),
+    "arch": (lambda v: isinstance(v, str), "a str"),
+    "harness_version": (lambda v: isinstance(v, str), "a str"),
+    "fmt": (lambda v: v is None or isinstance(v, str), "null or an FP8 format name"),
+    "op": (lambda v: v is None or isinstance(v, str), "null or a str"),
+    "dtype_case": (lambda v: v is None or isinstance(v, str), "null or a str"),
+    "seed": (lambda v: v is None or _is_int(v), "null or an integer"),
+    "device": (lambda v: v is None or isinstance(v, str), "null or a str"),
+    "test": (lambda v: v is None or isinstance(v, dict), "null or an object"),
+}
+
+
+def _check_meta(p: Path, meta: dict[str, Any]) -> torch.dtype:
+    """Validate the metadata's fields and their agreement; returns the golden's torch dtype."""
+    arch = meta.get("arch") if isinstance(meta.get("arch"), str) else None
+
+    def bad(msg: str) -> GoldenFormatError:
+        return GoldenFormatError(f"golden file {p}: {msg}; re-capture it with the regen command (a regen run on "
+                                 f"the arch that captured it overwrites it)", arch=arch)
+
+    version = meta.get("format_version")
+    if not _is_int(version) or version != FORMAT_VERSION:
+        raise GoldenFormatError(
+            f"golden file {p} has format version {version!r}; this harness reads version {FORMAT_VERSION} "
+            f"(regenerate it)", arch=arch
+        )
+    missing = [k for k in _REQUIRED_META if k not in meta]
+    if missing:
+        raise bad(f"metadata lacks {', '.join(missing)}")
+    for key, (ok, what) in _META_FIELDS.items():
+        if key in meta and not ok(meta[key]):
+            v = repr(meta[key])
+            raise bad(f"metadata field {key!r} is {v if len(v) <= 60 else v[:57] + '...'} "
+                      f"({type(meta[key]).__name__}), expected {what}")
+    dt = getattr(torch, meta["dtype"], None) if meta["dtype"].isidentifier() else None
+    if not isinstance(dt, torch.dtype):
+        raise bad(f"unknown torch dtype {meta['dtype']!r}")
+    if dt not in _STORAGE:
+        raise bad(f"{meta['dtype']} is not a golden dtype (float, FP8, integer or bool)")
+    if meta["storage"] != _STORAGE[dt]:
+        raise bad(f"storage {meta['storage']} does not hold dtype {meta['dtype']} (stored as {_STORAGE[dt]})")
+    fmt = meta.get("fmt")
+    if fmt is not None:
+        try:
+            canon = _canonical_fmt(fmt)
+        except (ValueError, KeyError, TypeError) as e:
+            raise bad(f"metadata field 'fmt' is {fmt!r}: unknown FP8 format ({e})") from None
+        if canon != fmt:
+            raise bad(f"metadata field 'fmt' is {fmt!r}, expected the canonical name {canon!r}")
+    if dt in _FP8_BY_DTYPE:
+        if fmt != _FP8_BY_DTYPE[dt]:
+            raise bad(f"fmt {fmt!r} contradicts dtype {meta['dtype']} (format {_FP8_BY_DTYPE[dt]!r})")
+    elif fmt is not None and dt != torch.uint8:
+        raise bad(f"fmt {fmt!r} needs uint8 codes, but the metadata says dtype {meta['dtype']}")
+    return dt
+
+
+def read_golden(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
+                ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Load a golden: ``(tensor, metadata)``. FP8 goldens come back in their torch float8 dtype (or as
-    uint8 codes when they were stored from codes). Raises :class:`GoldenMissingError` or
-    :class:`GoldenFormatError` naming the file and what is wrong with it."""
+    uint8 codes when they were stored from codes). Raises :class:`GoldenMissingError`,
+    :class:`GoldenPathError` (a symlink, directory or FIFO; with ``root``, a path outside the golden dir)
+    or :class:`GoldenFormatError`, each naming the file and what is wrong with it."""
+    checked = _walk(Path(root) if root is not None else None, Path(path), create=False)
+    if checked is None:
+        raise GoldenMissingError(f"golden file not found: {Path(path)}")
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise GoldenMissingError(f"golden file not found: {p}") from None
+    data = _read_regular(checked)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = sorted(zf.namelist())
             if names != sorted((_META_MEMBER, _TENSOR_MEMBER)):
                 raise ValueError(f"members are {names}, expected {[_META_MEMBER, _TENSOR_MEMBER]}")
+            size = zf.getinfo(_META_MEMBER).file_size
+            if size > _MAX_META_BYTES:
+                raise ValueError(f"metadata member is {size} bytes, more than {_MAX_META_BYTES}")
             bad = zf.testzip()
             if bad is not None:
                 raise ValueError(f"CRC check failed for member {bad}")
@@ -331,26 +523,16 @@ def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, A
         meta = json.loads(meta_arr.tobytes().decode("utf-8"))
         if not isinstance(meta, dict):
             raise ValueError("meta is not a JSON object")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise GoldenFormatError(f"golden file {p}: unreadable metadata ({e})") from None
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise GoldenFormatError(
-            f"golden file {p} has format version {version!r}; this harness reads version {FORMAT_VERSION} "
-            f"(regenerate it)"
-        )
-    missing = [k for k in _REQUIRED_META if k not in meta]
-    if missing:
-        raise GoldenFormatError(f"golden file {p}: metadata lacks {', '.join(missing)}")
-    if arr.dtype.str != meta["storage"] or list(arr.shape) != list(meta["shape"]):
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise GoldenFormatError(f"golden file {p}: unreadable metadata ({what}); re-capture it with the regen "
+                                f"command") from None
+    dt = _check_meta(p, meta)
+    if arr.dtype.str != meta["storage"] or list(arr.shape) != meta["shape"]:
         raise GoldenFormatError(
             f"golden file {p}: array is {arr.dtype.str}{list(arr.shape)} but metadata says "
-            f"{meta['storage']}{meta['shape']}"
+            f"{meta['storage']}{meta['shape']}; re-capture it with the regen command", arch=meta["arch"]
         )
-    try:
-        dt = _dtype_from_name(meta["dtype"])
-    except ValueError as e:
-        raise GoldenFormatError(f"golden file {p}: {e}") from None
     arr = arr.astype(arr.dtype.newbyteorder("="), copy=True)
     if dt in _FP8_BY_DTYPE:
         t = torch.from_numpy(arr).view(dt)
@@ -358,8 +540,9 @@ def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, A
         t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
     else:
         t = torch.from_numpy(arr)
-    if t.dtype != dt and not (dt in _FP8_BY_DTYPE and t.dtype == dt):
-        raise GoldenFormatError(f"golden file {p}: stored {arr.dtype} does not hold dtype {meta['dtype']}")
+    if t.dtype != dt or list(t.shape) != meta["shape"]:  # unreachable after the storage check; kept as a guard
+        raise GoldenFormatError(f"golden file {p}: stored {arr.dtype} does not hold dtype {meta['dtype']}",
+                                arch=meta["arch"])
     return t, meta
 
 
@@ -558,7 +741,7 @@ class Golden:
         meta: dict[str, Any] = {}
         problem = unreadable = ""
         try:
-            t, meta = read_golden(path)
+            t, meta = read_golden(path, root=self._state.root)
             old = _stored_from_file(t, meta)
         except GoldenMissingError:
             problem = "missing"
@@ -630,7 +813,7 @@ class Golden:
         rel = self._state.rel(path)
         self._state.used.add(rel)
         try:
-            return read_golden(path)
+            return read_golden(path, root=self._state.root)
         except GoldenMissingError:
             if test is None:
                 how = regen_command(self._item.nodeid)
@@ -688,7 +871,7 @@ class Golden:
                reason: str) -> dict[str, Any]:
         if ci_active():
             raise GoldenError(f"refusing to write golden {rel}: CI is set (goldens are captured locally)")
-        write_golden(path, obtained, self._meta(name, obtained))
+        write_golden(path, obtained, self._meta(name, obtained), root=self._state.root)
         d = diff(obtained, old) if old is not None else None
         n = obtained.tensor.numel()
         change = {
