@@ -61,7 +61,10 @@ __all__ = [
     "GoldenMissingError",
     "GoldenPathError",
     "GoldenState",
+    "Decision",
+    "decide",
     "read_golden",
+    "recapture_command",
     "write_golden",
     "encode_golden",
     "item_dir_parts",
@@ -684,6 +687,70 @@ def regen_command(selection: str) -> str:
     return f"python -m harness golden regen {_shell_quote(selection)}"
 
 
+def recapture_command(rel: str, selection: str) -> str:
+    """The command that replaces a golden captured on another arch with this machine's output: a regen run
+    never rewrites a foreign golden, but it creates a missing one."""
+    return f"rm {_shell_quote(rel)} && {regen_command(selection)}"
+
+
+# ------------------------------------------------------------------------------------------ decision
+
+MODES = ("check", "regen", "regen-all")
+#: missing: no file; unreadable: a file that is corrupt, truncated or malformed; readable: a good golden;
+#: refused: not a regular file inside the golden dir (symlink, directory, FIFO), never touched.
+FILE_STATES = ("missing", "unreadable", "readable", "refused")
+OUTCOMES = ("pass", "fail-missing", "fail-unreadable", "fail-refused", "fail-mismatch", "fail-foreign", "write",
+            "write-review")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one ``golden.check`` does: compare (``none``; ``tolerance``: the check's rule; ``content``:
+    bits, dtype, shape, format, op, dtype case), then ``if_equal`` when nothing differs (or nothing was
+    compared), else ``if_differs``. ``write`` writes and passes; ``write-review`` writes and the test fails
+    at its end so the new golden is looked at; ``fail-foreign``: differs from a golden of another arch,
+    which no run here rewrites."""
+
+    compare: str
+    if_equal: str
+    if_differs: str
+
+
+def decide(mode: str, state: str, same_arch: bool | None) -> Decision:
+    """The whole golden workflow as a pure function of the run's mode, the file's state and whether the
+    file was captured on this arch (None: unknown, the file names no arch).
+
+    A golden of another arch (an H200's, on a CPU box) is compared and never replaced: regenerating here
+    would swap the hardware's output for this lane's without anyone noticing. Deleting it first makes it
+    missing, which a regen run creates (:func:`recapture_command`)."""
+    if mode not in MODES:
+        raise ValueError(f"decide: mode must be one of {MODES}, got {mode!r}")
+    if state not in FILE_STATES:
+        raise ValueError(f"decide: state must be one of {FILE_STATES}, got {state!r}")
+    if same_arch not in (True, False, None):
+        raise ValueError(f"decide: same_arch must be True, False or None, got {same_arch!r}")
+    if state in ("missing", "refused") and same_arch is not None:
+        raise ValueError(f"decide: a {state} file names no arch, so same_arch must be None")
+    if state == "readable" and same_arch is None:
+        raise ValueError("decide: a readable golden names its arch, so same_arch must be True or False")
+    if state == "refused":
+        return Decision("none", "fail-refused", "fail-refused")
+    if mode == "check":
+        if state == "readable":
+            return Decision("tolerance", "pass", "fail-mismatch")
+        return Decision("none", f"fail-{state}", f"fail-{state}")
+    if state == "readable":
+        if same_arch is False:
+            return Decision("tolerance", "pass", "fail-foreign")
+        if mode == "regen":
+            return Decision("tolerance", "pass", "write-review")
+        return Decision("content", "pass", "write")
+    if same_arch is False:  # an unreadable golden of another arch: repaired only there
+        return Decision("none", "fail-foreign", "fail-foreign")
+    write = "write" if mode == "regen-all" else "write-review"
+    return Decision("none", write, write)
+
+
 def _current_arch(config: Any) -> Any:
     from harness.arch import current_arch
 
@@ -735,54 +802,68 @@ class Golden:
         self._state.claim(path, self._item.nodeid)
         self._state.used.add(rel)
         self._state.checked += 1
-        mode = self._state.mode
+        state, old, meta, err = self._read(path)
+        gen = meta.get("arch") if old is not None else getattr(err, "arch", None)
+        here = getattr(_current_arch(self._item.config), "name", None)
+        d = decide(self._state.mode, state, None if gen is None else gen == here)
+        failure = None
+        if d.compare == "tolerance":
+            failure = self._compare(name, rel, obtained, old, meta, tol)
+            differs = failure is not None
+        else:
+            differs = d.compare == "content" and self._content_differs(obtained, old, meta)
+        self._act(d.if_differs if differs else d.if_equal, state, name, path, rel, obtained, old, err, failure,
+                  gen, here)
 
-        old: Stored | None = None
-        meta: dict[str, Any] = {}
-        problem = unreadable = ""
+    def _read(self, path: Path) -> tuple[str, Stored | None, dict[str, Any], GoldenError | None]:
+        """(file state, stored golden, metadata, error) of one golden file; the state is decide()'s."""
         try:
             t, meta = read_golden(path, root=self._state.root)
-            old = _stored_from_file(t, meta)
         except GoldenMissingError:
-            problem = "missing"
+            return "missing", None, {}, None
+        except GoldenPathError as e:
+            return "refused", None, {}, e
         except GoldenFormatError as e:
-            problem, unreadable = f"unreadable ({e})", str(e)
-        if mode == "check" and problem == "missing":
-            pytest.fail(self._missing_message(name, rel), pytrace=False)
-        if mode == "check" and unreadable:
-            pytest.fail(f"{unreadable}\nTo rewrite it: {regen_command(self._item.nodeid)}", pytrace=False)
+            return "unreadable", None, {}, e
+        return "readable", _stored_from_file(t, meta), meta, None
 
-        gen, here = meta.get("arch"), getattr(_current_arch(self._item.config), "name", None)
-        if mode != "check" and old is not None and gen != here:
-            # A golden captured on another arch (an H200's, on a CPU box) is compared, never replaced:
-            # regenerating here would swap the hardware's output for this lane's without anyone noticing.
-            failure = self._compare(name, rel, obtained, old, meta, tol)
-            if failure is None:
-                return
-            raise AssertionError(f"{failure}\nNot rewritten: {rel} was captured on {gen} and this run is {here}. "
-                                 f"Regenerate it on {gen}, or delete the file to re-capture it here on purpose.")
-        if mode == "regen-all":
-            if old is not None and not self._content_differs(obtained, old, meta):
-                return
-            self._write(path, rel, name, obtained, old, "created" if problem == "missing" else "rewritten",
-                        problem or "regen-all")
+    def _act(self, outcome: str, state: str, name: str, path: Path, rel: str, obtained: Stored,
+             old: Stored | None, err: GoldenError | None, failure: str | None, gen: str | None,
+             here: str | None) -> None:
+        """Carry out one of decide()'s outcomes."""
+        __tracebackhide__ = True
+        nodeid = self._item.nodeid
+        if outcome == "pass":
             return
-        if old is None:  # --golden-regen and no usable file
-            change = self._write(path, rel, name, obtained, None,
-                                 "created" if problem == "missing" else "rewritten", problem)
+        if outcome == "fail-missing":
+            pytest.fail(self._missing_message(name, rel), pytrace=False)
+        if outcome == "fail-refused":
+            pytest.fail(str(err), pytrace=False)
+        foreign = (f"{rel} was captured on {gen} and this run is {here}; a run here never rewrites it.\n"
+                   f"To update it, run on {gen}:\n    {regen_command(nodeid)}\n"
+                   f"or, to replace it with this arch's output on purpose:\n    {recapture_command(rel, nodeid)}")
+        if outcome == "fail-unreadable":
+            advice = f"To rewrite it: {regen_command(nodeid)}" if gen in (None, here) else foreign
+            pytest.fail(f"{err}\n{advice}", pytrace=False)
+        if outcome == "fail-mismatch":
+            advice = (f"To update it: {regen_command(nodeid)}  (or pytest --golden-regen)" if gen == here
+                      else f"{foreign}\n(or, if the difference is expected across arches, widen the tolerance "
+                           f"row named above)")
+            raise AssertionError(f"{failure}\n{advice}")
+        if outcome == "fail-foreign":
+            raise AssertionError(f"{failure or err}\nNot rewritten: {foreign}")
+        problem = "missing" if state == "missing" else f"unreadable ({err})" if state == "unreadable" else ""
+        action = "created" if state == "missing" else "rewritten"
+        if outcome == "write":
+            self._write(path, rel, name, obtained, old, action, problem or "regen-all")
+            return
+        if outcome == "write-review":
+            change = self._write(path, rel, name, obtained, old, action, problem or "mismatch")
             self.regenerated.append(
-                f"golden {name!r} regenerated: {rel} ({change['summary']}; was {problem})")
+                f"golden {name!r} regenerated: {rel} ({change['summary']}; was {problem})" if problem else
+                f"golden {name!r} regenerated: {rel} ({change['summary']})\nprevious comparison:\n{failure}")
             return
-        failure = self._compare(name, rel, obtained, old, meta, tol)
-        if failure is None:
-            return
-        if mode == "regen":
-            change = self._write(path, rel, name, obtained, old, "rewritten", "mismatch")
-            self.regenerated.append(f"golden {name!r} regenerated: {rel} ({change['summary']})\n"
-                                    f"previous comparison:\n{failure}")
-            return
-        raise AssertionError(f"{failure}\nTo update it: {regen_command(self._item.nodeid)}  "
-                             f"(or pytest --golden-regen)")
+        raise AssertionError(f"golden: unknown outcome {outcome!r}")  # decide() returned something new
 
     def load(self, name: str, *, test: str | None = None, param: str | None = None
              ) -> tuple[torch.Tensor, dict[str, Any]]:

@@ -194,12 +194,49 @@ def test_regen_never_replaces_a_golden_of_another_arch(pytester):
         run(pytester, sel, flag).assert_outcomes(passed=1)  # within the cross-arch row: nothing to do
         r = run(pytester, sel, flag, shift=1000)  # 1000 float ULPs: beyond the fp32 cross-arch row
         r.assert_outcomes(failed=1)
-        r.stdout.fnmatch_lines([f"*Not rewritten: {OUT} was captured on sm90 and this run is interp. Regenerate "
-                                f"it on sm90, or delete the file to re-capture it here on purpose."])
+        r.stdout.fnmatch_lines([f"*Not rewritten: {OUT} was captured on sm90 and this run is interp; a run here "
+                                f"never rewrites it.",
+                                "*To update it, run on sm90:",
+                                f"*    python -m harness golden regen {sel}",
+                                "*or, to replace it with this arch's output on purpose:",
+                                f"*    rm {OUT} && python -m harness golden regen {sel}"])
         assert out.read_bytes() == before
-    out.unlink()
-    run(pytester, sel, "--golden-regen-all", shift=1000).assert_outcomes(passed=1)
+    # a plain check run gives the same advice (not the regen command alone, which would refuse)
+    r = run(pytester, sel, shift=1000)
+    r.assert_outcomes(failed=1)
+    assert "To update it: python" not in text(r)
+    r.stdout.fnmatch_lines(["*To update it, run on sm90:", f"*    rm {OUT} && python -m harness golden regen {sel}"])
+    # ... and that command works as printed
+    r = shell(pytester, advised(r), shift=1000)
+    assert r.ret == 0, text(r)
     assert out.read_bytes() != before
+    run(pytester, sel, shift=1000).assert_outcomes(passed=1)
+    _, meta = read(out)
+    assert meta["arch"] == "interp"
+
+
+def advised(result: pytest.RunResult) -> str:
+    """The recapture command a failure printed (the line after 'on purpose:')."""
+    lines = [line.strip() for line in result.outlines]
+    at = next(i for i, line in enumerate(lines) if line.endswith("this arch's output on purpose:"))
+    return lines[at + 1].removeprefix("E").strip()
+
+
+def shell(pytester: pytest.Pytester, command: str, *, shift: int = 0) -> pytest.RunResult:
+    """Run a printed command line as a user would, in the project root, with this venv's python first on
+    PATH (so ``python`` is the interpreter running this suite)."""
+    env_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    os.environ["GOLDEN_SHIFT"] = str(shift)
+    try:
+        return pytester.run("env", f"PATH={env_path}", "sh", "-c", command)
+    finally:
+        del os.environ["GOLDEN_SHIFT"]
+
+
+def read(path):
+    from harness.golden import read_golden
+
+    return read_golden(path)
 
 
 def test_metadata_of_a_generated_golden(pytester):
