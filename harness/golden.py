@@ -727,7 +727,7 @@ def decide(mode: str, state: str, same_arch: bool | None) -> Decision:
         raise ValueError(f"decide: mode must be one of {MODES}, got {mode!r}")
     if state not in FILE_STATES:
         raise ValueError(f"decide: state must be one of {FILE_STATES}, got {state!r}")
-    if same_arch not in (True, False, None):
+    if not (same_arch is None or same_arch is True or same_arch is False):  # 1 == True: compare identity
         raise ValueError(f"decide: same_arch must be True, False or None, got {same_arch!r}")
     if state in ("missing", "refused") and same_arch is not None:
         raise ValueError(f"decide: a {state} file names no arch, so same_arch must be None")
