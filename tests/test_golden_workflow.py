@@ -292,6 +292,102 @@ def test_corrupt_and_wrong_version_files(pytester):
                             "(regenerate it)"])
 
 
+def test_malformed_metadata_is_repaired_by_the_printed_command(pytester):
+    """shape=5, dtype=5 or deep JSON used to crash the check (TypeError, RecursionError) and the regen run
+    with it; now the check names the file and a command, and that command rewrites the file."""
+    project(pytester)
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    out = pytester.path / OUT
+    good = out.read_bytes()
+    for field, value in (("shape", 5), ("dtype", 5), ("storage", 5), ("fmt", "e4nv"), ("name", None)):
+        out.write_bytes(_edit_meta(good, **{field: value}))
+        r = run(pytester)
+        r.assert_outcomes(failed=1, passed=1)
+        r.stdout.fnmatch_lines([f"*golden file */{OUT}: *", "To rewrite it: python -m harness golden regen "
+                                "tests/test_k.py::test_float"])
+        assert not re.search(r"TypeError|KeyError|AttributeError|RecursionError", text(r)), field
+        if field == "shape":  # the printed command, as printed (a subprocess: slow, so once)
+            r = shell(pytester, next(line for line in r.outlines if line.startswith("To rewrite it: "))
+                      .removeprefix("To rewrite it: "))
+            assert r.ret == 0, text(r)
+            r.stdout.fnmatch_lines([f"  rewritten  {OUT}  8 elements (unreadable (golden file *"])
+        else:  # what that command runs
+            run(pytester, "tests/test_k.py::test_float", "--golden-regen-all").assert_outcomes(passed=1)
+        assert out.read_bytes() == good, field
+    out.write_bytes(_edit_meta(good, raw=b"[" * 100_000 + b"]" * 100_000))
+    r = run(pytester)
+    r.assert_outcomes(failed=1, passed=1)
+    r.stdout.fnmatch_lines([f"*golden file */{OUT}: unreadable metadata (nested too deeply)*"])
+    assert "RecursionError" not in text(r)
+    run(pytester, "--golden-regen").assert_outcomes(failed=1, passed=1)
+    assert out.read_bytes() == good
+
+
+def _edit_meta(data: bytes, raw: bytes | None = None, **fields) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as zin, zipfile.ZipFile(buf, "w") as zout:
+        meta = json.loads(np.lib.format.read_array(io.BytesIO(zin.read("meta.npy"))).tobytes())
+        meta.update(fields)
+        mb = io.BytesIO()
+        np.lib.format.write_array(mb, np.frombuffer(raw if raw is not None else json.dumps(meta).encode(),
+                                                    dtype=np.uint8))
+        zout.writestr("meta.npy", mb.getvalue())
+        zout.writestr("tensor.npy", zin.read("tensor.npy"))
+    return buf.getvalue()
+
+
+LAYOUT = '''
+import os
+
+import torch
+
+
+def test_layout(golden):
+    x = torch.linspace(-3, 3, 8, dtype=torch.float32)
+    change = os.environ.get("GOLDEN_LAYOUT", "")
+    if change == "column":
+        x = x.reshape(8, 1)  # would broadcast against the golden's (8,) to (8, 8)
+    elif change == "one":
+        x = x[:1]  # would broadcast against (8,) and compare one value eight times
+    elif change == "fp64":
+        x = x.double()
+    elif change == "fp8":
+        x = x.to(torch.float8_e4m3fn)
+    elif change == "codes":
+        x = x.to(torch.float8_e4m3fn).view(torch.uint8)
+    golden.check("out", x)
+'''
+
+
+@pytest.mark.parametrize("change, line", [
+    ("column", "shape: got (8, 1), golden holds (8,)"),
+    ("one", "shape: got (1,), golden holds (8,)"),
+    ("fp64", "dtype: got float64, golden holds float32"),
+    ("fp8", "dtype: got e4nv codes, golden holds float32"),
+])
+def test_changed_dtype_or_shape_is_named_never_broadcast(pytester, monkeypatch, change, line):
+    project(pytester, LAYOUT)
+    out = pytester.path / "golden/test_k/test_layout/_/out.npz"
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=1)
+    monkeypatch.setenv("GOLDEN_LAYOUT", change)
+    before = out.read_bytes()
+    for args in ((), ("--harness-arch=sm90",)):  # same arch (exact) and another arch (tolerance table)
+        r = run(pytester, *args)
+        r.assert_outcomes(failed=1)
+        r.stdout.fnmatch_lines(["*golden 'out' does not match golden/test_k/test_layout/_/out.npz", f"*  {line}"])
+        assert "Tensor-likes" not in text(r) and "Mismatched elements" not in text(r)
+        assert out.read_bytes() == before
+    r = run(pytester, "--golden-regen")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines([f"golden 'out' regenerated: golden/test_k/test_layout/_/out.npz ({line})"])
+    run(pytester).assert_outcomes(passed=1)
+    monkeypatch.delenv("GOLDEN_LAYOUT")
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["golden (regen-all): 1 checks, 0 created, 1 rewritten", "*rewritten*out.npz*"])
+    assert out.read_bytes() == before
+
+
 def test_bad_names_and_collisions(pytester):
     project(pytester, '''
 import pytest
