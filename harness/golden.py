@@ -4,13 +4,21 @@ Why goldens at all: a torch reference says what a kernel *should* compute; a gol
 compute on the H200 the last time somebody looked. A change in either direction (a compiler upgrade, a
 refactor) then shows up as a diff even when both are still "close" to the reference.
 
-One workflow (pytest-regressions style), in :meth:`Golden.check`:
+One workflow (pytest-regressions style), decided by :func:`decide` from (mode, file state, same arch) and
+carried out by :meth:`Golden.check`:
 
 * no golden file: fail with the exact command that creates it; nothing is written;
 * a golden file: compare; on mismatch fail with the report table and leave the file untouched;
 * ``--golden-regen``: a failing check rewrites its file, and the test still fails ("regenerated");
 * ``--golden-regen-all``: every check re-captures its file (written only when the content changed) and
-  passes; what changed is listed in the terminal summary and in ``--golden-changes=PATH``.
+  passes; what changed is listed in the terminal summary and in ``--golden-changes=PATH``;
+* a golden captured on another arch (also a damaged one whose metadata still names that arch) is compared,
+  never rewritten, in every mode; the failure prints ``rm <file> && python -m harness golden regen <test>``
+  to replace it on purpose (a regen run creates a missing golden);
+* a path that is not a regular file inside the golden dir (a symlink to a file or directory, a symlinked
+  golden dir, a directory or FIFO where the file belongs) is never opened, followed or replaced: every mode
+  fails naming it. File types are checked with ``lstat`` before opening, and the open itself uses
+  ``O_NOFOLLOW | O_NONBLOCK``, so a FIFO never blocks a run.
 
 Default tolerance (``tol=None``): on the arch that generated the golden, bit-exact (FP8: zero ULP and the
 same codes); on another arch the tolerance table, op ``golden/<harness_op>`` when the table has a row for
@@ -30,6 +38,8 @@ parameters (``Class.method`` inside a class). The file is a plain ``.npz`` (``np
 allow_pickle=False)`` reads it) with two members: ``tensor`` (the values; bf16 as its uint16 bits, FP8 as
 uint8 codes) and ``meta`` (UTF-8 JSON as a uint8 array). The zip is written by hand, stored
 (uncompressed) with fixed dates and attributes, so the same tensor gives the same bytes on any machine.
+The loader trusts nothing in the file: each metadata field's type, the dtype/storage/format agreement and
+the array's shape are checked, and any problem is a :class:`GoldenFormatError` naming the file.
 """
 
 from __future__ import annotations

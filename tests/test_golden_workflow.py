@@ -388,6 +388,41 @@ def test_changed_dtype_or_shape_is_named_never_broadcast(pytester, monkeypatch, 
     assert out.read_bytes() == before
 
 
+@pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks and FIFOs")
+def test_links_and_fifos_are_never_followed_by_a_run(pytester, tmp_path_factory):
+    """--golden-regen-all used to write through a symlinked directory, and a FIFO hung the check forever."""
+    project(pytester)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (pytester.path / "golden").mkdir()
+    (pytester.path / "golden/test_k").symlink_to(elsewhere, target_is_directory=True)
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines(["*golden directory */golden/test_k is a symlink (-> *elsewhere*); goldens are read and "
+                            "written only as regular files in real directories*"])
+    assert list(elsewhere.iterdir()) == [], "nothing may be written through the link"
+
+    (pytester.path / "golden/test_k").unlink()
+    (pytester.path / "golden").rmdir()
+    (pytester.path / "golden").symlink_to(elsewhere, target_is_directory=True)
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines(["*golden dir */golden is a symlink (-> *elsewhere*)*"])
+    assert list(elsewhere.iterdir()) == []
+
+    (pytester.path / "golden").unlink()
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    (pytester.path / OUT).unlink()
+    os.mkfifo(pytester.path / OUT)
+    for flags in ((), ("--golden-regen",), ("--golden-regen-all",)):
+        if not flags:  # in a subprocess first: a hang ends in a timeout here instead of hanging the suite
+            r = pytester.runpytest_subprocess(timeout=120)
+        else:
+            r = run(pytester, *flags)
+        r.assert_outcomes(failed=1, passed=1)
+        r.stdout.fnmatch_lines([f"*golden path */{OUT} is a FIFO, not a golden file: remove it*"])
+    assert not (pytester.path / OUT).is_file()
+
+
 def test_bad_names_and_collisions(pytester):
     project(pytester, '''
 import pytest
