@@ -16,6 +16,11 @@ import zipfile
 import numpy as np
 import pytest
 
+# Imported here, before any in-process pytester run: pytester drops the modules first imported during a run,
+# and torch cannot be imported a second time in one process (SystemError, then a segfault). Without this an
+# xdist worker whose first test is one of these crashes.
+import torch  # noqa: F401
+
 pytest_plugins = ["pytester"]
 pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning"),

@@ -16,6 +16,11 @@ import zipfile
 import numpy as np
 import pytest
 
+# Imported here, before any in-process pytester run: pytester drops the modules first imported during a run,
+# and torch cannot be imported a second time in one process (SystemError, then a segfault). Without this an
+# xdist worker whose first test is one of these crashes.
+import torch
+
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
@@ -247,8 +252,6 @@ def test_metadata_of_a_generated_golden(pytester):
     run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
     with np.load(pytester.path / "golden/test_k/test_float/3/out.npz", allow_pickle=False) as z:
         meta = json.loads(z["meta"].tobytes())
-    import torch
-
     import harness
 
     assert meta["op"] == "k.op" and meta["arch"] == "interp" and meta["device"] == "triton-interpreter"
