@@ -4,13 +4,21 @@ Why goldens at all: a torch reference says what a kernel *should* compute; a gol
 compute on the H200 the last time somebody looked. A change in either direction (a compiler upgrade, a
 refactor) then shows up as a diff even when both are still "close" to the reference.
 
-One workflow (pytest-regressions style), in :meth:`Golden.check`:
+One workflow (pytest-regressions style), decided by :func:`decide` from (mode, file state, same arch) and
+carried out by :meth:`Golden.check`:
 
 * no golden file: fail with the exact command that creates it; nothing is written;
 * a golden file: compare; on mismatch fail with the report table and leave the file untouched;
 * ``--golden-regen``: a failing check rewrites its file, and the test still fails ("regenerated");
 * ``--golden-regen-all``: every check re-captures its file (written only when the content changed) and
-  passes; what changed is listed in the terminal summary and in ``--golden-changes=PATH``.
+  passes; what changed is listed in the terminal summary and in ``--golden-changes=PATH``;
+* a golden captured on another arch (also a damaged one whose metadata still names that arch) is compared,
+  never rewritten, in every mode; the failure prints ``rm <file> && python -m harness golden regen <test>``
+  to replace it on purpose (a regen run creates a missing golden);
+* a path that is not a regular file inside the golden dir (a symlink to a file or directory, a symlinked
+  golden dir, a directory or FIFO where the file belongs) is never opened, followed or replaced: every mode
+  fails naming it. File types are checked with ``lstat`` before opening, and the open itself uses
+  ``O_NOFOLLOW | O_NONBLOCK``, so a FIFO never blocks a run.
 
 Default tolerance (``tol=None``): on the arch that generated the golden, bit-exact (FP8: zero ULP and the
 same codes); on another arch the tolerance table, op ``golden/<harness_op>`` when the table has a row for
@@ -30,6 +38,8 @@ parameters (``Class.method`` inside a class). The file is a plain ``.npz`` (``np
 allow_pickle=False)`` reads it) with two members: ``tensor`` (the values; bf16 as its uint16 bits, FP8 as
 uint8 codes) and ``meta`` (UTF-8 JSON as a uint8 array). The zip is written by hand, stored
 (uncompressed) with fixed dates and attributes, so the same tensor gives the same bytes on any machine.
+The loader trusts nothing in the file: each metadata field's type, the dtype/storage/format agreement and
+the array's shape are checked, and any problem is a :class:`GoldenFormatError` naming the file.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 import zipfile
@@ -58,8 +69,12 @@ __all__ = [
     "GoldenError",
     "GoldenFormatError",
     "GoldenMissingError",
+    "GoldenPathError",
     "GoldenState",
+    "Decision",
+    "decide",
     "read_golden",
+    "recapture_command",
     "write_golden",
     "encode_golden",
     "item_dir_parts",
@@ -85,7 +100,19 @@ class GoldenMissingError(GoldenError, FileNotFoundError):
 
 
 class GoldenFormatError(GoldenError, ValueError):
-    """The golden file exists but is truncated, corrupt, or of another format version."""
+    """The golden file exists but is truncated, corrupt, or of another format version.
+
+    ``arch`` is the arch the file's metadata names when that much could be read (else None): a regen run
+    repairs a damaged golden of its own arch, never one captured elsewhere."""
+
+    def __init__(self, message: str, *, arch: str | None = None) -> None:
+        super().__init__(message)
+        self.arch = arch
+
+
+class GoldenPathError(GoldenFormatError):
+    """The golden path is not a regular file inside the golden dir (a symlink, a directory, a FIFO, or a
+    path that leaves the dir). Never read, written or replaced, in any mode: the message says what to do."""
 
 
 # --------------------------------------------------------------------------------------------- paths
@@ -152,9 +179,108 @@ def rel_path(path: str | os.PathLike[str], rootdir: str | os.PathLike[str]) -> s
 def _inside(root: Path, path: Path) -> Path:
     r = Path(os.path.abspath(root))
     p = Path(os.path.abspath(path))
-    if os.path.commonpath([r, p]) != str(r):
-        raise ValueError(f"golden path {p} escapes the golden dir {r}")
+    if os.path.commonpath([r, p]) != str(r) or p == r:
+        raise GoldenPathError(f"golden path {p} escapes the golden dir {r}")
     return p
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _symlink_error(what: str, path: Path) -> GoldenPathError:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return GoldenPathError(
+        f"{what} {path} is a symlink (-> {target}); goldens are read and written only as regular files in real "
+        f"directories of the golden dir, so a link could make a run read or overwrite a file elsewhere: "
+        f"replace the link with the real {'file' if what == 'golden file' else 'directory'}"
+    )
+
+
+def _walk(root: Path | None, path: Path, *, create: bool) -> Path | None:
+    """Check the directories from ``root`` down to ``path``'s parent before anything is opened: none may
+    be a symlink or a non-directory, and the real path must stay inside the real golden dir. With
+    ``create``, missing directories are made one by one (never through a link). Returns the absolute path,
+    or None when a directory on the way is missing (so the file is missing too)."""
+    p = Path(os.path.abspath(path))
+    if root is None:
+        if create:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+    r = Path(os.path.abspath(root))
+    p = _inside(r, p)
+    try:
+        st = os.lstat(r)
+    except FileNotFoundError:
+        if not create:
+            return None
+        r.mkdir(parents=True, exist_ok=True)
+        st = os.lstat(r)
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_error("golden dir", r)
+    if not stat.S_ISDIR(st.st_mode):
+        raise GoldenPathError(f"golden dir {r} is {_kind(st.st_mode)}, not a directory: remove it")
+    cur = r
+    for part in p.relative_to(r).parts[:-1]:
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            if not create:
+                return None
+            os.mkdir(cur)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise _symlink_error("golden directory", cur)
+        if not stat.S_ISDIR(st.st_mode):
+            raise GoldenPathError(f"golden path {cur} is not a directory ({_kind(st.st_mode)}), but golden "
+                                  f"files belong under it: remove it")
+    real_root, real_parent = os.path.realpath(r), os.path.realpath(p.parent)
+    if os.path.commonpath([real_root, real_parent]) != real_root:
+        raise GoldenPathError(f"golden path {p} escapes the golden dir {r} (it resolves to {real_parent})")
+    return p
+
+
+def _check_file(p: Path) -> bool:
+    """Whether a regular file exists at ``p`` (False: nothing there); anything else there is refused."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_error("golden file", p)
+    if not stat.S_ISREG(st.st_mode):
+        kind = _kind(st.st_mode)
+        fix = "remove it (rm -r)" if kind == "a directory" else "remove it"
+        raise GoldenPathError(f"golden path {p} is {kind}, not a golden file: {fix}, then re-capture the golden "
+                              f"with the regen command")
+    return True
+
+
+def _read_regular(p: Path) -> bytes:
+    """The bytes of the regular file ``p``: never follows a link, never blocks on a FIFO (the file type is
+    checked before opening, and again on the open descriptor, which a swap in between cannot fool)."""
+    if not _check_file(p):
+        raise GoldenMissingError(f"golden file not found: {p}")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(p, flags)
+    except FileNotFoundError:
+        raise GoldenMissingError(f"golden file not found: {p}") from None
+    except OSError as e:
+        raise GoldenPathError(f"golden file {p} cannot be opened as a regular file ({e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise GoldenPathError(f"golden path {p} is {_kind(st.st_mode)}, not a golden file: remove it")
+        return f.read()
 
 
 # ----------------------------------------------------------------------------------------- encoding
@@ -172,13 +298,6 @@ _INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.b
 
 def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).removeprefix("torch.")
-
-
-def _dtype_from_name(name: str) -> torch.dtype:
-    dt = getattr(torch, name, None)
-    if not isinstance(dt, torch.dtype):
-        raise ValueError(f"unknown torch dtype {name!r}")
-    return dt
 
 
 @dataclass
@@ -276,12 +395,15 @@ def encode_golden(stored: Stored, meta: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any]) -> bytes:
+def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any], *,
+                 root: str | os.PathLike[str] | None = None) -> bytes:
     """Atomically replace ``path`` (temp file in the same dir, then ``os.replace``): readers and parallel
-    runs see the old file or the new one, never half of one."""
+    runs see the old file or the new one, never half of one. With ``root`` (the golden dir) the path must
+    stay inside it with no symlink on the way; whatever stands at ``path`` must be a regular file."""
     data = encode_golden(stored, meta)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    p = _walk(Path(root) if root is not None else None, Path(path), create=True)
+    assert p is not None
+    _check_file(p)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -299,24 +421,107 @@ def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, A
     return data
 
 
+_MAX_META_BYTES = 1 << 20  # metadata is a few hundred bytes; anything near this is not a golden's
+
+
 def _read_array(zf: zipfile.ZipFile, member: str) -> np.ndarray:
     return np.lib.format.read_array(io.BytesIO(zf.read(member)), allow_pickle=False)
 
 
-def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, Any]]:
+# dtype -> how its array is stored (little-endian); the only dtypes a golden holds
+_STORAGE: dict[torch.dtype, str] = {
+    torch.float16: "<f2", torch.bfloat16: "<u2", torch.float32: "<f4", torch.float64: "<f8",
+    torch.int8: "|i1", torch.int16: "<i2", torch.int32: "<i4", torch.int64: "<i8", torch.uint8: "|u1",
+    torch.bool: "|b1", **{dt: "|u1" for dt in _FP8_BY_DTYPE},
+}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# field -> (check, what is expected); required fields are in _REQUIRED_META
+_META_FIELDS: dict[str, tuple[Any, str]] = {
+    "name": (lambda v: isinstance(v, str), "a str"),
+    "dtype": (lambda v: isinstance(v, str), "a str (a torch dtype name)"),
+    "storage": (lambda v: isinstance(v, str), "a str (a numpy dtype string)"),
+    "shape": (lambda v: isinstance(v, list) and all(_is_int(d) and d >= 0 for d in v),
+              "a list of non-negative integers"),
+    "arch": (lambda v: isinstance(v, str), "a str"),
+    "harness_version": (lambda v: isinstance(v, str), "a str"),
+    "fmt": (lambda v: v is None or isinstance(v, str), "null or an FP8 format name"),
+    "op": (lambda v: v is None or isinstance(v, str), "null or a str"),
+    "dtype_case": (lambda v: v is None or isinstance(v, str), "null or a str"),
+    "seed": (lambda v: v is None or _is_int(v), "null or an integer"),
+    "device": (lambda v: v is None or isinstance(v, str), "null or a str"),
+    "test": (lambda v: v is None or isinstance(v, dict), "null or an object"),
+}
+
+
+def _check_meta(p: Path, meta: dict[str, Any]) -> torch.dtype:
+    """Validate the metadata's fields and their agreement; returns the golden's torch dtype."""
+    arch = meta.get("arch") if isinstance(meta.get("arch"), str) else None
+
+    def bad(msg: str) -> GoldenFormatError:
+        return GoldenFormatError(f"golden file {p}: {msg}; re-capture it with the regen command (a regen run on "
+                                 f"the arch that captured it overwrites it)", arch=arch)
+
+    version = meta.get("format_version")
+    if not _is_int(version) or version != FORMAT_VERSION:
+        raise GoldenFormatError(
+            f"golden file {p} has format version {version!r}; this harness reads version {FORMAT_VERSION} "
+            f"(regenerate it)", arch=arch
+        )
+    missing = [k for k in _REQUIRED_META if k not in meta]
+    if missing:
+        raise bad(f"metadata lacks {', '.join(missing)}")
+    for key, (ok, what) in _META_FIELDS.items():
+        if key in meta and not ok(meta[key]):
+            v = repr(meta[key])
+            raise bad(f"metadata field {key!r} is {v if len(v) <= 60 else v[:57] + '...'} "
+                      f"({type(meta[key]).__name__}), expected {what}")
+    dt = getattr(torch, meta["dtype"], None) if meta["dtype"].isidentifier() else None
+    if not isinstance(dt, torch.dtype):
+        raise bad(f"unknown torch dtype {meta['dtype']!r}")
+    if dt not in _STORAGE:
+        raise bad(f"{meta['dtype']} is not a golden dtype (float, FP8, integer or bool)")
+    if meta["storage"] != _STORAGE[dt]:
+        raise bad(f"storage {meta['storage']} does not hold dtype {meta['dtype']} (stored as {_STORAGE[dt]})")
+    fmt = meta.get("fmt")
+    if fmt is not None:
+        try:
+            canon = _canonical_fmt(fmt)
+        except (ValueError, KeyError, TypeError) as e:
+            raise bad(f"metadata field 'fmt' is {fmt!r}: unknown FP8 format ({e})") from None
+        if canon != fmt:
+            raise bad(f"metadata field 'fmt' is {fmt!r}, expected the canonical name {canon!r}")
+    if dt in _FP8_BY_DTYPE:
+        if fmt != _FP8_BY_DTYPE[dt]:
+            raise bad(f"fmt {fmt!r} contradicts dtype {meta['dtype']} (format {_FP8_BY_DTYPE[dt]!r})")
+    elif fmt is not None and dt != torch.uint8:
+        raise bad(f"fmt {fmt!r} needs uint8 codes, but the metadata says dtype {meta['dtype']}")
+    return dt
+
+
+def read_golden(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
+                ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Load a golden: ``(tensor, metadata)``. FP8 goldens come back in their torch float8 dtype (or as
-    uint8 codes when they were stored from codes). Raises :class:`GoldenMissingError` or
-    :class:`GoldenFormatError` naming the file and what is wrong with it."""
+    uint8 codes when they were stored from codes). Raises :class:`GoldenMissingError`,
+    :class:`GoldenPathError` (a symlink, directory or FIFO; with ``root``, a path outside the golden dir)
+    or :class:`GoldenFormatError`, each naming the file and what is wrong with it."""
+    checked = _walk(Path(root) if root is not None else None, Path(path), create=False)
+    if checked is None:
+        raise GoldenMissingError(f"golden file not found: {Path(path)}")
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise GoldenMissingError(f"golden file not found: {p}") from None
+    data = _read_regular(checked)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = sorted(zf.namelist())
             if names != sorted((_META_MEMBER, _TENSOR_MEMBER)):
                 raise ValueError(f"members are {names}, expected {[_META_MEMBER, _TENSOR_MEMBER]}")
+            size = zf.getinfo(_META_MEMBER).file_size
+            if size > _MAX_META_BYTES:
+                raise ValueError(f"metadata member is {size} bytes, more than {_MAX_META_BYTES}")
             bad = zf.testzip()
             if bad is not None:
                 raise ValueError(f"CRC check failed for member {bad}")
@@ -331,26 +536,16 @@ def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, A
         meta = json.loads(meta_arr.tobytes().decode("utf-8"))
         if not isinstance(meta, dict):
             raise ValueError("meta is not a JSON object")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise GoldenFormatError(f"golden file {p}: unreadable metadata ({e})") from None
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise GoldenFormatError(
-            f"golden file {p} has format version {version!r}; this harness reads version {FORMAT_VERSION} "
-            f"(regenerate it)"
-        )
-    missing = [k for k in _REQUIRED_META if k not in meta]
-    if missing:
-        raise GoldenFormatError(f"golden file {p}: metadata lacks {', '.join(missing)}")
-    if arr.dtype.str != meta["storage"] or list(arr.shape) != list(meta["shape"]):
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise GoldenFormatError(f"golden file {p}: unreadable metadata ({what}); re-capture it with the regen "
+                                f"command") from None
+    dt = _check_meta(p, meta)
+    if arr.dtype.str != meta["storage"] or list(arr.shape) != meta["shape"]:
         raise GoldenFormatError(
             f"golden file {p}: array is {arr.dtype.str}{list(arr.shape)} but metadata says "
-            f"{meta['storage']}{meta['shape']}"
+            f"{meta['storage']}{meta['shape']}; re-capture it with the regen command", arch=meta["arch"]
         )
-    try:
-        dt = _dtype_from_name(meta["dtype"])
-    except ValueError as e:
-        raise GoldenFormatError(f"golden file {p}: {e}") from None
     arr = arr.astype(arr.dtype.newbyteorder("="), copy=True)
     if dt in _FP8_BY_DTYPE:
         t = torch.from_numpy(arr).view(dt)
@@ -358,8 +553,9 @@ def read_golden(path: str | os.PathLike[str]) -> tuple[torch.Tensor, dict[str, A
         t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
     else:
         t = torch.from_numpy(arr)
-    if t.dtype != dt and not (dt in _FP8_BY_DTYPE and t.dtype == dt):
-        raise GoldenFormatError(f"golden file {p}: stored {arr.dtype} does not hold dtype {meta['dtype']}")
+    if t.dtype != dt or list(t.shape) != meta["shape"]:  # unreachable after the storage check; kept as a guard
+        raise GoldenFormatError(f"golden file {p}: stored {arr.dtype} does not hold dtype {meta['dtype']}",
+                                arch=meta["arch"])
     return t, meta
 
 
@@ -501,6 +697,70 @@ def regen_command(selection: str) -> str:
     return f"python -m harness golden regen {_shell_quote(selection)}"
 
 
+def recapture_command(rel: str, selection: str) -> str:
+    """The command that replaces a golden captured on another arch with this machine's output: a regen run
+    never rewrites a foreign golden, but it creates a missing one."""
+    return f"rm {_shell_quote(rel)} && {regen_command(selection)}"
+
+
+# ------------------------------------------------------------------------------------------ decision
+
+MODES = ("check", "regen", "regen-all")
+#: missing: no file; unreadable: a file that is corrupt, truncated or malformed; readable: a good golden;
+#: refused: not a regular file inside the golden dir (symlink, directory, FIFO), never touched.
+FILE_STATES = ("missing", "unreadable", "readable", "refused")
+OUTCOMES = ("pass", "fail-missing", "fail-unreadable", "fail-refused", "fail-mismatch", "fail-foreign", "write",
+            "write-review")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one ``golden.check`` does: compare (``none``; ``tolerance``: the check's rule; ``content``:
+    bits, dtype, shape, format, op, dtype case), then ``if_equal`` when nothing differs (or nothing was
+    compared), else ``if_differs``. ``write`` writes and passes; ``write-review`` writes and the test fails
+    at its end so the new golden is looked at; ``fail-foreign``: differs from a golden of another arch,
+    which no run here rewrites."""
+
+    compare: str
+    if_equal: str
+    if_differs: str
+
+
+def decide(mode: str, state: str, same_arch: bool | None) -> Decision:
+    """The whole golden workflow as a pure function of the run's mode, the file's state and whether the
+    file was captured on this arch (None: unknown, the file names no arch).
+
+    A golden of another arch (an H200's, on a CPU box) is compared and never replaced: regenerating here
+    would swap the hardware's output for this lane's without anyone noticing. Deleting it first makes it
+    missing, which a regen run creates (:func:`recapture_command`)."""
+    if mode not in MODES:
+        raise ValueError(f"decide: mode must be one of {MODES}, got {mode!r}")
+    if state not in FILE_STATES:
+        raise ValueError(f"decide: state must be one of {FILE_STATES}, got {state!r}")
+    if not (same_arch is None or same_arch is True or same_arch is False):  # 1 == True: compare identity
+        raise ValueError(f"decide: same_arch must be True, False or None, got {same_arch!r}")
+    if state in ("missing", "refused") and same_arch is not None:
+        raise ValueError(f"decide: a {state} file names no arch, so same_arch must be None")
+    if state == "readable" and same_arch is None:
+        raise ValueError("decide: a readable golden names its arch, so same_arch must be True or False")
+    if state == "refused":
+        return Decision("none", "fail-refused", "fail-refused")
+    if mode == "check":
+        if state == "readable":
+            return Decision("tolerance", "pass", "fail-mismatch")
+        return Decision("none", f"fail-{state}", f"fail-{state}")
+    if state == "readable":
+        if same_arch is False:
+            return Decision("tolerance", "pass", "fail-foreign")
+        if mode == "regen":
+            return Decision("tolerance", "pass", "write-review")
+        return Decision("content", "pass", "write")
+    if same_arch is False:  # an unreadable golden of another arch: repaired only there
+        return Decision("none", "fail-foreign", "fail-foreign")
+    write = "write" if mode == "regen-all" else "write-review"
+    return Decision("none", write, write)
+
+
 def _current_arch(config: Any) -> Any:
     from harness.arch import current_arch
 
@@ -552,54 +812,68 @@ class Golden:
         self._state.claim(path, self._item.nodeid)
         self._state.used.add(rel)
         self._state.checked += 1
-        mode = self._state.mode
-
-        old: Stored | None = None
-        meta: dict[str, Any] = {}
-        problem = unreadable = ""
-        try:
-            t, meta = read_golden(path)
-            old = _stored_from_file(t, meta)
-        except GoldenMissingError:
-            problem = "missing"
-        except GoldenFormatError as e:
-            problem, unreadable = f"unreadable ({e})", str(e)
-        if mode == "check" and problem == "missing":
-            pytest.fail(self._missing_message(name, rel), pytrace=False)
-        if mode == "check" and unreadable:
-            pytest.fail(f"{unreadable}\nTo rewrite it: {regen_command(self._item.nodeid)}", pytrace=False)
-
-        gen, here = meta.get("arch"), getattr(_current_arch(self._item.config), "name", None)
-        if mode != "check" and old is not None and gen != here:
-            # A golden captured on another arch (an H200's, on a CPU box) is compared, never replaced:
-            # regenerating here would swap the hardware's output for this lane's without anyone noticing.
+        state, old, meta, err = self._read(path)
+        gen = meta.get("arch") if old is not None else getattr(err, "arch", None)
+        here = getattr(_current_arch(self._item.config), "name", None)
+        d = decide(self._state.mode, state, None if gen is None else gen == here)
+        failure = None
+        if d.compare == "tolerance":
             failure = self._compare(name, rel, obtained, old, meta, tol)
-            if failure is None:
-                return
-            raise AssertionError(f"{failure}\nNot rewritten: {rel} was captured on {gen} and this run is {here}. "
-                                 f"Regenerate it on {gen}, or delete the file to re-capture it here on purpose.")
-        if mode == "regen-all":
-            if old is not None and not self._content_differs(obtained, old, meta):
-                return
-            self._write(path, rel, name, obtained, old, "created" if problem == "missing" else "rewritten",
-                        problem or "regen-all")
+            differs = failure is not None
+        else:
+            differs = d.compare == "content" and self._content_differs(obtained, old, meta)
+        self._act(d.if_differs if differs else d.if_equal, state, name, path, rel, obtained, old, err, failure,
+                  gen, here)
+
+    def _read(self, path: Path) -> tuple[str, Stored | None, dict[str, Any], GoldenError | None]:
+        """(file state, stored golden, metadata, error) of one golden file; the state is decide()'s."""
+        try:
+            t, meta = read_golden(path, root=self._state.root)
+        except GoldenMissingError:
+            return "missing", None, {}, None
+        except GoldenPathError as e:
+            return "refused", None, {}, e
+        except GoldenFormatError as e:
+            return "unreadable", None, {}, e
+        return "readable", _stored_from_file(t, meta), meta, None
+
+    def _act(self, outcome: str, state: str, name: str, path: Path, rel: str, obtained: Stored,
+             old: Stored | None, err: GoldenError | None, failure: str | None, gen: str | None,
+             here: str | None) -> None:
+        """Carry out one of decide()'s outcomes."""
+        __tracebackhide__ = True
+        nodeid = self._item.nodeid
+        if outcome == "pass":
             return
-        if old is None:  # --golden-regen and no usable file
-            change = self._write(path, rel, name, obtained, None,
-                                 "created" if problem == "missing" else "rewritten", problem)
+        if outcome == "fail-missing":
+            pytest.fail(self._missing_message(name, rel), pytrace=False)
+        if outcome == "fail-refused":
+            pytest.fail(str(err), pytrace=False)
+        foreign = (f"{rel} was captured on {gen} and this run is {here}; a run here never rewrites it.\n"
+                   f"To update it, run on {gen}:\n    {regen_command(nodeid)}\n"
+                   f"or, to replace it with this arch's output on purpose:\n    {recapture_command(rel, nodeid)}")
+        if outcome == "fail-unreadable":
+            advice = f"To rewrite it: {regen_command(nodeid)}" if gen in (None, here) else foreign
+            pytest.fail(f"{err}\n{advice}", pytrace=False)
+        if outcome == "fail-mismatch":
+            advice = (f"To update it: {regen_command(nodeid)}  (or pytest --golden-regen)" if gen == here
+                      else f"{foreign}\n(or, if the difference is expected across arches, widen the tolerance "
+                           f"row named above)")
+            raise AssertionError(f"{failure}\n{advice}")
+        if outcome == "fail-foreign":
+            raise AssertionError(f"{failure or err}\nNot rewritten: {foreign}")
+        problem = "missing" if state == "missing" else f"unreadable ({err})" if state == "unreadable" else ""
+        action = "created" if state == "missing" else "rewritten"
+        if outcome == "write":
+            self._write(path, rel, name, obtained, old, action, problem or "regen-all")
+            return
+        if outcome == "write-review":
+            change = self._write(path, rel, name, obtained, old, action, problem or "mismatch")
             self.regenerated.append(
-                f"golden {name!r} regenerated: {rel} ({change['summary']}; was {problem})")
+                f"golden {name!r} regenerated: {rel} ({change['summary']}; was {problem})" if problem else
+                f"golden {name!r} regenerated: {rel} ({change['summary']})\nprevious comparison:\n{failure}")
             return
-        failure = self._compare(name, rel, obtained, old, meta, tol)
-        if failure is None:
-            return
-        if mode == "regen":
-            change = self._write(path, rel, name, obtained, old, "rewritten", "mismatch")
-            self.regenerated.append(f"golden {name!r} regenerated: {rel} ({change['summary']})\n"
-                                    f"previous comparison:\n{failure}")
-            return
-        raise AssertionError(f"{failure}\nTo update it: {regen_command(self._item.nodeid)}  "
-                             f"(or pytest --golden-regen)")
+        raise AssertionError(f"golden: unknown outcome {outcome!r}")  # decide() returned something new
 
     def load(self, name: str, *, test: str | None = None, param: str | None = None
              ) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -630,7 +904,7 @@ class Golden:
         rel = self._state.rel(path)
         self._state.used.add(rel)
         try:
-            return read_golden(path)
+            return read_golden(path, root=self._state.root)
         except GoldenMissingError:
             if test is None:
                 how = regen_command(self._item.nodeid)
@@ -688,7 +962,7 @@ class Golden:
                reason: str) -> dict[str, Any]:
         if ci_active():
             raise GoldenError(f"refusing to write golden {rel}: CI is set (goldens are captured locally)")
-        write_golden(path, obtained, self._meta(name, obtained))
+        write_golden(path, obtained, self._meta(name, obtained), root=self._state.root)
         d = diff(obtained, old) if old is not None else None
         n = obtained.tensor.numel()
         change = {

@@ -168,8 +168,14 @@ def test_flipped_byte_is_caught_by_the_crc(tmp_path):
         read_golden(tmp_path / "g.npz")
 
 
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr)
+    return buf.getvalue()
+
+
 def _rezip(data: bytes, edit_meta=None, extra: dict[str, bytes] | None = None,
-           drop: str | None = None) -> bytes:
+           drop: str | None = None, raw_meta: bytes | None = None, tensor: np.ndarray | None = None) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as zin, zipfile.ZipFile(out, "w") as zout:
         for name in zin.namelist():
@@ -179,9 +185,11 @@ def _rezip(data: bytes, edit_meta=None, extra: dict[str, bytes] | None = None,
             if name == "meta.npy" and edit_meta is not None:
                 meta = json.loads(np.lib.format.read_array(io.BytesIO(payload)).tobytes())
                 edit_meta(meta)
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
-                payload = buf.getvalue()
+                payload = _npy(np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+            if name == "meta.npy" and raw_meta is not None:
+                payload = _npy(np.frombuffer(raw_meta, dtype=np.uint8))
+            if name == "tensor.npy" and tensor is not None:
+                payload = _npy(tensor)
             zout.writestr(name, payload)
         for name, payload in (extra or {}).items():
             zout.writestr(name, payload)
@@ -205,6 +213,7 @@ def _pickled_npy() -> bytes:
         (dict(edit_meta=lambda m: m.update(dtype="float16")), "does not hold dtype float16"),
         (dict(edit_meta=lambda m: m.update(dtype="no_such_dtype")), "unknown torch dtype"),
         (dict(drop="meta.npy"), "members are"),
+        (dict(drop="tensor.npy"), "members are"),
         (dict(extra={"x.npy": b""}), "members are"),
     ],
 )
@@ -212,6 +221,85 @@ def test_wrong_version_or_inconsistent_files_are_rejected(tmp_path, edit, match)
     (tmp_path / "g.npz").write_bytes(_rezip(_good(tmp_path), **edit))
     with pytest.raises(GoldenFormatError, match=match):
         read_golden(tmp_path / "g.npz")
+
+
+_DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (dict(edit_meta=lambda m: m.update(shape=5)), "metadata field 'shape' is 5 .*expected a list of"),
+        (dict(edit_meta=lambda m: m.update(shape=[3, True])), "metadata field 'shape'"),
+        (dict(edit_meta=lambda m: m.update(shape=[-3, -7])), "metadata field 'shape'"),
+        (dict(edit_meta=lambda m: m.update(shape=None)), "metadata field 'shape'"),
+        (dict(edit_meta=lambda m: m.update(dtype=5)), "metadata field 'dtype' is 5 .*expected a str"),
+        (dict(edit_meta=lambda m: m.update(dtype=["float32"])), "metadata field 'dtype'"),
+        (dict(edit_meta=lambda m: m.update(storage=5)), "metadata field 'storage'"),
+        (dict(edit_meta=lambda m: m.update(arch={"a": 1})), "metadata field 'arch'"),
+        (dict(edit_meta=lambda m: m.update(name=None)), "metadata field 'name'"),
+        (dict(edit_meta=lambda m: m.update(fmt=5)), "metadata field 'fmt'"),
+        (dict(edit_meta=lambda m: m.update(op=5)), "metadata field 'op'"),
+        (dict(edit_meta=lambda m: m.update(format_version=True)), "format version True"),
+        (dict(edit_meta=lambda m: m.update(format_version=1.0)), "format version 1.0"),
+        (dict(edit_meta=lambda m: m.update(dtype="Tensor")), "unknown torch dtype|not a golden dtype"),
+        (dict(edit_meta=lambda m: m.update(dtype="complex64")), "not a golden dtype"),
+        (dict(raw_meta=_DEEP), "unreadable metadata"),
+        (dict(raw_meta=b'{"a": ' * 5000 + b"1" + b"}" * 5000), "unreadable metadata"),
+        (dict(raw_meta=b"[1, 2]"), "meta is not a JSON object"),
+        (dict(raw_meta=b"\xff\xfe"), "unreadable metadata"),
+        (dict(raw_meta=b" " * (2 << 20) + b"{}"), "metadata member is .* bytes"),
+        # bf16 stored as float32 words: viewing them as int16 would silently double the last dimension
+        (dict(edit_meta=lambda m: m.update(dtype="bfloat16")), "does not hold dtype bfloat16"),
+        # an FP8 format on a float tensor: its bytes would be read as codes
+        (dict(edit_meta=lambda m: m.update(fmt="e4nv")), "fmt 'e4nv' needs uint8 codes"),
+        (dict(edit_meta=lambda m: m.update(fmt="e9m9")), "metadata field 'fmt'.*unknown FP8 format"),
+    ],
+)
+def test_malformed_metadata_is_a_format_error(tmp_path, edit, match):
+    (tmp_path / "g.npz").write_bytes(_rezip(_good(tmp_path), **edit))
+    with pytest.raises(GoldenFormatError, match=match) as info:
+        read_golden(tmp_path / "g.npz")
+    assert str(tmp_path / "g.npz") in str(info.value)
+
+
+def _codes_golden(tmp_path, fmt_dtype=torch.float8_e4m3fn) -> bytes:
+    codes = torch.arange(8, dtype=torch.uint8)
+    write_golden(tmp_path / "g.npz", to_stored(codes.view(fmt_dtype)), META)
+    return (tmp_path / "g.npz").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        # codes array of the wrong dtype (the metadata agrees with it, the format does not)
+        (dict(tensor=np.arange(8, dtype="<i2"), edit_meta=lambda m: m.update(dtype="int16", storage="<i2")),
+         "fmt 'e4nv' needs uint8 codes"),
+        (dict(tensor=np.arange(8, dtype="<f4"), edit_meta=lambda m: m.update(storage="<f4")),
+         "does not hold dtype float8_e4m3fn"),
+        (dict(tensor=np.arange(8, dtype="<i2")), "array is <i2"),
+        (dict(edit_meta=lambda m: m.update(fmt="e5m2")), "contradicts dtype float8_e4m3fn"),
+        (dict(edit_meta=lambda m: m.update(fmt=None)), "contradicts dtype float8_e4m3fn"),
+        (dict(tensor=np.array([{"x": 1}] * 8, dtype=object), edit_meta=lambda m: m.update(storage="|O")),
+         "allow_pickle|[Oo]bject"),
+    ],
+)
+def test_fp8_codes_of_the_wrong_dtype_are_rejected(tmp_path, edit, match):
+    (tmp_path / "g.npz").write_bytes(_rezip(_codes_golden(tmp_path), **edit))
+    with pytest.raises(GoldenFormatError, match=match):
+        read_golden(tmp_path / "g.npz")
+
+
+def test_malformed_file_keeps_the_arch_it_names(tmp_path):
+    """A regen run must know whose golden a damaged file was: it repairs only its own arch's."""
+    (tmp_path / "g.npz").write_bytes(_rezip(_good(tmp_path), edit_meta=lambda m: m.update(shape=5, arch="sm90")))
+    with pytest.raises(GoldenFormatError) as info:
+        read_golden(tmp_path / "g.npz")
+    assert info.value.arch == "sm90"
+    (tmp_path / "g.npz").write_bytes(_good(tmp_path)[:40])
+    with pytest.raises(GoldenFormatError) as info:
+        read_golden(tmp_path / "g.npz")
+    assert info.value.arch is None
 
 
 def test_pickled_members_are_never_unpickled(tmp_path):

@@ -16,6 +16,11 @@ import zipfile
 import numpy as np
 import pytest
 
+# Imported here, before any in-process pytester run: pytester drops the modules first imported during a run,
+# and torch cannot be imported a second time in one process (SystemError, then a segfault). Without this an
+# xdist worker whose first test is one of these crashes.
+import torch
+
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
@@ -194,12 +199,49 @@ def test_regen_never_replaces_a_golden_of_another_arch(pytester):
         run(pytester, sel, flag).assert_outcomes(passed=1)  # within the cross-arch row: nothing to do
         r = run(pytester, sel, flag, shift=1000)  # 1000 float ULPs: beyond the fp32 cross-arch row
         r.assert_outcomes(failed=1)
-        r.stdout.fnmatch_lines([f"*Not rewritten: {OUT} was captured on sm90 and this run is interp. Regenerate "
-                                f"it on sm90, or delete the file to re-capture it here on purpose."])
+        r.stdout.fnmatch_lines([f"*Not rewritten: {OUT} was captured on sm90 and this run is interp; a run here "
+                                f"never rewrites it.",
+                                "*To update it, run on sm90:",
+                                f"*    python -m harness golden regen {sel}",
+                                "*or, to replace it with this arch's output on purpose:",
+                                f"*    rm {OUT} && python -m harness golden regen {sel}"])
         assert out.read_bytes() == before
-    out.unlink()
-    run(pytester, sel, "--golden-regen-all", shift=1000).assert_outcomes(passed=1)
+    # a plain check run gives the same advice (not the regen command alone, which would refuse)
+    r = run(pytester, sel, shift=1000)
+    r.assert_outcomes(failed=1)
+    assert "To update it: python" not in text(r)
+    r.stdout.fnmatch_lines(["*To update it, run on sm90:", f"*    rm {OUT} && python -m harness golden regen {sel}"])
+    # ... and that command works as printed
+    r = shell(pytester, advised(r), shift=1000)
+    assert r.ret == 0, text(r)
     assert out.read_bytes() != before
+    run(pytester, sel, shift=1000).assert_outcomes(passed=1)
+    _, meta = read(out)
+    assert meta["arch"] == "interp"
+
+
+def advised(result: pytest.RunResult) -> str:
+    """The recapture command a failure printed (the line after 'on purpose:')."""
+    lines = [line.strip() for line in result.outlines]
+    at = next(i for i, line in enumerate(lines) if line.endswith("this arch's output on purpose:"))
+    return lines[at + 1].removeprefix("E").strip()
+
+
+def shell(pytester: pytest.Pytester, command: str, *, shift: int = 0) -> pytest.RunResult:
+    """Run a printed command line as a user would, in the project root, with this venv's python first on
+    PATH (so ``python`` is the interpreter running this suite)."""
+    env_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    os.environ["GOLDEN_SHIFT"] = str(shift)
+    try:
+        return pytester.run("env", f"PATH={env_path}", "sh", "-c", command)
+    finally:
+        del os.environ["GOLDEN_SHIFT"]
+
+
+def read(path):
+    from harness.golden import read_golden
+
+    return read_golden(path)
 
 
 def test_metadata_of_a_generated_golden(pytester):
@@ -210,8 +252,6 @@ def test_metadata_of_a_generated_golden(pytester):
     run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
     with np.load(pytester.path / "golden/test_k/test_float/3/out.npz", allow_pickle=False) as z:
         meta = json.loads(z["meta"].tobytes())
-    import torch
-
     import harness
 
     assert meta["op"] == "k.op" and meta["arch"] == "interp" and meta["device"] == "triton-interpreter"
@@ -253,6 +293,137 @@ def test_corrupt_and_wrong_version_files(pytester):
     r.assert_outcomes(failed=1, passed=1)
     r.stdout.fnmatch_lines(["*golden file */out.npz has format version 99; this harness reads version 1 "
                             "(regenerate it)"])
+
+
+def test_malformed_metadata_is_repaired_by_the_printed_command(pytester):
+    """shape=5, dtype=5 or deep JSON used to crash the check (TypeError, RecursionError) and the regen run
+    with it; now the check names the file and a command, and that command rewrites the file."""
+    project(pytester)
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    out = pytester.path / OUT
+    good = out.read_bytes()
+    for field, value in (("shape", 5), ("dtype", 5), ("storage", 5), ("fmt", "e4nv"), ("name", None)):
+        out.write_bytes(_edit_meta(good, **{field: value}))
+        r = run(pytester)
+        r.assert_outcomes(failed=1, passed=1)
+        r.stdout.fnmatch_lines([f"*golden file */{OUT}: *", "To rewrite it: python -m harness golden regen "
+                                "tests/test_k.py::test_float"])
+        assert not re.search(r"TypeError|KeyError|AttributeError|RecursionError", text(r)), field
+        if field == "shape":  # the printed command, as printed (a subprocess: slow, so once)
+            r = shell(pytester, next(line for line in r.outlines if line.startswith("To rewrite it: "))
+                      .removeprefix("To rewrite it: "))
+            assert r.ret == 0, text(r)
+            r.stdout.fnmatch_lines([f"  rewritten  {OUT}  8 elements (unreadable (golden file *"])
+        else:  # what that command runs
+            run(pytester, "tests/test_k.py::test_float", "--golden-regen-all").assert_outcomes(passed=1)
+        assert out.read_bytes() == good, field
+    out.write_bytes(_edit_meta(good, raw=b"[" * 100_000 + b"]" * 100_000))
+    r = run(pytester)
+    r.assert_outcomes(failed=1, passed=1)
+    r.stdout.fnmatch_lines([f"*golden file */{OUT}: unreadable metadata (nested too deeply)*"])
+    assert "RecursionError" not in text(r)
+    run(pytester, "--golden-regen").assert_outcomes(failed=1, passed=1)
+    assert out.read_bytes() == good
+
+
+def _edit_meta(data: bytes, raw: bytes | None = None, **fields) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as zin, zipfile.ZipFile(buf, "w") as zout:
+        meta = json.loads(np.lib.format.read_array(io.BytesIO(zin.read("meta.npy"))).tobytes())
+        meta.update(fields)
+        mb = io.BytesIO()
+        np.lib.format.write_array(mb, np.frombuffer(raw if raw is not None else json.dumps(meta).encode(),
+                                                    dtype=np.uint8))
+        zout.writestr("meta.npy", mb.getvalue())
+        zout.writestr("tensor.npy", zin.read("tensor.npy"))
+    return buf.getvalue()
+
+
+LAYOUT = '''
+import os
+
+import torch
+
+
+def test_layout(golden):
+    x = torch.linspace(-3, 3, 8, dtype=torch.float32)
+    change = os.environ.get("GOLDEN_LAYOUT", "")
+    if change == "column":
+        x = x.reshape(8, 1)  # would broadcast against the golden's (8,) to (8, 8)
+    elif change == "one":
+        x = x[:1]  # would broadcast against (8,) and compare one value eight times
+    elif change == "fp64":
+        x = x.double()
+    elif change == "fp8":
+        x = x.to(torch.float8_e4m3fn)
+    elif change == "codes":
+        x = x.to(torch.float8_e4m3fn).view(torch.uint8)
+    golden.check("out", x)
+'''
+
+
+@pytest.mark.parametrize("change, line", [
+    ("column", "shape: got (8, 1), golden holds (8,)"),
+    ("one", "shape: got (1,), golden holds (8,)"),
+    ("fp64", "dtype: got float64, golden holds float32"),
+    ("fp8", "dtype: got e4nv codes, golden holds float32"),
+])
+def test_changed_dtype_or_shape_is_named_never_broadcast(pytester, monkeypatch, change, line):
+    project(pytester, LAYOUT)
+    out = pytester.path / "golden/test_k/test_layout/_/out.npz"
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=1)
+    monkeypatch.setenv("GOLDEN_LAYOUT", change)
+    before = out.read_bytes()
+    for args in ((), ("--harness-arch=sm90",)):  # same arch (exact) and another arch (tolerance table)
+        r = run(pytester, *args)
+        r.assert_outcomes(failed=1)
+        r.stdout.fnmatch_lines(["*golden 'out' does not match golden/test_k/test_layout/_/out.npz", f"*  {line}"])
+        assert "Tensor-likes" not in text(r) and "Mismatched elements" not in text(r)
+        assert out.read_bytes() == before
+    r = run(pytester, "--golden-regen")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines([f"golden 'out' regenerated: golden/test_k/test_layout/_/out.npz ({line})"])
+    run(pytester).assert_outcomes(passed=1)
+    monkeypatch.delenv("GOLDEN_LAYOUT")
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["golden (regen-all): 1 checks, 0 created, 1 rewritten", "*rewritten*out.npz*"])
+    assert out.read_bytes() == before
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks and FIFOs")
+def test_links_and_fifos_are_never_followed_by_a_run(pytester, tmp_path_factory):
+    """--golden-regen-all used to write through a symlinked directory, and a FIFO hung the check forever."""
+    project(pytester)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (pytester.path / "golden").mkdir()
+    (pytester.path / "golden/test_k").symlink_to(elsewhere, target_is_directory=True)
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines(["*golden directory */golden/test_k is a symlink (-> *elsewhere*); goldens are read and "
+                            "written only as regular files in real directories*"])
+    assert list(elsewhere.iterdir()) == [], "nothing may be written through the link"
+
+    (pytester.path / "golden/test_k").unlink()
+    (pytester.path / "golden").rmdir()
+    (pytester.path / "golden").symlink_to(elsewhere, target_is_directory=True)
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines(["*golden dir */golden is a symlink (-> *elsewhere*)*"])
+    assert list(elsewhere.iterdir()) == []
+
+    (pytester.path / "golden").unlink()
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    (pytester.path / OUT).unlink()
+    os.mkfifo(pytester.path / OUT)
+    for flags in ((), ("--golden-regen",), ("--golden-regen-all",)):
+        if not flags:  # in a subprocess first: a hang ends in a timeout here instead of hanging the suite
+            r = pytester.runpytest_subprocess(timeout=120)
+        else:
+            r = run(pytester, *flags)
+        r.assert_outcomes(failed=1, passed=1)
+        r.stdout.fnmatch_lines([f"*golden path */{OUT} is a FIFO, not a golden file: remove it*"])
+    assert not (pytester.path / OUT).is_file()
 
 
 def test_bad_names_and_collisions(pytester):
