@@ -164,15 +164,78 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
     ok, reason = supports_format(a, f)
     if not ok:
         raise ValueError(f"encode(fmt={f.name!r}, arch={a.name!r}): {reason}")
-    xf = x.float()
+    if a.kind == "cuda":
+        return _encode_nvidia(x, f, a.cc or 0)
+    return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
+
+
+def _encode_hw(xf: torch.Tensor, f: FP8Format, *, nan_sign: torch.Tensor | None = None) -> torch.Tensor:
+    """One correct rounding of the exact value: RNE, saturating (``cvt.rn.satfinite``); e4b15 ties away."""
     if f.name == "e4b15":
         # the NaN's sign from x itself: torch's CPU fp16->fp32 drops it for short tensors (< 8 elements)
-        return _encode_e4b15(xf, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
+        return _encode_e4b15(xf, nan_sign=nan_sign)
     sat = xf.clamp(-f.sat_max, f.sat_max)
     codes = sat.to(f.torch_dtype).view(torch.uint8)
     if f.nan_style in ("fn", "ieee"):
         codes = torch.where(torch.isnan(xf), torch.full_like(codes, 0x7F), codes)
     return codes
+
+
+# --- NVIDIA: what Triton 3.6's lowering computes per target (PTX read per target; tables measured on an H200
+# for sm75/80/86/89/90, golden/test_fp8_targets, docs/MEASUREMENTS.md). Three building blocks:
+#   * hardware ``cvt.rn.satfinite.{e4m3,e5m2}x2.{f32,f16x2}`` (sm89+): one correct rounding, saturating;
+#   * ``cvt.rz.f16.f32``: fp32 sources of a software or f16x2 conversion are first truncated to fp16;
+#   * software sequences on the fp16 / bf16 bit patterns (emulated below instruction by instruction).
+
+def _encode_nvidia(x: torch.Tensor, f: FP8Format, cc: int) -> torch.Tensor:
+    if f.name == "e4b15":  # software on every target, from fp16 (fp32 truncated to fp16 first)
+        return _sw_f16_to_e4b15(_bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x.float()))
+    if cc >= 90 or (x.dtype == torch.bfloat16 and cc >= 89):  # bf16 -> f32 exactly, then the f32 cvt
+        return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
+    if cc >= 89:  # f16x2 cvt: fp16 directly, fp32 after cvt.rz.f16.f32 (a double rounding)
+        h = _bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x)
+        return _encode_hw(h.to(torch.int16).view(torch.float16).float(), f)
+    # before Ada: e5m2 in software (e4nv is refused by supports_format above)
+    if x.dtype == torch.bfloat16:
+        return _sw_bf16_to_e5m2(_bits16(x))
+    return _sw_f16_to_e5m2(_bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x))
+
+
+def _bits16(x: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 bit patterns as int32 in [0, 65535]."""
+    return x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+
+
+def _rz_f16_bits(x: torch.Tensor) -> torch.Tensor:
+    """``cvt.rz.f16.f32``: truncate toward zero (finite values never become inf); NaN → canonical 0x7fff."""
+    xf = x.float()
+    h = xf.to(torch.float16)  # round to nearest even, then step back toward zero where it rounded away
+    bits = _bits16(h)
+    away = h.float().abs() > xf.abs()
+    bits = torch.where(away & torch.isfinite(xf), bits - 1, bits)
+    return torch.where(torch.isnan(xf), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _sw_f16_to_e5m2(h: torch.Tensor) -> torch.Tensor:
+    # and.b32 0xfffe; add.u32 0x0080; take the high byte: ties away from zero, no saturation (overflow → inf),
+    # NaN payloads below 0x80 become inf, and a negative NaN with the top payload wraps to +0.
+    return ((((h & 0xFFFE) + 0x80) >> 8) & 0xFF).to(torch.uint8)
+
+
+def _sw_bf16_to_e5m2(b: torch.Tensor) -> torch.Tensor:
+    # clamp |b| to [0x3800, 0x57e0] on the bit pattern, add 0x10, subtract 0x3800, shift left 3, high byte,
+    # OR the sign: subnormal results are wrong (read as normals) and large values wrap past the NaN codes.
+    sign = (b >> 8) & 0x80
+    mag = (b & 0x7FFF).clamp(0x3800, 0x57E0)
+    return (((((mag + 0x10 - 0x3800) << 3) >> 8) & 0xFF) | sign).to(torch.uint8)
+
+
+def _sw_f16_to_e4b15(h: torch.Tensor) -> torch.Tensor:
+    # |h| min 1.75 (min.f16x2: NaN → 1.75), times 2 plus 0x80 (ties away), high byte, OR the sign bit.
+    mag = h & 0x7FFF
+    is_nan = mag > 0x7C00
+    mag = torch.where(is_nan | (mag > 0x3F00), torch.full_like(mag, 0x3F00), mag)
+    return ((((mag * 2 + 0x80) >> 8) & 0x7F) | ((h >> 8) & 0x80)).to(torch.uint8)
 
 
 def _encode_e4b15(xf: torch.Tensor, *, nan_sign: torch.Tensor | None) -> torch.Tensor:
