@@ -142,8 +142,9 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
 
     Hardware arches: round to nearest even (e4b15: ties away from zero), saturate to ``sat_max`` (inf
     too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its sign bit for e4b15 (it has no NaN).
-    ``arch="interp"``: the Triton interpreter's own converter, applied to ``x`` in *its* dtype, exactly as
-    the interpreter would — it is not the hardware result.
+    ``arch="interp"``: what this process's Triton interpreter computes: the imitated GPU's codes while
+    :mod:`harness.interp_casts` is installed (the plugin's default on the interpreter lane), else the
+    interpreter's own converter, applied to ``x`` in *its* dtype — which is not any hardware's result.
     ``via=torch.float32`` models a kernel that upcasts first (``x.to(tl.float32).to(fmt)``, the seed-1 fix):
     the upcast is done the arch's way (:func:`upcast_fp32`).
     """
@@ -158,7 +159,12 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
             raise ValueError(f"via must be torch.float32 or None, got {via}")
         x = upcast_fp32(x, arch=a)
     if a.kind == "interp":
-        return _encode_interp(x, f)
+        from harness.interp_casts import active_target
+
+        imitated = active_target()
+        if imitated is None:
+            return _encode_interp(x, f)
+        a = imitated  # the interpreter runs with GPU-exact casts (harness.interp_casts): it computes these
     if a.kind == "cpu":
         raise ValueError("arch 'cpu' runs no kernels; pass the arch whose casts to model (e.g. 'sm90', 'interp')")
     ok, reason = supports_format(a, f)
@@ -281,7 +287,8 @@ def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
                            f"(triton.runtime.interpreter._convert_float): {e}") from None
     bits = x.detach().contiguous().view(_INT_VIEW[x.dtype]).cpu().numpy()
     try:
-        return _convert_float(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
+        own = getattr(_convert_float, "__wrapped__", _convert_float)  # never the harness.interp_casts wrapper
+        return own(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
     except Exception as e:
         raise RuntimeError(f"arch='interp': Triton {triton.__version__}'s interpreter converter "
                            f"failed for {x.dtype} -> {dst}: {e}") from None

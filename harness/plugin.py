@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import partial
 from typing import Any
 
 import pytest
@@ -43,6 +44,11 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "--harness-arch", dest="harness_arch", metavar="ARCH", default=os.environ.get(ENV_ARCH) or None,
         help=f"assume this arch (sm90, sm80, interp, gfx942...) for tolerances and gating instead of "
              f"detecting it; for compile-only runs (env {ENV_ARCH})",
+    )
+    group.addoption(
+        "--harness-interp-casts", dest="harness_interp_casts", choices=("gpu", "off"), default="gpu",
+        help="interpreter lane: gpu (default) makes its FP8 casts those of --harness-arch (a CUDA arch; else "
+             "sm90), refusing what that compiler refuses; off: the interpreter's own casts",
     )
     group.addoption(
         "--harness-report", dest="harness_report", metavar="PATH", default=None,
@@ -95,6 +101,10 @@ def pytest_configure(config: pytest.Config) -> None:
     previous_arch = set_current_arch(arch)
     config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
+    if lane == "interp" and config.getoption("harness_interp_casts") == "gpu":
+        from harness import interp_casts
+
+        config.add_cleanup(partial(interp_casts.uninstall, interp_casts.install(interp_casts.target_for(arch))))
 
     from harness import tolerances
 
