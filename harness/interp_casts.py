@@ -33,7 +33,7 @@ import torch
 from harness.arch import Arch, parse_arch, supports_format
 from harness.fp8 import FORMATS, decode, encode
 
-__all__ = ["CastRefusedError", "install", "uninstall", "active_target", "target_for", "suspended",
+__all__ = ["CastRefusedError", "install", "uninstall", "active_target", "target_for", "suspended", "configure_session",
            "DEFAULT_TARGET"]
 
 #: The arch whose casts the interpreter reproduces when none is given (the H200 the goldens come from).
@@ -87,6 +87,19 @@ def target_for(arch: Arch | str | None) -> Arch:
     """The arch to imitate for a session assuming ``arch``: itself when it is a CUDA arch, else sm90."""
     a = parse_arch(arch) if arch is not None else None
     return a if a is not None and a.kind == "cuda" else parse_arch(DEFAULT_TARGET)
+
+
+def configure_session(config: Any, arch: Arch | str | None) -> None:
+    """The plugin's hook on the interpreter lane: ``--harness-interp-casts=gpu`` installs the casts of
+    :func:`target_for` ``(arch)``; ``off`` gives the session the interpreter's own casts even inside a
+    session that installed them (pytester). Undone by ``config``'s cleanup, innermost first."""
+    if config.getoption("harness_interp_casts", default="gpu") == "gpu":
+        handle = install(target_for(arch))
+        config.add_cleanup(lambda: uninstall(handle))
+    else:
+        cm = suspended()
+        cm.__enter__()
+        config.add_cleanup(lambda: cm.__exit__(None, None, None))
 
 
 def install(target: str | Arch | None = None) -> _Installed | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from functools import partial
 from typing import Any
 
 import pytest
@@ -101,10 +100,10 @@ def pytest_configure(config: pytest.Config) -> None:
     previous_arch = set_current_arch(arch)
     config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
-    if lane == "interp" and config.getoption("harness_interp_casts") == "gpu":
+    if lane == "interp":
         from harness import interp_casts
 
-        config.add_cleanup(partial(interp_casts.uninstall, interp_casts.install(interp_casts.target_for(arch))))
+        interp_casts.configure_session(config, arch)
 
     from harness import tolerances
 
