@@ -49,6 +49,12 @@ def _dot(a_ptr, b_ptr, c_ptr, FMT: tl.constexpr):
     tl.store(c_ptr + i[:, None] * 16 + i[None, :], tl.dot(a, b))
 
 
+@triton.jit
+def _cast_rtz(x_ptr, y_ptr, DST: tl.constexpr):
+    off = tl.arange(0, 64)
+    tl.store(y_ptr + off, tl.load(x_ptr + off).to(DST, fp_downcast_rounding="rtz").to(tl.uint8, bitcast=True))
+
+
 def _run_cast(x: torch.Tensor, fmt: str, via: bool) -> torch.Tensor:
     y = torch.empty(x.numel(), dtype=torch.uint8)
     _cast[(triton.cdiv(x.numel(), 8192),)](x, y, x.numel(), getattr(tl, TL_FMT[fmt]), via, BLOCK=8192)
@@ -123,6 +129,21 @@ def test_bf16_to_e4b15_refused_like_the_compiler():
     assert isinstance(cause, CompilationError)
     assert "bfloat16 -> float8e4b15" in str(cause) and "x.to(tl.float32)" in str(cause)
     assert _run_cast(x, "e4b15", True).shape == (64,)  # the fix: through fp32
+
+
+def test_rtz_downcast_as_the_backend_lowers_it():
+    """fp_downcast_rounding="rtz" (Triton 3.6 PTX, not H200-measured): fp32 -> e5m2 truncates after
+    cvt.rz.f16.f32; fp16 -> e5m2 has no lowering (the backend aborts), so the interpreter refuses it."""
+    x = torch.tensor([1.0, 1.1, 1.2, 1.24, -1.24, 1.26, 3e-5, 60000.0] * 8, dtype=torch.float32)
+    y = torch.empty(64, dtype=torch.uint8)
+    _cast_rtz[(1,)](x, y, tl.float8e5)
+    want = fp8.encode(x, "e5m2", arch="sm80")  # round-half-away model; rtz must be <= it in magnitude
+    assert y[:8].tolist() == [0x3C, 0x3C, 0x3C, 0x3C, 0xBC, 0x3D, 0x01, 0x7B]
+    assert ((y & 0x7F) <= (want & 0x7F)).all()
+    with pytest.raises(Exception) as info:
+        _cast_rtz[(1,)](x.half(), y, tl.float8e5)
+    cause = info.value if isinstance(info.value, interp_casts.CastRefusedError) else info.value.__cause__
+    assert isinstance(cause, interp_casts.CastRefusedError) and "rtz" in str(cause)
 
 
 def test_other_target_emulated_and_refused(golden):

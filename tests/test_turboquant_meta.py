@@ -73,8 +73,9 @@ def _expected_failures(arch) -> tuple[set[str], set[str]]:
     bad = {f"test_store_compiles_for_target[{t}-bf16-e4b15]" for t in TARGETS}
     if arch.kind == "interp" and interp_casts.active_target() is not None:
         # GPU-exact interpreter casts (harness.interp_casts): the bug fails at runtime as on the H200 (the
-        # bf16 -> e4b15 cast is refused), and the direct fp16/bf16 -> e4nv casts equal the fp32 path there
-        return bad | {"test_seed_interp_numerics[bf16-e4b15]"}, set()
+        # bf16 -> e4b15 cast is refused), and direct fp16 casts equal the fp32 path there; bf16 -> e4nv may
+        # still fail for the interpreter's own bf16 compare (Triton 3.9, see below)
+        return bad | {"test_seed_interp_numerics[bf16-e4b15]"}, {"test_seed_interp_numerics[bf16-e4nv]"}
     if arch.kind == "interp":
         must = bad | {f"test_seed_interp_numerics[fp16-{f}]" for f in FMTS}
         return must, {f"test_seed_interp_numerics[bf16-{f}]" for f in FMTS}
