@@ -140,8 +140,11 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
            via: torch.dtype | None = None) -> torch.Tensor:
     """The codes a Triton ``x.to(<fmt>)`` produces on ``arch`` (default sm90), as uint8, same shape/device.
 
-    Hardware arches: round to nearest even (e4b15: ties away from zero), saturate to ``sat_max`` (inf
-    too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its sign bit for e4b15 (it has no NaN).
+    CUDA arches: what Triton 3.6's lowering for that target computes. sm90+: round to nearest even (e4b15:
+    ties away from zero), saturate to ``sat_max`` (inf too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its
+    sign bit for e4b15 (it has no NaN). sm89: the same, but fp32 sources go through ``cvt.rz.f16.f32`` first
+    (two roundings). Before sm89: e5m2 in software (ties away, no saturation). Tables of each target's PTX
+    run on an H200 pin this (golden/test_fp8_targets). Other kinds (ROCm): the sm90 rules.
     ``arch="interp"``: what this process's Triton interpreter computes: the imitated GPU's codes while
     :mod:`harness.interp_casts` is installed (the plugin's default on the interpreter lane), else the
     interpreter's own converter, applied to ``x`` in *its* dtype — which is not any hardware's result.
