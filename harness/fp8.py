@@ -140,10 +140,14 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
            via: torch.dtype | None = None) -> torch.Tensor:
     """The codes a Triton ``x.to(<fmt>)`` produces on ``arch`` (default sm90), as uint8, same shape/device.
 
-    Hardware arches: round to nearest even (e4b15: ties away from zero), saturate to ``sat_max`` (inf
-    too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its sign bit for e4b15 (it has no NaN).
-    ``arch="interp"``: the Triton interpreter's own converter, applied to ``x`` in *its* dtype, exactly as
-    the interpreter would — it is not the hardware result.
+    CUDA arches: what Triton 3.6's lowering for that target computes. sm90+: round to nearest even (e4b15:
+    ties away from zero), saturate to ``sat_max`` (inf too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its
+    sign bit for e4b15 (it has no NaN). sm89: the same, but fp32 sources go through ``cvt.rz.f16.f32`` first
+    (two roundings). Before sm89: e5m2 in software (ties away, no saturation). Tables of each target's PTX
+    run on an H200 pin this (golden/test_fp8_targets). Other kinds (ROCm): the sm90 rules.
+    ``arch="interp"``: what this process's Triton interpreter computes: the imitated GPU's codes while
+    :mod:`harness.interp_casts` is installed (the plugin's default on the interpreter lane), else the
+    interpreter's own converter, applied to ``x`` in *its* dtype — which is not any hardware's result.
     ``via=torch.float32`` models a kernel that upcasts first (``x.to(tl.float32).to(fmt)``, the seed-1 fix):
     the upcast is done the arch's way (:func:`upcast_fp32`).
     """
@@ -158,21 +162,89 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
             raise ValueError(f"via must be torch.float32 or None, got {via}")
         x = upcast_fp32(x, arch=a)
     if a.kind == "interp":
-        return _encode_interp(x, f)
+        from harness.interp_casts import active_target
+
+        imitated = active_target()
+        if imitated is None:
+            return _encode_interp(x, f)
+        a = imitated  # the interpreter runs with GPU-exact casts (harness.interp_casts): it computes these
     if a.kind == "cpu":
         raise ValueError("arch 'cpu' runs no kernels; pass the arch whose casts to model (e.g. 'sm90', 'interp')")
     ok, reason = supports_format(a, f)
     if not ok:
         raise ValueError(f"encode(fmt={f.name!r}, arch={a.name!r}): {reason}")
-    xf = x.float()
+    if a.kind == "cuda":
+        return _encode_nvidia(x, f, a.cc or 0)
+    return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
+
+
+def _encode_hw(xf: torch.Tensor, f: FP8Format, *, nan_sign: torch.Tensor | None = None) -> torch.Tensor:
+    """One correct rounding of the exact value: RNE, saturating (``cvt.rn.satfinite``); e4b15 ties away."""
     if f.name == "e4b15":
         # the NaN's sign from x itself: torch's CPU fp16->fp32 drops it for short tensors (< 8 elements)
-        return _encode_e4b15(xf, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
+        return _encode_e4b15(xf, nan_sign=nan_sign)
     sat = xf.clamp(-f.sat_max, f.sat_max)
     codes = sat.to(f.torch_dtype).view(torch.uint8)
     if f.nan_style in ("fn", "ieee"):
         codes = torch.where(torch.isnan(xf), torch.full_like(codes, 0x7F), codes)
     return codes
+
+
+# --- NVIDIA: what Triton 3.6's lowering computes per target (PTX read per target; tables measured on an H200
+# for sm75/80/86/89/90, golden/test_fp8_targets, docs/MEASUREMENTS.md). Three building blocks:
+#   * hardware ``cvt.rn.satfinite.{e4m3,e5m2}x2.{f32,f16x2}`` (sm89+): one correct rounding, saturating;
+#   * ``cvt.rz.f16.f32``: fp32 sources of a software or f16x2 conversion are first truncated to fp16;
+#   * software sequences on the fp16 / bf16 bit patterns (emulated below instruction by instruction).
+
+def _encode_nvidia(x: torch.Tensor, f: FP8Format, cc: int) -> torch.Tensor:
+    if f.name == "e4b15":  # software on every target, from fp16 (fp32 truncated to fp16 first)
+        return _sw_f16_to_e4b15(_bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x.float()))
+    if cc >= 90 or (x.dtype == torch.bfloat16 and cc >= 89):  # bf16 -> f32 exactly, then the f32 cvt
+        return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
+    if cc >= 89:  # f16x2 cvt: fp16 directly, fp32 after cvt.rz.f16.f32 (a double rounding)
+        h = _bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x)
+        return _encode_hw(h.to(torch.int16).view(torch.float16).float(), f)
+    # before Ada: e5m2 in software (e4nv is refused by supports_format above)
+    if x.dtype == torch.bfloat16:
+        return _sw_bf16_to_e5m2(_bits16(x))
+    return _sw_f16_to_e5m2(_bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x))
+
+
+def _bits16(x: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 bit patterns as int32 in [0, 65535]."""
+    return x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+
+
+def _rz_f16_bits(x: torch.Tensor) -> torch.Tensor:
+    """``cvt.rz.f16.f32``: truncate toward zero (finite values never become inf); NaN → canonical 0x7fff."""
+    xf = x.float()
+    h = xf.to(torch.float16)  # round to nearest even, then step back toward zero where it rounded away
+    bits = _bits16(h)
+    away = h.float().abs() > xf.abs()
+    bits = torch.where(away & torch.isfinite(xf), bits - 1, bits)
+    return torch.where(torch.isnan(xf), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _sw_f16_to_e5m2(h: torch.Tensor) -> torch.Tensor:
+    # and.b32 0xfffe; add.u32 0x0080; take the high byte: ties away from zero, no saturation (overflow → inf),
+    # NaN payloads below 0x80 become inf, and a negative NaN with the top payload wraps to +0.
+    return ((((h & 0xFFFE) + 0x80) >> 8) & 0xFF).to(torch.uint8)
+
+
+def _sw_bf16_to_e5m2(b: torch.Tensor) -> torch.Tensor:
+    # clamp |b| to [0x3800, 0x57e0] on the bit pattern, add 0x10, subtract 0x3800, shift left 3, high byte,
+    # OR the sign: subnormal results are wrong (read as normals) and large values wrap past the NaN codes.
+    sign = (b >> 8) & 0x80
+    mag = (b & 0x7FFF).clamp(0x3800, 0x57E0)
+    return (((((mag + 0x10 - 0x3800) << 3) >> 8) & 0xFF) | sign).to(torch.uint8)
+
+
+def _sw_f16_to_e4b15(h: torch.Tensor) -> torch.Tensor:
+    # |h| min 1.75 (min.f16x2: NaN → 1.75), times 2 plus 0x80 (ties away), high byte, OR the sign bit.
+    mag = h & 0x7FFF
+    is_nan = mag > 0x7C00
+    mag = torch.where(is_nan | (mag > 0x3F00), torch.full_like(mag, 0x3F00), mag)
+    return ((((mag * 2 + 0x80) >> 8) & 0x7F) | ((h >> 8) & 0x80)).to(torch.uint8)
 
 
 def _encode_e4b15(xf: torch.Tensor, *, nan_sign: torch.Tensor | None) -> torch.Tensor:
@@ -218,7 +290,8 @@ def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
                            f"(triton.runtime.interpreter._convert_float): {e}") from None
     bits = x.detach().contiguous().view(_INT_VIEW[x.dtype]).cpu().numpy()
     try:
-        return _convert_float(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
+        own = getattr(_convert_float, "__wrapped__", _convert_float)  # never the harness.interp_casts wrapper
+        return own(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
     except Exception as e:
         raise RuntimeError(f"arch='interp': Triton {triton.__version__}'s interpreter converter "
                            f"failed for {x.dtype} -> {dst}: {e}") from None

@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
              f"detecting it; for compile-only runs (env {ENV_ARCH})",
     )
     group.addoption(
+        "--harness-interp-casts", dest="harness_interp_casts", choices=("gpu", "off"), default="gpu",
+        help="interpreter lane: gpu (default) makes its FP8 casts those of --harness-arch (a CUDA arch; else "
+             "sm90), refusing what that compiler refuses; off: the interpreter's own casts",
+    )
+    group.addoption(
         "--harness-report", dest="harness_report", metavar="PATH", default=None,
         help="write observed error vs tolerance per op × dtype × arch as JSON to PATH",
     )
@@ -160,6 +165,10 @@ def pytest_configure(config: pytest.Config) -> None:
     previous_arch = set_current_arch(arch)
     config.add_cleanup(lambda: set_current_arch(previous_arch))
     config.stash[arch_key] = arch
+    if lane == "interp":
+        from harness import interp_casts
+
+        interp_casts.configure_session(config, arch)
 
     from harness import tolerances
 

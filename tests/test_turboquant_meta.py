@@ -18,6 +18,7 @@ import pytest
 import triton.compiler  # noqa: F401
 
 import kernels.turboquant.store as store
+from harness import interp_casts
 from harness.cases import cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,8 @@ def _run(pytester, monkeypatch, arch, variant: Path | None):
         "no:hypothesispytest",
         f"--harness-lane={LANES[arch.kind]}",
         f"--harness-arch={arch.name}",
+        # the inner interpreter runs with the casts the outer one has (GPU-exact, or its own with =off)
+        f"--harness-interp-casts={'gpu' if interp_casts.active_target() is not None else 'off'}",
         f"--harness-targets={','.join(TARGETS)}",
         "-rf",
         "-q",
@@ -68,6 +71,11 @@ def _expected_failures(arch) -> tuple[set[str], set[str]]:
     does not), so they are allowed, not required. GPU: the same bf16 -> e4b15 cast does not build at launch
     either (CompilationError on the H200); fp16 -> fp32 is exact on hardware."""
     bad = {f"test_store_compiles_for_target[{t}-bf16-e4b15]" for t in TARGETS}
+    if arch.kind == "interp" and interp_casts.active_target() is not None:
+        # GPU-exact interpreter casts (harness.interp_casts): the bug fails at runtime as on the H200 (the
+        # bf16 -> e4b15 cast is refused), and direct fp16 casts equal the fp32 path there; bf16 -> e4nv may
+        # still fail for the interpreter's own bf16 compare (Triton 3.9, see below)
+        return bad | {"test_seed_interp_numerics[bf16-e4b15]"}, {"test_seed_interp_numerics[bf16-e4nv]"}
     if arch.kind == "interp":
         must = bad | {f"test_seed_interp_numerics[fp16-{f}]" for f in FMTS}
         return must, {f"test_seed_interp_numerics[bf16-{f}]" for f in FMTS}
@@ -85,7 +93,7 @@ def _expected_counts(arch) -> tuple[int, int]:
 # Why each expected failure must fail: the bug's own error, not some other breakage.
 _REASONS = {
     "test_store_compiles_for_target": r"CompilationError.*assert arg\.type\.scalar\.is_fp16\(\)",
-    "test_seed_interp_numerics": r"FP8 codes are not close!",
+    "test_seed_interp_numerics": r"FP8 codes are not close!|CastRefusedError.*bfloat16 -> float8e4b15",
     "test_seed_gpu_numerics": r"CompilationError",
 }
 
