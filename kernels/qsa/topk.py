@@ -36,7 +36,7 @@ def _count_at_least(row_ptr, vis, t, xs, offs, CHUNK: tl.constexpr, RESIDENT: tl
     if RESIDENT:
         n = tl.sum(((_order_key(xs) >= t) & (offs < vis)).to(tl.int32))
     else:
-        n = 0
+        n = tl.zeros([], dtype=tl.int32)
         for c0 in range(0, vis, CHUNK):
             cols = c0 + offs
             x = tl.load(row_ptr + cols, mask=cols < vis, other=0.0)
@@ -72,8 +72,8 @@ def _topk_kernel(
                 t += step
             step = step // 2
     need = K - _count_at_least(row_ptr, vis, t + 1, xs, offs, CHUNK, RESIDENT)  # ties at t to take
-    taken = 0
-    ties = 0
+    taken = tl.zeros([], dtype=tl.int32)
+    ties = tl.zeros([], dtype=tl.int32)
     for c0 in range(0, vis, CHUNK):
         cols = c0 + offs
         if RESIDENT:
