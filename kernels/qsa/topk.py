@@ -2,7 +2,7 @@
 
 Why not ``torch.topk``: for k = 512 of tens of thousands of columns it sorts, and at decode sizes it costs
 twice the logits kernel. Here one program per row finds the k-th largest score exactly by deciding the
-32 bits of its order-preserving integer key from the top (each bit one counting pass over the row: is
+32 bits of its order-preserving int32 key from the top (each bit one counting pass over the row: is
 ``count(key >= candidate) >= k``?), then writes every column above that score and the first columns
 (lowest index) equal to it, ``k`` in all. The result is an exact top-k with ties broken towards the lower
 column, in ascending column order (not by score: the attention that consumes it gathers in page order),
@@ -20,27 +20,32 @@ import triton.language as tl
 
 __all__ = ["topk_columns"]
 
-#: Columns per counting pass; rows up to this wide are loaded once and kept in registers.
-CHUNK = 4096
+#: Columns per counting pass; rows up to this wide are loaded once and kept in registers (as int32 keys,
+#: 16384 over 16 warps = 32 per thread).
+CHUNK = 16384
 
 
 @triton.jit
 def _order_key(x):
-    # fp32 -> int64 in [0, 2^32) with the order of the floats: positives above 2^31, negatives mirrored below.
-    b = x.to(tl.int32, bitcast=True).to(tl.int64)
-    return tl.where(b >= 0, b + 2147483648, -1 - b)
+    # fp32 -> int32 with the order of the floats (signed compare): positives keep their bits, negatives
+    # flip all but the sign bit, so -0.0 -> -1 sits just below +0.0 -> 0 and -inf far below.
+    b = x.to(tl.int32, bitcast=True)
+    return tl.where(b >= 0, b, b ^ 0x7FFFFFFF)
 
 
 @triton.jit
-def _count_at_least(row_ptr, vis, t, xs, offs, CHUNK: tl.constexpr, RESIDENT: tl.constexpr):
+def _count(row_ptr, vis, t, ks, offs, STRICT: tl.constexpr, CHUNK: tl.constexpr, RESIDENT: tl.constexpr):
+    # Visible columns whose key is > t (STRICT) or >= t.
     if RESIDENT:
-        n = tl.sum(((_order_key(xs) >= t) & (offs < vis)).to(tl.int32))
+        hit = (ks > t) if STRICT else (ks >= t)
+        n = tl.sum((hit & (offs < vis)).to(tl.int32))
     else:
         n = tl.zeros([], dtype=tl.int32)
         for c0 in range(0, vis, CHUNK):
             cols = c0 + offs
-            x = tl.load(row_ptr + cols, mask=cols < vis, other=0.0)
-            n += tl.sum(((_order_key(x) >= t) & (cols < vis)).to(tl.int32))
+            key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
+            hit = (key > t) if STRICT else (key >= t)
+            n += tl.sum((hit & (cols < vis)).to(tl.int32))
     return n
 
 
@@ -60,31 +65,34 @@ def _topk_kernel(
     row_ptr = logits_ptr + r * stride_lr
     offs = tl.arange(0, CHUNK)
     if RESIDENT:
-        xs = tl.load(row_ptr + offs, mask=offs < vis, other=0.0)
+        ks = _order_key(tl.load(row_ptr + offs, mask=offs < vis, other=0.0))
     else:
-        xs = tl.zeros([CHUNK], dtype=tl.float32)  # unused: each pass reloads the row
-    # t: the key of the k-th largest visible score (0 when the row has <= k visible columns: take all).
-    t = tl.zeros([], dtype=tl.int64)
+        ks = tl.zeros([CHUNK], dtype=tl.int32)  # unused: each pass reloads the row
+    # t: the key of the k-th largest visible score, the largest t with count(key >= t) >= k, decided bit by
+    # bit from the top (int64 bookkeeping, int32 compares: every candidate lies in the int32 range).
+    # A row with <= k visible columns keeps t = INT32_MIN: everything is taken.
+    t = tl.full([], -2147483648, dtype=tl.int64)
     if vis > K:
         step = tl.full([], 2147483648, dtype=tl.int64)
         for _ in range(32):
-            if _count_at_least(row_ptr, vis, t + step, xs, offs, CHUNK, RESIDENT) >= K:
+            cand = (t + step).to(tl.int32)
+            if _count(row_ptr, vis, cand, ks, offs, False, CHUNK, RESIDENT) >= K:
                 t += step
             step = step // 2
-    need = K - _count_at_least(row_ptr, vis, t + 1, xs, offs, CHUNK, RESIDENT)  # ties at t to take
+    t32 = t.to(tl.int32)
+    need = K - _count(row_ptr, vis, t32, ks, offs, True, CHUNK, RESIDENT)  # ties at t to take
     taken = tl.zeros([], dtype=tl.int32)
     ties = tl.zeros([], dtype=tl.int32)
     for c0 in range(0, vis, CHUNK):
         cols = c0 + offs
         if RESIDENT:
-            x = xs
+            key = ks
         else:
-            x = tl.load(row_ptr + cols, mask=cols < vis, other=0.0)
-        key = _order_key(x)
+            key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
         ok = cols < vis
-        eq = (key == t) & ok
+        eq = (key == t32) & ok
         tie_rank = ties + tl.cumsum(eq.to(tl.int32), axis=0) - 1
-        take = ((key > t) & ok) | (eq & (tie_rank < need))
+        take = ((key > t32) & ok) | (eq & (tie_rank < need))
         pos = taken + tl.cumsum(take.to(tl.int32), axis=0) - 1
         tl.store(out_ptr + r * stride_or + pos, cols.to(tl.int32), mask=take)
         taken += tl.sum(take.to(tl.int32))
@@ -113,6 +121,6 @@ def topk_columns(logits: torch.Tensor, visible: torch.Tensor, k: int) -> torch.T
         k,
         CHUNK=chunk,
         RESIDENT=resident,
-        num_warps=8 if chunk >= 2048 else 4,
+        num_warps=16 if chunk >= 8192 else 8 if chunk >= 2048 else 4,
     )
     return out
