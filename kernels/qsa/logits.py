@@ -114,7 +114,6 @@ def _decode_logits_kernel(
     bt_ptr,
     vis_ptr,
     out_ptr,
-    L,
     stride_qr,
     stride_qh,
     stride_kvb,
@@ -129,6 +128,7 @@ def _decode_logits_kernel(
     PAGE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     UPCAST: tl.constexpr,
+    L: tl.constexpr,
 ):
     # One program: request b's BLOCK_N columns against all L (MTP) rows of b. The key tile is gathered once
     # (masked to the widest row) and reused for every row; each row's dot is the same [BLOCK_N, D] x [D, H]
@@ -137,7 +137,7 @@ def _decode_logits_kernel(
     start = tl.program_id(1) * BLOCK_N
     cols = start + tl.arange(0, BLOCK_N)
     vmax = tl.load(vis_ptr + b * L)
-    for j in range(1, L):
+    for j in tl.static_range(1, L):  # L constexpr: the Triton 3.6 interpreter cannot loop to an int arg
         vmax = tl.maximum(vmax, tl.load(vis_ptr + b * L + j))
     h = tl.arange(0, H_PAD)
     d = tl.arange(0, D_PAD)
@@ -151,7 +151,7 @@ def _decode_logits_kernel(
     )
     if UPCAST:
         k = k.to(tl.float32)
-    for j in range(L):
+    for j in tl.static_range(L):
         r = b * L + j
         vis = tl.load(vis_ptr + r)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -328,7 +328,6 @@ def decode_logits(
         block_table,
         visible_blocks,
         out,
-        decode_query_len,
         q.stride(0),
         q.stride(1),
         kv.stride(0),
@@ -338,6 +337,7 @@ def decode_logits(
         n_cols,
         q.shape[1],
         q.shape[2],
+        L=decode_query_len,
         **launch,
     )
     return out

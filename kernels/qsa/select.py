@@ -143,5 +143,5 @@ def prefill_select(
             logits = torch.empty(r1 - r0, n_cols, dtype=torch.float32, device=cache.device)
         v = vis[r0:r1]
         paged_logits(cache, q[r0:r1], bt, row_req[r0:r1], v, n_cols=n_cols, out=logits, tile=tile, validate=False)
-        out[r0:r1] = topk_columns(logits, v, k)
+        topk_columns(logits, v, k, out=out[r0:r1])
     return out

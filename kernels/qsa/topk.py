@@ -34,15 +34,17 @@ def _order_key(x):
 
 
 @triton.jit
-def _count(row_ptr, vis, t, ks, offs, STRICT: tl.constexpr, CHUNK: tl.constexpr, RESIDENT: tl.constexpr):
+def _count(
+    row_ptr, vis, t, ks, offs, STRICT: tl.constexpr, CHUNK: tl.constexpr, RESIDENT: tl.constexpr, N_CHUNKS: tl.constexpr
+):
     # Visible columns whose key is > t (STRICT) or >= t.
     if RESIDENT:
         hit = (ks > t) if STRICT else (ks >= t)
         n = tl.sum((hit & (offs < vis)).to(tl.int32))
     else:
         n = tl.zeros([], dtype=tl.int32)
-        for c0 in range(0, vis, CHUNK):
-            cols = c0 + offs
+        for c in tl.static_range(N_CHUNKS):
+            cols = c * CHUNK + offs
             key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
             hit = (key > t) if STRICT else (key >= t)
             n += tl.sum((hit & (cols < vis)).to(tl.int32))
@@ -56,10 +58,13 @@ def _topk_kernel(
     out_ptr,
     stride_lr,
     stride_or,
-    K,
+    K: tl.constexpr,
     CHUNK: tl.constexpr,
     RESIDENT: tl.constexpr,
+    N_CHUNKS: tl.constexpr,
 ):
+    # K, the chunk counts and the loops over them are compile-time: the Triton 3.6 interpreter cannot run a
+    # loop bounded by a runtime value.
     r = tl.program_id(0).to(tl.int64)
     vis = tl.load(vis_ptr + r).to(tl.int32)
     row_ptr = logits_ptr + r * stride_lr
@@ -76,15 +81,15 @@ def _topk_kernel(
         step = tl.full([], 2147483648, dtype=tl.int64)
         for _ in range(32):
             cand = (t + step).to(tl.int32)
-            if _count(row_ptr, vis, cand, ks, offs, False, CHUNK, RESIDENT) >= K:
+            if _count(row_ptr, vis, cand, ks, offs, False, CHUNK, RESIDENT, N_CHUNKS) >= K:
                 t += step
             step = step // 2
     t32 = t.to(tl.int32)
-    need = K - _count(row_ptr, vis, t32, ks, offs, True, CHUNK, RESIDENT)  # ties at t to take
+    need = K - _count(row_ptr, vis, t32, ks, offs, True, CHUNK, RESIDENT, N_CHUNKS)  # ties at t to take
     taken = tl.zeros([], dtype=tl.int32)
     ties = tl.zeros([], dtype=tl.int32)
-    for c0 in range(0, vis, CHUNK):
-        cols = c0 + offs
+    for c in tl.static_range(N_CHUNKS):
+        cols = c * CHUNK + offs
         if RESIDENT:
             key = ks
         else:
@@ -97,17 +102,21 @@ def _topk_kernel(
         tl.store(out_ptr + r * stride_or + pos, cols.to(tl.int32), mask=take)
         taken += tl.sum(take.to(tl.int32))
         ties += tl.sum(eq.to(tl.int32))
-    for p0 in range(0, K, CHUNK):
-        p = p0 + offs
+    for c in tl.static_range((K + CHUNK - 1) // CHUNK):
+        p = c * CHUNK + offs
         tl.store(out_ptr + r * stride_or + p, tl.full([CHUNK], -1, tl.int32), mask=(p >= taken) & (p < K))
 
 
-def topk_columns(logits: torch.Tensor, visible: torch.Tensor, k: int) -> torch.Tensor:
+def topk_columns(
+    logits: torch.Tensor, visible: torch.Tensor, k: int, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """int32 [rows, k]: the ``k`` best of columns ``[0, visible[r])`` of each row of fp32 ``logits``, in
     ascending column order, ``-1``-padded; no host synchronization. Callers validated the arguments
-    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``)."""
+    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``; ``out`` int32 [rows, k] with
+    unit column stride, e.g. a row slice of the caller's result)."""
     rows, width = logits.shape
-    out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
+    if out is None:
+        out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
     if rows == 0:
         return out
     chunk = min(CHUNK, max(16, triton.next_power_of_2(max(width, k))))
@@ -121,6 +130,7 @@ def topk_columns(logits: torch.Tensor, visible: torch.Tensor, k: int) -> torch.T
         k,
         CHUNK=chunk,
         RESIDENT=resident,
+        N_CHUNKS=triton.cdiv(width, chunk),
         num_warps=16 if chunk >= 8192 else 8 if chunk >= 2048 else 4,
     )
     return out
