@@ -131,15 +131,17 @@ def test_non_finite_cast_inputs(path, dtype, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.bfloat16], ids=["fp8", "bf16"])
-@pytest.mark.parametrize("special", ["nan", "+inf", "-inf"])
+@pytest.mark.parametrize("special", ["nan", "nan_payload", "+inf", "-inf"])
 @pytest.mark.parametrize("path", PATHS)
 def test_non_finite_inputs_give_one_result_on_every_path(path, special, dtype, device):
-    """An input row holding NaN or ±inf: NaN row (NaN), or NaN at the inf and 0 elsewhere (rms = inf)."""
+    """An input row holding NaN or ±inf: NaN row (NaN), or NaN at the inf and 0 elsewhere (rms = inf).
+    ``nan_payload`` is the NaN 0x7FFFFFFF, whose payload a bit-level bf16 rounding would carry into 0."""
     x = torch.linspace(-2, 2, D)
-    x[5] = {"nan": float("nan"), "+inf": float("inf"), "-inf": -float("inf")}[special]
+    payload_nan = torch.tensor(0x7FFFFFFF, dtype=torch.int32).view(torch.float32)
+    x[5] = {"nan": float("nan"), "nan_payload": payload_nan, "+inf": float("inf"), "-inf": -float("inf")}[special]
     y = _norm(x, torch.zeros(D), dtype, path, device).float().cpu()
     nan = y.isnan()
-    if special == "nan":
+    if special.startswith("nan"):
         assert bool(nan.all()), f"{path}: a NaN input must make the row NaN, got {y.tolist()}"
     else:
         assert nan.tolist() == [i == 5 for i in range(D)], f"{path}: NaN expected only at the inf, got {y.tolist()}"
