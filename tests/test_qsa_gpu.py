@@ -148,3 +148,32 @@ def test_fp8_selection_overlaps_bf16_gpu(seed, device, tolerance):
     assert ov >= 1.0 - tol.max_mismatch, (
         f"mean overlap {ov:.3f} below floor {1 - tol.max_mismatch:.2f} ({tol!r})"
     )
+
+
+@pytest.mark.parametrize("dtype", INDEXER_DTYPES)
+def test_select_hot_path_never_syncs_gpu(dtype, rng, device):
+    # issue 12: no host round trip on the hot path (no .item(), .tolist() or data-dependent shapes) once
+    # validation is off; torch raises on any synchronizing op in this mode.
+    from kernels.qsa import decode_select, prefill_select
+    from kernels.qsa.testing import build_case, decode_rows, prefill_rows
+
+    cfg = _cfg(dtype)
+    case = build_case(cfg, [4099, 17, 9000], rng=rng, device=device)
+    _, q, vis = decode_rows(case, MTP, rng=rng)
+    qsl, _, pq, pvis = prefill_rows(case, [64, 17, 30], rng=rng)
+    want = (
+        decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks),
+        prefill_select(case.cache, pq, case.block_table, qsl, pvis, topk_blocks=cfg.topk_blocks, chunk_rows=50),
+    )
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        got = (
+            decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks,
+                          validate=False),
+            prefill_select(case.cache, pq, case.block_table, qsl, pvis, topk_blocks=cfg.topk_blocks, chunk_rows=50,
+                           validate=False),
+        )
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), "validate=False changed a selection"

@@ -2,6 +2,10 @@
 
 Why host-side checks with a sync: a kernel given a block id past the cache or a visible count past the
 page table reads (or writes) out of bounds silently; a correctness harness would rather pay the sync.
+Callers on a hot path that validated once pass ``validate=False`` to the selections.
+
+Why index tensors are copied to contiguous: the kernels address them as ``ptr + i``; a strided view (a
+column of a larger tensor, a reversed or expanded view) would silently read other entries.
 """
 
 from __future__ import annotations
@@ -31,7 +35,42 @@ def tensor(
 
 
 def int_tensor(name: str, x: object, *, dim: int, device: torch.device) -> torch.Tensor:
-    return tensor(name, x, dim=dim, dtypes=_INT, device=device)
+    """An int32/int64 index tensor, returned contiguous (the kernels index it as ``ptr + i``)."""
+    return tensor(name, x, dim=dim, dtypes=_INT, device=device).contiguous()
+
+
+def overlapping(x: torch.Tensor) -> bool:
+    """Whether two indices of ``x`` address one element (an expanded or as_strided view)."""
+    dims = sorted((s, n) for s, n in zip(x.stride(), x.shape, strict=True) if n > 1)
+    span = 1  # elements covered by the dims of smaller stride: the next stride must step past them
+    for stride, size in dims:
+        if stride < span:
+            return True
+        span = stride * size
+    return False
+
+
+def writable(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Refuse an output whose elements alias each other: kernel programs would race on one address."""
+    if overlapping(x):
+        raise ValueError(
+            f"{name} has overlapping memory (shape {tuple(x.shape)}, strides {x.stride()}): two elements "
+            "share one address, so writes would race; pass a tensor with distinct elements (e.g. .clone())"
+        )
+    return x
+
+
+def flag(name: str, v: object) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name} must be a bool, got {type(v).__name__} {v!r}")
+    return v
+
+
+def count(name: str, v: object, *, minimum: int) -> int:
+    """An int >= ``minimum`` (bool refused: ``True`` is not a count)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {v!r}")
+    return v
 
 
 def visible_within(
@@ -61,6 +100,14 @@ def visible_within(
             f"block_table[{b}, {p}] = {int(bt[b, p])} is outside [0, {num_blocks}) "
             f"(num_blocks of the cache) but page {p} is visible to request {b}"
         )
+
+
+def row_req_within(row_req: torch.Tensor, requests: int) -> None:
+    if row_req.numel() == 0:
+        return
+    lo, hi = int(row_req.min()), int(row_req.max())
+    if lo < 0 or hi >= requests:
+        raise ValueError(f"row_req entries must index block_table rows [0, {requests}), got range [{lo}, {hi}]")
 
 
 def same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:

@@ -8,10 +8,15 @@ RMSNorm + cast on ``[T, H, D]``. There are no scales: both sides are normalized 
 Each entry point has a fused Triton kernel and the unfused torch path (``fused=False``), which is also
 what the kernel is tested against.
 
-FP8 casts clamp to ±448 *before* converting: hardware saturates, but the Triton interpreter turns
-out-of-range values into NaN codes, so the explicit clamp makes both lanes agree. On the interpreter the
-rounding itself is done explicitly (``_round_e4m3``, ``_round_bf16``), because its fp32 -> e4nv and
-fp32 -> bf16 conversions are wrong (no carry across binades, truncation, wrong ties; triton 3.9).
+Non-finite and out-of-range values (one behaviour for the fused kernels and the torch path, every lane),
+the "satfinite" rule of the hardware's ``cvt.rn.satfinite``: FP8 casts saturate finite values and ±inf
+to ±448, and NaN stays NaN (code 0x7F/0xFF: e4m3fn has no inf, and a NaN must not pass for a valid
+extreme score). The kernels clamp explicitly before converting because the Triton interpreter turns
+out-of-range values into NaN codes, and keep NaN out of the clamp because Triton's min/max return the
+non-NaN operand. Upstream of the cast, an input row holding ±inf normalizes to NaN at the inf and 0
+elsewhere (rms = inf, inf · 0) and a NaN anywhere in a row makes the whole row NaN, as in plain torch.
+On the interpreter the rounding itself is done explicitly (``_round_e4m3``, ``_round_bf16``), because
+its fp32 -> e4nv and fp32 -> bf16 conversions are wrong (no carry across binades, truncation, wrong ties; triton 3.9).
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ class IndexerKVCache:
                 f"(indexer_kv_dtype={config.indexer_kv_dtype!r}), got {kv.dtype}"
             )
         if kv.stride(-1) != 1:
-            raise ValueError("kv must be contiguous in head_dim (stride(-1) == 1)")
+            raise ValueError(f"kv must be contiguous in head_dim (stride(-1) == 1), got strides {kv.stride()}")
+        _checks.writable("kv", kv)
         self.kv = kv
         self.config = config
 
@@ -56,8 +62,9 @@ class IndexerKVCache:
     def empty(
         cls, config: IndexerConfig, num_blocks: int, device: torch.device | str = "cpu"
     ) -> IndexerKVCache:
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ValueError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
+        if not isinstance(config, IndexerConfig):
+            raise TypeError(f"config must be an IndexerConfig, got {type(config).__name__}")
+        _checks.count("num_blocks", num_blocks, minimum=1)
         kv = torch.zeros(num_blocks, config.page_size, 1, config.head_dim, dtype=config.dtype, device=device)
         return cls(kv, config)
 
@@ -117,7 +124,18 @@ def _round_bf16(x):
     # truncates (round toward zero), so the kernel rounds first and the cast is then exact.
     bits = x.to(tl.int32, bitcast=True)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536  # -65536 == 0xFFFF0000 as int32
-    return bits.to(tl.float32, bitcast=True)
+    # NaN passes through untouched: rounding its payload could carry into inf (or wrap to 0).
+    return tl.where(x == x, bits.to(tl.float32, bitcast=True), x)
+
+
+@triton.jit
+def _to_out(y, DT: tl.constexpr, IS_FP8: tl.constexpr, EMULATE_ROUND: tl.constexpr):
+    # The final cast. The interpreter converts an fp32 NaN to a finite e4m3 code (measured: 384), so there
+    # the NaN code 0x7F is put in explicitly; hardware cvt.rn.satfinite keeps NaN by itself.
+    c = y.to(DT)
+    if IS_FP8 and EMULATE_ROUND:
+        c = tl.where(y == y, c, tl.full(y.shape, 0x7F, tl.uint8).to(DT, bitcast=True))
+    return c
 
 
 @triton.jit
@@ -131,8 +149,9 @@ def _norm_cast(
     rstd = tl.div_rn(1.0, tl.sqrt_rn(ms + eps))
     y = x * rstd * (1.0 + w)
     if IS_FP8:
-        # Saturate explicitly: hardware would, the interpreter produces NaN codes past ±448.
-        y = tl.minimum(tl.maximum(y, -FP8_LIM), FP8_LIM)
+        # Saturate explicitly (the interpreter produces NaN codes past ±448); NaN stays NaN (y != y), as
+        # torch.clamp and cvt.rn.satfinite keep it, where min/max alone would turn it into -448.
+        y = tl.where(y == y, tl.minimum(tl.maximum(y, -FP8_LIM), FP8_LIM), y)
         if EMULATE_ROUND:
             y = _round_e4m3(y)
     elif EMULATE_ROUND:
@@ -176,7 +195,8 @@ def _compress_store_kernel(
         y = _norm_cast(pooled, w, d_mask, D, eps, IS_FP8, FP8_LIM, EMULATE_ROUND)
         blk = slot // PAGE
         off = slot % PAGE
-        tl.store(kv_ptr + blk * stride_kvb + off * stride_kvp + d, y.to(kv_ptr.dtype.element_ty), mask=d_mask)
+        y = _to_out(y, kv_ptr.dtype.element_ty, IS_FP8, EMULATE_ROUND)
+        tl.store(kv_ptr + blk * stride_kvb + off * stride_kvp + d, y, mask=d_mask)
 
 
 @triton.jit
@@ -202,7 +222,8 @@ def _norm_cast_kernel(
     x = tl.load(x_ptr + rows[:, None] * stride_x + d[None, :], mask=m, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + d, mask=d_mask, other=0.0).to(tl.float32)
     y = _norm_cast(x, w[None, :], d_mask[None, :], D, eps, IS_FP8, FP8_LIM, EMULATE_ROUND)
-    tl.store(out_ptr + rows[:, None] * stride_o + d[None, :], y.to(out_ptr.dtype.element_ty), mask=m)
+    y = _to_out(y, out_ptr.dtype.element_ty, IS_FP8, EMULATE_ROUND)
+    tl.store(out_ptr + rows[:, None] * stride_o + d[None, :], y, mask=m)
 
 
 def _check_weight(weight: object, d: int, device: torch.device) -> torch.Tensor:
@@ -227,6 +248,7 @@ def store_compressed_keys(
     """
     if not isinstance(cache, IndexerKVCache):
         raise TypeError(f"cache must be an IndexerKVCache, got {type(cache).__name__}")
+    _checks.flag("fused", fused)
     cfg = cache.config
     keys = _checks.tensor("keys", keys, dim=2, dtypes=(torch.bfloat16,), device=cache.device)
     if keys.shape[1] != cache.head_dim:
@@ -284,9 +306,12 @@ def normalize_query(
 ) -> torch.Tensor:
     """Gemma RMSNorm of ``q`` [T, H, D] over D, cast to the indexer ``dtype`` (bf16 or FP8 saturating)."""
     q = _checks.tensor("q", q, dim=3, dtypes=(torch.bfloat16, torch.float16, torch.float32))
+    _checks.flag("fused", fused)
     if dtype not in (torch.bfloat16, torch.float8_e4m3fn):
         raise NotImplementedError(f"dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {dtype}")
-    if not (isinstance(eps, float) and eps > 0):
+    if q.shape[2] < 1:
+        raise ValueError(f"q must be [tokens, heads, head_dim >= 1], got {tuple(q.shape)}")
+    if not (isinstance(eps, float) and 0 < eps < float("inf")):
         raise ValueError(f"eps must be a float > 0, got {eps!r}")
     t, h, d = q.shape
     w = _check_weight(weight, d, q.device)

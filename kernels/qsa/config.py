@@ -70,7 +70,7 @@ class IndexerConfig:
                 f" ({self.compress_ratio}):"
                 " it selects token_topk // compress_ratio compressed blocks"
             )
-        if not (isinstance(self.rms_eps, float) and self.rms_eps > 0):
+        if not (isinstance(self.rms_eps, float) and 0 < self.rms_eps < float("inf")):
             raise ValueError(f"IndexerConfig.rms_eps must be a float > 0, got {self.rms_eps!r}")
         resolve_indexer_dtype(self.indexer_kv_dtype)
 

@@ -103,7 +103,10 @@ def logits_scale(
 
 
 def select_from_logits(logits: torch.Tensor, visible: torch.Tensor, k: int) -> torch.Tensor:
-    """Top-``k`` columns of each row among the visible ones, int32, ``-1``-padded (sorted by score)."""
+    """Top-``k`` columns of each row among the visible ones, int32, ``-1``-padded (sorted by score).
+
+    The torch formulation of the selection (the kernels use kernels.qsa.topk, which lists the same
+    multiset in column order); tests compare selections as multisets, so either order passes."""
     rows, width = logits.shape
     out = torch.full((rows, k), -1, dtype=torch.int32, device=logits.device)
     kk = min(k, width)

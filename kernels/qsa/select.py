@@ -1,9 +1,14 @@
 """Block selection: the ``token_topk // compress_ratio`` best compressed columns per query row.
 
-Both paths are the logits kernel followed by ``torch.topk``: decode (request-major, ``decode_query_len``
-rows per request for MTP) and prefill (packed rows by ``query_start_loc``, chunked over rows so the fp32
-logits never exceed ``chunk_rows × max_visible``). Rows that see fewer than ``k`` columns are ``-1``-padded
-at the end. Indices are logical compressed-column numbers within the request, int32.
+Both paths are a logits kernel followed by the Triton top-k (kernels.qsa.topk): decode (request-major,
+``decode_query_len`` rows per request for MTP; each key is read once for all rows of its request) and
+prefill (packed rows by ``query_start_loc``, chunked over rows so the fp32 logits never exceed
+``chunk_rows × page-table capacity``). Rows that see fewer than ``k`` columns are ``-1``-padded at the
+end. Indices are logical compressed-column numbers within the request, int32, in ascending column order.
+
+The hot path has no host round trip: logits are as wide as the page table (a shape known on the host,
+not ``max(visible)``), and the only synchronizing work is the bounds validation, which ``validate=False``
+skips for callers that checked their metadata once.
 """
 
 from __future__ import annotations
@@ -12,41 +17,48 @@ import torch
 
 from kernels.qsa import _checks
 from kernels.qsa.cache import IndexerKVCache
-from kernels.qsa.logits import paged_logits
-from kernels.qsa.reference import select_from_logits
+from kernels.qsa.logits import LogitsTile, decode_logits, paged_logits
+from kernels.qsa.topk import topk_columns
 
 __all__ = ["decode_select", "prefill_select", "decode_row_req", "prefill_row_req", "DEFAULT_CHUNK_ROWS"]
 
-#: Rows per prefill chunk: 4096 rows × 8192 visible columns × 4 B = 128 MiB of logits at most.
+#: Rows per prefill chunk: 4096 rows × 8192 columns × 4 B = 128 MiB of logits at most.
 DEFAULT_CHUNK_ROWS = 4096
-
-
-def _k(topk_blocks: object) -> int:
-    if isinstance(topk_blocks, bool) or not isinstance(topk_blocks, int) or topk_blocks < 1:
-        raise ValueError(f"topk_blocks must be an int >= 1, got {topk_blocks!r}")
-    return topk_blocks
 
 
 def decode_row_req(num_requests: int, decode_query_len: int, device: torch.device | str) -> torch.Tensor:
     """Request of each decode row: rows are request-major, ``decode_query_len`` per request."""
+    _checks.count("num_requests", num_requests, minimum=0)
+    _checks.count("decode_query_len", decode_query_len, minimum=1)
     return torch.arange(num_requests, device=device, dtype=torch.int32).repeat_interleave(decode_query_len)
 
 
-def prefill_row_req(query_start_loc: torch.Tensor, rows: int) -> torch.Tensor:
-    """Request of each packed prefill row, from ``query_start_loc`` [B + 1] (validated)."""
+def prefill_row_req(query_start_loc: torch.Tensor, rows: int, *, validate: bool = True) -> torch.Tensor:
+    """Request of each packed prefill row, from ``query_start_loc`` [B + 1]: starts at 0, non-decreasing,
+    ends at ``rows`` (checked when ``validate``; the result has ``rows`` entries without a host sync)."""
+    _checks.count("rows", rows, minimum=0)
+    _checks.flag("validate", validate)
+    if not isinstance(query_start_loc, torch.Tensor):
+        raise TypeError(f"query_start_loc must be a torch.Tensor, got {type(query_start_loc).__name__}")
     qsl = _checks.int_tensor("query_start_loc", query_start_loc, dim=1, device=query_start_loc.device)
     if qsl.shape[0] < 1:
-        raise ValueError("query_start_loc must have B + 1 >= 1 entries")
-    if int(qsl[0]) != 0 or int(qsl[-1]) != rows:
-        raise ValueError(
-            f"query_start_loc must start at 0 and end at the number of query rows ({rows}), "
-            f"got {int(qsl[0])} … {int(qsl[-1])}"
-        )
+        raise ValueError("query_start_loc must have B + 1 >= 1 entries, got 0")
     lens = qsl[1:] - qsl[:-1]
-    if lens.numel() and int(lens.min()) < 0:
-        raise ValueError("query_start_loc must be non-decreasing")
+    if validate:
+        first, last = int(qsl[0]), int(qsl[-1])
+        if first != 0 or last != rows:
+            raise ValueError(
+                f"query_start_loc must start at 0 and end at the number of query rows ({rows}), "
+                f"got {first} … {last}"
+            )
+        if lens.numel() and int(lens.min()) < 0:
+            i = int(torch.argmin(lens))
+            raise ValueError(
+                f"query_start_loc must be non-decreasing, got query_start_loc[{i}] = {int(qsl[i])} > "
+                f"query_start_loc[{i + 1}] = {int(qsl[i + 1])}"
+            )
     b = torch.arange(lens.shape[0], device=qsl.device, dtype=torch.int32)
-    return b.repeat_interleave(lens.long())
+    return b.repeat_interleave(lens.long(), output_size=rows)
 
 
 def decode_select(
@@ -57,26 +69,36 @@ def decode_select(
     *,
     decode_query_len: int,
     topk_blocks: int,
+    validate: bool = True,
+    tile: LogitsTile | None = None,
 ) -> torch.Tensor:
     """Selected blocks [B * decode_query_len, topk_blocks] for a request-major decode batch.
 
     ``q`` [B * L, H, D] must already be normalized to the cache dtype; ``visible_blocks`` [B * L] is per row
-    (the MTP rows of one request see different prefixes).
+    (the MTP rows of one request see different prefixes). ``validate=False`` skips the bounds checks that
+    synchronize with the host (the shapes and dtypes are always checked).
     """
-    k = _k(topk_blocks)
+    if not isinstance(cache, IndexerKVCache):
+        raise TypeError(f"cache must be an IndexerKVCache, got {type(cache).__name__}")
+    k = _checks.count("topk_blocks", topk_blocks, minimum=1)
+    mtp = _checks.count("decode_query_len", decode_query_len, minimum=1)
+    _checks.flag("validate", validate)
     cache.check_query(q)
-    if isinstance(decode_query_len, bool) or not isinstance(decode_query_len, int) or decode_query_len < 1:
-        raise ValueError(f"decode_query_len must be an int >= 1, got {decode_query_len!r}")
     bt = _checks.int_tensor("block_table", block_table, dim=2, device=cache.device)
+    vis = _checks.int_tensor("visible_blocks", visible_blocks, dim=1, device=cache.device)
     b = bt.shape[0]
-    if q.shape[0] != b * decode_query_len:
+    if q.shape[0] != b * mtp:
         raise ValueError(
-            f"q must have block_table rows × decode_query_len = {b} × {decode_query_len} = "
-            f"{b * decode_query_len} rows, got {q.shape[0]}"
+            f"q must have block_table rows × decode_query_len = {b} × {mtp} = {b * mtp} rows, got {q.shape[0]}"
         )
-    row_req = decode_row_req(b, decode_query_len, cache.device)
-    logits = paged_logits(cache, q, bt, row_req, visible_blocks)
-    return select_from_logits(logits, visible_blocks, k)
+    if vis.shape[0] != q.shape[0]:
+        raise ValueError(f"visible_blocks must have one entry per query row ({q.shape[0]}), got {vis.shape[0]}")
+    if validate and b:
+        row_req = decode_row_req(b, mtp, cache.device)
+        _checks.visible_within(vis, bt, row_req, page_size=cache.page_size, num_blocks=cache.num_blocks)
+    n_cols = bt.shape[1] * cache.page_size
+    logits = decode_logits(cache, q, bt, vis, decode_query_len=mtp, n_cols=n_cols, tile=tile)
+    return topk_columns(logits, vis, k)
 
 
 def prefill_select(
@@ -88,12 +110,16 @@ def prefill_select(
     *,
     topk_blocks: int,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    validate: bool = True,
+    tile: LogitsTile | None = None,
 ) -> torch.Tensor:
     """Selected blocks [rows, topk_blocks] for packed prefill rows (request ``b`` owns rows
     ``query_start_loc[b]:query_start_loc[b + 1]``), computed ``chunk_rows`` rows at a time."""
-    k = _k(topk_blocks)
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-        raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+    if not isinstance(cache, IndexerKVCache):
+        raise TypeError(f"cache must be an IndexerKVCache, got {type(cache).__name__}")
+    k = _checks.count("topk_blocks", topk_blocks, minimum=1)
+    _checks.count("chunk_rows", chunk_rows, minimum=1)
+    _checks.flag("validate", validate)
     cache.check_query(q)
     bt = _checks.int_tensor("block_table", block_table, dim=2, device=cache.device)
     qsl = _checks.int_tensor("query_start_loc", query_start_loc, dim=1, device=cache.device)
@@ -102,16 +128,20 @@ def prefill_select(
             f"query_start_loc must have block_table rows + 1 = {bt.shape[0] + 1} entries, got {qsl.shape[0]}"
         )
     rows = q.shape[0]
-    row_req = prefill_row_req(qsl, rows)
+    row_req = prefill_row_req(qsl, rows, validate=validate)
     vis = _checks.int_tensor("visible_blocks", visible_blocks, dim=1, device=cache.device)
     if vis.shape[0] != rows:
         raise ValueError(f"visible_blocks must have one entry per query row ({rows}), got {vis.shape[0]}")
-    if rows:
+    if validate and rows:
         _checks.visible_within(vis, bt, row_req, page_size=cache.page_size, num_blocks=cache.num_blocks)
-    out = torch.full((rows, k), -1, dtype=torch.int32, device=cache.device)
+    n_cols = bt.shape[1] * cache.page_size
+    out = torch.empty((rows, k), dtype=torch.int32, device=cache.device)
+    logits = None
     for r0 in range(0, rows, chunk_rows):
         r1 = min(rows, r0 + chunk_rows)
+        if logits is None or logits.shape[0] != r1 - r0:
+            logits = torch.empty(r1 - r0, n_cols, dtype=torch.float32, device=cache.device)
         v = vis[r0:r1]
-        logits = paged_logits(cache, q[r0:r1], bt, row_req[r0:r1], v, n_cols=int(v.max()), validate=False)
-        out[r0:r1] = select_from_logits(logits, v, k)
+        paged_logits(cache, q[r0:r1], bt, row_req[r0:r1], v, n_cols=n_cols, out=logits, tile=tile, validate=False)
+        topk_columns(logits, v, k, out=out[r0:r1])
     return out
