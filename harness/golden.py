@@ -993,15 +993,16 @@ class Golden:
             exact = exact.with_(key=key, note="same arch as the golden: bit-exact")
             return exact, True, "same arch: bit-exact"
         op, dtype = self._op(), self._dtype_key(obtained)
+        kind = "codes" if obtained.kind == "fp8" else "float"  # a float row never judges FP8 codes, nor the reverse
         why = f"cross-arch ({gen} -> {arch.name})"
         try:  # a golden/<op> row of its own first; a wildcard-op row it falls back to does not count
-            t = lookup(f"golden/{op}", dtype, arch)
+            t = lookup(f"golden/{op}", dtype, arch, kind=kind)
             if t.key.rsplit("/", 2)[0] == f"golden/{op}":
                 return t, False, why
         except KeyError:
             pass
         try:
-            return lookup(op, dtype, arch), False, why
+            return lookup(op, dtype, arch, kind=kind), False, why
         except KeyError as e:
             raise GoldenError(
                 f"golden was generated on {gen}, running on {arch.name}, and the tolerance table has no row "

@@ -20,6 +20,10 @@ import sys
 import time
 
 
+# kernels/ is not installed (only harness is): import it from this checkout.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lane", choices=["auto", "interp", "gpu"], default="auto")

@@ -1,6 +1,7 @@
 """The dtype_case fixture: ids, restriction, arch filtering with visible reasons."""
 
 import pytest
+import torch  # noqa: F401  (imported here, not first inside a pytester run: torch cannot be imported twice)
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
