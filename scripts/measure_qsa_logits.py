@@ -19,7 +19,6 @@ import os
 import sys
 import time
 
-
 # kernels/ is not installed (only harness is): import it from this checkout.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
