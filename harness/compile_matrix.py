@@ -612,9 +612,11 @@ def clear_cache() -> None:
 
 
 def _compile_cached(
-    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target
+    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target, options: Mapping[str, Any] | None = None
 ) -> Compiled | BaseException:
-    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
+    opts = dict(options or {})
+    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target,
+           tuple(sorted(opts.items())))
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -634,7 +636,7 @@ def _compile_cached(
     try:
         # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
         with contextlib.redirect_stdout(io.StringIO()):
-            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target())
+            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target(), options=opts or None)
         result: Compiled | BaseException = Compiled(
             target=target.name,
             name=jit.__name__,
@@ -697,10 +699,12 @@ def compile_matrix(
     signature: Mapping[str, str],
     constexprs: Mapping[str, Any] | None = None,
     targets: str | Iterable[Any] = DEFAULT_TARGETS,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Compiled | Exception]:
     """Compile for every target; each entry is the :class:`Compiled` result or the exception it raised.
 
     Bad arguments (unknown target, wrong signature) raise ``ValueError`` up front, before any compile.
+    ``options`` are Triton compile options (``num_warps``, ``num_stages``).
     """
     jit, sig, consts = _prepare(fn, signature, constexprs)
     ts = parse_targets(targets)
@@ -708,7 +712,7 @@ def compile_matrix(
     out: dict[str, Compiled | Exception] = {}
     for t in ts:
         ok, reason = target_available(t)
-        out[t.name] = _compile_cached(jit, sig, consts, t) if ok else RuntimeError(reason)  # type: ignore[assignment]
+        out[t.name] = _compile_cached(jit, sig, consts, t, options) if ok else RuntimeError(reason)  # type: ignore[assignment]
     return out
 
 
@@ -767,6 +771,14 @@ def error_line(exc: BaseException) -> str:
         fatal = [ln for ln in text.splitlines() if ln.startswith("ptxas")]
         if fatal:
             return fatal[0].strip()
+    lines = describe_error(exc).splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.strip() == "^"), None)
+    if at is not None and at > 0:  # a CompilationError: name the kernel line the caret points at
+        where = lines[0].split(":", 1)[-1].strip().rstrip(":")
+        why = [ln.removeprefix("caused by ").strip() for ln in lines[at + 1:] if ln.strip()]
+        head = next((ln for ln in lines[:at] if "not supported" in ln or "Error" in ln and ln is not lines[0]), "")
+        reason = " | ".join(x for x in [head.strip(), *why[-1:]] if x)
+        return f"{where} `{lines[at - 1].strip()}`" + (f": {reason}" if reason else "")
     return _one_line(exc)
 
 

@@ -18,7 +18,7 @@ from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, parse_arch, 
 arch_key = pytest.StashKey[Arch]()
 collector_key = pytest.StashKey[summary.Collector]()
 
-_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks")
+_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks", "harness._launch_hooks")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
