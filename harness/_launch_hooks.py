@@ -154,6 +154,12 @@ def _enabled(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    from harness import launches
+
+    # Declarations made during this session (expect_compile_failure) end with it: a session nested in a test
+    # (pytester) must not leave its own behind in the outer one.
+    saved = list(launches._EXPECTED)
+    config.add_cleanup(lambda: launches._EXPECTED.__setitem__(slice(None), saved))
     if not _enabled(config):
         return
     if os.environ.get("TRITON_INTERPRET", "0").strip().lower() not in ("1", "true", "yes", "on"):

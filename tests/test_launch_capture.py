@@ -1,0 +1,183 @@
+"""Launch capture end to end (pytester, in process): a kernel test with zero compile-matrix code catches the
+seed bug's shape through widening, and nothing once the fix is in.
+
+The inner project is tests/widening/fp8_store.py (copied) plus a test that launches it with fp16 only. Each run
+gets its own compile cache directory, so "from the disk cache" is measured, never inherited.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+# Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
+# triton's native extension in one process aborts.
+import triton.compiler  # noqa: F401
+import triton.language as tl
+
+from harness import launches as lc
+from harness.compile_matrix import DEFAULT_TARGETS
+
+ROOT = Path(__file__).resolve().parents[1]
+STORE = (ROOT / "tests" / "widening" / "fp8_store.py").read_text()
+
+pytestmark = [pytest.mark.interp_only, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
+
+_TEST = """
+import torch, triton.language as tl
+from fp8_store import store
+
+def test_store_fp16():
+    x = (torch.arange(-16, 16, dtype=torch.float32) / 16).to(torch.float16)
+    assert store(x, tl.{fmt}, fixed={fixed}).shape == (32,)
+"""
+
+
+def _project(pytester, *, fixed: bool, fmt: str = "float8e4b15", extra: str = "") -> None:
+    pytester.makepyfile(fp8_store=STORE)
+    pytester.makepyfile(test_store=_TEST.format(fixed=fixed, fmt=fmt) + extra)
+
+
+def _run(pytester, monkeypatch, tmp_path, *args):
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
+    return pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "--harness-lane=interp",
+                              *args)
+
+
+def _matrix_row(result, kernel: str) -> list[str]:
+    line = next(ln for ln in result.outlines if ln.startswith(f"fp8_store.{kernel} "))
+    return re.split(r"\s{2,}", line.strip())[1:]
+
+
+def test_widening_flags_the_prefix_store_on_every_target(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
+    result.assert_outcomes(failed=1)
+    every = ",".join(DEFAULT_TARGETS)
+    result.stdout.fnmatch_lines([
+        f"*{len(DEFAULT_TARGETS)} compile failure(s) in kernels this test launched*",
+        f"*fp8_store.store_prefix @ {every}: variant x_ptr=bf16 (the launch as run compiles) fails to compile "
+        "[[]refused[]]",
+        "*signature: x_ptr=[*]bf16, y_ptr=[*]u8, n=i32",
+        "*error: at 5:27 `tl.store(y_ptr + offs, x.to(FMT)*is_fp16() or arg.type.scalar.is_fp32()*",
+        "*launched by: test_store.py::test_store_fp16",
+    ])
+    assert _matrix_row(result, "store_prefix") == ["FAIL 1"] * len(DEFAULT_TARGETS)
+    # fp32 widening compiles: only bf16 is reported
+    assert "x_ptr=fp32 (the launch" not in result.stdout.str()
+
+
+def test_fixed_store_is_clean(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=True)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_fixed") == ["ok"] * len(DEFAULT_TARGETS)
+    # launch + 2 variants (bf16, fp32) per target, the second run reads every one back from disk
+    result.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles (0 from the disk cache) in *s"])
+    again = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
+    again.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles ({3 * len(DEFAULT_TARGETS)} from the disk "
+                                "cache) in *s"])
+
+
+def test_e4nv_below_sm89_is_expected_not_failed(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=True, fmt="float8e4nv")
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm80,sm86,sm90")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_fixed") == ["expected", "expected", "ok"]
+
+
+def test_expected_per_kernel(pytester, monkeypatch, tmp_path):
+    extra = ("\nfrom harness.launches import expect_compile_failure\nimport fp8_store\n"
+             "expect_compile_failure(fp8_store.store_prefix, match=r'is_fp16\\(\\)', reason='bf16 keys unsupported')\n")
+    _project(pytester, fixed=False, extra=extra)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_prefix") == ["ok"]
+
+
+def test_ini_enables_and_json_report(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    pytester.makeini("[pytest]\nharness_compile_launches = true\n")
+    report = tmp_path / "report.json"
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-targets=sm80,sm90", f"--harness-report={report}")
+    result.assert_outcomes(failed=1)
+    data = json.loads(report.read_text())["compile_launches"]
+    assert data["targets"] == ["sm80", "sm90"] and data["widen"] is True
+    assert [(c["kernel"], c["target"], c["failed"]) for c in data["cells"]] == [
+        ("fp8_store.store_prefix", "sm80", 1), ("fp8_store.store_prefix", "sm90", 1)]
+    f = data["findings"][0]
+    assert (f["variant"], f["signature"], f["test"]) == ("x_ptr=bf16", "x_ptr=*bf16, y_ptr=*u8, n=i32",
+                                                         "test_store.py::test_store_fp16")
+
+
+def test_off_by_default_and_no_widen(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    result = _run(pytester, monkeypatch, tmp_path)
+    result.assert_outcomes(passed=1)
+    assert "compile matrix of captured launches" not in result.stdout.str()
+    narrow = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-no-widen",
+                  "--harness-targets=sm90")
+    narrow.assert_outcomes(passed=1)
+    narrow.stdout.fnmatch_lines(["1 compiles (* from the disk cache) in *s (widening off)"])
+
+
+def test_bad_targets_are_a_usage_error(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=True)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm91")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--harness-targets*cannot compile for sm91*"])
+
+
+# --- the library pieces ----------------------------------------------------------------------------------------
+
+
+def _load_store():
+    import importlib.util
+    import sys
+
+    name = "_harness_demo_fp8_store"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "widening" / "fp8_store.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def _launch(sig, consts=()):
+    return lc.Launch("m.k", __file__, tuple(sig.items()), tuple(consts))
+
+
+def test_variants_each_pointer_alone_then_all_together():
+    got = [label for label, _ in lc.variants(_launch({"a": "*fp16", "b": "*fp32", "c": "*u8", "n": "i32"}))]
+    # all=fp16 is b=fp16 and all=fp32 is a=fp32 (both listed already): duplicates are dropped
+    assert got == ["a=bf16", "a=fp32", "b=fp16", "b=bf16", "all=bf16"]
+    assert [label for label, _ in lc.variants(_launch({"a": "*bf16", "b": "*bf16"}))] == [
+        "a=fp16", "a=fp32", "b=fp16", "b=fp32", "all=fp16", "all=fp32"]
+    # the launch itself never appears; no float pointer, no variant
+    assert lc.variants(_launch({"c": "*u8", "n": "i32"})) == []
+
+
+def test_launch_types_come_from_the_actual_arguments():
+    import torch
+
+    m = _load_store()
+    x = torch.zeros(8, dtype=torch.bfloat16)
+    launch = lc.launch_from_args(m.store_fixed, (x, torch.zeros(8, dtype=torch.uint8), 2**40),
+                                 {"FMT": tl.float8e4nv, "BLOCK": 64, "num_warps": 2})
+    assert launch.signature == (("x_ptr", "*bf16"), ("y_ptr", "*u8"), ("n", "i64"))
+    assert launch.constexprs == (("FMT", tl.float8e4nv), ("BLOCK", 64))
+    assert launch.options == (("num_warps", 2),)
+    assert launch.fp8_formats() == {"e4nv"}
+    with pytest.raises(ValueError, match=r"argument 'n' is a str, which has no Triton type"):
+        lc.launch_from_args(m.store_fixed, (x, x, "8"), {"FMT": tl.float8e4nv, "BLOCK": 64})
+
+
+def test_expect_compile_failure_needs_a_reason():
+    with pytest.raises(ValueError, match="reason= must say why"):
+        lc.expect_compile_failure("k", "sm90")
+    with pytest.raises(TypeError, match="must be a @triton.jit kernel or its name"):
+        lc.expect_compile_failure(42, reason="x")
