@@ -35,6 +35,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--harness-no-widen", dest="harness_no_widen", action="store_true", default=False,
         help="with --harness-compile-launches: compile only the launched dtypes, not the widened variants",
     )
+    group.addoption(
+        "--harness-widen-targets", dest="harness_widen_targets", metavar="T1,T2", default=None,
+        help="with --harness-compile-launches: compile the widened variants for these targets only (default: "
+             "every capture target); bounds the cost on a small CI machine",
+    )
+    group.addoption(
+        "--harness-compile-all-configs", dest="harness_compile_all_configs", action="store_true", default=False,
+        help="with --harness-compile-launches: compile every distinct launch; by default launches differing only "
+             "in integer constexprs other than 0/1 (sizes) are compiled once",
+    )
     parser.addini(_INI, type="bool", default=False,
                   help="compile every interpreted kernel launch for the compile-matrix targets (see "
                        "--harness-compile-launches)")
@@ -43,11 +53,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class _Capture:
     """Per-process state: launches seen, the report, the time spent compiling."""
 
-    def __init__(self, config: pytest.Config, targets: tuple[str, ...]) -> None:
+    def __init__(self, config: pytest.Config, targets: tuple[str, ...], widen_targets: tuple[str, ...] | None
+                 ) -> None:
         from harness.launches import Report
 
         self.config = config
         self.targets = targets
+        self.widen_targets = widen_targets
+        self.all_configs = bool(config.getoption("harness_compile_all_configs"))
         self.widen = not config.getoption("harness_no_widen")
         self.seen: set[Any] = set()
         self.report = Report()
@@ -81,10 +94,12 @@ class _Capture:
         findings: list[Any] = []
         t0 = time.perf_counter()
         for launch in launches:
-            if launch in self.seen:
+            key = launch if self.all_configs else launch.config_key()
+            if key in self.seen:
                 continue
-            self.seen.add(launch)
-            findings += check(launch, self.targets, widen=self.widen, test=item.nodeid, report=self.report)
+            self.seen.add(key)
+            findings += check(launch, self.targets, widen=self.widen, test=item.nodeid, report=self.report,
+                              widen_targets=self.widen_targets)
         self.seconds += time.perf_counter() - t0
         return findings
 
@@ -119,7 +134,9 @@ class _Capture:
         rep, seconds = self.merged()
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        data["compile_launches"] = {"targets": list(self.targets), "widen": self.widen, "seconds": round(seconds, 3),
+        data["compile_launches"] = {"targets": list(self.targets), "widen": self.widen,
+                                    "widen_targets": list(self.widen_targets or self.targets),
+                                    "seconds": round(seconds, 3),
                                     **rep.to_dict()}
         tmp = f"{path}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -138,8 +155,9 @@ class _Capture:
             tr.write_line("no kernel launches captured")
         for line in render_matrix(rep, self.targets):
             tr.write_line(line)
-        tr.write_line(f"{rep.compiles} compiles ({rep.cached} from the disk cache) in {seconds:.1f}s"
-                      + ("" if self.widen else " (widening off)"))
+        scope = "widening off" if not self.widen else (
+            f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
+        tr.write_line(f"{rep.compiles} compiles ({rep.cached} from the disk cache) in {seconds:.1f}s ({scope})")
         for f, ts in group(rep.findings):
             for line in describe_group(f, ts).splitlines():
                 tr.write_line(line)
@@ -172,4 +190,16 @@ def pytest_configure(config: pytest.Config) -> None:
         check_targets(targets)
     except ValueError as e:
         raise pytest.UsageError(f"--harness-targets: {e}") from None
-    config.pluginmanager.register(_Capture(config, tuple(t.name for t in targets)), "harness-launch-capture")
+    names = tuple(t.name for t in targets)
+    wraw = config.getoption("harness_widen_targets", default=None)
+    widen = None
+    if wraw:
+        try:
+            widen = tuple(t.name for t in parse_targets(wraw))
+        except ValueError as e:
+            raise pytest.UsageError(f"--harness-widen-targets: {e}") from None
+        outside = [t for t in widen if t not in names]
+        if outside:
+            raise pytest.UsageError(f"--harness-widen-targets: {','.join(outside)} not among the capture targets "
+                                    f"({','.join(names)})")
+    config.pluginmanager.register(_Capture(config, names, widen), "harness-launch-capture")

@@ -96,6 +96,16 @@ class Launch:
                 out.add(_FP8_OF_TYPE[name])
         return out
 
+    def config_key(self) -> tuple[Any, ...]:
+        """What makes two launches the same configuration for capture: kernel, argument types, options and
+        every constexpr except integers other than 0 and 1. Why: integer constexprs are overwhelmingly sizes
+        (``BLOCK``, ``HEAD_DIM``, ``PAGE``) that a suite sweeps over and that never change how a dtype lowers,
+        while 0/1 flags and every other value (``tl.dtype``, floats, bools, strings) select code paths. An
+        enum constexpr with values above 1 is collapsed too: ``--harness-compile-all-configs`` keeps every one.
+        """
+        consts = tuple((k, "<int>" if _is_size(v) else _const_repr(v)) for k, v in self.constexprs)
+        return (self.kernel, self.file, self.signature, consts, self.options)
+
     def key(self, target: str) -> str:
         """Disk-cache key: source of the kernel's module, signature, constexprs, options, target, Triton."""
         import triton
@@ -111,6 +121,10 @@ class Launch:
     def with_types(self, changes: Mapping[str, str]) -> Launch:
         sig = tuple((k, changes.get(k, v)) for k, v in self.signature)
         return Launch(self.kernel, self.file, sig, self.constexprs, self.options, self.fn)
+
+
+def _is_size(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v not in (0, 1)
 
 
 def _const_repr(v: Any) -> str:
@@ -215,7 +229,9 @@ def _install() -> None:
             except Exception as e:  # never break the test over capture; say so in the summary
                 _SKIPPED[getattr(self, "__name__", "?")] = f"{type(e).__name__}: {e}"
             else:
-                for sink in list(_SINK):
+                with _LOCK:
+                    sink = _SINK[-1] if _SINK else None
+                if sink is not None:  # the innermost capture only: a nested pytester session keeps its own
                     sink(launch)
         return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
@@ -225,7 +241,9 @@ def _install() -> None:
 
 @contextlib.contextmanager
 def capture() -> Iterator[list[Launch]]:
-    """Record every interpreted kernel launch inside the block (in order, duplicates included)."""
+    """Record every interpreted kernel launch inside the block (in order, duplicates included). Nested blocks
+    (a pytester session inside a captured test) take the launches made inside them; the outer one does not
+    see them."""
     _install()
     got: list[Launch] = []
     with _LOCK:
@@ -416,9 +434,12 @@ class Report:
 
 
 def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: str = "",
-          report: Report | None = None, directory: Path | None = None) -> list[Finding]:
+          report: Report | None = None, directory: Path | None = None,
+          widen_targets: Iterable[str] | None = None) -> list[Finding]:
     """Compile ``launch`` (and, with ``widen``, its :func:`variants`) for ``targets``; the findings:
-    the launch itself failing unexpectedly, or a variant failing where the launch compiles."""
+    the launch itself failing unexpectedly, or a variant failing where the launch compiles. Variants are
+    compiled for ``widen_targets`` only when given (a subset, to bound the cost)."""
+    wt = None if widen_targets is None else set(widen_targets)
     rep = report if report is not None else Report()
     found: list[Finding] = []
     vs = variants(launch) if widen else []
@@ -435,7 +456,7 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
             rep.bump(launch.kernel, t, "failed")
             found.append(Finding(launch.kernel, t, launch.sig_text(), "", base.line, base.kind, test))
             continue
-        for label, v in vs:
+        for label, v in vs if wt is None or t in wt else ():
             out = compile_cached(v, t, directory)
             rep.compiles += 1
             rep.cached += out.cached

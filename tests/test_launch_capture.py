@@ -76,10 +76,11 @@ def test_fixed_store_is_clean(pytester, monkeypatch, tmp_path):
     result.assert_outcomes(passed=1)
     assert _matrix_row(result, "store_fixed") == ["ok"] * len(DEFAULT_TARGETS)
     # launch + 2 variants (bf16, fp32) per target, the second run reads every one back from disk
-    result.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles (0 from the disk cache) in *s"])
+    result.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles (0 from the disk cache) in *s (widened on "
+                                 "every target)"])
     again = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
     again.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles ({3 * len(DEFAULT_TARGETS)} from the disk "
-                                "cache) in *s"])
+                                "cache) in *s (widened on every target)"])
 
 
 def test_e4nv_below_sm89_is_expected_not_failed(pytester, monkeypatch, tmp_path):
@@ -124,11 +125,69 @@ def test_off_by_default_and_no_widen(pytester, monkeypatch, tmp_path):
     narrow.stdout.fnmatch_lines(["1 compiles (* from the disk cache) in *s (widening off)"])
 
 
-def test_bad_targets_are_a_usage_error(pytester, monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    "args, match",
+    [(["--harness-targets=sm91"], "*--harness-targets*cannot compile for sm91*"),
+     (["--harness-targets=sm80,sm90", "--harness-widen-targets=sm89"],
+      "*--harness-widen-targets: sm89 not among the capture targets (sm80,sm90)*"),
+     (["--harness-widen-targets=hopper"], "*--harness-widen-targets: target 'hopper' is not understood*")],
+)
+def test_bad_targets_are_a_usage_error(pytester, monkeypatch, tmp_path, args, match):
     _project(pytester, fixed=True)
-    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm91")
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--harness-targets*cannot compile for sm91*"])
+    result.stderr.fnmatch_lines([match])
+
+
+def test_widen_targets_bound_the_variants(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm80,sm90",
+                  "--harness-widen-targets=sm90")
+    result.assert_outcomes(failed=1)
+    assert _matrix_row(result, "store_prefix") == ["ok", "FAIL 1"]
+    result.stdout.fnmatch_lines(["4 compiles (0 from the disk cache) in *s (widened on sm90)",
+                                 "*fp8_store.store_prefix @ sm90: variant x_ptr=bf16*"])
+
+
+_SIZES = """
+import torch, triton.language as tl
+from fp8_store import store
+
+def test_sizes():
+    for n in (16, 32, 48):  # n is a runtime i32: one configuration
+        store(torch.zeros(n, dtype=torch.float16), tl.float8e4b15, fixed=True)
+    for fmt in (tl.float8e4b15, tl.float8e5):  # a dtype constexpr: two configurations
+        store(torch.zeros(8, dtype=torch.float16), fmt, fixed=True)
+"""
+
+
+def test_launches_are_deduplicated_by_configuration(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(fp8_store=STORE, test_sizes=_SIZES)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["6 compiles (0 from the disk cache) in *s (widened on every target)"])
+
+
+def test_nested_capture_keeps_its_launches():
+    import torch
+
+    m = _load_store()
+    with lc.capture() as outer:
+        with lc.capture() as inner:
+            m.store(torch.zeros(8, dtype=torch.float16), fixed=True)
+        m.store(torch.zeros(8, dtype=torch.float32), fixed=True)
+    assert [ln.sig["x_ptr"] for ln in inner] == ["*fp16"]
+    assert [ln.sig["x_ptr"] for ln in outer] == ["*fp32"]
+
+
+def test_config_key_collapses_sizes_only():
+    a = _launch({"x": "*fp16"}, (("BLOCK", 64), ("FLAG", 1), ("FMT", tl.float8e4nv), ("LIM", 448.0)))
+    b = _launch({"x": "*fp16"}, (("BLOCK", 128), ("FLAG", 1), ("FMT", tl.float8e4nv), ("LIM", 448.0)))
+    assert a.config_key() == b.config_key() and a != b
+    for change in (("FLAG", 0), ("FMT", tl.float8e5), ("LIM", 57344.0)):
+        c = _launch({"x": "*fp16"}, tuple(change if k == change[0] else (k, v) for k, v in a.constexprs))
+        assert c.config_key() != a.config_key(), change
+    assert _launch({"x": "*bf16"}, a.constexprs).config_key() != a.config_key()
 
 
 # --- the library pieces ----------------------------------------------------------------------------------------
