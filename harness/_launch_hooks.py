@@ -178,6 +178,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # (pytester) must not leave its own behind in the outer one.
     saved = list(launches._EXPECTED)
     config.add_cleanup(lambda: launches._EXPECTED.__setitem__(slice(None), saved))
+    # A session nested in a captured test (pytester) shields the outer test from the launches it makes.
+    shield = launches.barrier()
+    shield.__enter__()
+    config.add_cleanup(lambda: shield.__exit__(None, None, None))
     if not _enabled(config):
         return
     if os.environ.get("TRITON_INTERPRET", "0").strip().lower() not in ("1", "true", "yes", "on"):

@@ -210,7 +210,7 @@ def variants(launch: Launch) -> list[tuple[str, Launch]]:
 # --- capture ----------------------------------------------------------------------------------------------
 
 _LOCK = threading.Lock()
-_SINK: list[Any] = []  # callables receiving (launch) while capture is on
+_SINK: list[Any] = []  # callables receiving (launch) while capture is on; None blocks outer ones
 _SKIPPED: dict[str, str] = {}  # kernel -> why its launch could not be typed
 
 
@@ -223,16 +223,15 @@ def _install() -> None:
         return
 
     def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
-        if _SINK and not warmup:
+        with _LOCK:
+            sink = _SINK[-1] if _SINK else None  # the innermost capture only (None: a barrier)
+        if sink is not None and not warmup:
             try:
                 launch = launch_from_args(self, args, kwargs)
             except Exception as e:  # never break the test over capture; say so in the summary
                 _SKIPPED[getattr(self, "__name__", "?")] = f"{type(e).__name__}: {e}"
             else:
-                with _LOCK:
-                    sink = _SINK[-1] if _SINK else None
-                if sink is not None:  # the innermost capture only: a nested pytester session keeps its own
-                    sink(launch)
+                sink(launch)
         return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     run._harness_capture = True  # type: ignore[attr-defined]
@@ -253,6 +252,19 @@ def capture() -> Iterator[list[Launch]]:
     finally:
         with _LOCK:
             _SINK.remove(got.append)
+
+
+@contextlib.contextmanager
+def barrier() -> Iterator[None]:
+    """Launches inside the block reach no enclosing :func:`capture` (a pytest session nested in a captured test,
+    with capture off, must not hand its launches to the outer test)."""
+    with _LOCK:
+        _SINK.append(None)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _SINK.remove(None)
 
 
 def skipped_launches() -> dict[str, str]:

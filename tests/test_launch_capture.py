@@ -180,6 +180,15 @@ def test_nested_capture_keeps_its_launches():
     assert [ln.sig["x_ptr"] for ln in outer] == ["*fp32"]
 
 
+def test_nested_session_without_capture_shields_the_outer_test(pytester, monkeypatch, tmp_path):
+    """An outer captured test that runs an inner session (capture off) with a bad kernel must not be blamed for
+    the inner launches (it was: tests/test_turboquant_meta.py runs the known-bad store in process)."""
+    _project(pytester, fixed=False)
+    with lc.capture() as outer:
+        _run(pytester, monkeypatch, tmp_path).assert_outcomes(passed=1)
+    assert outer == []
+
+
 def test_config_key_collapses_sizes_only():
     a = _launch({"x": "*fp16"}, (("BLOCK", 64), ("FLAG", 1), ("FMT", tl.float8e4nv), ("LIM", 448.0)))
     b = _launch({"x": "*fp16"}, (("BLOCK", 128), ("FLAG", 1), ("FMT", tl.float8e4nv), ("LIM", 448.0)))
