@@ -107,11 +107,12 @@ class Launch:
         return (self.kernel, self.file, self.signature, consts, self.options)
 
     def key(self, target: str) -> str:
-        """Disk-cache key: source of the kernel's module, signature, constexprs, options, target, Triton."""
+        """Disk-cache key: source of the kernel's module, signature, constexprs, options, target, Triton. A
+        helper imported from another module is not part of the key: after editing one, clear the cache."""
         import triton
 
         h = hashlib.sha256()
-        for part in (_source_hash(self.file), self.kernel, repr(self.signature),
+        for part in (_CACHE_FORMAT, _source_hash(self.file), self.kernel, repr(self.signature),
                      repr([(k, _const_repr(v)) for k, v in self.constexprs]), repr(self.options), target,
                      triton.__version__):
             h.update(part.encode())
@@ -132,6 +133,8 @@ def _const_repr(v: Any) -> str:
     return f"tl.{name}" if isinstance(name, str) and type(v).__name__ == "dtype" else repr(v)
 
 
+#: Bumped when what a cache entry holds (or how its error line is written) changes.
+_CACHE_FORMAT = "harness-launch-1"
 _SRC_HASH: dict[str, str] = {}
 
 
