@@ -625,6 +625,7 @@ def _compile_cached(
     import triton
     from triton.compiler import ASTSource
 
+    _latch_fp8_lowering_low(target)
     if _language_patched():
         raise RuntimeError(
             "triton.language is still patched by the Triton interpreter (an interpreted device-function call "
@@ -655,6 +656,47 @@ def _compile_cached(
         _STATS.slowest = max(_STATS.slowest, dt)
         _CACHE[key] = result
     return result
+
+
+_LATCHED = False
+
+
+def _latch_fp8_lowering_low(first: Target) -> None:
+    """Triton 3.6 (measured; fixed by 3.9): the fp16/fp32 → e5m2 lowering is chosen by the capability of the
+    *first* e5m2 compile in the process and kept for every later target, so after any sm89+ compile an sm80
+    compile emits ``cvt ... e5m2x2`` and ptxas refuses it ("requires .target sm_89"), a false failure. The
+    lowest choice (the software path) is valid on every target, so compile one e5m2 cast for sm75 first."""
+    global _LATCHED
+    if _LATCHED or first.backend != "cuda":
+        return
+    _LATCHED = True
+    from harness.arch import _triton_at_least
+
+    if _triton_at_least(3, 7):
+        return
+    import triton
+    from triton.compiler import ASTSource
+
+    low = parse_target("sm75")
+    if not target_supported(low)[0]:  # pragma: no cover
+        return
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
+                           target=low.gpu_target())
+    except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
+        pass
+
+
+@functools.cache
+def _e5m2_latch_kernel() -> Any:
+    import triton.language as tl
+
+    def latch_e5m2(x, y):
+        o = tl.arange(0, 32)
+        tl.store(y + o, tl.load(x + o).to(tl.float8e5).to(tl.uint8, bitcast=True))
+
+    return _jit_class()(latch_e5m2)
 
 
 def _prepare(

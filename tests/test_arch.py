@@ -141,7 +141,7 @@ def test_supports_format_agrees_with_the_compiler(fmt):
     """Every (format, default target) the model supports compiles encode and decode with fp16, fp32 and bf16
     (fp16 twice for e4b15: Triton's e4b15 conversion takes fp16/fp32 only, the seed bug's lesson); every one it
     refuses does not compile. Runs on whichever Triton is installed (CI: 3.9 and 3.6)."""
-    from harness.compile_matrix import DEFAULT_TARGETS, compile_matrix, describe_error
+    from harness.compile_matrix import DEFAULT_TARGETS, compile_matrix, error_line
 
     third = "fp16" if fmt == "e4b15" else "bf16"
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp32", "c_ptr": f"*{third}", "codes_ptr": "*u8", "da_ptr": "*fp16",
@@ -154,6 +154,6 @@ def test_supports_format_agrees_with_the_compiler(fmt):
         compiled = not isinstance(r, BaseException)
         if ok != compiled:
             said = "supported" if ok else f"refused ({reason})"
-            got = "compiles" if compiled else describe_error(r).splitlines()[0][:200]
+            got = "compiles" if compiled else error_line(r)
             wrong.append(f"{target}: model says {said}, compiler: {got}")
     assert not wrong, f"triton {triton.__version__}, {fmt}:\n" + "\n".join(wrong)

@@ -350,3 +350,34 @@ def test_bad_constexpr_value_is_a_value_error():
         cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": torch.ones(1)},
                           targets=["sm90"])
     cm._prepare(cast_kernel, SIG, {**E4NV, "FMT": tl.float8e4nv})  # a tl.dtype is fine
+
+
+def test_e5m2_compiles_below_sm89_after_an_sm90_compile(tmp_path):
+    """Triton 3.6 latched the e5m2 lowering to the first compile's target, so sm80 after sm90 failed in ptxas
+    ("cvt with .e4m3x2/.e5m2x2 requires .target sm_89"). A fresh process and a fresh Triton cache, or the
+    order would be hidden by an earlier run."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import triton, triton.language as tl\n"
+        "from harness import compile_matrix as cm\n"
+        "@triton.jit\n"
+        "def k(x_ptr, y_ptr, B: tl.constexpr):\n"
+        "    o = tl.arange(0, B)\n"
+        "    tl.store(y_ptr + o, tl.load(x_ptr + o).to(tl.float8e5).to(tl.uint8, bitcast=True))\n"
+        "for t in ('sm90', 'sm80', 'sm86'):\n"
+        "    r = cm.compile_matrix(k, signature={'x_ptr': '*fp16', 'y_ptr': '*u8'}, constexprs={'B': 64},\n"
+        "                          targets=[t])[t]\n"
+        "    print(t, 'ok' if isinstance(r, cm.Compiled) else cm.error_line(r))\n"
+    )
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("TRITON_INTERPRET", None)
+    script = tmp_path / "order.py"  # a file: @triton.jit reads the kernel's source
+    script.write_text(code)
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert [ln for ln in p.stdout.splitlines() if ln[:2] == "sm"] == ["sm90 ok", "sm80 ok", "sm86 ok"]
