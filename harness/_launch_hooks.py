@@ -71,13 +71,17 @@ class _Capture:
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         from harness.launches import capture
 
+        failure: BaseException | None = None
+        result = None
         with capture() as launches:
             try:
                 result = yield
-            except BaseException:
-                self._check(item, launches)  # still compiled and reported; the test's own failure wins
-                raise
+            except BaseException as e:
+                failure = e
+        # Compiled outside the except block: a compile error must not carry the test's failure as its context.
         findings = self._check(item, launches)
+        if failure is not None:
+            raise failure  # still compiled and reported; the test's own failure wins
         if findings:
             __tracebackhide__ = True
             from harness.launches import describe_group, group

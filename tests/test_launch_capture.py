@@ -70,6 +70,19 @@ def test_widening_flags_the_prefix_store_on_every_target(pytester, monkeypatch, 
     assert "x_ptr=fp32 (the launch" not in result.stdout.str()
 
 
+def test_a_failing_test_still_reports_the_compiler_line(pytester, monkeypatch, tmp_path):
+    """The test's own failure wins, and the finding's error line is the compiler's (it once read the test's
+    assertion message: the compile ran inside the except block and took the failure as its context)."""
+    _project(pytester, fixed=False, extra="\ndef test_fails_after_launch():\n    test_store_fp16()\n"
+                                          "    assert False, 'the test itself failed'\n")
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90",
+                  "-k", "fails_after")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: the test itself failed*"])
+    errors = [ln for ln in result.outlines if ln.startswith("    error: ")]
+    assert errors and all("is_fp16()" in ln and "itself failed" not in ln for ln in errors), errors
+
+
 def test_fixed_store_is_clean(pytester, monkeypatch, tmp_path):
     _project(pytester, fixed=True)
     result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
