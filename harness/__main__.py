@@ -1,4 +1,5 @@
-"""Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``.
+"""Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]`` and
+``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (see ``COMPILE_USAGE``).
 
 Runs pytest in a subprocess with ``--golden-regen-all`` (``--failed``: ``--golden-regen``, only failing
 checks), so its normal progress output streams through, then prints what changed per golden file, read
@@ -19,6 +20,8 @@ from typing import Any
 
 USAGE = """\
 usage: python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]
+       python -m harness compile MODULE_OR_FILE::KERNEL --sig NAME=TYPE,... [--const NAME=VALUE ...]
+                                 [--targets sm80,sm90] [--no-widen] [--num-warps N] [--num-stages N]
 
   Re-capture golden files by running pytest with --golden-regen-all over the given selection
   (default: the configured testpaths), then summarize what changed.
@@ -98,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:2] == ["golden", "regen"]:
         return regen(args[2:])
+    if args[:1] == ["compile"]:
+        from harness._compile_cli import main as compile_main
+
+        return compile_main(args[1:])
     if args[:1] in (["-h"], ["--help"]):
         print(USAGE, end="")
         return 0

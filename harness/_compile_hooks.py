@@ -61,10 +61,12 @@ def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
     raw = config.getoption("harness_targets", default=None)
     if raw is None:
         return None
-    from harness.compile_matrix import parse_targets  # harness.arch only: no triton import
+    from harness.compile_matrix import check_targets, parse_targets
 
     try:
-        return parse_targets(raw)
+        targets = parse_targets(raw)
+        check_targets(targets)  # an unknown target would reach LLVM, which may abort the process
+        return targets
     except ValueError as e:
         raise pytest.UsageError(f"--harness-targets={raw!r}: {e}") from None
 
@@ -72,12 +74,14 @@ def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "compile_target" not in metafunc.fixturenames:
         return
-    from harness.compile_matrix import DEFAULT_TARGETS, parse_targets, target_available
+    from harness.compile_matrix import DEFAULT_TARGETS, check_targets, parse_targets, target_available
 
     node = metafunc.definition
     marker = node.get_closest_marker("compile_targets")
     try:
         marked = parse_targets(marker.args) if marker is not None else None
+        if marked is not None:
+            check_targets(marked)
     except (ValueError, TypeError) as e:
         raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets: {e}") from None
     if marker is not None and marker.kwargs:
@@ -165,7 +169,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     n = int(total["compiles"])
     avg = total["seconds"] / n if n else 0.0
     terminalreporter.write_line(
-        f"harness: compile matrix: {n} compiles ({int(total['failures'])} refused) "
+        f"harness: compile matrix: {n} compiles ({int(total['failures'])} refused, "
+        f"{int(total.get('ptxas', 0))} ptxas failures) "
         f"in {total['seconds']:.1f}s "
         f"(avg {avg:.2f}s, slowest {total['slowest']:.2f}s), {int(total['hits'])} cache hits"
     )

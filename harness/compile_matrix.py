@@ -13,7 +13,9 @@ Public API: :data:`DEFAULT_TARGETS`, :func:`parse_target`, :func:`compile_kernel
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import re
 import threading
 import time
@@ -32,6 +34,11 @@ __all__ = [
     "Compiled",
     "parse_target",
     "target_available",
+    "target_supported",
+    "check_targets",
+    "error_line",
+    "error_kind",
+    "TYPE_STRINGS",
     "compile_kernel",
     "compile_matrix",
     "assert_compiles",
@@ -122,6 +129,107 @@ def _triton_version() -> str:
     import triton
 
     return triton.__version__
+
+
+@functools.cache
+def _ptxas_archs(path: str) -> frozenset[str] | None:
+    """The ``--gpu-name`` values ptxas at ``path`` accepts (``sm_90a``...), read from its ``--help``; ``None``
+    when it cannot be run (then nothing is refused up front)."""
+    import subprocess
+
+    try:
+        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"--gpu-name\b(.*?)(?:\n\s*--[a-z])", out, re.S)
+    names = re.findall(r"'(sm_\d+[a-z]?)'", m.group(1) if m else "")
+    return frozenset(names) or None
+
+
+def _cuda_supported(cc: int) -> tuple[bool, str]:
+    try:
+        from triton.backends.nvidia import compiler as nv
+
+        tool = nv.get_ptxas(cc)
+        name = nv.sm_arch_from_capability(cc)
+        path = tool.path
+    except Exception:  # pragma: no cover - a Triton whose NVIDIA backend looks different: do not guess
+        return True, ""
+    archs = _ptxas_archs(path)
+    if archs is None or name in archs:
+        return True, ""
+    known = sorted({int(a[3:].rstrip("abcdef")) for a in archs})
+    return False, (
+        f"triton {_triton_version()} cannot compile for sm{cc}: the ptxas it uses for that target "
+        f"({path.rsplit('/', 1)[-1]}) does not accept {name}; it accepts sm{', sm'.join(map(str, known))}"
+    )
+
+
+def _hip_supported(arch: str) -> tuple[bool, str]:
+    from triton._C.libtriton import amd
+
+    bad = f"triton {_triton_version()}'s LLVM does not know the AMD GPU {arch!r}"
+    if hasattr(amd, "get_target_triple"):  # Triton 3.7+: LLVM's own parser, raises on an unknown processor
+        try:
+            amd.get_target_triple(arch)
+        except Exception as e:
+            return False, f"{bad} ({e})"
+        return True, ""
+    return _hip_supported_via_llvm(arch, bad)
+
+
+def _hip_supported_via_llvm(arch: str, bad: str) -> tuple[bool, str]:
+    """Older Triton: ask LLVM's AMDGPU target about the processor and read its complaint from stderr."""
+    import os
+    import tempfile
+
+    try:
+        from triton._C.libtriton import amd, llvm
+
+        llvm.init_targets()
+        probe = amd.has_architected_sgprs
+    except Exception:  # pragma: no cover
+        return True, ""
+    with tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        try:
+            os.dup2(err.fileno(), 2)
+            probe(arch)
+        except Exception:
+            pass
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if "not a recognized processor" in text:
+        return False, bad
+    return True, ""
+
+
+@functools.cache
+def target_supported(target: Target) -> tuple[bool, str]:
+    """Whether the installed Triton can compile for ``target`` at all (its backend is here and knows the
+    processor). Why: an unknown target (``sm91``, ``gfx000``) otherwise reaches LLVM or ptxas, and LLVM may
+    abort the whole Python process. Derived from the installed Triton: the ``--gpu-name`` list of the ptxas
+    its NVIDIA backend picks for the capability, or the AMD backend's LLVM."""
+    ok, reason = target_available(target)
+    if not ok:
+        return ok, reason
+    if target.backend == "cuda":
+        return _cuda_supported(int(target.arch))
+    return _hip_supported(str(target.arch))
+
+
+def check_targets(targets: Iterable[Target]) -> None:
+    """``ValueError`` naming every target the installed Triton cannot compile for (before any compile)."""
+    bad = [reason for t in targets for ok, reason in [target_supported(t)] if not ok and _backend_here(t)]
+    if bad:
+        raise ValueError("targets: " + "; ".join(bad))
+
+
+def _backend_here(t: Target) -> bool:
+    return target_available(t)[0]
 
 
 @dataclass(frozen=True)
@@ -334,6 +442,81 @@ def _proxy_module(m: types.ModuleType) -> types.ModuleType:
 
 # --- signature / constexpr checking -----------------------------------------------------------------------
 
+#: The element type names Triton's signature strings use. A pointer is ``*`` + a name (``*fp16``; ``*k`` +
+#: name for a const pointer); a scalar argument is a name (``i32``, ``fp32``). FP8 is spelled Triton's way:
+#: ``fp8e4nv`` (= float8_e4m3fn), ``fp8e5`` (= float8_e5m2), ``fp8e4b15`` (Triton's bias-15 e4m3),
+#: ``fp8e4b8`` / ``fp8e5b16`` (ROCm's fnuz pair).
+TYPE_STRINGS: tuple[str, ...] = (
+    "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64",
+    "fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16",
+)
+
+
+def _type_hint(name: str) -> str:
+    """``fp8_e4m3`` → `` (did you mean '*fp8e4nv'?)``: common spellings of FP8 formats and torch dtypes."""
+    bare = name.lstrip("*").removeprefix("k")
+    guess = None
+    try:
+        from harness.fp8 import get_format
+
+        fmt = get_format(bare.removeprefix("fp8").removeprefix("float8").lstrip("_"))
+        guess = fmt.triton_name.replace("float8", "fp8")
+    except (ValueError, TypeError, ImportError):
+        aliases = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+                   "float64": "fp64", "int32": "i32", "int64": "i64", "int8": "i8", "uint8": "u8", "bool": "i1",
+                   "int16": "i16"}
+        guess = aliases.get(bare.removeprefix("torch.").removeprefix("tl."))
+    if guess is None:
+        return ""
+    return f" (did you mean {('*' if name.startswith('*') else '') + guess!r}?)"
+
+
+_TYPE_RE = re.compile(r"(\*k?)?([a-z0-9]+)")
+
+
+def _check_type(kernel: str, arg: str, ty: str) -> None:
+    """One pointer level at most (``**fp16`` passes Triton's parser and then aborts the process in LLVM)."""
+    from triton.language import str_to_ty
+
+    m = _TYPE_RE.fullmatch(ty)
+    ok = ty.lstrip("*").startswith("tensordesc") or (m is not None and m.group(2) in TYPE_STRINGS)
+    if ok:
+        try:
+            str_to_ty(ty, None)
+        except (KeyError, IndexError, ValueError, AssertionError, AttributeError):
+            ok = False
+    if not ok:
+        raise ValueError(
+            f"{kernel}: signature[{arg!r}] = {ty!r} is not a Triton type string{_type_hint(ty)}; expected a "
+            f"pointer '*' + element type or a scalar type, one of {', '.join(TYPE_STRINGS)} (e.g. '*fp16', "
+            f"'*fp8e4nv', 'i32')"
+        )
+
+
+_CONSTEXPR_TYPES = (bool, int, float, str, type(None))
+
+
+def _check_constexpr(kernel: str, arg: str, value: Any) -> None:
+    """A constexpr value the code generator can take: a Python scalar, a string, ``None``, a ``tl.dtype``,
+    a ``@triton.jit`` function or a tuple of these. A torch dtype or a tensor is the usual slip."""
+    import triton.language as tl
+
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _check_constexpr(kernel, arg, v)
+        return
+    if isinstance(value, _CONSTEXPR_TYPES) or isinstance(value, (tl.dtype, tl.constexpr)):
+        return
+    if isinstance(value, (_jit_class(), _interp_class())) or callable(getattr(value, "fn", None)):
+        return
+    hint = ""
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        hint = f" (a torch dtype: pass the Triton one, e.g. tl.{str(value).removeprefix('torch.')} or tl.float8e4nv)"
+    raise ValueError(
+        f"{kernel}: constexprs[{arg!r}] = {value!r} ({type(value).__name__}) is not a constexpr value{hint}; "
+        f"expected bool, int, float, str, None, a tl.dtype, a @triton.jit function or a tuple of these"
+    )
+
 
 def _normalise(
     jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
@@ -356,6 +539,10 @@ def _normalise(
             )
         if v == "constexpr" and k not in constexprs:
             raise ValueError(f"{kernel}: signature[{k!r}] is 'constexpr' but constexprs has no value for it")
+        if v != "constexpr":
+            _check_type(kernel, k, v)
+    for k, v in constexprs.items():
+        _check_constexpr(kernel, k, v)
     sig: dict[str, str] = {}
     missing = []
     for n in names:
@@ -390,6 +577,7 @@ def _freeze(value: Any) -> Any:
 class _Stats:
     compiles: int = 0
     failures: int = 0
+    ptxas: int = 0
     hits: int = 0
     seconds: float = 0.0
     slowest: float = 0.0
@@ -398,6 +586,7 @@ class _Stats:
         return {
             "compiles": self.compiles,
             "failures": self.failures,
+            "ptxas": self.ptxas,
             "hits": self.hits,
             "seconds": round(self.seconds, 4),
             "slowest": round(self.slowest, 4),
@@ -423,9 +612,11 @@ def clear_cache() -> None:
 
 
 def _compile_cached(
-    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target
+    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target, options: Mapping[str, Any] | None = None
 ) -> Compiled | BaseException:
-    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
+    opts = dict(options or {})
+    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target,
+           tuple(sorted(opts.items())))
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -434,6 +625,7 @@ def _compile_cached(
     import triton
     from triton.compiler import ASTSource
 
+    _latch_fp8_lowering_low(target)
     if _language_patched():
         raise RuntimeError(
             "triton.language is still patched by the Triton interpreter (an interpreted device-function call "
@@ -443,7 +635,9 @@ def _compile_cached(
         )
     t0 = time.perf_counter()
     try:
-        ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target())
+        # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
+        with contextlib.redirect_stdout(io.StringIO()):
+            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target(), options=opts or None)
         result: Compiled | BaseException = Compiled(
             target=target.name,
             name=jit.__name__,
@@ -456,11 +650,53 @@ def _compile_cached(
     dt = time.perf_counter() - t0
     with _CACHE_LOCK:
         _STATS.compiles += 1
-        _STATS.failures += isinstance(result, BaseException)
+        _STATS.failures += isinstance(result, BaseException) and error_kind(result) != "ptxas"
+        _STATS.ptxas += isinstance(result, BaseException) and error_kind(result) == "ptxas"
         _STATS.seconds += dt
         _STATS.slowest = max(_STATS.slowest, dt)
         _CACHE[key] = result
     return result
+
+
+_LATCHED = False
+
+
+def _latch_fp8_lowering_low(first: Target) -> None:
+    """Triton 3.6 (measured; fixed by 3.9): the fp16/fp32 → e5m2 lowering is chosen by the capability of the
+    *first* e5m2 compile in the process and kept for every later target, so after any sm89+ compile an sm80
+    compile emits ``cvt ... e5m2x2`` and ptxas refuses it ("requires .target sm_89"), a false failure. The
+    lowest choice (the software path) is valid on every target, so compile one e5m2 cast for sm75 first."""
+    global _LATCHED
+    if _LATCHED or first.backend != "cuda":
+        return
+    _LATCHED = True
+    from harness.arch import _triton_at_least
+
+    if _triton_at_least(3, 7):
+        return
+    import triton
+    from triton.compiler import ASTSource
+
+    low = parse_target("sm75")
+    if not target_supported(low)[0]:  # pragma: no cover
+        return
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
+                           target=low.gpu_target())
+    except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
+        pass
+
+
+@functools.cache
+def _e5m2_latch_kernel() -> Any:
+    import triton.language as tl
+
+    def latch_e5m2(x, y):
+        o = tl.arange(0, 32)
+        tl.store(y + o, tl.load(x + o).to(tl.float8e5).to(tl.uint8, bitcast=True))
+
+    return _jit_class()(latch_e5m2)
 
 
 def _prepare(
@@ -492,6 +728,7 @@ def compile_kernel(
     jit, sig, consts = _prepare(fn, signature, constexprs)
     t = parse_target(target)
     _check_available(t)
+    check_targets([t])
     r = _compile_cached(jit, sig, consts, t)
     if isinstance(r, BaseException):
         raise r
@@ -504,17 +741,20 @@ def compile_matrix(
     signature: Mapping[str, str],
     constexprs: Mapping[str, Any] | None = None,
     targets: str | Iterable[Any] = DEFAULT_TARGETS,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Compiled | Exception]:
     """Compile for every target; each entry is the :class:`Compiled` result or the exception it raised.
 
     Bad arguments (unknown target, wrong signature) raise ``ValueError`` up front, before any compile.
+    ``options`` are Triton compile options (``num_warps``, ``num_stages``).
     """
     jit, sig, consts = _prepare(fn, signature, constexprs)
     ts = parse_targets(targets)
+    check_targets(ts)
     out: dict[str, Compiled | Exception] = {}
     for t in ts:
         ok, reason = target_available(t)
-        out[t.name] = _compile_cached(jit, sig, consts, t) if ok else RuntimeError(reason)  # type: ignore[assignment]
+        out[t.name] = _compile_cached(jit, sig, consts, t, options) if ok else RuntimeError(reason)  # type: ignore[assignment]
     return out
 
 
@@ -545,7 +785,50 @@ def describe_error(exc: BaseException) -> str:
     return "\ncaused by ".join(parts)
 
 
+def error_kind(exc: BaseException) -> str:
+    """``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
+    frontend), ``"refused"`` for every other compile error."""
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if type(e).__name__ == "PTXASError" or "`ptxas` stderr" in str(e):
+            return "ptxas"
+        e = e.__cause__ or e.__context__
+    return "refused"
+
+
+_PTXAS_ERR = re.compile(r"^ptxas\s+(?:\S+?\.ptx)?,?\s*(line \d+);?\s*error\s*:\s*(.*)$", re.M)
+
+
+def error_line(exc: BaseException) -> str:
+    """The compiler's own reason in one line: ptxas's first ``error`` line (temp file name dropped), the
+    frontend's "... not supported ..." message, or the failing assert of a lowering helper."""
+    if error_kind(exc) == "ptxas":
+        text = describe_error(exc)
+        m = _PTXAS_ERR.search(text)
+        if m:
+            more = len(_PTXAS_ERR.findall(text)) - 1
+            return f"ptxas {m.group(1)}: {m.group(2).strip()}" + (f" (+{more} more)" if more > 0 else "")
+        fatal = [ln for ln in text.splitlines() if ln.startswith("ptxas")]
+        if fatal:
+            return fatal[0].strip()
+    lines = describe_error(exc).splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.strip() == "^"), None)
+    if at is not None and at > 0:  # a CompilationError: name the kernel line the caret points at
+        where = lines[0].split(":", 1)[-1].strip().rstrip(":")
+        why = [ln.removeprefix("caused by ").strip() for ln in lines[at + 1:] if ln.strip()]
+        head = next((ln for ln in lines[:at] if "not supported" in ln or "Error" in ln and ln is not lines[0]), "")
+        reason = " | ".join(x for x in [head.strip(), *why[-1:]] if x)
+        return f"{where} `{lines[at - 1].strip()}`" + (f": {reason}" if reason else "")
+    return _one_line(exc)
+
+
 def _one_line(exc: BaseException) -> str:
+    if error_kind(exc) == "ptxas":
+        m = _PTXAS_ERR.search(describe_error(exc))
+        if m:
+            return error_line(exc)
     text = describe_error(exc)
     lines = [ln for ln in text.splitlines() if ln.strip() and ln.strip() != "^"]
     key = [ln for ln in lines if "not supported" in ln or ln.startswith("caused by") or "Error" in ln]

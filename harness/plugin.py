@@ -35,7 +35,7 @@ DEFAULT_OP = "default"
 # and inherits the outer process's modules (and their kernels), which are not its own doing.
 _open_sessions = 0
 
-_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks", "harness._gpu_hooks")
+_SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks", "harness._launch_hooks", "harness._gpu_hooks")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",

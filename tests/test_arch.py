@@ -1,6 +1,8 @@
 """The architecture model: parsing, families, fallback chains, FP8 support."""
 
 import pytest
+import triton
+import triton.language as tl
 
 from harness.arch import Arch, parse_arch, supports_format
 
@@ -72,3 +74,86 @@ def test_supports_format(arch, fmt, ok, reason):
     got_ok, got_reason = supports_format(arch, fmt)
     assert got_ok is ok
     assert reason in got_reason
+
+
+@pytest.mark.parametrize(
+    "spec, chain",
+    [("sm87", ("sm87", "sm80", "cuda", "*")), ("sm110", ("sm110", "sm100", "cuda", "*")),
+     ("sm121", ("sm121", "sm120", "cuda", "*")), ("sm89", ("sm89", "cuda", "*")),
+     ("gfx941", ("gfx941", "gfx942", "rocm", "*")), ("gfx942", ("gfx942", "rocm", "*")),
+     ("gfx1201", ("gfx1201", "gfx1200", "rocm", "*")), ("cpu", ("cpu", "*"))],
+)
+def test_chain_walks_name_family_kind_wildcard(spec, chain):
+    assert parse_arch(spec).chain() == chain
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [("sm90", "sm90", True), ("sm89", "sm90", False), ("sm120", "sm100", True), ("sm90", "gfx942", False),
+     ("gfx942", "sm75", False), ("gfx950", "gfx942", False), ("gfx942", "gfx942", True),
+     ("interp", "interp", True), ("cpu", "interp", False), ("interp", "cpu", False), ("sm75", "interp", False)],
+)
+def test_at_least_never_crosses_kinds(a, b, expected):
+    assert parse_arch(a).at_least(b) is expected
+    assert parse_arch(a).at_least(parse_arch(b)) is expected
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [("sm86", "sm80", True), ("sm80", "sm86", True), ("sm89", "sm80", False), ("sm110", "sm100", True),
+     ("sm103", "sm100", True), ("sm120", "sm100", False), ("sm121", "sm120", True), ("gfx941", "gfx942", True),
+     ("gfx950", "gfx942", False), ("gfx1201", "gfx1200", True), ("gfx942", "sm90", False),
+     ("interp", "interp", True), ("interp", "cpu", False)],
+)
+def test_same_family_is_exact(a, b, expected):
+    assert parse_arch(a).same_family(b) is expected
+
+
+def test_e5m2_below_sm80_follows_the_installed_triton():
+    from harness.arch import _triton_at_least
+
+    ok, reason = supports_format("sm75", "e5m2")
+    assert ok is (not _triton_at_least(3, 7))
+    assert ok or reason.startswith("e5m2 needs sm80+ with triton ")
+    assert supports_format("sm80", "e5m2") == (True, "")
+
+
+# --- the model agrees with the compiler ---------------------------------------------------------------------
+
+_FMTS = {"e4nv": "float8e4nv", "e5m2": "float8e5", "e4b15": "float8e4b15"}
+
+
+@triton.jit
+def fmt_roundtrip(a_ptr, b_ptr, c_ptr, codes_ptr, da_ptr, db_ptr, dc_ptr, FMT: tl.constexpr, BLOCK: tl.constexpr):
+    """Encode three sources to FMT, decode to three destinations: what 'supports the format' means."""
+    o = tl.arange(0, BLOCK)
+    tl.store(codes_ptr + o, tl.load(a_ptr + o).to(FMT).to(tl.uint8, bitcast=True))
+    tl.store(codes_ptr + BLOCK + o, tl.load(b_ptr + o).to(FMT).to(tl.uint8, bitcast=True))
+    tl.store(codes_ptr + 2 * BLOCK + o, tl.load(c_ptr + o).to(FMT).to(tl.uint8, bitcast=True))
+    q = tl.load(codes_ptr + o).to(FMT, bitcast=True)
+    tl.store(da_ptr + o, q.to(da_ptr.dtype.element_ty))
+    tl.store(db_ptr + o, q.to(db_ptr.dtype.element_ty))
+    tl.store(dc_ptr + o, q.to(dc_ptr.dtype.element_ty))
+
+
+@pytest.mark.parametrize("fmt", sorted(_FMTS))
+def test_supports_format_agrees_with_the_compiler(fmt):
+    """Every (format, default target) the model supports compiles encode and decode with fp16, fp32 and bf16
+    (fp16 twice for e4b15: Triton's e4b15 conversion takes fp16/fp32 only, the seed bug's lesson); every one it
+    refuses does not compile. Runs on whichever Triton is installed (CI: 3.9 and 3.6)."""
+    from harness.compile_matrix import DEFAULT_TARGETS, compile_matrix, error_line
+
+    third = "fp16" if fmt == "e4b15" else "bf16"
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp32", "c_ptr": f"*{third}", "codes_ptr": "*u8", "da_ptr": "*fp16",
+           "db_ptr": "*fp32", "dc_ptr": f"*{third}"}
+    res = compile_matrix(fmt_roundtrip, signature=sig, constexprs={"FMT": getattr(tl, _FMTS[fmt]), "BLOCK": 64},
+                         targets=DEFAULT_TARGETS)
+    wrong = []
+    for target, r in res.items():
+        ok, reason = supports_format(target, fmt)
+        compiled = not isinstance(r, BaseException)
+        if ok != compiled:
+            said = "supported" if ok else f"refused ({reason})"
+            got = "compiles" if compiled else error_line(r)
+            wrong.append(f"{target}: model says {said}, compiler: {got}")
+    assert not wrong, f"triton {triton.__version__}, {fmt}:\n" + "\n".join(wrong)

@@ -241,3 +241,143 @@ def test_compiles_after_an_interpreted_device_call():
         sum_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 16}, target="sm90"
     )
     assert "red" in c.ptx or "shfl" in c.ptx  # a real reduction was compiled
+
+
+# --- targets the installed Triton cannot compile for ------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["sm91", "sm99", "sm88", "gfx000"])
+def test_unknown_target_is_a_value_error_before_compiling(bad):
+    """sm88 made Triton 3.9's LLVM kill the process ("PTX version 8.8 does not support target 'sm_88'");
+    sm91/sm99 reach ptxas; gfx000 reaches LLVM. All must be refused up front, naming the target."""
+    t = cm.parse_target(bad)
+    ok, reason = cm.target_supported(t)
+    assert not ok and bad.removeprefix("sm") in reason
+    before = cm.stats()["compiles"]
+    with pytest.raises(ValueError, match=rf"targets: .*{bad.removeprefix('sm')}"):
+        cm.compile_matrix(cast_kernel, signature=SIG, constexprs=E4NV, targets=["sm90", bad])
+    with pytest.raises(ValueError, match=rf"targets: .*{bad.removeprefix('sm')}"):
+        cm.compile_kernel(cast_kernel, signature=SIG, constexprs=E4NV, target=bad)
+    assert cm.stats()["compiles"] == before
+
+
+def test_supported_targets_come_from_the_installed_ptxas():
+    """Every default target is supported, and the reason for a refused one lists what ptxas accepts."""
+    for name in cm.DEFAULT_TARGETS:
+        assert cm.target_supported(cm.parse_target(name)) == (True, "")
+    ok, reason = cm.target_supported(cm.parse_target("sm91"))
+    assert not ok and re.search(r"accepts .*sm90.*sm100", reason)
+
+
+# --- ptxas failures keep the ptxas error line --------------------------------------------------------------
+
+
+@triton.jit
+def e5m2_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(tl.float8e5).to(tl.uint8, bitcast=True))
+
+
+def _ptxas_failure():
+    """A kernel ptxas rejects on Triton 3.9 (e5m2 on sm75 uses sm80-only instructions); 3.6 lowers it."""
+    from harness.arch import _triton_at_least
+
+    if not _triton_at_least(3, 7):
+        pytest.skip(f"triton {triton.__version__} lowers e5m2 for sm75 (no ptxas failure to observe)")
+    return cm.compile_matrix(e5m2_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*u8"},
+                             constexprs={"BLOCK": 128}, targets=["sm75"])["sm75"]
+
+
+def test_ptxas_failure_keeps_the_ptxas_error_line():
+    err = _ptxas_failure()
+    assert cm.error_kind(err) == "ptxas"
+    line = cm.error_line(err)
+    assert re.fullmatch(r"ptxas line \d+: Feature 'cvt\.f16x2\.f32' requires \.target sm_80 or higher \(\+\d+ more\)",
+                        line), line
+    with pytest.raises(AssertionError, match=r"sm75: ptxas line \d+: Feature 'cvt\.f16x2\.f32' requires"):
+        cm.assert_compiles(e5m2_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*u8"}, constexprs={"BLOCK": 128},
+                           target="sm75")
+
+
+def test_ptxas_failures_are_counted_apart_from_refusals():
+    cm.clear_cache()
+    _ptxas_failure()
+    cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": 16}, targets=["sm80"])
+    s = cm.stats()
+    assert (s["compiles"], s["failures"], s["ptxas"]) == (2, 1, 1)
+
+
+def test_refusal_is_not_a_ptxas_failure():
+    err = cm.compile_matrix(cast_kernel, signature=SIG, constexprs=E4NV, targets=["sm80"])["sm80"]
+    assert cm.error_kind(err) == "refused"
+    assert "fp8e4nv not supported in this architecture" in cm.error_line(err)
+
+
+# --- type strings and constexpr values ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ty, hint",
+    [("*fp8_e4m3", "'*fp8e4nv'"), ("*e5m2", "'*fp8e5'"), ("*float16", "'*fp16'"), ("bfloat16", "'bf16'"),
+     ("*fp8e4m3fn", "'*fp8e4nv'"), ("int", None), ("*", None), ("**fp16", None)],
+)
+def test_bad_type_string_is_a_value_error_listing_the_valid_ones(ty, hint):
+    with pytest.raises(ValueError) as ei:
+        cm.compile_matrix(cast_kernel, signature={**SIG, "x_ptr": ty}, constexprs=E4NV, targets=["sm90"])
+    msg = str(ei.value)
+    assert f"cast_kernel: signature['x_ptr'] = {ty!r} is not a Triton type string" in msg
+    assert "fp8e4nv, fp8e5, fp8e4b15" in msg
+    if hint:
+        assert f"(did you mean {hint}?)" in msg
+    else:
+        assert "did you mean" not in msg
+
+
+@pytest.mark.parametrize("ty", ["*fp8e4nv", "*fp8e5", "*fp8e4b15", "*kfp16", "*u8", "i64", "fp32", "i1"])
+def test_every_documented_type_string_is_accepted(ty):
+    jit, sig, _ = cm._prepare(cast_kernel, {**SIG, "x_ptr": ty}, E4NV)
+    assert sig["x_ptr"] == ty
+
+
+def test_bad_constexpr_value_is_a_value_error():
+    import torch
+
+    with pytest.raises(ValueError, match=r"constexprs\['FMT'\] = torch\.float8_e4m3fn .*a torch dtype: pass the "
+                                         r"Triton one"):
+        cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "FMT": torch.float8_e4m3fn},
+                          targets=["sm90"])
+    with pytest.raises(ValueError, match=r"constexprs\['BLOCK'\] = .* \(Tensor\) is not a constexpr value"):
+        cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": torch.ones(1)},
+                          targets=["sm90"])
+    cm._prepare(cast_kernel, SIG, {**E4NV, "FMT": tl.float8e4nv})  # a tl.dtype is fine
+
+
+def test_e5m2_compiles_below_sm89_after_an_sm90_compile(tmp_path):
+    """Triton 3.6 latched the e5m2 lowering to the first compile's target, so sm80 after sm90 failed in ptxas
+    ("cvt with .e4m3x2/.e5m2x2 requires .target sm_89"). A fresh process and a fresh Triton cache, or the
+    order would be hidden by an earlier run."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import triton, triton.language as tl\n"
+        "from harness import compile_matrix as cm\n"
+        "@triton.jit\n"
+        "def k(x_ptr, y_ptr, B: tl.constexpr):\n"
+        "    o = tl.arange(0, B)\n"
+        "    tl.store(y_ptr + o, tl.load(x_ptr + o).to(tl.float8e5).to(tl.uint8, bitcast=True))\n"
+        "for t in ('sm90', 'sm80', 'sm86'):\n"
+        "    r = cm.compile_matrix(k, signature={'x_ptr': '*fp16', 'y_ptr': '*u8'}, constexprs={'B': 64},\n"
+        "                          targets=[t])[t]\n"
+        "    print(t, 'ok' if isinstance(r, cm.Compiled) else cm.error_line(r))\n"
+    )
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("TRITON_INTERPRET", None)
+    script = tmp_path / "order.py"  # a file: @triton.jit reads the kernel's source
+    script.write_text(code)
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert [ln for ln in p.stdout.splitlines() if ln[:2] == "sm"] == ["sm90 ok", "sm80 ok", "sm86 ok"]

@@ -77,6 +77,7 @@ def test_fixture_value_is_a_target(pytester):
             "*--harness-targets='sm80,hopper': target 'hopper' is not understood*",
         ),
         (["--harness-targets=,"], "*--harness-targets=',': targets: need at least one target*"),
+        (["--harness-targets=sm90,sm91"], "*--harness-targets='sm90,sm91': *cannot compile for sm91*"),
     ],
 )
 def test_bad_option_is_a_usage_error(pytester, args, match):
@@ -98,6 +99,20 @@ def test_bad_marker_is_a_usage_error(pytester):
     result = _run(pytester, "--harness-arch=interp")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*@pytest.mark.compile_targets: target 'interp'*is not a GPU target*"])
+
+
+def test_unknown_marker_target_is_a_usage_error(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.compile_targets("sm90", "sm99")
+        def test_a(compile_target):
+            pass
+        """
+    )
+    result = _run(pytester, "--harness-arch=interp")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*@pytest.mark.compile_targets: *cannot compile for sm99*"])
 
 
 def test_marker_and_option_documented(pytester):
@@ -126,7 +141,7 @@ def test_compile_summary_line(pytester):
     result = _run(pytester, "--harness-arch=interp")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["harness: compile matrix: * compiles (* refused) in *s (avg *s, slowest *s), * cache hits"]
+        ["harness: compile matrix: * compiles (* refused, * ptxas failures) in *s (avg *s, slowest *s), * cache hits"]
     )
     line = next(ln for ln in result.outlines if ln.startswith("harness: compile matrix:"))
     assert int(line.rsplit(", ", 1)[1].split()[0]) >= 1
