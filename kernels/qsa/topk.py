@@ -29,7 +29,7 @@ CHUNK = 16384
 def _order_key(x):
     # fp32 -> int32 with the order of the floats (signed compare): positives keep their bits, negatives
     # flip all but the sign bit, so -0.0 -> -1 sits just below +0.0 -> 0 and -inf far below.
-    b = x.to(tl.int32, bitcast=True)
+    b = x.to(tl.float32).to(tl.int32, bitcast=True)  # exact for fp16/bf16 scores too
     return tl.where(b >= 0, b, b ^ 0x7FFFFFFF)
 
 
