@@ -175,7 +175,7 @@ def _near_limit(fmt):
 
 @pytest.mark.parametrize("src", [torch.float16, torch.bfloat16, torch.float32], ids=["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("fmt", FMTS)
-def test_keys_saturate_on_both_sides_of_the_bound(fmt, src, device):
+def test_keys_saturate_on_both_sides_of_the_bound(fmt, src, device, harness_arch):
     top, beyond = _near_limit(fmt)
     below = top * 13 / 14  # the code under the top one: 416 / 1.625
     pos = [top, below] + beyond + [NAN]
@@ -186,6 +186,7 @@ def test_keys_saturate_on_both_sides_of_the_bound(fmt, src, device):
     want += [0xFE, 0xFD] + [0xFE] * len(beyond) + [0x7F]  # a NaN key is 0x7f whatever its sign
     assert got.tolist() == want, f"{fmt} {src}: {[hex(c) for c in got.tolist()]}"
     assert len(want) == 2 * n
+    assert ref.key_codes(key, fmt, arch=harness_arch)[0].tolist() == want, "the reference disagrees"
     k_out, _ = tq_load_k8v4(
         _put(got, key.shape[1], device), torch.tensor([0], device=device), head_dim=key.shape[1], fp8_format=fmt
     )
