@@ -39,8 +39,8 @@ SHAPES = [
     ("64k tok x 16 kvh d80 fp32", 65536, 16, 80, 128, torch.float32, "e4nv"),
     ("128k tok x 8 kvh d256 bf16", 131072, 8, 256, 32, torch.bfloat16, "e4nv"),
 ]
-SWEEP_ROWS = (4, 8, 16, 32)
-SWEEP_WARPS = (2, 4, 8)
+SWEEP_ROWS = (1, 2, 4, 8, 16)
+SWEEP_WARPS = (1, 2, 4)
 COLUMNS = [
     ("op", ""),
     ("shape", ""),
@@ -104,7 +104,7 @@ def main() -> None:
         cfg = "{}r/{}w".format(*default(d))
         rows.append(_row("store", label, fmt, th, cfg, store_bytes, copy, time_ms(store), graph_ms(store)))
         rows.append(_row("load", label, fmt, th, "-", load_bytes, copy, time_ms(load), graph_ms(load)))
-        if args.sweep and fmt == "e4nv" and dtype == torch.bfloat16 and t >= 131072 and d in (128, 256, 96):
+        if args.sweep and fmt == "e4nv" and dtype == torch.bfloat16 and t == 131072 and d in (128, 256):
             for r in SWEEP_ROWS:
                 for w in SWEEP_WARPS:
                     store_mod.launch_config = lambda head_dim, r=r, w=w: (r, w)

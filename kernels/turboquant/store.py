@@ -197,8 +197,10 @@ def words_ok(head_dim: int, kv_cache: torch.Tensor) -> bool:
 
 
 def launch_config(head_dim: int) -> tuple[int, int]:
-    """(rows per program, warps) of the store: a tile of about 2048 key elements, 4 warps."""
-    return max(1, min(64, 2048 // next_pow2(head_dim))), 4
+    """(rows per program, warps) of the store. Measured on the H200 (``bench_turboquant.py --sweep``,
+    docs/performance.md): head_dim 128 is fastest at 4 rows / 2 warps, head_dim 256 at 1 row / 1 warp;
+    larger tiles lose (the per-row reductions go through shared memory)."""
+    return (1, 1) if head_dim > 128 else (4, 2)
 
 
 def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) -> dict[str, Any]:
