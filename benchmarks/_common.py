@@ -24,10 +24,18 @@ import triton  # noqa: E402
 import triton.testing  # noqa: E402
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The options every benchmark takes: ``--json PATH`` (write the rows there too)."""
+def parse_args(
+    description: str,
+    argv: Sequence[str] | None = None,
+    *,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """The options every benchmark takes: ``--json PATH`` (write the rows there too); ``extra`` adds a
+    script's own options (e.g. ``--sweep``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--json", metavar="PATH", type=Path, default=None, help="also write the rows as JSON here")
+    if extra is not None:
+        extra(p)
     return p.parse_args(argv)
 
 
@@ -53,6 +61,20 @@ def device_info() -> dict[str, Any]:
 def time_ms(fn: Callable[[], Any]) -> float:
     """Median milliseconds of ``fn`` by do_bench (which flushes L2 between runs)."""
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def graph_ms(fn: Callable[[], Any]) -> float:
+    """Median milliseconds of ``fn`` captured in a CUDA graph and replayed: the GPU time alone, without the
+    Python launch overhead (``fn`` must be capturable; it is run once first to compile)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return time_ms(graph.replay)
 
 
 def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:

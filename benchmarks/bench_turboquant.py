@@ -1,7 +1,13 @@
-"""Time tq_store_k8v4 / tq_load_k8v4 on the GPU for a few realistic shapes; print time and effective GB/s.
+"""Time tq_store_k8v4 / tq_load_k8v4 on a CUDA GPU against the device's measured copy bandwidth.
 
-Usage: ``python benchmarks/bench_turboquant.py``. Not a test: nothing here asserts a time. Bytes counted per
-call: store reads key + value and writes the slots; load reads the slots and writes fp32 key + value.
+Usage: ``python benchmarks/bench_turboquant.py [--json PATH] [--sweep]``. Not a test: nothing asserts a time.
+
+Each row moves ``bytes`` (store: key + value read, slots written, slot_mapping read; load: slots and
+slot_mapping read, fp32 key + value written); ``floor ms`` = bytes / copy bandwidth is the least time any
+kernel moving them can take, and ``% copy`` = that floor / the measured time. ``call`` times the public
+function (every host check included), ``graph`` the same call captured in a CUDA graph (the GPU time alone).
+``--sweep`` also times other (rows per program, warps) store configs, the numbers behind
+``kernels.turboquant.store.launch_config``.
 """
 
 from __future__ import annotations
@@ -9,18 +15,44 @@ from __future__ import annotations
 from functools import partial
 
 import torch
-import triton.testing
+from _common import (
+    check_larger_than_l2,
+    copy_bandwidth_gbs,
+    emit,
+    graph_ms,
+    parse_args,
+    require_cuda,
+    time_ms,
+)
 
-from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4
+import kernels.turboquant.store as store_mod  # after _common: it puts the repo root on sys.path
+from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4  # noqa: E402
 
-# (label, num_tokens, num_kv_heads, head_dim, block_size, src dtype)
+# (label, num_tokens, num_kv_heads, head_dim, block_size, src dtype, key format)
 SHAPES = [
-    ("decode 256 tok, 8 kvh, d128", 256, 8, 128, 16, torch.bfloat16),
-    ("prefill 8k tok, 8 kvh, d128", 8192, 8, 128, 16, torch.bfloat16),
-    ("prefill 8k tok, 8 kvh, d128 fp16", 8192, 8, 128, 16, torch.float16),
-    ("prefill 16k tok, 4 kvh, d96", 16384, 4, 96, 64, torch.bfloat16),
-    ("prefill 16k tok, 16 kvh, d80", 16384, 16, 80, 128, torch.float32),
-    ("prefill 32k tok, 8 kvh, d256", 32768, 8, 256, 32, torch.bfloat16),
+    ("16k tok x 8 kvh d128 bf16", 16384, 8, 128, 16, torch.bfloat16, "e4nv"),
+    ("128k tok x 8 kvh d128 bf16", 131072, 8, 128, 16, torch.bfloat16, "e4nv"),
+    ("128k tok x 8 kvh d128 bf16", 131072, 8, 128, 16, torch.bfloat16, "e4b15"),
+    ("256k tok x 8 kvh d128 bf16", 262144, 8, 128, 16, torch.bfloat16, "e4nv"),
+    ("128k tok x 8 kvh d128 fp16", 131072, 8, 128, 16, torch.float16, "e4nv"),
+    ("128k tok x 8 kvh d96 bf16", 131072, 8, 96, 64, torch.bfloat16, "e4nv"),
+    ("64k tok x 16 kvh d80 fp32", 65536, 16, 80, 128, torch.float32, "e4nv"),
+    ("128k tok x 8 kvh d256 bf16", 131072, 8, 256, 32, torch.bfloat16, "e4nv"),
+]
+SWEEP_ROWS = (1, 2, 4, 8, 16)
+SWEEP_WARPS = (1, 2, 4)
+COLUMNS = [
+    ("op", ""),
+    ("shape", ""),
+    ("fmt", ""),
+    ("token_heads", ",d"),
+    ("config", ""),
+    ("MB", ".1f"),
+    ("floor_ms", ".4f"),
+    ("call_ms", ".4f"),
+    ("call_pct_copy", ".1f"),
+    ("graph_ms", ".4f"),
+    ("graph_pct_copy", ".1f"),
 ]
 
 
@@ -34,34 +66,56 @@ def _case(t: int, h: int, d: int, bs: int, dtype: torch.dtype):
     return key, value, cache, slots
 
 
+def _row(op, label, fmt, th, config, nbytes, copy_gbs, call, graph):
+    floor = nbytes / copy_gbs / 1e6
+    return {
+        "op": op,
+        "shape": label,
+        "fmt": fmt,
+        "token_heads": th,
+        "config": config,
+        "MB": nbytes / 1e6,
+        "floor_ms": floor,
+        "call_ms": call,
+        "call_pct_copy": 100 * floor / call if call else float("nan"),
+        "graph_ms": graph,
+        "graph_pct_copy": 100 * floor / graph,
+        "bytes": nbytes,
+    }
+
+
 def main() -> None:
-    if not torch.cuda.is_available():
-        raise SystemExit("bench_turboquant.py needs a CUDA GPU")
-    cap = torch.cuda.get_device_capability()
-    print(
-        f"{torch.cuda.get_device_name()} (sm{cap[0]}{cap[1]}), torch {torch.__version__}, "
-        f"triton {triton.__version__}"
-    )
-    head = f"{'shape':36} {'fmt':6} {'store ms':>9} {'store GB/s':>10} {'load ms':>9} {'load GB/s':>10}"
-    print(head)
-    print("-" * len(head))
-    fmts = ["e4nv", "e4b15"] if cap >= (8, 9) else ["e4b15"]
-    for label, t, h, d, bs, dtype in SHAPES:
+    args = parse_args(__doc__, extra=lambda p: p.add_argument("--sweep", action="store_true"))
+    require_cuda("bench_turboquant.py")
+    copy = copy_bandwidth_gbs()
+    print(f"measured copy bandwidth: {copy:,.0f} GB/s (bytes read + written)")
+    rows = []
+    default = store_mod.launch_config
+    for label, t, h, d, bs, dtype, fmt in SHAPES:
         key, value, cache, slots = _case(t, h, d, bs, dtype)
-        for fmt in fmts:
-            store = partial(tq_store_k8v4, key, value, cache, slots, fp8_format=fmt)
-            load = partial(tq_load_k8v4, cache, slots, head_dim=d, fp8_format=fmt)
-            store_ms = triton.testing.do_bench(store)
-            load_ms = triton.testing.do_bench(load)
-            slot_total = t * h * slot_bytes(d)
-            store_bytes = (
-                2 * key.numel() * key.element_size() + slot_total + slots.numel() * slots.element_size()
-            )
-            load_bytes = slot_total + 2 * key.numel() * 4 + slots.numel() * slots.element_size()
-            print(
-                f"{label:36} {fmt:6} {store_ms:9.4f} {store_bytes / store_ms / 1e6:10.1f} "
-                f"{load_ms:9.4f} {load_bytes / load_ms / 1e6:10.1f}"
-            )
+        th = t * h
+        slot_total = th * slot_bytes(d)
+        idx = slots.numel() * slots.element_size()
+        store_bytes = 2 * key.numel() * key.element_size() + slot_total + idx
+        load_bytes = slot_total + 2 * key.numel() * 4 + idx
+        check_larger_than_l2(store_bytes, label)
+        store = partial(tq_store_k8v4, key, value, cache, slots, fp8_format=fmt)
+        load = partial(tq_load_k8v4, cache, slots, head_dim=d, fp8_format=fmt)
+        cfg = "{}r/{}w".format(*default(d))
+        rows.append(_row("store", label, fmt, th, cfg, store_bytes, copy, time_ms(store), graph_ms(store)))
+        rows.append(_row("load", label, fmt, th, "-", load_bytes, copy, time_ms(load), graph_ms(load)))
+        if args.sweep and fmt == "e4nv" and dtype == torch.bfloat16 and t == 131072 and d in (128, 256):
+            for r in SWEEP_ROWS:
+                for w in SWEEP_WARPS:
+                    store_mod.launch_config = lambda head_dim, r=r, w=w: (r, w)
+                    try:
+                        ms = graph_ms(store)
+                    finally:
+                        store_mod.launch_config = default
+                    rows.append(_row("store-sweep", label, fmt, th, f"{r}r/{w}w", store_bytes, copy, 0.0, ms))
+        del key, value, cache, slots
+        torch.cuda.empty_cache()
+    emit("turboquant K8V4 store / load", COLUMNS, rows, args.json, extra={"copy_gbs": copy})
 
 
 if __name__ == "__main__":

@@ -361,10 +361,22 @@ _BAD = [
         r"kv_cache must be contiguous in its last dim",
     ),
     (
-        "key last dim strided",
-        lambda g: {**g, "key": g["key"].repeat_interleave(2, -1)[..., ::2]},
+        "cache expanded",
+        lambda g: {**g, "kv_cache": g["kv_cache"][:1, :1, :1].expand(2, 16, 2, 16)},
         ValueError,
-        r"key must be contiguous in its last dim",
+        r"kv_cache overlaps itself in memory \(shape \(2, 16, 2, 16\), strides \(0, 0, 0, 1\)\)",
+    ),
+    (
+        "key on another device",
+        lambda g: {**g, "key": g["key"].to("meta")},
+        ValueError,
+        r"key is on meta, expected",
+    ),
+    (
+        "validate not a bool",
+        lambda g: {**g, "validate": "yes"},
+        TypeError,
+        r"validate must be a bool, got str",
     ),
     (
         "slot dtype",
@@ -380,13 +392,13 @@ _BAD = [
     ),
     (
         "slot range",
-        lambda g: {**g, "slot_mapping": torch.tensor([1, 32], device=g["key"].device)},
+        lambda g: {**g, "slot_mapping": torch.tensor([1, 32], device=g["key"].device), "validate": True},
         ValueError,
         r"slot_mapping\[1\] = 32 is out of range: the cache has num_blocks × block_size = 32 slots",
     ),
     (
         "slot twice",
-        lambda g: {**g, "slot_mapping": torch.tensor([5, 5], device=g["key"].device)},
+        lambda g: {**g, "slot_mapping": torch.tensor([5, 5], device=g["key"].device), "validate": True},
         ValueError,
         r"slot_mapping writes slot 5 more than once",
     ),
@@ -406,7 +418,7 @@ _BAD = [
         "head_dim 0",
         lambda g: {**g, "key": g["key"][..., :0], "value": g["value"][..., :0]},
         ValueError,
-        r"head_dim must be an int in \[1, 1024\], got 0",
+        r"key.shape\[2\] \(head_dim\) must be an int in \[1, 1024\], got 0",
     ),
 ]
 
@@ -419,7 +431,12 @@ def test_bad_input_is_refused_and_nothing_written(make, exc, match, device):
     snapshot = cache.clone() if cache.dtype == torch.uint8 else None
     with pytest.raises(exc, match=match):
         tq_store_k8v4(
-            args["key"], args["value"], cache, args["slot_mapping"], fp8_format=args.get("fp8_format", "auto")
+            args["key"],
+            args["value"],
+            cache,
+            args["slot_mapping"],
+            fp8_format=args.get("fp8_format", "auto"),
+            validate=args.get("validate", False),
         )
     if snapshot is not None:
         assert torch.equal(cache, snapshot), "a refused call must not write"
@@ -431,7 +448,13 @@ def test_load_validation(device):
     with pytest.raises(ValueError, match=r"is 16, but head_dim 12 needs exactly 22"):
         tq_load_k8v4(g["kv_cache"], g["slot_mapping"], head_dim=12)
     with pytest.raises(ValueError, match=r"slot_mapping\[0\] = 99 is out of range"):
-        tq_load_k8v4(g["kv_cache"], torch.tensor([99, 0], device=device), head_dim=8)
+        tq_load_k8v4(g["kv_cache"], torch.tensor([99, 0], device=device), head_dim=8, validate=True)
+    with pytest.raises(ValueError, match=r"head_dim must be an int in \[1, 1024\], got 8.0"):
+        tq_load_k8v4(g["kv_cache"], g["slot_mapping"], head_dim=8.0)
+    with pytest.raises(TypeError, match=r"slot_mapping must have dtype in \(int32, int64\)"):
+        tq_load_k8v4(g["kv_cache"], g["slot_mapping"].float(), head_dim=8)
+    with pytest.raises(TypeError, match=r"validate must be a bool, got int"):
+        tq_load_k8v4(g["kv_cache"], g["slot_mapping"], head_dim=8, validate=1)
 
 
 def test_format_resolution(monkeypatch, device):

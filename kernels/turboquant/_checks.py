@@ -1,8 +1,9 @@
 """Host-side validation for the K8V4 entry points: every bad argument is named with what was expected.
 
-Why on the host, with a device sync for the slot range: a slot past the cache is an out-of-bounds write
-that corrupts another sequence's KV silently. Every check runs before anything is launched, so a rejected
-call writes nothing.
+Two kinds of checks. Those that need only shapes, strides, dtypes and devices run on every call, before
+anything is launched, so a rejected call writes nothing. Those that need the slot *values* (range,
+duplicates) read device memory, i.e. sync the host with the GPU: they run only with ``validate=True``. The
+kernels re-check the range themselves, so an unvalidated bad slot is skipped, never written out of bounds.
 """
 
 from __future__ import annotations
@@ -64,31 +65,49 @@ def cache(kv_cache: Any, *, num_kv_heads: int, head_dim: int) -> torch.Tensor:
             f"(= {head_dim} key + {(head_dim + 1) // 2} value + 4 scale/zero bytes, padded to even)"
         )
     last_dim_contiguous("kv_cache", kv_cache)
+    no_self_overlap("kv_cache", kv_cache)
     return kv_cache
 
 
-def head_dim(d: Any) -> int:
+def no_self_overlap(name: str, x: torch.Tensor) -> None:
+    """Refuse a view in which two elements share memory (``expand``, zero or interleaved strides): two slots
+    would alias one byte range and the duplicate-slot guard could not see it. Sufficient test: with the dims
+    of size > 1 sorted by stride, each stride must step past everything the smaller ones span."""
+    span = 1  # elements covered by the dims checked so far
+    for stride, size in sorted((x.stride(i), x.shape[i]) for i in range(x.dim()) if x.shape[i] > 1):
+        if stride < span:
+            raise ValueError(
+                f"{name} overlaps itself in memory (shape {tuple(x.shape)}, strides {tuple(x.stride())}): "
+                f"distinct slots must not share bytes; pass a tensor whose strides do not alias "
+                f"(e.g. not an expand()ed view)"
+            )
+        span += stride * (size - 1)
+
+
+def head_dim(d: Any, *, name: str = "head_dim") -> int:
     if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= MAX_HEAD_DIM:
-        raise ValueError(f"head_dim must be an int in [1, {MAX_HEAD_DIM}], got {d!r}")
+        raise ValueError(f"{name} must be an int in [1, {MAX_HEAD_DIM}], got {d!r}")
     return d
 
 
-def slots(slot_mapping: torch.Tensor, *, num_tokens: int, num_slots: int, unique: bool) -> None:
-    """Length, range (``slot < num_blocks * block_size``; negative = skip) and, for writes, no slot twice."""
-    tensor("slot_mapping", slot_mapping, dim=1, dtypes=INT_DTYPES)
+def num_entries(slot_mapping: torch.Tensor, num_tokens: int) -> None:
     if slot_mapping.shape[0] != num_tokens:
         raise ValueError(
             f"slot_mapping has {slot_mapping.shape[0]} entries, expected num_tokens = {num_tokens}"
         )
-    if num_tokens == 0:
+
+
+def slot_values(slot_mapping: torch.Tensor, *, num_slots: int, unique: bool) -> None:
+    """``validate=True`` only (reads the slots: a device sync). Range (``slot < num_blocks * block_size``;
+    negative = skip) and, for writes, no slot twice."""
+    if slot_mapping.numel() == 0:
         return
     hi = int(slot_mapping.max())
     if hi >= num_slots:
         t = int(torch.argmax(slot_mapping.long()))
         raise ValueError(
             f"slot_mapping[{t}] = {hi} is out of range: the cache has num_blocks × block_size = "
-            f"{num_slots} slots "
-            f"(valid: 0..{num_slots - 1}, or negative to skip the token)"
+            f"{num_slots} slots (valid: 0..{num_slots - 1}, or negative to skip the token)"
         )
     if unique:
         used = slot_mapping[slot_mapping >= 0]

@@ -29,6 +29,7 @@ def _load_k8v4_kernel(
     stride_ch,
     stride_ot,
     stride_oh,
+    stride_s,
     block_size,
     num_slots,
     HEAD_DIM: tl.constexpr,
@@ -39,7 +40,7 @@ def _load_k8v4_kernel(
 ):
     tok = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
-    slot = tl.load(slot_ptr + tok).to(tl.int64)
+    slot = tl.load(slot_ptr + tok * stride_s).to(tl.int64)
     ok = ((slot >= 0) & (slot < num_slots)).to(tl.int32)  # int, broadcast into masks (see the store kernel)
     base = cache_ptr + (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
     out = tok * stride_ot + head * stride_oh
@@ -93,6 +94,7 @@ def load_compile_spec(fmt: str, *, head_dim: int = 128, slot_dtype: str = "i64")
                 "stride_ch",
                 "stride_ot",
                 "stride_oh",
+                "stride_s",
                 "block_size",
                 "num_slots",
             )
@@ -112,13 +114,20 @@ def _constexprs(head_dim: int, fmt: str) -> dict:
 
 
 def tq_load_k8v4(
-    kv_cache: torch.Tensor, slot_mapping: torch.Tensor, *, head_dim: int, fp8_format: str = "auto"
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    head_dim: int,
+    fp8_format: str = "auto",
+    validate: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values of the slots in ``slot_mapping`` as fp32 ``[num_tokens, num_kv_heads, head_dim]``.
 
     ``head_dim`` is required (the slot size does not determine it); ``fp8_format`` must be what the store
     used (``"auto"`` resolves the same way on the same device). Rows of negative slots are NaN ("no data").
-    NaN keys come back NaN in both formats; a vector stored with a NaN value comes back all NaN.
+    NaN keys come back NaN in both formats; a vector stored with a NaN value comes back all NaN. A slot
+    past the cache reads as NaN too (checked on the device); ``validate=True`` raises on it instead, at the
+    cost of a host sync (see ``tq_store_k8v4``).
     """
     d = _checks.head_dim(head_dim)
     _checks.tensor("kv_cache", kv_cache, dim=4, dtypes=(torch.uint8,))
@@ -128,7 +137,10 @@ def tq_load_k8v4(
     _checks.same_device(kv_cache.device, slot_mapping=slot_mapping)
     fmt = resolve_fp8_format(kv_cache.device, fp8_format)
     n = slot_mapping.shape[0]
-    _checks.slots(slot_mapping, num_tokens=n, num_slots=num_blocks * block_size, unique=False)
+    if not isinstance(validate, bool):
+        raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
+    if validate:
+        _checks.slot_values(slot_mapping, num_slots=num_blocks * block_size, unique=False)
     key = torch.empty((n, num_heads, d), dtype=torch.float32, device=kv_cache.device)
     value = torch.empty_like(key)
     if n == 0 or num_heads == 0:
@@ -143,6 +155,7 @@ def tq_load_k8v4(
         kv_cache.stride(2),
         key.stride(0),
         key.stride(1),
+        slot_mapping.stride(0),
         block_size,
         num_blocks * block_size,
         **_constexprs(d, fmt),

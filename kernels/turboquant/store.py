@@ -34,7 +34,7 @@ from kernels.turboquant.layout import (
     value_bytes,
 )
 
-__all__ = ["tq_store_k8v4", "resolve_fp8_format", "store_compile_spec", "FMT_CODE"]
+__all__ = ["tq_store_k8v4", "resolve_fp8_format", "store_compile_spec", "launch_config", "words_ok", "FMT_CODE"]
 
 #: The ``KEY_FMT`` constexpr of the kernels.
 FMT_CODE: dict[str, int] = {"e4nv": 0, "e4b15": 1}
@@ -53,12 +53,17 @@ def _store_k8v4_kernel(
     stride_cb,
     stride_cs,
     stride_ch,
+    stride_s,
+    num_rows,
+    num_heads,
     block_size,
     num_slots,
     HEAD_DIM: tl.constexpr,
-    D_P2: tl.constexpr,
-    HALF_P2: tl.constexpr,
+    KW_P2: tl.constexpr,
+    VW_P2: tl.constexpr,
     PAD: tl.constexpr,
+    ROWS: tl.constexpr,
+    WORDS: tl.constexpr,
     KEY_FMT: tl.constexpr,
     KEY_LIMIT: tl.constexpr,
     VALUE_LIMIT: tl.constexpr,
@@ -66,20 +71,25 @@ def _store_k8v4_kernel(
     NAN_CODE: tl.constexpr,
     NAN_F16: tl.constexpr,
 ):
-    tok = tl.program_id(0).to(tl.int64)
-    head = tl.program_id(1).to(tl.int64)
-    slot = tl.load(slot_ptr + tok).to(tl.int64)
-    # The host rejects slot >= num_slots; never write past the cache anyway. `ok` is an int broadcast into
-    # each mask (bool-tensor & bool-scalar yields int32 masks in the interpreter, which it then refuses).
-    ok = ((slot >= 0) & (slot < num_slots)).to(tl.int32)
-    blk = slot // block_size
-    pos = slot % block_size
-    base = cache_ptr + blk * stride_cb + pos * stride_cs + head * stride_ch
+    # ROWS (token, head) rows per program; row = token * num_heads + head. WORDS: the cache is an int32 view
+    # and every slot is written as 32-bit words (head_dim % 8 == 0, 4-byte aligned slots); else byte by byte.
+    # Keys are tiled [ROWS, KW_P2, 4] (element 4w+c is byte c of key word w) and values [ROWS, VW_P2, 8]
+    # (element 8w+j is nibble j of value word w), so each word is a reduction inside one thread.
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    tok = row // num_heads
+    head = row % num_heads
+    slot = tl.load(slot_ptr + tok * stride_s, mask=row < num_rows, other=-1).to(tl.int64)
+    # Slots outside the cache are skipped here even unvalidated: nothing is ever written out of bounds.
+    ok = (row < num_rows) & (slot >= 0) & (slot < num_slots)
+    base = (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
+    r3 = ok[:, None, None]
 
     # --- keys: fp32 first (the seed fix), cast, saturate ------------------------------------------------
-    d = tl.arange(0, D_P2)
-    dmask = (d < HEAD_DIM) & (d * 0 + ok != 0)
-    k = tl.load(key_ptr + tok * stride_kt + head * stride_kh + d, mask=dmask, other=0.0).to(tl.float32)
+    c4 = tl.arange(0, 4)
+    d = (tl.arange(0, KW_P2) * 4)[None, :, None] + c4[None, None, :]
+    kmask = r3 & (d < HEAD_DIM)
+    koff = (tok * stride_kt + head * stride_kh)[:, None, None] + d
+    k = tl.load(key_ptr + koff, mask=kmask, other=0.0).to(tl.float32)
     # Cast straight from the loaded keys, fix up the codes after: nothing may stand between the load line and
     # the cast (Triton 3.6 widens bf16 to fp32 inside tl.maximum, which hid the seed bug there). Out-of-range
     # keys and ±inf get the saturated code 0x7e/0xfe (hardware saturates by itself, the interpreter does not),
@@ -90,43 +100,51 @@ def _store_k8v4_kernel(
         kc = k.to(tl.float8e4b15).to(tl.uint8, bitcast=True)
     sat = tl.where(k < 0, 0xFE, 0x7E).to(tl.uint8)
     kc = tl.where((k > KEY_LIMIT) | (k < -KEY_LIMIT), sat, kc)
-    kc = tl.where(k != k, tl.full([D_P2], NAN_CODE, tl.uint8), kc)
-    tl.store(base + d, kc, mask=dmask)
+    kc = tl.where(k != k, NAN_CODE, kc).to(tl.uint8)
 
     # --- values: per-vector asymmetric min/max, 4 bits, even index in the low nibble -------------------
-    h = tl.arange(0, HALF_P2)
-    me = (2 * h < HEAD_DIM) & (h * 0 + ok != 0)
-    mo = (2 * h + 1 < HEAD_DIM) & (h * 0 + ok != 0)
-    vrow = value_ptr + tok * stride_vt + head * stride_vh
-    ve = tl.load(vrow + 2 * h, mask=me, other=0.0).to(tl.float32)
-    vo = tl.load(vrow + 2 * h + 1, mask=mo, other=0.0).to(tl.float32)
-    n_nan = tl.sum((ve != ve).to(tl.int32), axis=0) + tl.sum((vo != vo).to(tl.int32), axis=0)
-    ve = tl.minimum(tl.maximum(tl.where(ve != ve, 0.0, ve), -VALUE_LIMIT), VALUE_LIMIT)
-    vo = tl.minimum(tl.maximum(tl.where(vo != vo, 0.0, vo), -VALUE_LIMIT), VALUE_LIMIT)
-    vmin = tl.minimum(
-        tl.min(tl.where(me, ve, VALUE_LIMIT), axis=0), tl.min(tl.where(mo, vo, VALUE_LIMIT), axis=0)
-    )
-    vmax = tl.maximum(
-        tl.max(tl.where(me, ve, -VALUE_LIMIT), axis=0), tl.max(tl.where(mo, vo, -VALUE_LIMIT), axis=0)
-    )
-    scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.full([], 15.0, tl.float32)), EPS)
-    qe = tl.floor(tl.math.div_rn(ve - vmin, tl.zeros_like(ve) + scale) + 0.5)
-    qo = tl.floor(tl.math.div_rn(vo - vmin, tl.zeros_like(vo) + scale) + 0.5)
-    qe = tl.minimum(tl.maximum(qe, 0.0), 15.0).to(tl.int32)
-    qo = tl.where(mo, tl.minimum(tl.maximum(qo, 0.0), 15.0).to(tl.int32), 0)
-    packed = qe | (qo << 4)
-    packed = tl.where(n_nan > 0, 0, packed).to(tl.uint8)
-    tl.store(base + HEAD_DIM + h, packed, mask=me)
+    j8 = tl.arange(0, 8)
+    e = (tl.arange(0, VW_P2) * 8)[None, :, None] + j8[None, None, :]
+    vmask = r3 & (e < HEAD_DIM)
+    vp = value_ptr + (tok * stride_vt + head * stride_vh)[:, None, None] + e
+    v = tl.load(vp, mask=vmask, other=0.0).to(tl.float32)
+    n_nan = tl.sum(tl.sum((v != v).to(tl.int32), axis=2), axis=1)
+    v = tl.minimum(tl.maximum(tl.where(v != v, 0.0, v), -VALUE_LIMIT), VALUE_LIMIT)
+    vmin = tl.min(tl.min(tl.where(vmask, v, VALUE_LIMIT), axis=2), axis=1)
+    vmax = tl.max(tl.max(tl.where(vmask, v, -VALUE_LIMIT), axis=2), axis=1)
+    scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.zeros_like(vmax) + 15.0), EPS)
+    q = tl.floor(tl.math.div_rn(v - vmin[:, None, None], tl.zeros_like(v) + scale[:, None, None]) + 0.5)
+    q = tl.where(vmask & (n_nan == 0)[:, None, None], tl.minimum(tl.maximum(q, 0.0), 15.0), 0.0)
+    vword = tl.sum(q.to(tl.uint32) << (4 * j8).to(tl.uint32)[None, None, :], axis=2)  # [ROWS, VW_P2]
 
-    # --- scale, zero (fp16, little-endian bytes) and the even-size pad --------------------------------
-    s_bits = scale.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    z_bits = vmin.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    # --- scale, zero: fp16, little-endian, scale in the low half of the word --------------------------
+    s_bits = scale.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+    z_bits = vmin.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
     s_bits = tl.where(n_nan > 0, NAN_F16, s_bits)
     z_bits = tl.where(n_nan > 0, NAN_F16, z_bits)
-    t = tl.arange(0, 8)
-    word = tl.where(t < 2, s_bits, z_bits)
-    tail = tl.where(t < 4, (word >> ((t % 2) * 8)) & 0xFF, 0).to(tl.uint8)
-    tl.store(base + HEAD_DIM + (HEAD_DIM + 1) // 2 + t, tail, mask=(t < 4 + PAD) & (t * 0 + ok != 0))
+    pword = s_bits | (z_bits << 16)  # [ROWS]
+
+    if WORDS:
+        kword = tl.sum(kc.to(tl.uint32) << (8 * c4).to(tl.uint32)[None, None, :], axis=2)  # [ROWS, KW_P2]
+        w = tl.arange(0, KW_P2)
+        wk = base[:, None] + w[None, :]
+        wmask = ok[:, None] & (w < HEAD_DIM // 4)[None, :]
+        tl.store(cache_ptr + wk, kword.to(tl.int32, bitcast=True), mask=wmask)
+        u = tl.arange(0, VW_P2)
+        wv = base[:, None] + HEAD_DIM // 4 + u[None, :]
+        umask = ok[:, None] & (u < HEAD_DIM // 8)[None, :]
+        tl.store(cache_ptr + wv, vword.to(tl.int32, bitcast=True), mask=umask)
+        tl.store(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, pword.to(tl.int32, bitcast=True), mask=ok)
+    else:
+        tl.store(cache_ptr + base[:, None, None] + d, kc, mask=kmask)
+        b = (tl.arange(0, VW_P2) * 4)[None, :, None] + c4[None, None, :]  # value byte 4u+c = byte c of word u
+        vbyte = ((vword[:, :, None] >> (8 * c4).to(tl.uint32)[None, None, :]) & 0xFF).to(tl.uint8)
+        tl.store(cache_ptr + base[:, None, None] + HEAD_DIM + b, vbyte, mask=r3 & (b < (HEAD_DIM + 1) // 2))
+        t = tl.arange(0, 8)
+        pbyte = (pword[:, None] >> (8 * (t % 4)).to(tl.uint32)[None, :]) & 0xFF
+        tail = tl.where(t < 4, pbyte, 0).to(tl.uint8)
+        tp = cache_ptr + base[:, None] + HEAD_DIM + (HEAD_DIM + 1) // 2 + t[None, :]
+        tl.store(tp, tail, mask=ok[:, None] & (t < 4 + PAD)[None, :])
 
 
 def _interpreting(kernel: Any) -> bool:
@@ -168,14 +186,32 @@ def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> 
     raise ValueError(f"unsupported device {dev}; expected cuda (NVIDIA) or cpu under TRITON_INTERPRET=1")
 
 
-def _constexprs(head_dim: int, fmt: str) -> dict[str, Any]:
-    d_p2 = next_pow2(head_dim)
+def words_ok(head_dim: int, kv_cache: torch.Tensor) -> bool:
+    """Whether the store may write 32-bit words: every slot field starts on a 4-byte boundary (head_dim a
+    multiple of 8, so keys, value nibbles and scale/zero are whole words) and so does every slot."""
+    return (
+        head_dim % 8 == 0
+        and kv_cache.data_ptr() % 4 == 0
+        and all(kv_cache.stride(i) % 4 == 0 for i in range(3))
+    )
+
+
+def launch_config(head_dim: int) -> tuple[int, int]:
+    """(rows per program, warps) of the store. Measured on the H200 (``bench_turboquant.py --sweep``,
+    docs/performance.md): head_dim 128 is fastest at 4 rows / 2 warps, head_dim 256 at 1 row / 1 warp;
+    larger tiles lose (the per-row reductions go through shared memory)."""
+    return (1, 1) if head_dim > 128 else (4, 2)
+
+
+def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) -> dict[str, Any]:
     used = head_dim + value_bytes(head_dim) + 4
     return {
         "HEAD_DIM": head_dim,
-        "D_P2": d_p2,
-        "HALF_P2": max(1, next_pow2(value_bytes(head_dim))),
+        "KW_P2": next_pow2((head_dim + 3) // 4),
+        "VW_P2": next_pow2((head_dim + 7) // 8),
         "PAD": slot_bytes(head_dim) - used,
+        "ROWS": rows,
+        "WORDS": words,
         "KEY_FMT": FMT_CODE[fmt],
         "KEY_LIMIT": KEY_MAX[fmt],
         "VALUE_LIMIT": VALUE_MAX,
@@ -186,39 +222,53 @@ def _constexprs(head_dim: int, fmt: str) -> dict[str, Any]:
 
 
 _TL_NAME = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
+_INT_ARGS = (
+    "stride_kt",
+    "stride_kh",
+    "stride_vt",
+    "stride_vh",
+    "stride_cb",
+    "stride_cs",
+    "stride_ch",
+    "stride_s",
+    "num_rows",
+    "num_heads",
+    "block_size",
+    "num_slots",
+)
 
 
 def store_compile_spec(
-    key_dtype: str, fmt: str, *, head_dim: int = 128, value_dtype: str | None = None, slot_dtype: str = "i64"
+    key_dtype: str,
+    fmt: str,
+    *,
+    head_dim: int = 128,
+    value_dtype: str | None = None,
+    slot_dtype: str = "i64",
+    words: bool | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """(signature, constexprs) of the store kernel as launched for these dtypes — for the compile matrix."""
+    """(signature, constexprs) of the store kernel as launched for these dtypes — for the compile matrix.
+    ``words`` defaults to what an aligned cache gets (True when head_dim is a multiple of 8)."""
     if key_dtype not in _TL_NAME or (value_dtype or key_dtype) not in _TL_NAME:
         raise ValueError(
             f"key_dtype/value_dtype must be one of {sorted(_TL_NAME)}, got {key_dtype!r}/{value_dtype!r}"
         )
     if fmt not in FMT_CODE:
         raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
+    words = head_dim % 8 == 0 if words is None else words
     sig = {
         "key_ptr": f"*{_TL_NAME[key_dtype]}",
         "value_ptr": f"*{_TL_NAME[value_dtype or key_dtype]}",
-        "cache_ptr": "*u8",
+        "cache_ptr": "*i32" if words else "*u8",
         "slot_ptr": f"*{slot_dtype}",
-        **{
-            n: "i32"
-            for n in (
-                "stride_kt",
-                "stride_kh",
-                "stride_vt",
-                "stride_vh",
-                "stride_cb",
-                "stride_cs",
-                "stride_ch",
-                "block_size",
-                "num_slots",
-            )
-        },
+        **{n: "i32" for n in _INT_ARGS},
     }
-    return sig, _constexprs(head_dim, fmt)
+    return sig, _constexprs(head_dim, fmt, rows=launch_config(head_dim)[0], words=words)
+
+
+def _last_dim_unit(x: torch.Tensor) -> torch.Tensor:
+    """The kernels read a vector's elements at unit stride; a view without one is copied (correct, slower)."""
+    return x if x.shape[-1] <= 1 or x.stride(-1) == 1 else x.contiguous()
 
 
 def tq_store_k8v4(
@@ -228,43 +278,62 @@ def tq_store_k8v4(
     slot_mapping: torch.Tensor,
     *,
     fp8_format: str = "auto",
+    validate: bool = False,
 ) -> None:
     """Quantize ``key``/``value`` ``[num_tokens, num_kv_heads, head_dim]`` (fp16, bf16 or fp32) into the
     ``uint8`` cache ``[num_blocks, block_size, num_kv_heads, slot_bytes(head_dim)]`` at ``slot_mapping``
-    (``[num_tokens]`` int32/int64; negative = skip the token). Strided cache views are fine if the last dim
-    is contiguous. Everything is validated before launch; on error nothing is written.
+    (``[num_tokens]`` int32/int64; negative = skip the token). Any strides are fine (key/value views whose
+    last dim is not unit-stride are copied first); the cache must be unit-stride in its last dim and its
+    slots must not overlap in memory.
+
+    Every check that needs only shapes, strides and dtypes runs on every call, before launch: on error
+    nothing is written. The slot *values* are checked on the device: a slot outside the cache is skipped,
+    never written out of bounds. ``validate=True`` also reads them on the host (a device sync) and raises on
+    a slot out of range or written twice — for debugging; the default keeps the call free of host syncs, so
+    it can be captured in a CUDA graph.
     """
     _checks.tensor("key", key, dim=3, dtypes=_checks.FLOAT_DTYPES)
     _checks.tensor("value", value, dim=3, dtypes=_checks.FLOAT_DTYPES)
     if value.shape != key.shape:
         raise ValueError(f"value has shape {tuple(value.shape)}, expected key's shape {tuple(key.shape)}")
     num_tokens, num_heads, head_dim = key.shape
-    _checks.head_dim(head_dim)
+    _checks.head_dim(head_dim, name="key.shape[2] (head_dim)")
     _checks.cache(kv_cache, num_kv_heads=num_heads, head_dim=head_dim)
     _checks.tensor("slot_mapping", slot_mapping, dim=1, dtypes=_checks.INT_DTYPES)
     _checks.same_device(kv_cache.device, key=key, value=value, slot_mapping=slot_mapping)
-    _checks.last_dim_contiguous("key", key)
-    _checks.last_dim_contiguous("value", value)
     fmt = resolve_fp8_format(kv_cache.device, fp8_format)
     num_blocks, block_size = kv_cache.shape[:2]
-    _checks.slots(slot_mapping, num_tokens=num_tokens, num_slots=num_blocks * block_size, unique=True)
+    _checks.num_entries(slot_mapping, num_tokens)
+    if not isinstance(validate, bool):
+        raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
+    if validate:
+        _checks.slot_values(slot_mapping, num_slots=num_blocks * block_size, unique=True)
     if num_tokens == 0 or num_heads == 0:
         return
+    key, value = _last_dim_unit(key), _last_dim_unit(value)
+    words = words_ok(head_dim, kv_cache)
+    cache = kv_cache.view(torch.int32) if words else kv_cache
+    unit = 4 if words else 1
+    rows, warps = launch_config(head_dim)  # looked up per call: the benchmark's sweep swaps it
+    num_rows = num_tokens * num_heads
     kernel = _store_k8v4_kernel  # module global at call time: tests swap in the known-bad variant
-    kernel[(num_tokens, num_heads)](
+    kernel[(triton.cdiv(num_rows, rows),)](
         key,
         value,
-        kv_cache,
+        cache,
         slot_mapping,
         key.stride(0),
         key.stride(1),
         value.stride(0),
         value.stride(1),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        kv_cache.stride(2),
+        kv_cache.stride(0) // unit,
+        kv_cache.stride(1) // unit,
+        kv_cache.stride(2) // unit,
+        slot_mapping.stride(0),
+        num_rows,
+        num_heads,
         block_size,
         num_blocks * block_size,
-        **_constexprs(head_dim, fmt),
-        num_warps=1 if head_dim <= 128 else 2,
+        **_constexprs(head_dim, fmt, rows=rows, words=words),
+        num_warps=warps,
     )

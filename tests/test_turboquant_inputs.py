@@ -1,0 +1,304 @@
+"""Turboquant entry points with adversarial argument *layouts*: every tensor argument strided or
+non-contiguous, caches that alias themselves, slots the host did not validate, tiles that end mid-batch,
+and (GPU) capture in a CUDA graph.
+
+The expected cache is always built from contiguous copies of the same data by the torch reference, and
+checked through a flat view of the cache (slot s = row s of ``[num_slots, heads, slot_bytes]``), so the
+block / position arithmetic is not checked against itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernels.turboquant.store as store_mod
+from harness.compare import assert_fp8_close
+from kernels.turboquant import reference as ref
+from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4
+
+POISON = 0xAA
+
+pytestmark = pytest.mark.harness_op("turboquant")
+
+
+def _inputs(rng, t, h, d, dtype=torch.float32):
+    key = (torch.randn(t, h, d, generator=rng) * 32).to(dtype)
+    value = (torch.randn(t, h, d, generator=rng) * 3 + torch.randn(t, h, 1, generator=rng)).to(dtype)
+    return key, value
+
+
+def _flat(cache: torch.Tensor) -> torch.Tensor:
+    """[num_slots, heads, slot_bytes] copy of a (possibly strided) cache, slot s at row s."""
+    nb, bs, h, sb = cache.shape
+    return cache.detach().cpu().contiguous().reshape(nb * bs, h, sb)
+
+
+def _expect(key, value, before, slots, fmt, arch):
+    """The flat cache the store must leave: the reference's slot images at the addressed rows."""
+    out = _flat(before).clone()
+    img = ref.slot_images(key.contiguous(), value.contiguous(), fmt, arch=arch)
+    s = slots.cpu().long()
+    out[s[s >= 0]] = img[s >= 0]
+    return out
+
+
+def _assert_cache(got, want, d, fmt, tolerance):
+    """Key codes within the arch's fp8_cast row (exact on the GPU and against the interpreter model); every
+    other byte, and every byte outside the written slots, exactly equal."""
+    __tracebackhide__ = True
+    tol = tolerance("fp8_cast", "fp32")  # the row does not depend on the source dtype
+    assert_fp8_close(got[..., :d], want[..., :d], fmt, tol=tol, nan_equal=True, op="turboquant.key_codes")
+    assert torch.equal(got[..., d:], want[..., d:]), "value / scale / zero bytes or untouched slots differ"
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    """Bit-for-bit equal floats, NaN where NaN (the load's "no data" rows)."""
+    __tracebackhide__ = True
+    got = got.cpu()
+    assert torch.equal(torch.isnan(got), torch.isnan(want)), "NaN rows differ"
+    assert torch.equal(got.nan_to_num(), want.nan_to_num()), "decoded values differ"
+
+
+# --- strided index tensors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
+def test_store_honours_a_strided_slot_mapping(slot_dtype, rng, device, harness_arch, tolerance):
+    """The issue's case: ``tensor([3,3,4,4,5,5])[::2]`` addresses slots 3, 4, 5 (not 3, 3, 4 or 3, 4, and
+    not memory past the view)."""
+    t, h, d = 3, 2, 16
+    key, value = _inputs(rng, t, h, d)
+    slots = torch.tensor([3, 3, 4, 4, 5, 5], dtype=slot_dtype, device=device)[::2]
+    assert slots.stride(0) == 2
+    cache = torch.full((2, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots, fp8_format="e4nv")
+    want = _expect(key, value, before, torch.tensor([3, 4, 5]), "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+def test_load_honours_a_strided_slot_mapping(rng, device, harness_arch):
+    t, h, d = 4, 2, 16
+    key, value = _inputs(rng, t, h, d)
+    cache = torch.full((2, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    tq_store_k8v4(key.to(device), value.to(device), cache, torch.tensor([6, 1, 3, 4], device=device))
+    wide = torch.tensor([[1, 0], [-1, 0], [6, 0], [7, 0], [3, 0]], device=device)  # column 0 = slots, stride 2
+    slots = wide[:, 0]
+    k, v = tq_load_k8v4(cache, slots, head_dim=d)
+    k_ref, v_ref = ref.load(cache, slots.contiguous().cpu(), d, "e4nv")
+    _same(k, k_ref)
+    _same(v, v_ref)
+    assert bool(torch.isnan(k[1]).all()) and not bool(torch.isnan(k[0]).any())
+
+
+# --- strided / non-contiguous key, value and cache views ------------------------------------------------
+
+
+def _views(rng, t, h, d):
+    """(name, key view, value view): each a non-contiguous view of a larger buffer, last dims included."""
+    big_k, big_v = _inputs(rng, 2 * t, 2 * h, 2 * d)
+    tr_k, tr_v = _inputs(rng, h, t, d)
+    one_k, _ = _inputs(rng, 1, h, d)
+    return [
+        ("token-strided", big_k[::2, :h, :d], big_v[1::2, h:, :d]),
+        ("head-strided", big_k[:t, ::2, :d], big_v[:t, 1::2, d:]),
+        ("last-dim-strided", big_k[:t, :h, ::2], big_v[:t, :h, 1::2]),
+        ("transposed", tr_k.transpose(0, 1), tr_v.transpose(0, 1)),
+        ("broadcast-key", one_k.expand(t, h, d), big_v[:t, :h, :d]),
+    ]
+
+
+@pytest.mark.parametrize("which", range(5), ids=["token", "head", "last-dim", "transposed", "broadcast"])
+def test_store_reads_strided_key_and_value_views(which, rng, device, harness_arch, tolerance):
+    t, h, d = 3, 2, 16
+    name, key, value = _views(rng, t, h, d)[which]
+    assert not key.is_contiguous() or not value.is_contiguous(), name
+    cache = torch.full((2, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([7, 0, 2])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+@pytest.mark.parametrize("layout", ["heads-major", "blocks-padded", "slots-spaced", "offset-1"])
+def test_store_and_load_through_strided_caches(layout, rng, device, harness_arch, tolerance):
+    """Views of a larger buffer: 4-byte aligned ones take the 32-bit word path, the others the byte path,
+    with identical results; bytes of the buffer outside the view are never written."""
+    t, h, d, nb, bs = 5, 2, 16, 2, 4
+    sb = slot_bytes(d)
+    key, value = _inputs(rng, t, h, d)
+    if layout == "heads-major":
+        buf = torch.full((nb, h, bs, sb), POISON, dtype=torch.uint8, device=device)
+        cache = buf.transpose(1, 2)
+    elif layout == "blocks-padded":
+        buf = torch.full((nb, bs + 1, h, sb), POISON, dtype=torch.uint8, device=device)
+        cache = buf[:, :bs]
+    elif layout == "slots-spaced":  # 1 spare byte after every slot: no slot is 4-byte aligned
+        buf = torch.full((nb, bs, h, sb + 1), POISON, dtype=torch.uint8, device=device)
+        cache = buf[..., :sb]
+    else:  # the whole cache one byte into its buffer
+        buf = torch.full((nb * bs * h * sb + 8,), POISON, dtype=torch.uint8, device=device)
+        cache = buf[1 : 1 + nb * bs * h * sb].view(nb, bs, h, sb)
+    assert store_mod.words_ok(d, cache) == (layout in ("heads-major", "blocks-padded"))
+    outside = torch.ones_like(buf, dtype=torch.bool)
+    cache_mask = outside.as_strided(cache.shape, cache.stride(), cache.storage_offset())
+    cache_mask.fill_(False)
+    buf_before, before = buf.clone(), cache.clone()
+    slots = torch.tensor([bs - 1, bs, -1, 0, nb * bs - 1])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+    assert torch.equal(buf[outside], buf_before[outside]), "bytes outside the cache view changed"
+    k, v = tq_load_k8v4(cache, slots.to(device), head_dim=d, fp8_format="e4nv")
+    k_ref, v_ref = ref.load(cache, slots, d, "e4nv")
+    _same(k, k_ref)
+    _same(v, v_ref)
+
+
+# --- caches that alias themselves --------------------------------------------------------------------------
+
+
+def _aliasing(device, d=16):
+    sb = slot_bytes(d)
+    base = torch.full((1, 1, 1, sb), POISON, dtype=torch.uint8, device=device)
+    raw = torch.full((64 * sb,), POISON, dtype=torch.uint8, device=device)
+    return {
+        "expand": base.expand(2, 4, 1, sb),
+        "zero block stride": raw.as_strided((2, 4, 1, sb), (0, sb, sb, 1)),
+        "slots interleaved": raw.as_strided((2, 4, 1, sb), (4 * sb, sb // 2, sb, 1)),
+        "heads overlap": raw.as_strided((2, 4, 2, sb), (8 * sb, 2 * sb, sb - 4, 1)),
+    }
+
+
+@pytest.mark.parametrize("case", ["expand", "zero block stride", "slots interleaved", "heads overlap"])
+def test_self_overlapping_cache_is_refused(case, device):
+    """Two slots sharing bytes would bypass the duplicate-slot guard: refused by name, nothing written."""
+    cache = _aliasing(device)[case]
+    h = cache.shape[2]
+    key = torch.zeros(2, h, 16, device=device)
+    snapshot = cache.clone()
+    with pytest.raises(ValueError, match=r"kv_cache overlaps itself in memory"):
+        tq_store_k8v4(key, key, cache, torch.tensor([0, 5], device=device))
+    assert torch.equal(cache, snapshot)
+    with pytest.raises(ValueError, match=r"kv_cache overlaps itself in memory"):
+        tq_load_k8v4(cache, torch.tensor([0, 5], device=device), head_dim=16)
+
+
+def test_non_overlapping_permuted_cache_is_accepted(rng, device, harness_arch, tolerance):
+    """The overlap test must not refuse honest layouts: a permuted buffer whose size-1 heads dim has a stride
+    larger than the blocks' (size-1 dims are ignored)."""
+    d = 16
+    sb = slot_bytes(d)
+    raw = torch.full((2, 3, 4, sb), POISON, dtype=torch.uint8, device=device)
+    cache = raw.permute(0, 2, 1, 3)[:, :, :1]  # [2, 4, 1, sb], strides (12·sb, sb, 4·sb, 1)
+    key, value = _inputs(rng, 2, 1, d)
+    before = cache.clone()
+    slots = torch.tensor([0, 7])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+# --- slots the host did not validate ---------------------------------------------------------------------
+
+
+def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(rng, device, harness_arch, tolerance):
+    """Without ``validate=True`` the host never reads the slots; the kernels skip a slot ≥ num_blocks ·
+    block_size (store: not written; load: NaN row) and the guard bytes after the cache stay intact."""
+    t, h, d, nb, bs = 4, 2, 16, 2, 4
+    sb = slot_bytes(d)
+    buf = torch.full((nb * bs * h * sb + 4096,), POISON, dtype=torch.uint8, device=device)
+    cache = buf[: nb * bs * h * sb].view(nb, bs, h, sb)
+    key, value = _inputs(rng, t, h, d)
+    slots = torch.tensor([nb * bs, 3, 2**40, nb * bs + 1])
+    before = cache.clone()
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    assert bool((buf[nb * bs * h * sb :] == POISON).all()), "wrote past the cache"
+    kept = torch.where((slots >= 0) & (slots < nb * bs), slots, -1)
+    want = _expect(key, value, before, kept, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+    k, _ = tq_load_k8v4(cache, slots.to(device), head_dim=d, fp8_format="e4nv")
+    assert [bool(torch.isnan(k[i]).all()) for i in range(t)] == [True, False, True, True]
+    with pytest.raises(ValueError, match=r"slot_mapping\[2\] = 1099511627776 is out of range"):
+        tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), validate=True)
+    with pytest.raises(ValueError, match=r"slot_mapping\[2\] = 1099511627776 is out of range"):
+        tq_load_k8v4(cache, slots.to(device), head_dim=d, validate=True)
+
+
+# --- tiles: rows per program --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows", [1, 4, 64])
+@pytest.mark.parametrize("d", [16, 7])
+def test_every_tile_size_writes_the_same_bytes(rows, d, rng, device, harness_arch, tolerance, monkeypatch):
+    """num_tokens · num_heads = 7 · 3 = 21 rows: not a multiple of any tile, so the last program is partial
+    (its rows past the batch must not read slots or write); row = token · heads + head must pick the right
+    (token, head) in every program."""
+    monkeypatch.setattr(store_mod, "launch_config", lambda head_dim: (rows, 1))
+    t, h = 7, 3
+    key, value = _inputs(rng, t, h, d)
+    cache = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([11, 0, -1, 5, 4, 3, 9])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+# --- GPU: no host sync, CUDA-graph capture ---------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_store_and_load_capture_in_a_cuda_graph(rng, device, harness_arch, tolerance):
+    """The default call does no host sync and allocates nothing for the store, so it records into a CUDA
+    graph; replaying after new data is copied into the static inputs writes what an eager call writes."""
+    t, h, d, nb, bs = 1024, 8, 128, 128, 16
+    key, value = _inputs(rng, t, h, d, torch.bfloat16)
+    key2, value2 = _inputs(rng, t, h, d, torch.bfloat16)
+    slots = torch.randperm(nb * bs, generator=rng)[:t]
+    slots2 = torch.randperm(nb * bs, generator=rng)[:t]
+    s_key, s_value, s_slots = key.to(device), value.to(device), slots.to(device)
+    cache = torch.zeros(nb, bs, h, slot_bytes(d), dtype=torch.uint8, device=device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up (compiles) off the capture
+        tq_store_k8v4(s_key, s_value, cache, s_slots)
+        tq_load_k8v4(cache, s_slots, head_dim=d)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        tq_store_k8v4(s_key, s_value, cache, s_slots)
+        k_out, v_out = tq_load_k8v4(cache, s_slots, head_dim=d)
+    s_key.copy_(key2.to(device))
+    s_value.copy_(value2.to(device))
+    s_slots.copy_(slots2.to(device))
+    cache.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = torch.zeros_like(cache)
+    tq_store_k8v4(key2.to(device), value2.to(device), eager, slots2.to(device))
+    k_eager, v_eager = tq_load_k8v4(eager, slots2.to(device), head_dim=d)
+    torch.cuda.synchronize()
+    assert torch.equal(cache, eager), "the replayed store wrote other bytes than an eager call"
+    assert torch.equal(k_out.nan_to_num(), k_eager.nan_to_num()) and torch.equal(v_out, v_eager)
+    want = _expect(key2, value2, torch.zeros_like(cache), slots2, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+@pytest.mark.gpu
+def test_default_store_does_not_sync(device, monkeypatch):
+    """Any host read of device data on the hot path would go through a sync: make one an error and call."""
+    t, h, d = 64, 4, 128
+    key = torch.randn(t, h, d, device=device, dtype=torch.bfloat16)
+    cache = torch.zeros(8, 16, h, slot_bytes(d), dtype=torch.uint8, device=device)
+    slots = torch.arange(t, device=device)
+    tq_store_k8v4(key, key, cache, slots)  # compile first
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        tq_store_k8v4(key, key, cache, slots)
+        tq_load_k8v4(cache, slots, head_dim=d)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
