@@ -1,7 +1,8 @@
 """Capture what a GPU's Triton FP8 casts produce, for every fp16/bf16 input and an fp32 sample.
 
-Standalone on purpose (no harness import): it is the ground truth the harness's codecs are checked
-against, so it must not share code with them. Writes one .npz (no pickle) plus a JSON of versions.
+Ground truth for the harness's codecs, so it shares no code with them: the kernels are
+``harness.cast_probe`` (Triton only, the same instructions the CPU tests run). Writes one .npz (no pickle)
+plus a JSON of versions.
 
     python scripts/capture_fp8_tables.py OUTDIR
 """
@@ -17,26 +18,12 @@ import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's harness, installed or not
+from harness.cast_probe import fp8_cast, fp8_decode  # noqa: E402
+
 FORMATS = {"e4nv": "float8e4nv", "e5m2": "float8e5", "e4b15": "float8e4b15"}
 FP32_SAMPLE_SEED = 20261202
 FP32_RANDOM = 1 << 20
-
-
-@triton.jit
-def _encode(x_ptr, y_ptr, n, DST: tl.constexpr, VIA_FP32: tl.constexpr, BLOCK: tl.constexpr):
-    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = off < n
-    x = tl.load(x_ptr + off, mask=m)
-    if VIA_FP32:
-        x = x.to(tl.float32)
-    tl.store(y_ptr + off, x.to(DST).to(tl.uint8, bitcast=True), mask=m)
-
-
-@triton.jit
-def _decode(c_ptr, y_ptr, SRC: tl.constexpr):
-    off = tl.arange(0, 256)
-    c = tl.load(c_ptr + off)
-    tl.store(y_ptr + off, c.to(SRC, bitcast=True).to(tl.float32))
 
 
 def fp32_sample() -> torch.Tensor:
@@ -80,7 +67,7 @@ def main(out: Path) -> None:
                     continue
                 y = torch.empty(xd.numel(), dtype=torch.uint8, device=dev)
                 try:
-                    _encode[(triton.cdiv(xd.numel(), 1024),)](xd, y, xd.numel(), getattr(tl, tname), via,
+                    fp8_cast[(triton.cdiv(xd.numel(), 1024),)](xd, y, xd.numel(), getattr(tl, tname), via,
                                                              BLOCK=1024)
                     torch.cuda.synchronize()
                     arrays[key] = y.cpu().numpy()
@@ -90,7 +77,7 @@ def main(out: Path) -> None:
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).to(dev)
     for fname, tname in FORMATS.items():
         y = torch.empty(256, dtype=torch.float32, device=dev)
-        _decode[(1,)](codes, y, getattr(tl, tname))
+        fp8_decode[(1,)](codes, y, getattr(tl, tname))
         arrays[f"decode_{fname}"] = y.cpu().numpy()
     np.savez_compressed(out / "fp8_tables.npz", **arrays)
     meta = {

@@ -2,7 +2,8 @@
 
 Step 1 of the per-target cast tables (step 2, ``capture_fp8_target_tables.py``, JIT-loads this PTX on one
 GPU: PTX is forward-compatible, so an sm90 device executes the sm80 lowering's instructions). Run it with
-the Triton whose lowering is to be measured (the GPU image's, 3.6). Standalone: no harness import.
+the Triton whose lowering is to be measured (the GPU image's, 3.6). The kernels are
+``harness.cast_probe``'s (Triton only).
 
 Every (target, source dtype, format, via fp32, aligned) case is compiled. ``aligned`` gives the pointers
 and ``n`` the divisibility-by-16 specialization a launch with torch tensors gets; Triton 3.6 lowers some
@@ -27,26 +28,12 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's harness, installed or not
+from harness.cast_probe import fp8_cast, fp32_div  # noqa: E402
+
 SRCS = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32"}
 FORMATS = {"e4nv": "float8e4nv", "e5m2": "float8e5", "e4b15": "float8e4b15"}
 BLOCK = 1024
-
-
-@triton.jit
-def fp8_cast(x_ptr, y_ptr, n, DST: tl.constexpr, VIA_FP32: tl.constexpr, BLOCK: tl.constexpr):
-    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = off < n
-    x = tl.load(x_ptr + off, mask=m)
-    if VIA_FP32:
-        x = x.to(tl.float32)
-    tl.store(y_ptr + off, x.to(DST).to(tl.uint8, bitcast=True), mask=m)
-
-
-@triton.jit
-def fp32_div(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
-    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = off < n
-    tl.store(z_ptr + off, tl.load(x_ptr + off, mask=m) / tl.load(y_ptr + off, mask=m), mask=m)
 
 
 def cases():

@@ -27,25 +27,16 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from harness import fp8  # noqa: E402
+from harness.cast_probe import fp8_cast  # noqa: E402
 
 FORMATS = ("e4nv", "e5m2", "e4b15")
 SEED = 20261203
 
 
-@triton.jit
-def _cast(x_ptr, y_ptr, n, DST: tl.constexpr, VIA_FP32: tl.constexpr, BLOCK: tl.constexpr):
-    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = off < n
-    x = tl.load(x_ptr + off, mask=m)
-    if VIA_FP32:
-        x = x.to(tl.float32)
-    tl.store(y_ptr + off, x.to(DST).to(tl.uint8, bitcast=True), mask=m)
-
-
 def interp_cast(x: torch.Tensor, f: fp8.FP8Format, via_fp32: bool) -> torch.Tensor:
     y = torch.empty(x.numel(), dtype=torch.uint8)
     block = 1 << 16
-    _cast[(triton.cdiv(x.numel(), block),)](
+    fp8_cast[(triton.cdiv(x.numel(), block),)](
         x, y, x.numel(), getattr(tl, f.triton_name), via_fp32, BLOCK=block
     )
     return y

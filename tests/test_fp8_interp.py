@@ -28,20 +28,7 @@ _CHILD = textwrap.dedent("""
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def cast(x_ptr, y_ptr, n, DST: tl.constexpr, VIA_FP32: tl.constexpr, BLOCK: tl.constexpr):
-        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = off < n
-        x = tl.load(x_ptr + off, mask=m)
-        if VIA_FP32:
-            x = x.to(tl.float32)
-        tl.store(y_ptr + off, x.to(DST).to(tl.uint8, bitcast=True), mask=m)
-
-    @triton.jit
-    def upcast(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        off = tl.arange(0, BLOCK)
-        m = off < n
-        tl.store(y_ptr + off, tl.load(x_ptr + off, mask=m).to(tl.float32), mask=m)
+    from harness.cast_probe import fp8_cast as cast, upcast_fp32 as upcast
 
     src = np.load(sys.argv[1], allow_pickle=False)
     out = {}

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from harness import fp8, interp_casts
+from harness.cast_probe import fp8_cast
 from harness.launches import expect_compile_failure
 
 pytestmark = pytest.mark.interp_only
@@ -22,16 +23,6 @@ tl = pytest.importorskip("triton.language")
 
 SRCS = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 TL_FMT = {"e4nv": "float8e4nv", "e5m2": "float8e5", "e4b15": "float8e4b15"}
-
-
-@triton.jit
-def _cast(x_ptr, y_ptr, n, DST: tl.constexpr, VIA_FP32: tl.constexpr, BLOCK: tl.constexpr):
-    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = off < n
-    x = tl.load(x_ptr + off, mask=m)
-    if VIA_FP32:
-        x = x.to(tl.float32)
-    tl.store(y_ptr + off, x.to(DST).to(tl.uint8, bitcast=True), mask=m)
 
 
 @triton.jit
@@ -58,7 +49,7 @@ def _cast_rtz(x_ptr, y_ptr, DST: tl.constexpr):
 
 # The probe kernels are launched with casts the compiler refuses on purpose (that refusal is what some tests
 # check): the launch capture's compile of those variants is expected to fail, for that reason only.
-expect_compile_failure(_cast, match=r"is_fp16\(\) or arg\.type\.scalar\.is_fp32\(\)",
+expect_compile_failure(fp8_cast, match=r"is_fp16\(\) or arg\.type\.scalar\.is_fp32\(\)",
                        reason="probe: bf16 -> e4b15 cast straight from the load, refused as the tests expect")
 expect_compile_failure(_cast_rtz, match="PassManager::run failed",
                        reason="probe: rtz downcasts the NVIDIA backend cannot lower, refused as the tests expect")
@@ -66,7 +57,7 @@ expect_compile_failure(_cast_rtz, match="PassManager::run failed",
 
 def _run_cast(x: torch.Tensor, fmt: str, via: bool) -> torch.Tensor:
     y = torch.empty(x.numel(), dtype=torch.uint8)
-    _cast[(triton.cdiv(x.numel(), 8192),)](x, y, x.numel(), getattr(tl, TL_FMT[fmt]), via, BLOCK=8192)
+    fp8_cast[(triton.cdiv(x.numel(), 8192),)](x, y, x.numel(), getattr(tl, TL_FMT[fmt]), via, BLOCK=8192)
     return y
 
 
