@@ -129,8 +129,6 @@ def pytest_configure(config: pytest.Config) -> None:
     run = _Run(config, mode, root)
     config.stash[_RUN] = run
     config.pluginmanager.register(_Tracker(run), "harness-golden-tracker")
-    if not any(str(line).startswith("harness_op") for line in config.getini("markers")):
-        config.addinivalue_line("markers", "harness_op(name): the op this test checks (tolerances, goldens)")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XDistMerge(run), "harness-golden-xdist")
 
