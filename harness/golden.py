@@ -503,6 +503,19 @@ def _check_meta(p: Path, meta: dict[str, Any]) -> torch.dtype:
     return dt
 
 
+#: Metadata is flat (values at most a list or dict deep); anything nested past this is not ours.
+_META_MAX_DEPTH = 16
+
+
+def _json_depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion (so a hostile file cannot exhaust the stack here)."""
+    depth, level = 0, [obj]
+    while level:
+        depth += 1
+        level = [v for o in level if isinstance(o, (dict, list)) for v in (o.values() if isinstance(o, dict) else o)]
+    return depth - 1
+
+
 def read_golden(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
                 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Load a golden: ``(tensor, metadata)``. FP8 goldens come back in their torch float8 dtype (or as
@@ -536,6 +549,8 @@ def read_golden(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | 
         meta = json.loads(meta_arr.tobytes().decode("utf-8"))
         if not isinstance(meta, dict):
             raise ValueError("meta is not a JSON object")
+        if _json_depth(meta) > _META_MAX_DEPTH:
+            raise RecursionError  # Python 3.12's parser takes 5,000 levels that 3.11's refuses: one limit here
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise GoldenFormatError(f"golden file {p}: unreadable metadata ({what}); re-capture it with the regen "

@@ -83,11 +83,21 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
             pluginmanager.import_plugin(name)
 
 
+def _assumed_kind(config: pytest.Config) -> str | None:
+    """The kind of ``--harness-arch``, if one is given and parses (a bad one is reported where it is used)."""
+    assumed = config.getoption("harness_arch")
+    try:
+        return parse_arch(assumed).kind if assumed else None
+    except ValueError:
+        return None
+
+
 def _choose_lane(config: pytest.Config) -> str:
     lane = config.getoption("harness_lane")
     interp_env = _interpreting()
     if lane == "auto":
-        if interp_env:
+        # an assumed interp/cpu arch can only be judged where kernels are interpreted, GPU present or not
+        if interp_env or _assumed_kind(config) in ("interp", "cpu"):
             return "interp"
         import torch
 

@@ -62,7 +62,8 @@ def test_usage_errors_exit_2_with_the_reason(argv, match, capsys):
 
 
 def test_python_dash_m(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_COMPILE_CACHE": str(tmp_path / "c")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "HARNESS_COMPILE_CACHE": str(tmp_path / "c")}
     env.pop("TRITON_INTERPRET", None)
     p = subprocess.run([sys.executable, "-m", "harness", "compile", f"{STORE}::store_prefix", *SIG, "--const",
                         "FMT=tl.float8e4b15", "--targets=sm90", "--no-widen"], capture_output=True, text=True,

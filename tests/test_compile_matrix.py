@@ -374,7 +374,8 @@ def test_e5m2_compiles_below_sm89_after_an_sm90_compile(tmp_path):
         "    print(t, 'ok' if isinstance(r, cm.Compiled) else cm.error_line(r))\n"
     )
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton"),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH")]))}
     env.pop("TRITON_INTERPRET", None)
     script = tmp_path / "order.py"  # a file: @triton.jit reads the kernel's source
     script.write_text(code)

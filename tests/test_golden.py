@@ -245,6 +245,8 @@ _DEEP = b"[" * 100_000 + b"]" * 100_000
         (dict(edit_meta=lambda m: m.update(dtype="Tensor")), "unknown torch dtype|not a golden dtype"),
         (dict(edit_meta=lambda m: m.update(dtype="complex64")), "not a golden dtype"),
         (dict(raw_meta=_DEEP), "unreadable metadata"),
+        # deep enough to be no metadata of ours, shallow enough for every Python's json parser to accept
+        (dict(raw_meta=b'{"a": ' * 20 + b"1" + b"}" * 20), r"unreadable metadata \(nested too deeply\)"),
         (dict(raw_meta=b'{"a": ' * 5000 + b"1" + b"}" * 5000), "unreadable metadata"),
         (dict(raw_meta=b"[1, 2]"), "meta is not a JSON object"),
         (dict(raw_meta=b"\xff\xfe"), "unreadable metadata"),

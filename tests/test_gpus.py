@@ -92,7 +92,10 @@ def test_plan_round_trips_through_the_environment():
             Plan.decode(bad)
 
 
-def test_pin_worker_sets_the_variable_and_consumes_the_plan():
+def test_pin_worker_sets_the_variable_and_consumes_the_plan(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # on the GPU lane this process has CUDA up
     env = {"PYTEST_XDIST_WORKER": "gw1", ENV_PLAN: "CUDA_VISIBLE_DEVICES=4,6", CUDA: "4,6"}
     pin = gpus.pin_worker(env)
     assert (pin.worker, pin.var, pin.value, str(pin)) == ("gw1", CUDA, "6", "gw1: CUDA_VISIBLE_DEVICES=6")

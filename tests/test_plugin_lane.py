@@ -115,3 +115,23 @@ def test_kernel_imported_by_a_test_module_is_fine(pytester, monkeypatch):
     pytester.makepyfile(kern=EARLY_CONFTEST)
     pytester.makepyfile(LAUNCH.replace("from conftest", "from kern"))
     pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
+
+
+def test_auto_lane_follows_an_assumed_cpu_arch(monkeypatch):
+    """On a GPU box, lane auto with --harness-arch=interp/cpu is the interpreter lane (not a usage error)."""
+    import torch
+
+    from harness import plugin
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    class Config:  # the two options the lane choice reads
+        def __init__(self, arch):
+            self.options = {"harness_lane": "auto", "harness_arch": arch}
+
+        def getoption(self, name):
+            return self.options[name]
+
+    assert [plugin._choose_lane(Config(a)) for a in ("interp", "cpu", "sm80", None, "bogus")] == [
+        "interp", "interp", "gpu", "gpu", "gpu"]
