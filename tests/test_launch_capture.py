@@ -277,3 +277,39 @@ def test_expect_compile_failure_needs_a_reason():
         lc.expect_compile_failure("k", "sm90")
     with pytest.raises(TypeError, match="must be a @triton.jit kernel or its name"):
         lc.expect_compile_failure(42, reason="x")
+
+
+def _probe_launch(src: str, dst: str) -> lc.Launch:
+    from harness import cast_probe
+
+    return lc.Launch("harness.cast_probe.fp8_cast", cast_probe.__file__,
+                     (("x_ptr", f"*{src}"), ("y_ptr", "*u8"), ("n", "i32")),
+                     (("DST", getattr(tl, dst)), ("VIA_FP32", False), ("BLOCK", 1024)), (("num_warps", 4),))
+
+
+def test_a_fresh_process_confirms_only_what_really_fails():
+    """The second opinion Triton 3.6's ptxas failures get: a launch sm80 supports compiles there; the seed bug
+    (bf16 straight to e4b15) does not."""
+    assert lc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is True
+    assert lc.fresh_process_compiles(_probe_launch("bf16", "float8e4b15"), "sm80") is False
+
+
+@pytest.mark.parametrize("old_triton, kind, fresh_ok, want_ok, asks", [
+    (True, "ptxas", True, True, True),     # a 3.6 ptxas failure a clean process does not repeat: not a finding
+    (True, "ptxas", False, False, True),   # confirmed: reported
+    (True, "refused", True, False, False),  # frontend refusals are no process state
+    (False, "ptxas", True, False, False),  # Triton >= 3.7: the failure stands as it is
+])
+def test_ptxas_failures_on_triton_36_are_confirmed_in_a_fresh_process(monkeypatch, old_triton, kind, fresh_ok,
+                                                                      want_ok, asks):
+    from harness import compile_matrix as cm
+
+    asked = []
+    monkeypatch.setattr(cm, "compile_matrix", lambda fn, **kw: {kw["targets"][0]: RuntimeError("boom")})
+    monkeypatch.setattr(cm, "error_kind", lambda e: kind)
+    monkeypatch.setattr(lc, "_triton_at_least", lambda major, minor: not old_triton)
+    monkeypatch.setattr(lc, "fresh_process_compiles", lambda launch, target: asked.append(target) or fresh_ok)
+    out = lc._compile_one(_probe_launch("fp16", "float8e5"), "sm80")
+    assert out.ok is want_ok and asked == (["sm80"] if asks else [])
+    if not want_ok:
+        assert out.kind == kind
