@@ -1012,7 +1012,7 @@ class Golden:
         why = f"cross-arch ({gen} -> {arch.name})"
         try:  # a golden/<op> row of its own first; a wildcard-op row it falls back to does not count
             t = lookup(f"golden/{op}", dtype, arch, kind=kind)
-            if t.key.rsplit("/", 2)[0] == f"golden/{op}":
+            if t.op == f"golden/{op}":
                 return t, False, why
         except KeyError:
             pass

@@ -191,6 +191,9 @@ def format_mismatch(m: Mismatch) -> str:
         lines.append(
             f"Tolerance: {m.tol!r}"
         )  # the repr ends with [op/dtype/arch]: the table row that applied
+        origin = getattr(m.tol, "origin", "")
+        if origin:
+            lines.append(f"Tolerance row defined at: {origin}")
         note = getattr(m.tol, "note", "")
         if note:
             lines.append(f"Tolerance note: {note}")

@@ -29,8 +29,9 @@ from __future__ import annotations
 import glob
 import math
 import os
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,12 @@ class Tolerance:
     max_mismatch: float = 0.0
     key: str = ""
     note: str = ""
+    # The row's identity as data (set by register; empty for a rule built by hand): which (op, dtype, arch)
+    # row of the table this is, and where it was defined ("path/to/rows.toml:12", "built-in", "python").
+    op: str = field(default="", compare=False)
+    dtype: str = field(default="", compare=False)
+    arch: str = field(default="", compare=False)
+    origin: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for name in ("rtol", "atol", "ulp_floor", "max_mismatch"):
@@ -108,7 +115,6 @@ class Tolerance:
 
 _Key = tuple[str, str, str]
 _TABLE: dict[_Key, Tolerance] = {}
-_ORIGIN: dict[_Key, str] = {}
 
 
 def _norm_dtype(dtype: Any) -> str:
@@ -140,8 +146,7 @@ def register(op: str, dtype: Any, arch: str | Arch, tol: Tolerance, *, origin: s
     if a not in ("*", "cuda", "rocm", "interp", "cpu"):
         a = parse_arch(a).name  # validates and normalises sm_90 -> sm90
     key = (op, _norm_dtype(dtype), a)
-    _TABLE[key] = replace(tol, key="/".join(key))
-    _ORIGIN[key] = origin
+    _TABLE[key] = replace(tol, key="/".join(key), op=key[0], dtype=key[1], arch=key[2], origin=origin)
 
 
 def lookup(op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
@@ -183,15 +188,19 @@ _FIELDS = {"rtol", "atol", "max_ulp", "ulp_floor", "max_mismatch", "note"}
 def load_toml(path: str | os.PathLike[str]) -> int:
     """Load ``[[tolerance]]`` rows (op, dtype, arch + Tolerance fields); returns how many were added."""
     p = Path(path)
+    text = p.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"tolerance file {p}: invalid TOML: {e}") from None
     entries = data.get("tolerance", [])
     if not isinstance(entries, list):
         raise ValueError(f"tolerance file {p}: 'tolerance' must be an array of tables ([[tolerance]])")
+    # tomllib keeps no positions: the i-th row is the i-th [[tolerance]] header, so failures can cite its line
+    headers = [n for n, ln in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*tolerance\s*\]\]", ln)]
     for i, row in enumerate(entries):
-        where = f"tolerance file {p}, row {i + 1}"
+        line = headers[i] if i < len(headers) else None
+        where = f"tolerance file {p}" + (f":{line}" if line else "") + f", row {i + 1}"
         missing = {"op", "dtype", "arch"} - set(row)
         if missing:
             raise ValueError(f"{where}: missing {', '.join(sorted(missing))}")
@@ -203,7 +212,7 @@ def load_toml(path: str | os.PathLike[str]) -> int:
             tol = Tolerance(**kwargs)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
-        register(row["op"], row["dtype"], row["arch"], tol, origin=f"{p}:{i + 1}")
+        register(row["op"], row["dtype"], row["arch"], tol, origin=f"{p}:{line}" if line else f"{p}, row {i + 1}")
     return len(entries)
 
 
@@ -232,7 +241,6 @@ def rows() -> dict[_Key, Tolerance]:
 def reset() -> None:
     """Drop project rows and restore the built-in defaults."""
     _TABLE.clear()
-    _ORIGIN.clear()
     _install_defaults()
 
 

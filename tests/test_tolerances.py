@@ -200,3 +200,40 @@ def test_lookup_validates_its_arguments():
         lookup("x", "bf16", "ampere")
     with pytest.raises(TypeError, match="dtype must be a short name"):
         lookup("x", 3, "sm90")
+
+
+def test_a_row_carries_its_identity_and_origin_as_data(tmp_path):
+    """op, dtype, arch and where the row was written are fields (no parsing of the key string), and a TOML
+    row's origin is the line of its own [[tolerance]] header."""
+    f = tmp_path / "rows.toml"
+    f.write_text('# measured rows\n\n[[tolerance]]\nop = "a.op"\ndtype = "bf16"\narch = "sm90"\natol = 1.0\n\n'
+                 '[[tolerance]]\nop = "golden/a.op"\ndtype = "e4nv"\narch = "sm_80"\nmax_ulp = 2\n')
+    assert load_toml(f) == 2
+    a, g = lookup("a.op", "bf16", "sm90"), lookup("golden/a.op", "e4nv", "sm86")
+    assert (a.op, a.dtype, a.arch, a.origin) == ("a.op", "bf16", "sm90", f"{f}:3")
+    assert (g.op, g.dtype, g.arch, g.origin) == ("golden/a.op", "e4nv", "sm80", f"{f}:9")
+    d = lookup("nothing.here", "fp32", "sm90")
+    assert (d.op, d.dtype, d.arch, d.origin) == ("*", "fp32", "*", "default")
+    register("p.op", "*", "cuda", Tolerance(rtol=0.5))
+    assert lookup("p.op", "fp16", "sm90").origin == "python"
+    over = a.with_(atol=2.0)  # an override keeps the row it overrides
+    assert (over.op, over.origin, over.key) == ("a.op", f"{f}:3", "a.op/bf16/sm90+override")
+    assert Tolerance(atol=1.0) == replace_identity(a)  # identity never changes what a rule compares equal to
+
+
+def replace_identity(t: Tolerance) -> Tolerance:
+    from dataclasses import replace
+
+    return replace(t, key="", note="", op="x", dtype="y", arch="z", origin="w")
+
+
+def test_a_failure_cites_where_its_row_is_defined(tmp_path):
+    import torch
+
+    from harness import assert_close_tol
+
+    f = tmp_path / "rows.toml"
+    f.write_text('[[tolerance]]\nop = "c.op"\ndtype = "fp32"\narch = "*"\natol = 0.25\n')
+    load_toml(f)
+    with pytest.raises(AssertionError, match=rf"Tolerance row defined at: {f}:1"):
+        assert_close_tol(torch.tensor([1.0]), torch.tensor([2.0]), lookup("c.op", "fp32", "sm90"))

@@ -312,7 +312,7 @@ def require_row(
         found = f"lookup gave {tol!r}"
     except KeyError as e:
         tol, found = None, str(e.args[0] if e.args else e)
-    if tol is None or not tol.key.startswith(f"{op}/"):
+    if tol is None or tol.op != op:
         how = (
             f"add to tests/tolerances/qsa.toml:\n{paste}"
             if paste
