@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.arch import _triton_at_least  # stdlib-only module; a name here so tests can stand in for it
+
 __all__ = [
     "Launch",
     "Finding",
@@ -317,12 +319,6 @@ def _compile_one(launch: Launch, target: str) -> Outcome:
             return Outcome(True)
         return out
     return Outcome(True)
-
-
-def _triton_at_least(major: int, minor: int) -> bool:
-    from harness.arch import _triton_at_least as at_least
-
-    return at_least(major, minor)
 
 
 def fresh_process_compiles(launch: Launch, target: str) -> bool:
