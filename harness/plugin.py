@@ -40,6 +40,8 @@ _SUBPLUGINS = ("harness._golden_hooks", "harness._compile_hooks", "harness._laun
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
     "interp_only: runs only on the Triton interpreter lane",
+    "lane_independent: runs the same on every lane (no kernel on the device); the GPU lane skips it unless "
+    "--harness-lane-independent=run",
     "arch(*names): runs only on these exact arch families (sm86 counts as sm80; sm90 is not sm80)",
     "min_arch(name): runs on this arch or newer of the same kind",
     "dtype_cases(src=None, fmt=None): restrict the dtype_case fixture (e.g. src=['bf16'], fmt=['e4nv'])",
@@ -65,6 +67,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "--harness-interp-casts", dest="harness_interp_casts", choices=("gpu", "off"), default="gpu",
         help="interpreter lane: gpu (default) makes its FP8 casts those of --harness-arch (a CUDA arch; else "
              "sm90), refusing what that compiler refuses; off: the interpreter's own casts",
+    )
+    group.addoption(
+        "--harness-lane-independent", dest="harness_lane_independent", choices=("auto", "run", "skip"),
+        default="auto",
+        help="tests marked lane_independent: auto (default) runs them on the interpreter lane and skips them on "
+             "the GPU lane, whose time is for what only a GPU can show; run / skip: everywhere",
     )
     group.addoption(
         "--harness-report", dest="harness_report", metavar="PATH", default=None,
@@ -225,6 +233,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
     # the lane decides where a test can execute ...
+    if item.get_closest_marker("lane_independent"):
+        mode = item.config.getoption("harness_lane_independent")
+        if mode == "skip" or (mode == "auto" and lane == "gpu"):
+            return (f"lane-independent (covered by the interpreter lane; --harness-lane-independent=run runs it "
+                    f"on the {lane} lane)")
     if item.get_closest_marker("gpu") and lane != "gpu":
         return f"needs a GPU (running on the {lane} lane)"
     if item.get_closest_marker("interp_only") and lane != "interp":

@@ -12,10 +12,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 def test_options_in_one_group_and_markers_registered(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*low-precision kernel harness:*", "*--harness-lane*", "*--harness-arch=ARCH*",
-                                 "*--harness-report=PATH*", "*--harness-seed=N*"])
+                                 "*--harness-report=PATH*", "*--harness-seed=N*",
+                                 "*--harness-lane-independent=*"])
     result = pytester.runpytest("--markers")
     for m in ("gpu:", "interp_only:", "arch(*names):", "min_arch(name):", "dtype_cases(", "harness_op(name):",
-              "tolerance(**fields):", "unreported:"):
+              "tolerance(**fields):", "unreported:", "lane_independent:"):
         result.stdout.fnmatch_lines([f"@pytest.mark.{m}*"])
 
 

@@ -135,3 +135,40 @@ def test_auto_lane_follows_an_assumed_cpu_arch(monkeypatch):
 
     assert [plugin._choose_lane(Config(a)) for a in ("interp", "cpu", "sm80", None, "bogus")] == [
         "interp", "interp", "gpu", "gpu", "gpu"]
+
+
+INDEPENDENT = """
+import pytest
+@pytest.mark.lane_independent
+def test_same_everywhere(): pass
+def test_unmarked(): pass
+"""
+
+
+@pytest.mark.parametrize(
+    "lane, mode, ran",
+    [("interp", "auto", True), ("gpu", "auto", False), ("gpu", "run", True), ("interp", "skip", False),
+     ("gpu", "skip", False), ("interp", "run", True)],
+)
+def test_lane_independent_tests_skip_on_the_gpu_lane_unless_asked(pytester, monkeypatch, lane, mode, ran):
+    """The GPU lane's time is for what only a GPU shows: a lane_independent test is skipped there by default
+    (the interpreter lane runs it), and --harness-lane-independent=run|skip decides on any lane."""
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    if lane == "gpu":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    pytester.makepyfile(INDEPENDENT)
+    result = pytester.runpytest("-rs", f"--harness-lane={lane}", "--harness-arch=sm90",
+                                f"--harness-lane-independent={mode}")
+    result.assert_outcomes(passed=2 if ran else 1, skipped=0 if ran else 1)
+    if not ran:
+        result.stdout.fnmatch_lines([f"*lane-independent (covered by the interpreter lane; "
+                                     f"--harness-lane-independent=run runs it on the {lane} lane)*"])
+
+
+def test_lane_independent_option_rejects_other_values(pytester):
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--harness-lane-independent=maybe")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--harness-lane-independent*invalid choice*'maybe'*"])
