@@ -12,8 +12,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 def test_options_in_one_group_and_markers_registered(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*low-precision kernel harness:*", "*--harness-lane*", "*--harness-arch=ARCH*",
-                                 "*--harness-report=PATH*", "*--harness-seed=N*",
-                                 "*--harness-lane-independent=*"])
+                                 "*--harness-lane-independent=*", "*--harness-report=PATH*", "*--harness-seed=N*"])
     result = pytester.runpytest("--markers")
     for m in ("gpu:", "interp_only:", "arch(*names):", "min_arch(name):", "dtype_cases(", "harness_op(name):",
               "tolerance(**fields):", "unreported:", "lane_independent:"):
