@@ -10,7 +10,7 @@ import pytest
 import triton.backends  # noqa: F401
 import triton.compiler  # noqa: F401
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
+pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
 _IDS = """
 import pytest

@@ -24,6 +24,8 @@ from harness.golden import (
     write_golden,
 )
 
+pytestmark = pytest.mark.lane_independent  # the same on every lane: the GPU lane skips it
+
 
 @pytest.fixture(autouse=True)
 def _outside_ci(monkeypatch):

@@ -13,6 +13,8 @@ import pytest
 
 from harness.golden import FILE_STATES, MODES, OUTCOMES, Decision, decide
 
+pytestmark = pytest.mark.lane_independent  # the same on every lane: the GPU lane skips it
+
 _ = None  # an invalid combination
 
 # (mode, state) -> {same_arch: (compare, if_equal, if_differs)}

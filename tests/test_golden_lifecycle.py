@@ -23,6 +23,7 @@ import torch  # noqa: F401
 
 pytest_plugins = ["pytester"]
 pytestmark = [
+    pytest.mark.lane_independent,
     pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning"),
     pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks"),
 ]

@@ -22,6 +22,8 @@ from harness.golden import (
     write_golden,
 )
 
+pytestmark = pytest.mark.lane_independent  # the same on every lane: the GPU lane skips it
+
 META = {"name": "out", "arch": "interp", "harness_version": "test", "op": None}
 needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 pytest_plugins = ["pytester"]
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
+pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@
 import pytest
 import torch  # noqa: F401  (imported here, not first inside a pytester run: torch cannot be imported twice)
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
+pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
 CASES = """
 import pytest
