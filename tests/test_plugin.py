@@ -142,6 +142,7 @@ def _seeds(result):
     return sorted(line.split("SEED", 1)[1] for line in result.outlines if "SEED " in line)
 
 
+@pytest.mark.lane_independent
 def test_rng_is_per_node_and_identical_under_xdist(pytester):
     pytester.makepyfile(SEEDS)
     serial = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
@@ -215,6 +216,7 @@ def test_unreported():
 """
 
 
+@pytest.mark.lane_independent
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_report_table_json_and_junit(pytester, workers):
     pytester.makepyfile(REPORTING)
