@@ -9,6 +9,8 @@ import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 from harness import compile_matrix as cm
+from harness.compile_signature import prepare
+from harness.interp_shims import language_patched
 
 
 @triton.jit
@@ -236,7 +238,7 @@ def test_compiles_after_an_interpreted_device_call():
     y = torch.empty(1)
     sum_kernel[(1,)](x, y, BLOCK=16)
     assert y.item() == 120.0
-    assert not cm._language_patched()
+    assert not language_patched()
     c = cm.compile_kernel(
         sum_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 16}, target="sm90"
     )
@@ -335,7 +337,7 @@ def test_bad_type_string_is_a_value_error_listing_the_valid_ones(ty, hint):
 
 @pytest.mark.parametrize("ty", ["*fp8e4nv", "*fp8e5", "*fp8e4b15", "*kfp16", "*u8", "i64", "fp32", "i1"])
 def test_every_documented_type_string_is_accepted(ty):
-    jit, sig, _ = cm._prepare(cast_kernel, {**SIG, "x_ptr": ty}, E4NV)
+    jit, sig, _ = prepare(cast_kernel, {**SIG, "x_ptr": ty}, E4NV)
     assert sig["x_ptr"] == ty
 
 
@@ -349,7 +351,7 @@ def test_bad_constexpr_value_is_a_value_error():
     with pytest.raises(ValueError, match=r"constexprs\['BLOCK'\] = .* \(Tensor\) is not a constexpr value"):
         cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": torch.ones(1)},
                           targets=["sm90"])
-    cm._prepare(cast_kernel, SIG, {**E4NV, "FMT": tl.float8e4nv})  # a tl.dtype is fine
+    prepare(cast_kernel, SIG, {**E4NV, "FMT": tl.float8e4nv})  # a tl.dtype is fine
 
 
 def test_e5m2_compiles_below_sm89_after_an_sm90_compile(tmp_path):
