@@ -2,6 +2,7 @@
 assertion's pass and fail path (messages pinned by fragment)."""
 
 import re
+from pathlib import Path
 
 import pytest
 import triton
@@ -9,6 +10,7 @@ import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 from harness import compile_matrix as cm
+from harness import report
 from harness.compile_signature import prepare
 from harness.interp_shims import language_patched
 
@@ -173,6 +175,58 @@ def test_assert_ptx_contains_and_lacks():
         cm.assert_ptx_lacks(c, "satfinite")
     with pytest.raises(ValueError, match="has no 'amdgcn' stage"):
         cm.assert_ptx_contains(c, "x", asm="amdgcn")
+
+
+def _failing_compile_asserts():
+    c = cm.compile_kernel(cast_kernel, signature={**SIG, "x_ptr": "*fp32"}, constexprs=E4NV, target="sm89")
+    return {
+        "compiles": lambda: cm.assert_compiles(cast_kernel, signature=SIG, constexprs=E4NV, target="sm80"),
+        "refusal": lambda: cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm90",
+                                                   match=E4NV_REFUSED),
+        "contains": lambda: cm.assert_ptx_contains(c, r"cvt\.rz\.e4m3x2"),
+        "lacks": lambda: cm.assert_ptx_lacks(c, "satfinite"),
+        "not compiled": lambda: cm.assert_ptx_lacks(object(), "x"),  # TypeError from the same path
+        "no stage": lambda: cm.assert_ptx_contains(c, "x", asm="amdgcn"),
+        "both targets": lambda: cm.assert_compiles(cast_kernel, signature=SIG, target="sm80", targets=["sm90"]),
+    }
+
+
+def test_failed_compile_assertions_show_only_the_callers_frame():
+    """``__tracebackhide__`` on every harness function a failure passes through: pytest shows the test's
+    line, not the harness internals."""
+    package = Path(cm.__file__).parent
+    for name, call in _failing_compile_asserts().items():
+        with pytest.raises((AssertionError, TypeError, ValueError)) as ei:
+            call()
+        shown = [Path(e.path) for e in ei.traceback.filter(ei)]
+        assert not [p for p in shown if p.parent == package], (name, shown)
+
+
+def test_asm_mismatch_text_caps_the_lines_it_shows():
+    many = tuple(f"cvt.rn.f16.f32 %h{i}, %f{i};" for i in range(25))
+    text = report.format_asm_mismatch(report.AsmMismatch("k", "sm90", "ptx", r"cvt\.rz", "match", many, 300))
+    head, *body = text.splitlines()
+    assert head == r"k@sm90: no match for 'cvt\\.rz' in ptx (300 lines); related lines (showing 20 of 25):"
+    assert body == [f"    {ln}" for ln in many[:20]]
+    text = report.format_asm_mismatch(report.AsmMismatch("k", "sm90", "ptx", "zzz", "match", (), 3))
+    assert text.splitlines()[1:] == ["    (none)"]
+    text = report.format_asm_mismatch(report.AsmMismatch("k", "sm80", "ttgir", "cvt", "none", many, 300))
+    assert text.splitlines()[0] == "k@sm80: 25 line(s) of ttgir match 'cvt', expected none:"
+    assert len(text.splitlines()) == 21
+
+
+def test_compile_failure_text_from_a_record():
+    rec = report.CompileFailure("k", "refusal", 3, (
+        report.CompileProblem("sm80", "compiled"),
+        report.CompileProblem("sm89", "wrong type", "boom", "KeyError"),
+        report.CompileProblem("sm90", "no match", "other reason"),
+    ), match="fp8e4nv", exc_type="CompilationError")
+    assert report.format_compile_failure(rec).splitlines() == [
+        "k: expected compile error on 3 target(s), 3 did not comply:",
+        "  sm80: compiled, but a compile error matching 'fp8e4nv' was expected",
+        "  sm89: raised KeyError, expected CompilationError: boom",
+        "  sm90: error does not match 'fp8e4nv': other reason",
+    ]
 
 
 @pytest.mark.parametrize(
