@@ -105,7 +105,8 @@ def _load_kernel(spec: str) -> Any:
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     from harness import launches as lc
-    from harness.compile_matrix import DEFAULT_TARGETS, _prepare, check_targets, parse_targets
+    from harness.compile_signature import prepare
+    from harness.targets import DEFAULT_TARGETS, check_targets, parse_targets
 
     try:
         fn = _load_kernel(args.kernel)
@@ -113,7 +114,7 @@ def main(argv: Sequence[str]) -> int:
         consts = {k: _const_value(k, v) for k, v in _pairs(args.const, "--const")}
         targets = parse_targets(args.targets or DEFAULT_TARGETS)
         check_targets(targets)
-        jit, full_sig, consts = _prepare(fn, sig, consts)
+        jit, full_sig, consts = prepare(fn, sig, consts)
     except (UsageError, ValueError, TypeError) as e:
         print(f"harness compile: {e}", file=sys.stderr)
         return 2

@@ -3,10 +3,11 @@
 
 Registered by ``harness.plugin`` (or alone with ``-p harness._compile_hooks``). Nothing here imports triton
 until a test asks for ``compile_target``, except on the interpreter lane at session start, to stop the
-interpreter's leaked language patch from breaking later compiles (``fix_interpreter_leak``).
+interpreter's leaked language patch from breaking later compiles (``harness.interp_shims.fix_interpreter_leak``,
+removed again when the session ends).
 
 Which targets a test gets: the marker's targets if it has ``@pytest.mark.compile_targets(...)``, else
-:data:`harness.compile_matrix.DEFAULT_TARGETS`. ``--harness-targets=sm80,sm90`` replaces the default list and,
+:data:`harness.targets.DEFAULT_TARGETS`. ``--harness-targets=sm80,sm90`` replaces the default list and,
 for a marked test, narrows the marker's list to the targets in both (a test marked for sm90 only is never
 compiled for sm80); an empty intersection gives one skipped item saying so. Targets whose Triton backend
 is missing here are skipped with the reason.
@@ -18,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from harness.arch import interpreting
+
 _WORKER_KEY = "harness_compile_stats"
 _MARKER = (
     "compile_targets(*targets): the GPU targets (sm90, sm_80, 120, gfx942...) the compile_target fixture "
-    "is parametrized over for this test (default: harness.compile_matrix.DEFAULT_TARGETS)"
+    "is parametrized over for this test (default: harness.targets.DEFAULT_TARGETS)"
 )
 
 
@@ -48,20 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # Before any test module runs an interpreted kernel: see harness.compile_matrix.fix_interpreter_leak.
-    import os
+    # Before any test module runs an interpreted kernel; undone at the end (an outer session's fix, in a
+    # pytester run, gives a None handle: that session removes it).
+    if interpreting():
+        from harness.interp_shims import fix_interpreter_leak, unfix_interpreter_leak
 
-    if os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on"):
-        from harness.compile_matrix import fix_interpreter_leak
-
-        fix_interpreter_leak()
+        handle = fix_interpreter_leak()
+        session.config.add_cleanup(lambda: unfix_interpreter_leak(handle))
 
 
 def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
     raw = config.getoption("harness_targets", default=None)
     if raw is None:
         return None
-    from harness.compile_matrix import check_targets, parse_targets
+    from harness.targets import check_targets, parse_targets
 
     try:
         targets = parse_targets(raw)
@@ -74,7 +77,7 @@ def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "compile_target" not in metafunc.fixturenames:
         return
-    from harness.compile_matrix import DEFAULT_TARGETS, check_targets, parse_targets, target_available
+    from harness.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available
 
     node = metafunc.definition
     marker = node.get_closest_marker("compile_targets")
@@ -111,7 +114,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def compile_target(request: pytest.FixtureRequest) -> Any:
-    """This item's :class:`harness.compile_matrix.Target` (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
+    """This item's :class:`harness.targets.Target` (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
     return request.param
 
 
@@ -121,7 +124,7 @@ def compile_target(request: pytest.FixtureRequest) -> Any:
 def _local_stats() -> dict[str, float] | None:
     import sys
 
-    mod = sys.modules.get("harness.compile_matrix")  # only if something compiled: never import triton here
+    mod = sys.modules.get("harness.compile_cache")  # only if something compiled: never import triton here
     if mod is None:
         return None
     s = mod.stats()

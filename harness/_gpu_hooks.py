@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness import gpus
-from harness.arch import _interpreting
+from harness.arch import interpreting
 
 _WORKER_KEY = "harness_gpu"
 _pin_key = pytest.StashKey["gpus.Pin | None"]()
@@ -45,7 +45,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     lane = config.getoption("harness_lane")
-    return gpus.auto_workers(_plan(lane == "interp" or (lane == "auto" and _interpreting())))
+    return gpus.auto_workers(_plan(lane == "interp" or (lane == "auto" and interpreting())))
 
 
 @pytest.hookimpl(tryfirst=True)

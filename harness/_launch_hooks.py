@@ -3,7 +3,7 @@
 
 On the interpreter lane, every kernel launch a test makes is recorded; after the test body, each launch not seen
 before in this process is compiled for the compile-matrix targets (``--harness-targets``, default
-:data:`harness.compile_matrix.DEFAULT_TARGETS`) together with its widened dtype variants. A finding fails
+:data:`harness.targets.DEFAULT_TARGETS`) together with its widened dtype variants. A finding fails
 *that* test, naming kernel, target, signature, the compiler's own error line and the launching test.
 Refusals the arch model predicts (e4nv below sm89) and those declared with
 :func:`harness.launches.expect_compile_failure` count as expected, never as failures. The terminal summary
@@ -19,6 +19,8 @@ import time
 from typing import Any
 
 import pytest
+
+from harness.arch import interpreting
 
 _WORKER_KEY = "harness_launch_report"
 _INI = "harness_compile_launches"
@@ -188,9 +190,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shield.__exit__(None, None, None))
     if not _enabled(config):
         return
-    if os.environ.get("TRITON_INTERPRET", "0").strip().lower() not in ("1", "true", "yes", "on"):
+    if not interpreting():
         return  # a GPU lane runs the real compiler on every launch already
-    from harness.compile_matrix import DEFAULT_TARGETS, check_targets, parse_targets
+    from harness.targets import DEFAULT_TARGETS, check_targets, parse_targets
 
     raw = config.getoption("harness_targets", default=None)
     try:

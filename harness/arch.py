@@ -18,6 +18,7 @@ __all__ = [
     "current_arch",
     "set_current_arch",
     "supports_format",
+    "interpreting",
     "ENV_ARCH",
 ]
 
@@ -126,13 +127,23 @@ def parse_arch(spec: str | Arch) -> Arch:
     )
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+#: The values of ``TRITON_INTERPRET`` that Triton reads as true (its ``getenv_bool``: case-insensitive, not
+#: stripped; measured on Triton 3.6 and 3.9). Anything else, ``false`` and `` 1`` included, means the GPU.
+_TRUTHY = frozenset({"1", "true", "yes", "on", "y"})
+
+
+def interpreting() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks for the Triton interpreter now, by Triton's own rule.
+
+    Read at every call, never cached: the plugin sets the variable at configure time and a nested session
+    restores it. Why Triton's rule and not a looser one: ``TRITON_INTERPRET=false`` makes ``@triton.jit``
+    a GPU kernel, so any decision taken here for "the interpreter" would then run on the GPU."""
+    return os.environ.get("TRITON_INTERPRET", "").lower() in _TRUTHY
 
 
 def detect_arch() -> Arch:
     """What this process actually runs on. The interpreter wins over a present GPU: it is what executes."""
-    if _interpreting():
+    if interpreting():
         return Arch("interp", "interp")
     try:
         import torch

@@ -165,9 +165,9 @@ def _source_hash(path: str) -> str:
 
 def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Launch:
     """The :class:`Launch` for ``fn[grid](*args, **kwargs)``; ``ValueError`` for an argument it cannot type."""
-    from harness.compile_matrix import _as_jit
+    from harness.interp_shims import as_jit
 
-    jit = _as_jit(fn)
+    jit = as_jit(fn)
     pyfn = jit.fn
     opts = tuple(sorted((k, int(kwargs[k])) for k in _LAUNCH_OPTIONS if kwargs.get(k) is not None))
     call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_OPTIONS}
@@ -361,7 +361,7 @@ def compile_cached(launch: Launch, target: str, directory: Path | None = None) -
         out = _compile_one(launch, target)
         if out.kind == "ptxas":
             # Not kept: on Triton 3.6 a ptxas failure can come from the process's state (the e5m2 lowering is
-            # latched by the first compile, compile_matrix._latch_fp8_lowering_low), so a cached one could
+            # latched by the first compile, compile_cache._latch_fp8_lowering_low), so a cached one could
             # report a false finding in every later session. Findings are rare; compiling them again is cheap.
             return out
         tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -408,7 +408,7 @@ def expect_compile_failure(kernel: Any, *targets: str, match: str = "", reason: 
     name = kernel if isinstance(kernel, str) else getattr(getattr(kernel, "fn", kernel), "__qualname__", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"expect_compile_failure: kernel must be a @triton.jit kernel or its name, got {kernel!r}")
-    from harness.compile_matrix import parse_targets
+    from harness.targets import parse_targets
 
     names = tuple(t.name for t in parse_targets(targets)) if targets else ()
     _EXPECTED.append((name, names, re.compile(match), reason))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness import summary
-from harness.arch import ENV_ARCH, Arch, _interpreting, current_arch, detect_arch, parse_arch, set_current_arch
+from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, interpreting, parse_arch, set_current_arch
 
 arch_key = pytest.StashKey[Arch]()
 lane_key = pytest.StashKey[str]()
@@ -102,7 +102,7 @@ def _assumed_kind(config: pytest.Config) -> str | None:
 
 def _choose_lane(config: pytest.Config) -> str:
     lane = config.getoption("harness_lane")
-    interp_env = _interpreting()
+    interp_env = interpreting()
     if lane == "auto":
         # an assumed interp/cpu arch can only be judged where kernels are interpreted, GPU present or not
         if interp_env or _assumed_kind(config) in ("interp", "cpu"):

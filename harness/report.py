@@ -203,3 +203,89 @@ def format_mismatch(m: Mismatch) -> str:
     if isinstance(m.msg, str) and m.msg:
         return f"{m.msg}\n{text}"
     return text
+
+
+# --- compile assertions (harness.compile_matrix) ----------------------------------------------------------
+# The records that compile_matrix's assert_* build, and their texts. Kept as a section of its own: it shares
+# nothing with the tensor comparisons above but the rule that every failure text is written here.
+
+__all__ += ["CompileProblem", "CompileFailure", "AsmMismatch", "format_compile_failure", "format_asm_mismatch",
+            "MAX_ASM_LINES"]
+
+#: Cap on the assembly lines a failed ``assert_ptx_contains`` / ``assert_ptx_lacks`` shows.
+MAX_ASM_LINES = 20
+
+
+@dataclass(frozen=True)
+class CompileProblem:
+    """One target that did not do what a compile assertion expected.
+
+    ``outcome``: ``"failed"`` (expected to compile), ``"compiled"`` (expected a refusal), ``"wrong type"``
+    (refused with another exception type, named in ``raised``) or ``"no match"`` (refused, but the error
+    does not match). ``line`` is the compiler's reason in one line (``compile_errors.error_summary``)."""
+
+    target: str
+    outcome: str
+    line: str = ""
+    raised: str = ""
+
+
+@dataclass(frozen=True)
+class CompileFailure:
+    """A failed ``assert_compiles`` (``expected="compiles"``) or ``assert_compile_error``
+    (``expected="refusal"``, with the regex ``match`` and the exception type name it wanted)."""
+
+    kernel: str
+    expected: str
+    n_targets: int
+    problems: tuple[CompileProblem, ...]
+    match: str = ""
+    exc_type: str = ""
+
+
+def _problem_line(f: CompileFailure, p: CompileProblem) -> str:
+    if p.outcome == "failed":
+        return f"  {p.target}: {p.line}"
+    if p.outcome == "compiled":
+        return f"  {p.target}: compiled, but a compile error matching {f.match!r} was expected"
+    if p.outcome == "wrong type":
+        return f"  {p.target}: raised {p.raised}, expected {f.exc_type}: {p.line}"
+    return f"  {p.target}: error does not match {f.match!r}: {p.line}"
+
+
+def format_compile_failure(f: CompileFailure) -> str:
+    """A header counting the targets that did not comply, then one line per target with the compiler's
+    reason."""
+    if f.expected == "compiles":
+        head = f"{f.kernel} failed to compile for {len(f.problems)} / {f.n_targets} target(s):"
+    else:
+        head = (f"{f.kernel}: expected compile error on {f.n_targets} target(s), {len(f.problems)} did not "
+                f"comply:")
+    return "\n".join([head] + [_problem_line(f, p) for p in f.problems])
+
+
+@dataclass(frozen=True)
+class AsmMismatch:
+    """A failed ``assert_ptx_contains`` (``wanted="match"``: ``lines`` are the related lines, those sharing
+    the pattern's leading opcode word) or ``assert_ptx_lacks`` (``wanted="none"``: ``lines`` match)."""
+
+    kernel: str
+    target: str
+    stage: str
+    pattern: str
+    wanted: str
+    lines: tuple[str, ...]
+    total_lines: int
+
+
+def format_asm_mismatch(m: AsmMismatch) -> str:
+    """Which kernel, target and stage; what was wanted; at most :data:`MAX_ASM_LINES` assembly lines."""
+    shown = m.lines[:MAX_ASM_LINES]
+    if m.wanted == "match":
+        more = f" (showing {MAX_ASM_LINES} of {len(m.lines)})" if len(m.lines) > MAX_ASM_LINES else ""
+        body = "\n".join(f"    {ln}" for ln in shown) or "    (none)"
+        return (f"{m.kernel}@{m.target}: no match for {m.pattern!r} in {m.stage} ({m.total_lines} lines); "
+                f"related lines{more}:\n{body}")
+    body = "\n".join(f"    {ln}" for ln in shown)
+    return (f"{m.kernel}@{m.target}: {len(m.lines)} line(s) of {m.stage} match {m.pattern!r}, expected "
+            f"none:\n{body}")

@@ -2,6 +2,7 @@
 assertion's pass and fail path (messages pinned by fragment)."""
 
 import re
+from pathlib import Path
 
 import pytest
 import triton
@@ -9,6 +10,9 @@ import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 from harness import compile_matrix as cm
+from harness import report
+from harness.compile_signature import prepare
+from harness.interp_shims import language_patched
 
 pytestmark = pytest.mark.lane_independent  # the same on every lane: the GPU lane skips it
 
@@ -175,6 +179,58 @@ def test_assert_ptx_contains_and_lacks():
         cm.assert_ptx_contains(c, "x", asm="amdgcn")
 
 
+def _failing_compile_asserts():
+    c = cm.compile_kernel(cast_kernel, signature={**SIG, "x_ptr": "*fp32"}, constexprs=E4NV, target="sm89")
+    return {
+        "compiles": lambda: cm.assert_compiles(cast_kernel, signature=SIG, constexprs=E4NV, target="sm80"),
+        "refusal": lambda: cm.assert_compile_error(cast_kernel, signature=SIG, constexprs=E4NV, target="sm90",
+                                                   match=E4NV_REFUSED),
+        "contains": lambda: cm.assert_ptx_contains(c, r"cvt\.rz\.e4m3x2"),
+        "lacks": lambda: cm.assert_ptx_lacks(c, "satfinite"),
+        "not compiled": lambda: cm.assert_ptx_lacks(object(), "x"),  # TypeError from the same path
+        "no stage": lambda: cm.assert_ptx_contains(c, "x", asm="amdgcn"),
+        "both targets": lambda: cm.assert_compiles(cast_kernel, signature=SIG, target="sm80", targets=["sm90"]),
+    }
+
+
+def test_failed_compile_assertions_show_only_the_callers_frame():
+    """``__tracebackhide__`` on every harness function a failure passes through: pytest shows the test's
+    line, not the harness internals."""
+    package = Path(cm.__file__).parent
+    for name, call in _failing_compile_asserts().items():
+        with pytest.raises((AssertionError, TypeError, ValueError)) as ei:
+            call()
+        shown = [Path(e.path) for e in ei.traceback.filter(ei)]
+        assert not [p for p in shown if p.parent == package], (name, shown)
+
+
+def test_asm_mismatch_text_caps_the_lines_it_shows():
+    many = tuple(f"cvt.rn.f16.f32 %h{i}, %f{i};" for i in range(25))
+    text = report.format_asm_mismatch(report.AsmMismatch("k", "sm90", "ptx", r"cvt\.rz", "match", many, 300))
+    head, *body = text.splitlines()
+    assert head == r"k@sm90: no match for 'cvt\\.rz' in ptx (300 lines); related lines (showing 20 of 25):"
+    assert body == [f"    {ln}" for ln in many[:20]]
+    text = report.format_asm_mismatch(report.AsmMismatch("k", "sm90", "ptx", "zzz", "match", (), 3))
+    assert text.splitlines()[1:] == ["    (none)"]
+    text = report.format_asm_mismatch(report.AsmMismatch("k", "sm80", "ttgir", "cvt", "none", many, 300))
+    assert text.splitlines()[0] == "k@sm80: 25 line(s) of ttgir match 'cvt', expected none:"
+    assert len(text.splitlines()) == 21
+
+
+def test_compile_failure_text_from_a_record():
+    rec = report.CompileFailure("k", "refusal", 3, (
+        report.CompileProblem("sm80", "compiled"),
+        report.CompileProblem("sm89", "wrong type", "boom", "KeyError"),
+        report.CompileProblem("sm90", "no match", "other reason"),
+    ), match="fp8e4nv", exc_type="CompilationError")
+    assert report.format_compile_failure(rec).splitlines() == [
+        "k: expected compile error on 3 target(s), 3 did not comply:",
+        "  sm80: compiled, but a compile error matching 'fp8e4nv' was expected",
+        "  sm89: raised KeyError, expected CompilationError: boom",
+        "  sm90: error does not match 'fp8e4nv': other reason",
+    ]
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
@@ -238,7 +294,7 @@ def test_compiles_after_an_interpreted_device_call():
     y = torch.empty(1)
     sum_kernel[(1,)](x, y, BLOCK=16)
     assert y.item() == 120.0
-    assert not cm._language_patched()
+    assert not language_patched()
     c = cm.compile_kernel(
         sum_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 16}, target="sm90"
     )
@@ -337,7 +393,7 @@ def test_bad_type_string_is_a_value_error_listing_the_valid_ones(ty, hint):
 
 @pytest.mark.parametrize("ty", ["*fp8e4nv", "*fp8e5", "*fp8e4b15", "*kfp16", "*u8", "i64", "fp32", "i1"])
 def test_every_documented_type_string_is_accepted(ty):
-    jit, sig, _ = cm._prepare(cast_kernel, {**SIG, "x_ptr": ty}, E4NV)
+    jit, sig, _ = prepare(cast_kernel, {**SIG, "x_ptr": ty}, E4NV)
     assert sig["x_ptr"] == ty
 
 
@@ -351,7 +407,7 @@ def test_bad_constexpr_value_is_a_value_error():
     with pytest.raises(ValueError, match=r"constexprs\['BLOCK'\] = .* \(Tensor\) is not a constexpr value"):
         cm.compile_matrix(cast_kernel, signature=SIG, constexprs={**E4NV, "BLOCK": torch.ones(1)},
                           targets=["sm90"])
-    cm._prepare(cast_kernel, SIG, {**E4NV, "FMT": tl.float8e4nv})  # a tl.dtype is fine
+    prepare(cast_kernel, SIG, {**E4NV, "FMT": tl.float8e4nv})  # a tl.dtype is fine
 
 
 def test_e5m2_compiles_below_sm89_after_an_sm90_compile(tmp_path):

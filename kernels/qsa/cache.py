@@ -21,12 +21,11 @@ its fp32 -> e4nv and fp32 -> bf16 conversions are wrong (no carry across binades
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
+from kernels._interpreter import runs_on_interpreter
 from kernels.qsa import _checks
 from kernels.qsa.config import FP8_MAX, IndexerConfig
 from kernels.qsa.reference import pool_keys, rms_norm_cast
@@ -97,10 +96,6 @@ class IndexerKVCache:
         if q.shape[1] < 1:
             raise ValueError(f"{name} needs at least one head, got {tuple(q.shape)}")
         return q
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 @triton.jit
@@ -297,7 +292,7 @@ def store_compressed_keys(
         PAGE=cache.page_size,
         IS_FP8=cache.dtype == torch.float8_e4m3fn,
         FP8_LIM=FP8_MAX,
-        EMULATE_ROUND=_interpreting(),
+        EMULATE_ROUND=runs_on_interpreter(_compress_store_kernel),
     )
 
 
@@ -338,6 +333,6 @@ def normalize_query(
         BLOCK_D=triton.next_power_of_2(d),
         IS_FP8=dtype == torch.float8_e4m3fn,
         FP8_LIM=FP8_MAX,
-        EMULATE_ROUND=_interpreting(),
+        EMULATE_ROUND=runs_on_interpreter(_norm_cast_kernel),
     )
     return out

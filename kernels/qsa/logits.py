@@ -11,13 +11,13 @@ through load masks; a zero head contributes ``relu(0) = 0``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
+from kernels._interpreter import runs_on_interpreter
 from kernels.qsa import _checks
 from kernels.qsa.cache import IndexerKVCache
 
@@ -169,8 +169,8 @@ def _decode_logits_kernel(
         tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
 
-def _interpreter_upcast(dtype: torch.dtype) -> bool:
-    """Whether to upcast the dot operands to fp32: only for bf16 under the Triton interpreter.
+def _interpreter_upcast(kernel: object, dtype: torch.dtype) -> bool:
+    """Whether to upcast the dot operands to fp32: only for bf16 when ``kernel`` runs on the interpreter.
 
     The interpreter (triton 3.9) stores bf16 as uint16 and its ``tl.dot`` multiplies those raw bit
     patterns (no bf16 → fp32 conversion), so a bf16 dot is garbage there. Its fp8 dot converts to fp16
@@ -178,7 +178,7 @@ def _interpreter_upcast(dtype: torch.dtype) -> bool:
     nothing is upcast. fp32 math on bf16-exact inputs equals the bf16 MMA with fp32 accumulation up to
     summation order.
     """
-    return dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return dtype == torch.bfloat16 and runs_on_interpreter(kernel)
 
 
 def _check_rows(
@@ -222,7 +222,7 @@ def _out(out: object, rows: int, n_cols: int, device: torch.device) -> torch.Ten
     return _checks.writable("out", out)
 
 
-def _launch_args(cache: IndexerKVCache, q: torch.Tensor, tile: object) -> tuple[LogitsTile, dict]:
+def _launch_args(kernel: object, cache: IndexerKVCache, q: torch.Tensor, tile: object) -> tuple[LogitsTile, dict]:
     tile = TILES[cache.dtype] if tile is None else tile
     if not isinstance(tile, LogitsTile):
         raise TypeError(f"tile must be a LogitsTile or None, got {type(tile).__name__}")
@@ -233,7 +233,7 @@ def _launch_args(cache: IndexerKVCache, q: torch.Tensor, tile: object) -> tuple[
         D_PAD=max(min_dim, triton.next_power_of_2(d)),
         PAGE=cache.page_size,
         BLOCK_N=tile.block_n,
-        UPCAST=_interpreter_upcast(cache.dtype),
+        UPCAST=_interpreter_upcast(kernel, cache.dtype),
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,
     )
@@ -268,7 +268,7 @@ def paged_logits(
             "be dropped"
         )
     out = _out(out, rows, n_cols, cache.device)
-    tile, launch = _launch_args(cache, q, tile)
+    tile, launch = _launch_args(_paged_logits_kernel, cache, q, tile)
     if rows == 0 or n_cols == 0:
         return out
     if q.stride(2) != 1:
@@ -315,7 +315,7 @@ def decode_logits(
     """
     rows = q.shape[0]
     out = _out(out, rows, n_cols, cache.device)
-    tile, launch = _launch_args(cache, q, tile)
+    tile, launch = _launch_args(_decode_logits_kernel, cache, q, tile)
     if rows == 0 or n_cols == 0:
         return out
     if q.stride(2) != 1:

@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._interpreter import runs_on_interpreter
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -147,14 +148,6 @@ def _store_k8v4_kernel(
         tl.store(tp, tail, mask=ok[:, None] & (t < 4 + PAD)[None, :])
 
 
-def _interpreting(kernel: Any) -> bool:
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(kernel, InterpretedFunction)
-
-
 def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> str:
     """The key format for ``device``: ``"auto"`` is e4nv on sm89+ and e4b15 below; the interpreter (CPU
     tensors under ``TRITON_INTERPRET=1``) gets e4nv. A forced e4nv below sm89 is refused here, not by the
@@ -177,7 +170,7 @@ def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> 
             )
         return fmt
     if dev.type == "cpu":
-        if not _interpreting(_store_k8v4_kernel):
+        if not runs_on_interpreter(_store_k8v4_kernel):
             raise ValueError(
                 "CPU tensors need the Triton interpreter: set TRITON_INTERPRET=1 before "
                 "importing kernels.turboquant"

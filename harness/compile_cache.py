@@ -1,0 +1,183 @@
+"""Compiling one (kernel, signature, constexprs, target) through a per-process cache: the single place that
+calls ``triton.compile``, the counters the session summary prints, and :class:`Compiled`, what a successful
+compile gives.
+
+Why a cache: the same kernel is compiled for the same target by several tests (and by launch capture), and
+compiling is the slow part of the CPU lane. Compile errors are cached results, not crashes. (Launch capture
+keeps its own disk cache across processes on top of this one: :mod:`harness.launches`.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.compile_errors import error_kind
+from harness.interp_shims import jit_class, language_patched
+from harness.targets import Target, parse_target, target_supported
+
+__all__ = ["Compiled", "compile_cached", "stats", "clear_cache"]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One successful compile: the assembly stages by name (``ptx``, ``cubin``, ``amdgcn``...)."""
+
+    target: str
+    name: str
+    asm: Mapping[str, Any] = field(repr=False)
+    seconds: float = 0.0
+    kernel: Any = field(repr=False, compare=False, default=None)
+
+    @property
+    def isa_key(self) -> str:
+        """The readable assembly stage for this target: ``ptx`` (CUDA) or ``amdgcn`` (ROCm)."""
+        return "ptx" if "ptx" in self.asm else "amdgcn"
+
+    @property
+    def ptx(self) -> str:
+        """The PTX text (or AMDGCN on ROCm)."""
+        return str(self.asm[self.isa_key])
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, value-based cache key for a constexpr value."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return (type(value).__name__, value)
+    return (type(value).__name__, repr(value))
+
+
+@dataclass
+class _Stats:
+    compiles: int = 0
+    failures: int = 0
+    ptxas: int = 0
+    hits: int = 0
+    seconds: float = 0.0
+    slowest: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "compiles": self.compiles,
+            "failures": self.failures,
+            "ptxas": self.ptxas,
+            "hits": self.hits,
+            "seconds": round(self.seconds, 4),
+            "slowest": round(self.slowest, 4),
+        }
+
+
+_STATS = _Stats()
+_CACHE: dict[tuple[Any, ...], Compiled | BaseException] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def stats() -> dict[str, float]:
+    """Compiles done in this process (not cache hits), failures among them, cache hits, total and slowest
+    seconds — what the compile-matrix summary line reports."""
+    return _STATS.as_dict()
+
+
+def clear_cache() -> None:
+    """Forget cached results (and the counters), e.g. to time a cold compile."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _STATS.__init__()  # type: ignore[misc]
+
+
+def compile_cached(
+    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target, options: Mapping[str, Any] | None = None
+) -> Compiled | BaseException:
+    """The :class:`Compiled` result, or the exception the compiler raised, for arguments already checked by
+    :func:`harness.compile_signature.prepare` and a target by :func:`harness.targets.check_targets`."""
+    opts = dict(options or {})
+    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target,
+           tuple(sorted(opts.items())))
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _STATS.hits += 1
+            return hit
+    import triton
+    from triton.compiler import ASTSource
+
+    _latch_fp8_lowering_low(target)
+    if language_patched():
+        raise RuntimeError(
+            "triton.language is still patched by the Triton interpreter (an interpreted device-function call "
+            "ran without the leak fix); call harness.interp_shims.fix_interpreter_leak() before running "
+            "interpreted kernels (the harness pytest plugin does it on the interpreter lane)"
+        )
+    t0 = time.perf_counter()
+    try:
+        # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
+        with contextlib.redirect_stdout(io.StringIO()):
+            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target(), options=opts or None)
+        result: Compiled | BaseException = Compiled(
+            target=target.name,
+            name=jit.__name__,
+            asm=dict(ck.asm),
+            seconds=time.perf_counter() - t0,
+            kernel=ck,
+        )
+    except Exception as e:  # compile errors are results here, not crashes
+        result = e
+    dt = time.perf_counter() - t0
+    with _CACHE_LOCK:
+        _STATS.compiles += 1
+        _STATS.failures += isinstance(result, BaseException) and error_kind(result) != "ptxas"
+        _STATS.ptxas += isinstance(result, BaseException) and error_kind(result) == "ptxas"
+        _STATS.seconds += dt
+        _STATS.slowest = max(_STATS.slowest, dt)
+        _CACHE[key] = result
+    return result
+
+
+_LATCHED = False
+
+
+def _latch_fp8_lowering_low(first: Target) -> None:
+    """Triton 3.6 (measured; fixed by 3.9): the fp16/fp32 → e5m2 lowering is chosen by the capability of the
+    *first* e5m2 compile in the process and kept for every later target, so after any sm89+ compile an sm80
+    compile emits ``cvt ... e5m2x2`` and ptxas refuses it ("requires .target sm_89"), a false failure. The
+    lowest choice (the software path) is valid on every target, so compile one e5m2 cast for sm75 first."""
+    global _LATCHED
+    if _LATCHED or first.backend != "cuda":
+        return
+    _LATCHED = True
+    from harness.arch import _triton_at_least
+
+    if _triton_at_least(3, 7):
+        return
+    import triton
+    from triton.compiler import ASTSource
+
+    low = parse_target("sm75")
+    if not target_supported(low)[0]:  # pragma: no cover
+        return
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
+                           target=low.gpu_target())
+    except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
+        pass
+
+
+@functools.cache
+def _e5m2_latch_kernel() -> Any:
+    import triton.language as tl
+
+    def latch_e5m2(x, y):
+        o = tl.arange(0, 32)
+        tl.store(y + o, tl.load(x + o).to(tl.float8e5).to(tl.uint8, bitcast=True))
+
+    return jit_class()(latch_e5m2)
+

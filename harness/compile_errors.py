@@ -1,0 +1,91 @@
+"""A compile error as text: the whole chain (:func:`describe_error`), its kind (:func:`error_kind`: a
+refusal by the frontend or a ptxas failure) and the compiler's own reason in one line (:func:`error_line`).
+
+Why: Triton's ``CompilationError`` for a failed ``assert`` inside a lowering helper carries only the source
+location, and a ptxas failure carries the whole PTX; the asserts, launch capture and the compile CLI all
+need the one line a human reads, extracted the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+
+__all__ = ["describe_error", "error_kind", "error_line", "error_summary"]
+
+
+def describe_error(exc: BaseException) -> str:
+    """The compiler error as one searchable text: type and message, then each chained cause.
+
+    Triton's ``CompilationError`` for a failed ``assert`` inside a lowering helper carries only the source
+    location; the reason is the failing ``assert`` line of the cause, so that line is included
+    (e.g. ``bf16 → e4b15``: ``assert arg.type.scalar.is_fp16() or arg.type.scalar.is_fp32()``).
+    """
+    parts = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        msg = str(e).strip()
+        head = type(e).__name__ + (f": {msg}" if msg else "")
+        if not msg and e.__traceback__ is not None:
+            frames = traceback.extract_tb(e.__traceback__)
+            if frames:
+                f = frames[-1]
+                head += f" (at {f.filename.rsplit('/', 1)[-1]}:{f.lineno}: {(f.line or '').strip()})"
+        parts.append(head)
+        e = e.__cause__ or e.__context__
+    return "\ncaused by ".join(parts)
+
+
+def error_kind(exc: BaseException) -> str:
+    """``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
+    frontend), ``"refused"`` for every other compile error."""
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if type(e).__name__ == "PTXASError" or "`ptxas` stderr" in str(e):
+            return "ptxas"
+        e = e.__cause__ or e.__context__
+    return "refused"
+
+
+_PTXAS_ERR = re.compile(r"^ptxas\s+(?:\S+?\.ptx)?,?\s*(line \d+);?\s*error\s*:\s*(.*)$", re.M)
+
+
+def error_line(exc: BaseException) -> str:
+    """The compiler's own reason in one line: ptxas's first ``error`` line (temp file name dropped), the
+    frontend's "... not supported ..." message, or the failing assert of a lowering helper."""
+    if error_kind(exc) == "ptxas":
+        text = describe_error(exc)
+        m = _PTXAS_ERR.search(text)
+        if m:
+            more = len(_PTXAS_ERR.findall(text)) - 1
+            return f"ptxas {m.group(1)}: {m.group(2).strip()}" + (f" (+{more} more)" if more > 0 else "")
+        fatal = [ln for ln in text.splitlines() if ln.startswith("ptxas")]
+        if fatal:
+            return fatal[0].strip()
+    lines = describe_error(exc).splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.strip() == "^"), None)
+    if at is not None and at > 0:  # a CompilationError: name the kernel line the caret points at
+        where = lines[0].split(":", 1)[-1].strip().rstrip(":")
+        why = [ln.removeprefix("caused by ").strip() for ln in lines[at + 1:] if ln.strip()]
+        head = next((ln for ln in lines[:at] if "not supported" in ln or "Error" in ln and ln is not lines[0]), "")
+        reason = " | ".join(x for x in [head.strip(), *why[-1:]] if x)
+        return f"{where} `{lines[at - 1].strip()}`" + (f": {reason}" if reason else "")
+    return error_summary(exc)
+
+
+def error_summary(exc: BaseException) -> str:
+    """At most two key lines of :func:`describe_error` (300 characters), or the ptxas line: what a failed
+    compile assertion prints per target."""
+    if error_kind(exc) == "ptxas":
+        m = _PTXAS_ERR.search(describe_error(exc))
+        if m:
+            return error_line(exc)
+    text = describe_error(exc)
+    lines = [ln for ln in text.splitlines() if ln.strip() and ln.strip() != "^"]
+    key = [ln for ln in lines if "not supported" in ln or ln.startswith("caused by") or "Error" in ln]
+    return " | ".join((key or lines)[-2:])[:300]
+

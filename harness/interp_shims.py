@@ -1,0 +1,232 @@
+"""Triton-interpreter compatibility shims: what lets a kernel decorated under ``TRITON_INTERPRET=1`` be compiled
+for a GPU target in the same process.
+
+Two problems of Triton 3.6–3.9's interpreter, one shim each:
+
+- an interpreted kernel is an ``InterpretedFunction``, which ``triton.compile`` does not take: :func:`as_jit`
+  rebuilds it (and the ``@triton.jit`` helpers it calls through module globals) as a ``JITFunction``. This
+  builds new objects and patches nothing;
+- an interpreted device-function call leaves ``triton.language`` patched, which breaks every later compile:
+  :func:`fix_interpreter_leak` wraps ``InterpretedFunction.__call__`` so the patch is undone on return. That
+  *is* a patch of Triton, so it is never applied on import: the pytest plugin applies it at session start on
+  the interpreter lane and removes it at the end (:func:`unfix_interpreter_leak`); a script that interprets
+  kernels and then compiles them calls the pair itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import types
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["as_jit", "fix_interpreter_leak", "unfix_interpreter_leak", "language_patched", "jit_class",
+           "interpreted_class"]
+
+
+def jit_class() -> Any:
+    """Triton's ``JITFunction`` (imported on use: nothing here imports triton at import time)."""
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction
+
+
+def interpreted_class() -> Any:
+    """Triton's ``InterpretedFunction``, or ``()`` (matches nothing in ``isinstance``) if a Triton lacks it."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - every supported triton has it
+        return ()
+    return InterpretedFunction
+
+
+# --- the interpreter's leaked language patch -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeakFix:
+    """What :func:`fix_interpreter_leak` replaced, for :func:`unfix_interpreter_leak`."""
+
+    cls: Any
+    original: Any
+    wrapper: Any
+
+
+_LEAK_FIX_LOCK = threading.Lock()
+
+
+def fix_interpreter_leak() -> LeakFix | None:
+    """Make interpreted device-function calls undo their patch of ``triton.language``.
+
+    Triton 3.6–3.9: ``InterpretedFunction.__call__`` (the interpreter calling a ``@jit`` helper, e.g.
+    ``tl.sum`` or ``tl.zeros_like``) patches ``tl`` builtins for the interpreter and never restores them, so
+    every later ``triton.compile`` in the process fails ("'value' object has no attribute 'dtype'"). The
+    wrapper restores that call's own patch on return (inside a running grid that is the grid's patch, so
+    interpretation is unchanged).
+
+    Returns the handle that :func:`unfix_interpreter_leak` takes, or ``None`` when there is nothing to undo:
+    the fix is already in place (an outer session's), or this Triton's device call looks different (it is
+    then left alone)."""
+    with _LEAK_FIX_LOCK:
+        try:
+            from triton.runtime import interpreter as itp
+        except ImportError:  # pragma: no cover
+            return None
+        cls = itp.InterpretedFunction
+        orig = cls.__call__
+        patch = getattr(itp, "_patch_lang", None)
+        if getattr(orig, "_harness_restores", False) or patch is None:
+            return None
+        try:
+            body = inspect.getsource(orig)
+        except (OSError, TypeError):  # pragma: no cover
+            return None
+        if "_patch_lang(self.fn)" not in body or "self.rewrite()" not in body:
+            return None  # a Triton whose device call looks different: leave it alone
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            scope = patch(self.fn)
+            try:
+                return self.rewrite()(*args, **kwargs)
+            except Exception as e:
+                raise itp.InterpreterError(repr(e)) from e
+            finally:
+                restore = getattr(scope, "restore", None)
+                if restore is not None:
+                    restore()
+
+        __call__._harness_restores = True  # type: ignore[attr-defined]
+        cls.__call__ = __call__
+        return LeakFix(cls, orig, __call__)
+
+
+def unfix_interpreter_leak(handle: LeakFix | None) -> None:
+    """Put back what :func:`fix_interpreter_leak` replaced (a ``None`` handle is a no-op). Leaves a
+    ``__call__`` that someone else installed since alone: it is no longer ours to remove."""
+    if handle is None:
+        return
+    with _LEAK_FIX_LOCK:
+        if handle.cls.__dict__.get("__call__") is handle.wrapper:
+            handle.cls.__call__ = handle.original
+
+
+def language_patched() -> bool:
+    """Whether ``triton.language`` still holds the interpreter's builtins (a leak from before the fix)."""
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return False
+    code = getattr(tl.load, "__code__", None)
+    return code is not None and code.co_filename == itp.__file__
+
+
+# --- InterpretedFunction -> JITFunction -------------------------------------------------------------------
+
+_CONVERT_LOCK = threading.RLock()
+_CONVERTED: dict[int, tuple[Any, Any]] = {}  # id(python function) -> (function, JITFunction)
+_GLOBALS: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(module globals) -> (original, rebuilt)
+
+
+def as_jit(fn: Any) -> Any:
+    """A ``JITFunction`` for ``fn``. An ``InterpretedFunction`` (``TRITON_INTERPRET=1``) is rebuilt from its
+    Python function, and so are the ``@triton.jit`` helpers it calls through module globals: the code
+    generator rejects interpreted callees ("Unsupported function referenced"). Helpers reached any other way
+    (a closure, ``module.helper``) are not rebuilt."""
+    JIT = jit_class()
+    if isinstance(fn, JIT):
+        return fn
+    if isinstance(fn, interpreted_class()):
+        with _CONVERT_LOCK:
+            return _jit_for(fn)
+    raise TypeError(
+        f"fn must be a @triton.jit kernel (JITFunction or InterpretedFunction), got {type(fn).__name__}"
+    )
+
+
+def _jit_for(interp: Any) -> Any:
+    pyfn = interp.fn
+    hit = _CONVERTED.get(id(pyfn))
+    if hit is not None:
+        return hit[1]
+    g = pyfn.__globals__
+    new_fn = pyfn
+    if any(
+        isinstance(v, interpreted_class()) or (isinstance(v, types.ModuleType) and _proxy_module(v) is not v)
+        for v in g.values()
+    ):
+        g2 = _rebuilt_globals(g)
+        hit = _CONVERTED.get(id(pyfn))  # converting the module may have reached this very function
+        if hit is not None:
+            return hit[1]
+        new_fn = types.FunctionType(pyfn.__code__, g2, pyfn.__name__, pyfn.__defaults__, pyfn.__closure__)
+        new_fn.__kwdefaults__ = pyfn.__kwdefaults__
+        new_fn.__annotations__ = pyfn.__annotations__  # tl.constexpr lives here
+        new_fn.__dict__.update(pyfn.__dict__)
+        new_fn.__qualname__, new_fn.__module__, new_fn.__doc__ = (
+            pyfn.__qualname__,
+            pyfn.__module__,
+            pyfn.__doc__,
+        )
+    JIT = jit_class()
+    kwargs = getattr(interp, "kwargs", None) or {}
+    try:
+        jit = JIT(new_fn, **kwargs)
+    except TypeError:  # a jit option this triton's JITFunction does not take
+        jit = JIT(new_fn)
+    _CONVERTED[id(pyfn)] = (pyfn, jit)
+    return jit
+
+
+def _rebuilt_globals(g: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a module's globals with every interpreted kernel replaced by its JITFunction, and every
+    module that holds interpreted kernels (``tl``: ``tl.sum``, ``tl.zeros_like`` are ``@jit`` functions of
+    triton.language.standard) replaced by a proxy that holds JITFunctions. Registered before filling, so
+    mutually referring helpers terminate."""
+    hit = _GLOBALS.get(id(g))
+    if hit is not None:
+        return hit[1]
+    g2 = dict(g)
+    _GLOBALS[id(g)] = (g, g2)
+    for k, v in g.items():
+        if isinstance(v, interpreted_class()):
+            g2[k] = _jit_for(v)
+        elif isinstance(v, types.ModuleType):
+            g2[k] = _proxy_module(v)
+    return g2
+
+
+_MODULES: dict[int, tuple[types.ModuleType, types.ModuleType]] = {}
+
+
+def _proxy_module(m: types.ModuleType) -> types.ModuleType:
+    """``m`` itself when it holds no interpreted kernels (directly or in its triton.language submodules),
+    else a module object with the same attributes but JITFunctions in their place."""
+    hit = _MODULES.get(id(m))
+    if hit is not None:
+        return hit[1]
+    Interp = interpreted_class()
+    attrs = vars(m)
+    name = getattr(m, "__name__", "")
+    deep = name.startswith("triton.language")  # recurse only through Triton's own language package
+    subs = {
+        k: v
+        for k, v in attrs.items()
+        if deep and isinstance(v, types.ModuleType) and getattr(v, "__name__", "").startswith(name + ".")
+    }
+    interp = {k: v for k, v in attrs.items() if isinstance(v, Interp)}
+    if not interp and not subs:
+        _MODULES[id(m)] = (m, m)
+        return m
+    proxy = types.ModuleType(name, getattr(m, "__doc__", None))
+    proxy.__dict__.update(attrs)
+    _MODULES[id(m)] = (m, proxy)
+    for k, v in interp.items():
+        setattr(proxy, k, _jit_for(v))
+    for k, v in subs.items():
+        setattr(proxy, k, _proxy_module(v))
+    if not interp and all(getattr(proxy, k) is v for k, v in subs.items()):
+        _MODULES[id(m)] = (m, m)
+        return m
+    return proxy
