@@ -609,10 +609,10 @@ def test_scale_message_lines():
 def test_scaled_check_reports_the_ratio_to_the_allowed_error(monkeypatch):
     seen = []
     monkeypatch.setattr(summary, "record", lambda **kw: seen.append(kw))
-    e = torch.tensor([0.0, 100.0])
-    compare.check_close(e + torch.tensor([0.5, 0.5]), e, QUARTER, scale=torch.tensor([0.0, 2.0]), op="rec.scale")
-    # |err| 0.5 against 0.25 + 0.25 * S: 2.0 at S = 0, 0.667 at S = 2 (|expected| = 100 plays no part)
-    assert seen[0]["worst_abs"] == 0.5 and seen[0]["worst_ratio"] == pytest.approx(2.0) and not seen[0]["passed"]
+    e = torch.tensor([100.0, 0.0])
+    compare.check_close(e + 0.5, e, QUARTER, scale=torch.tensor([4.0, 2.0]), op="rec.scale")
+    # |err| 0.5 against 0.25 + 0.25 * S: 0.4 at S = 4, 0.667 at S = 2 (against |expected|, 2.0 at 0)
+    assert seen[0]["worst_abs"] == 0.5 and seen[0]["worst_ratio"] == pytest.approx(0.5 / 0.75) and seen[0]["passed"]
 
 
 # ------------------------------------------------------------------------------------------ the boundary
