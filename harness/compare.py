@@ -20,13 +20,12 @@ argument; a shape mismatch is a failed comparison (an AssertionError), as in ``t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from harness import fp8
-from harness.report import HIST_BINS, MAX_ROWS, Mismatch, Row
+from harness import fp8, report
+from harness.report import HIST_BINS, MAX_ROWS, Mismatch, Msg, Row
 from harness.tolerances import Tolerance
 
 __all__ = [
@@ -39,7 +38,6 @@ __all__ = [
     "Mismatch",
 ]
 
-Msg = str | Callable[[str], str] | None
 _EXPLICIT = "explicit arguments"
 _SHORT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
 
@@ -122,17 +120,10 @@ def _check_flag(v: Any, name: str) -> bool:
     return v
 
 
-def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, kind: str, **ctx: Any) -> Mismatch | None:
+def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, **ctx: Any) -> Mismatch | None:
     if a.shape == e.shape:
         return None
-    return Mismatch(
-        kind="shape",
-        n=e.numel(),
-        k=e.numel(),
-        detail=f"actual has shape {tuple(a.shape)}, expected has shape {tuple(e.shape)}; {kind} checks never "
-        f"broadcast.",
-        **ctx,
-    )
+    return Mismatch(kind="shape", n=e.numel(), k=e.numel(), shapes=(tuple(a.shape), tuple(e.shape)), **ctx)
 
 
 def _allowed_k(tol: Tolerance, n: int) -> int:
@@ -151,19 +142,50 @@ def _worst_order(primary: torch.Tensor, secondary: torch.Tensor, idx: torch.Tens
 # ------------------------------------------------------------------------------------------ float
 
 
+def _check_scale(scale: Any, shape: torch.Size) -> torch.Tensor:
+    """``scale`` as float64 on the CPU, broadcast to ``shape``; an error naming ``scale`` unless it is a real
+    number or tensor that broadcasts to the compared shape and is finite and >= 0 everywhere."""
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        s = torch.tensor(float(scale), dtype=torch.float64)
+    elif isinstance(scale, torch.Tensor):
+        check_tensor_arg(scale, "scale")
+        s = scale.detach().to("cpu", torch.float64)
+    else:
+        raise TypeError(f"scale must be a torch.Tensor or a real number, got {type(scale).__name__}")
+    try:
+        s = s.broadcast_to(shape)
+    except RuntimeError:
+        raise ValueError(
+            f"scale has shape {tuple(s.shape)}, which does not broadcast to actual's shape {tuple(shape)}"
+        ) from None
+    bad = ~torch.isfinite(s) | (s < 0)
+    if bool(bad.any()):
+        i = int(bad.reshape(-1).nonzero()[0])
+        v = float(s.reshape(-1)[i])
+        raise ValueError(
+            f"scale must be finite and >= 0 everywhere: {int(bad.sum())} element(s) are not, first "
+            f"{report.fmt_num(v)} at index {report.fmt_index(_index(i, shape))}"
+        )
+    return s
+
+
 def check_close(
     actual: torch.Tensor,
     expected: torch.Tensor,
     tol: Tolerance,
     *,
+    scale: Any = None,
     op: str = "",
     dtype: str = "",
     equal_nan: bool = False,
 ) -> Mismatch | None:
     """Elementwise ``|actual - expected| <= tol.atol + tol.rtol * |expected|``; None when it holds.
 
+    With ``scale`` (a tensor broadcastable to ``actual``, or a number; finite and >= 0) the allowed error is
+    ``tol.atol + tol.rtol * scale`` instead: for results whose rounding error follows another magnitude
+    than their own, e.g. a dot product's error follows the sum of its products' magnitudes, not the sum.
     Both are compared in float64 (a dtype difference is allowed but named in the report). NaN fails unless
-    ``equal_nan`` (then NaN must face NaN); ±inf must face the identical inf. Up to
+    ``equal_nan`` (then NaN must face NaN), whatever the scale; ±inf must face the identical inf. Up to
     ``floor(tol.max_mismatch * n)`` elements may break the rule.
     """
     tol = _check_tol(tol, "float")
@@ -177,10 +199,11 @@ def check_close(
             )
         if not t.dtype.is_floating_point:
             raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    s = None if scale is None else _check_scale(scale, actual.shape)
     dtype = dtype or _SHORT.get(expected.dtype, str(expected.dtype))
     arch = _arch_name()
     ctx = dict(op=op, dtype=dtype, arch=arch, tol=tol)
-    bad_shape = _shape_mismatch(actual, expected, "tensor", **ctx)
+    bad_shape = _shape_mismatch(actual, expected, **ctx)
     if bad_shape is not None:
         _record(
             op=op,
@@ -195,12 +218,14 @@ def check_close(
         return bad_shape
     a = actual.detach().to("cpu", torch.float64).reshape(-1)
     e = expected.detach().to("cpu", torch.float64).reshape(-1)
+    # what the relative error is relative to: |expected|, or the caller's scale
+    base = e.abs() if s is None else s.reshape(-1)
     n = e.numel()
     nan = torch.isnan(a) | torch.isnan(e)
     inf = (torch.isinf(a) | torch.isinf(e)) & ~nan
     fin = ~(nan | inf)
     diff = (a - e).abs()
-    allowed = tol.atol + tol.rtol * e.abs()
+    allowed = tol.atol + tol.rtol * base
     ok = torch.where(
         nan, torch.isnan(a) & torch.isnan(e) & equal_nan, torch.where(inf, a == e, diff <= allowed)
     )
@@ -210,7 +235,8 @@ def check_close(
     passed = k <= allowed_k and nan_bad == 0
 
     worst_abs = worst_ratio = None
-    m = Mismatch(kind="float", n=n, k=k, allowed_k=allowed_k, **ctx)
+    m = Mismatch(kind="float", n=n, k=k, allowed_k=allowed_k, scaled=s is not None, equal_nan=equal_nan,
+                 nan_bad=nan_bad, **ctx)
     if bool(fin.any()):
         d = torch.where(fin, diff, -1.0)
         i = int(d.argmax())
@@ -220,7 +246,7 @@ def check_close(
             _index(i, expected.shape),
             float(allowed[i]),
         )
-        rel = torch.where(e.abs() > 0, diff / e.abs(), torch.where(diff > 0, math.inf, 0.0))
+        rel = torch.where(base > 0, diff / base, torch.where(diff > 0, math.inf, 0.0))
         rel = torch.where(fin, rel, -1.0)
         j = int(rel.argmax())
         m.worst_rel, m.worst_rel_index, m.worst_rel_allowed = (
@@ -251,22 +277,19 @@ def check_close(
     score = torch.nan_to_num(score, nan=math.inf)
     for i in _worst_order(special, score, bad).tolist():
         m.rows.append(
-            Row(_index(i, expected.shape), float(a[i]), float(e[i]), float(diff[i]), float(allowed[i]))
+            Row(
+                _index(i, expected.shape),
+                float(a[i]),
+                float(e[i]),
+                float(diff[i]),
+                float(allowed[i]),
+                scale=None if s is None else float(base[i]),
+            )
         )
-    m.rule = (
-        f"|actual - expected| <= atol + rtol * |expected| (atol={tol.atol:.1e}, rtol={tol.rtol:.1e}); "
-        f"{'NaN must face NaN (equal_nan=True)' if equal_nan else 'NaN never passes'}; inf must match "
-        f"exactly" + (f"; up to {tol.max_mismatch:.2%} of elements may break it, none of them by NaN"
-                      if tol.max_mismatch else "")
-    )
     if actual.dtype != expected.dtype:
-        m.notes.append(
-            f"Note: dtypes differ (actual {actual.dtype}, expected {expected.dtype}); compared in float64"
-        )
+        m.dtypes = (str(actual.dtype), str(expected.dtype))
     if nan.any():
-        m.notes.append(f"NaN: {int(torch.isnan(a).sum())} in actual, {int(torch.isnan(e).sum())} in expected")
-    if nan_bad and k <= allowed_k:
-        m.notes.append(f"{nan_bad} of the mismatches involve NaN, which max_mismatch never covers")
+        m.nan_counts = (int(torch.isnan(a).sum()), int(torch.isnan(e).sum()))
     return m
 
 
@@ -284,7 +307,6 @@ def _fp8_check(
     op: str,
     dtype: str,
     nan_equal: bool,
-    rule_prefix: str,
 ) -> Mismatch | None:
     f = fp8.get_format(fmt)
     _check_flag(nan_equal, "nan_equal")
@@ -300,7 +322,7 @@ def _fp8_check(
     dtype = dtype or f.name
     arch = _arch_name()
     ctx = dict(op=op, dtype=dtype, arch=arch, fmt=f.name, tol=tol)
-    bad_shape = _shape_mismatch(a, e, "FP8", **ctx)
+    bad_shape = _shape_mismatch(a, e, **ctx)
     if bad_shape is not None:
         _record(
             op=op, dtype=dtype, arch=arch, n=e.numel(), worst_ulp=None, worst_abs=None, tol=tol, passed=False
@@ -328,7 +350,8 @@ def _fp8_check(
     nan_bad = int((nan & ~ok).sum())
     passed = k <= allowed_k and nan_bad == 0
 
-    m = Mismatch(kind="fp8", n=n, k=k, allowed_k=allowed_k, max_ulp=max_ulp, **ctx)
+    m = Mismatch(kind="fp8", n=n, k=k, allowed_k=allowed_k, max_ulp=max_ulp, floor=float(floor), equal_nan=nan_equal,
+                 nan_bad=nan_bad, **ctx)
     worst_ulp = worst_abs = None
     if n:
         i = int(ulp.argmax())
@@ -364,15 +387,6 @@ def _fp8_check(
                 int(ulp[i]),
             )
         )
-    rule = rule_prefix
-    if floor > 0:
-        rule += f", or |decoded difference| <= {floor:.3e} with the same sign (a zero has either sign)"
-    rule += "; NaN/inf codes never pass" + (" (identical NaN codes do: nan_equal=True)" if nan_equal else "")
-    if tol.max_mismatch:
-        rule += f"; up to {tol.max_mismatch:.2%} of elements may break it, none of them by NaN"
-    m.rule = rule
-    if nan_bad and k <= allowed_k:
-        m.notes.append(f"{nan_bad} of the mismatches involve a NaN code, which max_mismatch never covers")
     return m
 
 
@@ -401,7 +415,6 @@ def check_fp8(
         op=op,
         dtype=dtype,
         nan_equal=nan_equal,
-        rule_prefix=f"code distance <= {max_ulp} ULP",
     )
 
 
@@ -409,9 +422,9 @@ def check_fp8(
 
 
 def _raise(m: Mismatch | None, msg: Msg) -> None:
+    __tracebackhide__ = True
     if m is not None:
-        m.msg = msg
-        raise m.to_error()
+        report.fail(m, msg)
 
 
 def assert_close_tol(
@@ -423,10 +436,11 @@ def assert_close_tol(
     dtype: str = "",
     msg: Msg = None,
     equal_nan: bool = False,
+    scale: Any = None,
 ) -> None:
     """Assert :func:`check_close`. ``msg``: a str becomes the first line; a callable gets the report."""
     __tracebackhide__ = True
-    _raise(check_close(actual, expected, tol, op=op, dtype=dtype, equal_nan=equal_nan), msg)
+    _raise(check_close(actual, expected, tol, scale=scale, op=op, dtype=dtype, equal_nan=equal_nan), msg)
 
 
 def assert_fp8_close(
@@ -499,7 +513,6 @@ def assert_fp8_within_one_ulp(
             op=op,
             dtype=dtype,
             nan_equal=nan_equal,
-            rule_prefix="code distance <= 1 ULP",
         ),
         msg,
     )

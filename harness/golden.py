@@ -1027,67 +1027,51 @@ class Golden:
 
     def _compare(self, name: str, rel: str, obtained: Stored, old: Stored, meta: dict[str, Any],
                  tol: Any) -> str | None:
-        """None when ``obtained`` matches the golden, else the full failure message."""
+        """None when ``obtained`` matches the golden, else the full failure message (``harness.report``)."""
+        from harness import report
+
         arch = _current_arch(self._item.config)
-        head = (f"golden {name!r} does not match {rel}\n"
-                f"  golden: generated on {meta.get('arch')} ({meta.get('device')}), torch "
-                f"{meta.get('torch_version')}, triton {meta.get('triton_version')}; running on "
-                f"{getattr(arch, 'name', arch)}")
+        m = report.GoldenMismatch(name=name, path=rel, generated_on=meta.get("arch"), device=meta.get("device"),
+                                  torch_version=meta.get("torch_version"),
+                                  triton_version=meta.get("triton_version"), running_on=getattr(arch, "name", arch),
+                                  n=obtained.tensor.numel())
         layout = _same_layout(obtained, old)
         if layout:
-            return f"{head}\n  {layout}"
+            m.layout = layout
+            return report.message(m)
         same_bits = not bool((_bits(obtained) != _bits(old)).any())
         op, dtype = f"golden/{self._op()}", self._dtype_key(obtained)
         if obtained.kind == "int":
             from harness import summary
             from harness.tolerances import Tolerance
 
-            n_bad = int((obtained.tensor != old.tensor).sum())
             summary.record(op=op, dtype=dtype, arch=arch, n=obtained.tensor.numel(),
                            tol=Tolerance(key="golden/exact/integer"),
                            passed=same_bits, worst_abs=_int_worst(obtained, old))
             if same_bits:
                 return None
-            return (f"{head}\n  tolerance: exact (integer/bool tensors)\n"
-                    f"{_int_mismatch(obtained, old, n_bad)}")
+            ne = obtained.tensor != old.tensor
+            m.int_k = int(ne.sum())
+            m.int_rows = [(tuple(at), obtained.tensor[tuple(at)].item(), old.tensor[tuple(at)].item())
+                          for at in ne.nonzero()[:report.INT_ROWS].tolist()]
+            return report.message(m)
         t, exact, why = self._tolerance(obtained, meta, tol, arch)
+        m.tol, m.why = t, why
         # Always run the comparison, even when the bits are equal: it records the observation that the
         # session table (harness.summary) shows per op x dtype x arch.
         from harness import compare
 
         if obtained.kind == "fp8":
             # nan_equal: a golden records codes, and a NaN code it recorded must face a NaN code
-            m = compare.check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype,
-                                  nan_equal=True)
+            m.mismatch = compare.check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype,
+                                           nan_equal=True)
         else:
-            m = compare.check_close(obtained.tensor, old.tensor, t, op=op, dtype=dtype)
-        head += f"\n  tolerance: {t!r} ({why})"
-        if m is not None:
-            return f"{head}\n{_mismatch_text(m)}"
-        if exact and not same_bits:
-            n = int((_bits(obtained) != _bits(old)).sum())
-            return (f"{head}\n  {n} / {obtained.tensor.numel()} elements are equal in value but differ in "
-                    f"bits (signed zero or NaN payload); bit-exact is required on the generating arch")
-        return None
-
-
-def _mismatch_text(m: Any) -> str:
-    """The report text of a ``harness.compare`` Mismatch record."""
-    from harness import report
-
-    fmt = getattr(report, "format_mismatch", None)
-    if callable(fmt):
-        return fmt(m)
-    for attr in ("message", "msg", "text"):
-        v = getattr(m, attr, None)
-        if isinstance(v, str):
-            return v
-        if callable(v):
-            return str(v())
-    return str(m)
-
-
-_INT_ROWS = 10
+            m.mismatch = compare.check_close(obtained.tensor, old.tensor, t, op=op, dtype=dtype)
+        if m.mismatch is None and exact and not same_bits:
+            m.bits_differ = int((_bits(obtained) != _bits(old)).sum())
+        if m.mismatch is None and not m.bits_differ:
+            return None
+        return report.message(m)
 
 
 def _int_worst(a: Stored, b: Stored) -> float | None:
@@ -1096,16 +1080,3 @@ def _int_worst(a: Stored, b: Stored) -> float | None:
     if a.tensor.dtype == torch.bool:
         return float((a.tensor != b.tensor).any())
     return float((a.tensor.to(torch.float64) - b.tensor.to(torch.float64)).abs().max())
-
-
-def _int_mismatch(a: Stored, b: Stored, k: int) -> str:
-    ne = a.tensor != b.tensor
-    n = a.tensor.numel()
-    lines = [f"  Mismatched elements: {k} / {n} ({k / n:.1%})", "  index  obtained  expected"]
-    idx = ne.nonzero()
-    for row in idx[:_INT_ROWS].tolist():
-        at = tuple(row)
-        lines.append(f"  {at}  {a.tensor[at].item()}  {b.tensor[at].item()}")
-    if k > _INT_ROWS:
-        lines.append(f"  ... {k - _INT_ROWS} more")
-    return "\n".join(lines)

@@ -28,87 +28,23 @@ Arguments that cannot be compared (not a tensor, meta, sparse, complex, bool, fl
 is a real column index, duplicate or out-of-range ``ref_indices``) raise a TypeError/ValueError naming the
 argument; a selection that is wrong, including one of the wrong shape, is an AssertionError.
 
-The message is built from an internal record and raised once at the public boundary, as in
-``harness.compare``.
+The check returns a :class:`~harness.report.TopkMismatch` record; ``harness.report`` builds the message and
+only the public assert raises it, as in ``harness.compare``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from harness import report
 from harness.compare import check_tensor_arg
+from harness.report import TopkMismatch
 from harness.tolerances import Tolerance
 
 __all__ = ["assert_topk_multiset_equal", "check_topk_multiset_equal", "TopkMismatch"]
-
-#: Rows of the offending-index table in a failure message (like ndarrays_regression's THRESHOLD).
-MAX_SHOWN = 20
-
-_CHECK_TEXT = {
-    "shape": "selection has the wrong shape",
-    "range": "index outside [0, visible)",
-    "duplicate": "index selected more than once",
-    "padding": "pad entry before a real entry (padding must trail)",
-    "count": "wrong number of real entries (expected min(k, visible))",
-    "nan": "NaN reference score among the visible columns (NaN never passes)",
-    "values": "selected reference scores differ from the reference top-k beyond the tolerance",
-    "missing": "column clear of the k-th reference score by more than the tolerance is not selected",
-}
-
-
-@dataclass
-class TopkMismatch:
-    """What failed, as data; ``to_message`` renders it (only the public assert raises)."""
-
-    row: int
-    rows: int
-    rows_failed: int
-    check: str
-    detail: str
-    entries: list[tuple[int, float | None, float | None]] = field(
-        default_factory=list
-    )  # (index, score, want)
-    k: int = 0
-    visible: int = 0
-    kth: float | None = None
-    allowed: float | None = None
-    tol: str = ""
-
-    def to_message(self) -> str:
-        pct = 100.0 * self.rows_failed / max(self.rows, 1)
-        lines = [
-            "Top-k selections are not equivalent!",
-            f"Rows failing: {self.rows_failed} / {self.rows} ({pct:.1f}%); first: row {self.row}.",
-            f"Row {self.row} failed check '{self.check}': {_CHECK_TEXT[self.check]}.",
-        ]
-        if self.detail:
-            lines.append(self.detail)
-        if self.entries:
-            has_want = any(w is not None for _, _, w in self.entries)
-            head = f"{'index':>8}  {'ref score':>12}" + (f"  {'expected':>12}" if has_want else "")
-            lines.append(head)
-            for idx, s, w in self.entries[:MAX_SHOWN]:
-                line = f"{idx:>8}  {_num(s):>12}" + (f"  {_num(w):>12}" if has_want else "")
-                lines.append(line)
-            if len(self.entries) > MAX_SHOWN:
-                lines.append(f"... {len(self.entries) - MAX_SHOWN} more")
-        lines.append(f"k={self.k}, visible={self.visible}, k-th reference score: {_num(self.kth)}")
-        allowed = f", allowed {_num(self.allowed)} at the k-th score" if self.allowed is not None else ""
-        lines.append(f"tolerance: {self.tol}{allowed}")
-        return "\n".join(lines)
-
-
-def _num(v: float | None) -> str:
-    # Local formatter: harness.report had no shared number helper when this was written (same %.3g style).
-    # TODO(qsa): switch to harness.report's helper once it exposes one.
-    if v is None:
-        return "-"
-    return f"{v:.6g}"
-
 
 def _as_tol(tol: Tolerance | float) -> Tolerance:
     if isinstance(tol, Tolerance):
@@ -198,13 +134,7 @@ def check_topk_multiset_equal(
     stats: dict[str, Any] = {"n": rows, "worst_abs": 0.0, "worst_ratio": 0.0}
     if indices.dim() != 2 or indices.shape != (rows, k):
         return TopkMismatch(
-            row=0,
-            rows=rows,
-            rows_failed=rows,
-            check="shape",
-            detail=f"got {tuple(indices.shape)}, expected ({rows}, {k})",
-            k=k,
-            tol=tol_s,
+            row=0, rows=rows, rows_failed=rows, check="shape", got_shape=tuple(indices.shape), k=k, tol=tol_s
         ), stats
 
     cpu = torch.device("cpu")
@@ -311,53 +241,40 @@ def check_topk_multiset_equal(
     def score(c: int) -> float | None:
         return float(ref[r, c]) if 0 <= c < n else None
 
-    entries: list[tuple[int, float | None, float | None]] = []
-    detail = ""
+    m = TopkMismatch(
+        row=r,
+        rows=rows,
+        rows_failed=int(any_fail.sum()),
+        check=check,
+        k=k,
+        visible=v,
+        kth=kth_r,
+        allowed=allowed_r,
+        tol=tol_s,
+        selection=idx[r].tolist(),
+        want_real=int(n_exp[r]),
+    )
     if check in ("range", "duplicate", "padding"):
-        cols = idx[r][bad[check][r]].tolist()
-        entries = [(c, score(c), None) for c in cols]
-        detail = f"selection row: {idx[r].tolist()}"
+        m.entries = [(c, score(c), None) for c in idx[r][bad[check][r]].tolist()]
     elif check == "count":
-        detail = (
-            f"{int(real[r].sum())} real entries, expected {int(n_exp[r])} = min(k={k}, "
-            f"visible={v}); selection row: {idx[r].tolist()}"
-        )
+        m.real = int(real[r].sum())
     elif check == "nan":
-        cols = nan_cols[r].nonzero()[:, 0].tolist()
-        entries = [(c, score(c), None) for c in cols]
+        m.entries = [(c, score(c), None) for c in nan_cols[r].nonzero()[:, 0].tolist()]
     elif check == "values":
         bad_pos = val_bad[r].nonzero()[:, 0].tolist()
         p0 = bad_pos[0]
-        detail = (
-            f"{len(bad_pos)} of {int(n_exp[r])} sorted scores differ; worst |diff| "
-            f"{_num(float(diff[r][val_bad[r]].max()))} (first at rank {p0}: got {_num(float(got[r, p0]))}, "
-            f"expected {_num(float(want[r, p0]))}, allowed {_num(float(allowed_v[r, p0]))}). "
-            "Selected indices with their reference scores:"
-        )
+        m.differ, m.worst_diff, m.rank = len(bad_pos), float(diff[r][val_bad[r]].max()), p0
+        m.rank_got, m.rank_want, m.rank_allowed = float(got[r, p0]), float(want[r, p0]), float(allowed_v[r, p0])
         order_r = got_vals[r].argsort(descending=True)
-        entries = [
+        m.entries = [
             (int(idx[r, j]), float(got_vals[r, j]), float(want[r, i]))
             for i, j in enumerate(order_r.tolist())
             if i < int(n_exp[r])
         ]
     elif check == "missing":
         cols = must[r].nonzero()[:, 0]
-        cols = cols[ref[r, cols].argsort(descending=True)].tolist()
-        entries = [(c, score(c), None) for c in cols]
-        detail = f"selection row: {idx[r].tolist()}; not selected but required:"
-    return TopkMismatch(
-        row=r,
-        rows=rows,
-        rows_failed=int(any_fail.sum()),
-        check=check,
-        detail=detail,
-        entries=entries,
-        k=k,
-        visible=v,
-        kth=kth_r,
-        allowed=allowed_r,
-        tol=tol_s,
-    ), stats
+        m.entries = [(c, score(c), None) for c in cols[ref[r, cols].argsort(descending=True)].tolist()]
+    return m, stats
 
 
 def assert_topk_multiset_equal(
@@ -386,8 +303,7 @@ def assert_topk_multiset_equal(
     )
     _record(op, dtype, stats, tol, mismatch is None)
     if mismatch is not None:
-        text = mismatch.to_message()
-        raise AssertionError(f"{msg}\n{text}" if msg else text)
+        report.fail(mismatch, msg)
 
 
 def _record(op: str, dtype: str, stats: dict[str, Any], tol: Any, passed: bool) -> None:

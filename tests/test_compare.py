@@ -528,3 +528,107 @@ def test_strided_views_report_logical_indices():
 def test_plus_and_minus_inf_codes_are_far_apart():
     with pytest.raises(AssertionError, match=r"far \(NaN/inf\)"):
         compare.assert_fp8_close(_codes(0x7C), _codes(0xFC), "e5m2", max_ulp=200)
+
+
+# ------------------------------------------------------------------------------- float rule with a scale
+
+
+def test_scale_boundary_is_inclusive_and_one_ulp_above_fails():
+    """allowed = atol + rtol * scale = 0.25 + 0.25 * 2 = 0.75, exact in binary; |expected| plays no part."""
+    e = torch.tensor([100.0, -100.0], dtype=torch.float64)
+    scale = torch.tensor([2.0, 2.0], dtype=torch.float64)
+    compare.assert_close_tol(e + torch.tensor([0.75, -0.75], dtype=torch.float64), e, QUARTER, scale=scale)
+    above = torch.nextafter(torch.tensor(100.75, dtype=torch.float64), torch.tensor(101.0, dtype=torch.float64))
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 1 / 2 \(50\.0%\)"):
+        compare.assert_close_tol(torch.stack([above, torch.tensor(-100.75, dtype=torch.float64)]), e, QUARTER,
+                                 scale=scale)
+    # without the scale, rtol * |expected| = 25 would have allowed it
+    compare.assert_close_tol(torch.stack([above, torch.tensor(-100.75, dtype=torch.float64)]), e, QUARTER)
+
+
+def test_scale_broadcasts_and_takes_a_number():
+    e = torch.zeros(2, 3)
+    a = e + torch.tensor([[0.5], [1.0]])  # row 1 needs scale >= 3 under QUARTER: 0.25 + 0.25 * 3 = 1
+    compare.assert_close_tol(a, e, QUARTER, scale=torch.tensor([[1.0], [3.0]]))
+    assert compare.check_close(a, e, QUARTER, scale=torch.tensor([[1.0], [2.0]])).k == 3
+    compare.assert_close_tol(a, e, QUARTER, scale=3)
+    assert compare.check_close(a, e, QUARTER, scale=0).k == 6  # scale 0: atol alone
+
+
+def test_scale_never_lets_nan_or_a_wrong_inf_pass():
+    huge = Tolerance(rtol=1.0, atol=1e300, key="test/huge")
+    for a, e in [([math.nan], [1.0]), ([1.0], [math.nan]), ([math.inf], [1.0]), ([-math.inf], [math.inf])]:
+        with pytest.raises(AssertionError, match=r"Mismatched elements: 1 / 1"):
+            compare.assert_close_tol(torch.tensor(a), torch.tensor(e), huge, scale=1e300)
+    nan = torch.tensor([math.nan])
+    compare.assert_close_tol(nan, nan, huge, scale=1e300, equal_nan=True)  # only the explicit flag
+
+
+@pytest.mark.parametrize(
+    ("scale", "exc", "match"),
+    [
+        (torch.tensor([1.0, math.nan]), ValueError, r"scale must be finite and >= 0 everywhere: 1 element\(s\) are "
+                                                    r"not, first nan at index \(1,\)"),
+        (torch.tensor([1.0, -1e-30]), ValueError, r"scale must be finite and >= 0 .* first -1e-30 at index \(1,\)"),
+        (torch.tensor([math.inf, 1.0]), ValueError, r"scale must be finite and >= 0 .* first inf at index \(0,\)"),
+        (-1.0, ValueError, r"scale must be finite and >= 0"),
+        (math.nan, ValueError, r"scale must be finite and >= 0"),
+        (torch.ones(3), ValueError, r"scale has shape \(3,\), which does not broadcast to actual's shape \(2,\)"),
+        (torch.ones(1, 2), ValueError, r"scale has shape \(1, 2\), which does not broadcast"),
+        ("2", TypeError, r"scale must be a torch\.Tensor or a real number, got str"),
+        (True, TypeError, r"scale must be a torch\.Tensor or a real number, got bool"),
+        (torch.ones(2, dtype=torch.bool), TypeError, r"scale is a bool tensor"),
+        (torch.ones(2, device="meta"), ValueError, r"scale is on the meta device"),
+    ],
+    ids=["nan", "negative", "inf", "neg-number", "nan-number", "too-long", "extra-dim", "str", "bool", "bool-tensor",
+         "meta"],
+)
+def test_bad_scales_are_refused_naming_scale(scale, exc, match):
+    with pytest.raises(exc, match=match):
+        compare.check_close(torch.zeros(2), torch.zeros(2), QUARTER, scale=scale)
+
+
+def test_scale_message_lines():
+    e = torch.tensor([1.0, 100.0])
+    a = torch.tensor([1.0, 103.0])
+    _raises_lines(
+        lambda: compare.assert_close_tol(a, e, QUARTER, scale=torch.tensor([8.0, 4.0]), op="demo.dot"),
+        r"Tensor-likes are not close! \(op=demo\.dot, dtype=fp32, arch=\w+\)",
+        r"Mismatched elements: 1 / 2 \(50\.0%\)",
+        r"Greatest absolute difference: 3\.000e\+00 at index \(1,\) \(up to 1\.250e\+00 allowed\)",
+        r"Greatest difference relative to scale: 7\.500e-01 at index \(1,\) \(up to 2\.500e-01 allowed\)",
+        r"Worst elements \(1\):",
+        r"\s+index\s+actual\s+expected\s+abs diff\s+scale\s+allowed",
+        r"\s+\(1,\)\s+103\s+100\s+3\s+4\s+1\.25",
+        r"Rule: \|actual - expected\| <= atol \+ rtol \* scale \(atol=2\.5e-01, rtol=2\.5e-01\); "
+        r"NaN never passes; inf must match exactly",
+        r"Tolerance: Tolerance\(rtol=2\.5e-01, atol=2\.5e-01\) \[test/quarter\]",
+    )
+
+
+def test_scaled_check_reports_the_ratio_to_the_allowed_error(monkeypatch):
+    seen = []
+    monkeypatch.setattr(summary, "record", lambda **kw: seen.append(kw))
+    e = torch.tensor([100.0, 0.0])
+    compare.check_close(e + 0.5, e, QUARTER, scale=torch.tensor([4.0, 2.0]), op="rec.scale")
+    # |err| 0.5 against 0.25 + 0.25 * S: 0.4 at S = 4, 0.667 at S = 2 (against |expected|, 2.0 at 0)
+    assert seen[0]["worst_abs"] == 0.5 and seen[0]["worst_ratio"] == pytest.approx(0.5 / 0.75) and seen[0]["passed"]
+
+
+# ------------------------------------------------------------------------------------------ the boundary
+
+
+def test_the_raising_path_is_hidden_from_tracebacks():
+    """Every frame between a public assert and the AssertionError carries __tracebackhide__, so pytest
+    shows the test's line (compare._raise lacked it)."""
+    with pytest.raises(AssertionError) as info:
+        compare.assert_close_tol(torch.ones(1), torch.zeros(1), EXACT_FLOAT)
+    frames = [e for e in info.traceback if e.frame.code.raw.co_filename != __file__]
+    assert frames and all(e.frame.f_locals.get("__tracebackhide__") is True for e in frames), [
+        (e.frame.code.name, e.frame.f_locals.get("__tracebackhide__")) for e in frames
+    ]
+
+
+def test_report_message_refuses_what_is_not_a_record():
+    with pytest.raises(TypeError, match="record must be one of Mismatch, TopkMismatch, GoldenMismatch, got str"):
+        report.message("text")

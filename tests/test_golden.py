@@ -395,3 +395,53 @@ def test_diff_of_floats_and_layout():
     assert d.layout == "shape: got (2, 3), golden holds (6,)" and d.changed == 6
     d = diff(to_stored(old.half()), to_stored(old))
     assert d.layout == "dtype: got float16, golden holds float32"
+
+
+# ------------------------------------------------------------------------------------- failure messages
+
+
+def _golden_record(**kw):
+    from harness.report import GoldenMismatch
+
+    return GoldenMismatch(name="out", path="golden/t/test_x/_/out.npz", generated_on="sm90", device="H200",
+                          torch_version="2.11", triton_version="3.6", running_on="interp", **kw)
+
+
+HEAD = ["golden 'out' does not match golden/t/test_x/_/out.npz",
+        "  golden: generated on sm90 (H200), torch 2.11, triton 3.6; running on interp"]
+
+
+def test_report_builds_the_integer_golden_message():
+    from harness import report
+
+    rows = [((i, 0), i + 1, i) for i in range(report.INT_ROWS)]
+    m = _golden_record(n=40, int_k=12, int_rows=rows)
+    lines = report.message(m).splitlines()
+    assert lines[:5] == HEAD + ["  tolerance: exact (integer/bool tensors)", "  Mismatched elements: 12 / 40 (30.0%)",
+                                "  index  obtained  expected"]
+    assert lines[5] == "  (0, 0)  1  0" and lines[-1] == "  ... 2 more"
+    assert len(lines) == 5 + report.INT_ROWS + 1
+    assert report.message(_golden_record(n=3, int_k=1, int_rows=[((2,), True, False)])).splitlines()[-1] == (
+        "  (2,)  True  False")
+
+
+def test_report_builds_the_layout_bits_and_compare_golden_messages():
+    from harness import compare, report
+    from harness.tolerances import Tolerance
+
+    assert report.message(_golden_record(layout="shape: got (2,), golden holds (3,)")).splitlines() == HEAD + [
+        "  shape: got (2,), golden holds (3,)"]
+    exact = Tolerance(key="golden/exact/interp")
+    m = _golden_record(n=4, tol=exact, why="same arch: bit-exact", bits_differ=1)
+    assert report.message(m).splitlines() == HEAD + [
+        "  tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [golden/exact/interp] (same arch: bit-exact)",
+        "  1 / 4 elements are equal in value but differ in bits (signed zero or NaN payload); bit-exact is "
+        "required on the generating arch"]
+    from harness import summary
+
+    with summary.suspended():
+        cmp = compare.check_close(torch.ones(4), torch.zeros(4), exact, op="golden/x")
+    m = _golden_record(n=4, tol=exact, why="same arch: bit-exact", mismatch=cmp)
+    assert report.message(m) == "\n".join(HEAD + [
+        "  tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [golden/exact/interp] (same arch: bit-exact)",
+        report.message(cmp)])

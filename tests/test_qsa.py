@@ -7,6 +7,8 @@ error metric |got - ref| <= rtol * S (kernels.qsa.testing.check_logits), selecti
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -236,31 +238,30 @@ def test_check_logits_bounds_the_error_by_s_not_by_ref():
     got[0, 0] += 1.07e-2  # the H200 case: |err| / |ref| = 6e-3, |err| / S = 1.07e-5
     assert check_logits(got, ref, scale, tol, op=SELFTEST) is None
     got[0, 0] = ref[0, 0] + 2.5e-2  # |err| / S = 2.5e-5 > rtol
-    text = check_logits(got, ref, scale, tol, op=SELFTEST, dtype="e4nv")
-    assert text is not None
-    assert "qsa.logits/e4nv/test" in text and "(0, 0)" in text and "2.500e-05" in text, text
-    assert "|got - ref| <= atol + rtol * S" in text
+    m = check_logits(got, ref, scale, tol, op=SELFTEST, dtype="e4nv")
+    assert m is not None and m.rows[0].index == (0, 0) and m.rows[0].scale == 1000.0
+    text = m.message()
+    assert text.startswith(f"{SELFTEST}: logits vs the fp32 reference in the dot-product error bound "
+                           "|got - ref| <= atol + rtol * S"), text
+    assert "qsa.logits/e4nv/test" in text, text
+    assert re.search(r"Greatest difference relative to scale: 2\.500e-05 at index \(0, 0\) \(up to 2\.000e-05", text)
+    assert "Rule: |actual - expected| <= atol + rtol * scale" in text
 
 
 @pytest.mark.parametrize(
-    ("where", "value", "fragment"),
-    [
-        ((0, 1), float("nan"), "Mismatched elements: 1 / 3"),
-        ((0, 1), float("inf"), "Mismatched elements: 1 / 3"),
-        ((0, 1), -float("inf"), "columns past visible_blocks must be -inf, and only those"),
-        ((0, 2), 0.0, "columns past visible_blocks must be -inf, and only those"),
-        ((0, 2), float("nan"), "columns past visible_blocks must be -inf, and only those"),
-    ],
+    ("where", "value"),
+    [((0, 1), float("nan")), ((0, 1), float("inf")), ((0, 1), -float("inf")), ((0, 2), 0.0), ((0, 2), float("nan"))],
     ids=["nan", "inf", "neginf_visible", "finite_past_visible", "nan_past_visible"],
 )
 @pytest.mark.unreported
-def test_check_logits_never_passes_specials(where, value, fragment):
+def test_check_logits_never_passes_specials(where, value):
     from kernels.qsa.testing import check_logits
 
     got, ref, scale = _logits_triplet()
     got[where] = value
-    text = check_logits(got, ref, scale, Tolerance(rtol=1.0, atol=1.0, key="qsa.logits/bf16/test"), op=SELFTEST)
-    assert text is not None and fragment in text, text
+    m = check_logits(got, ref, scale, Tolerance(rtol=1.0, atol=1.0, key="qsa.logits/bf16/test"), op=SELFTEST)
+    assert m is not None and (m.k, m.n) == (1, 3) and m.rows[0].index == where, m
+    assert "got must be -inf there and only there" in m.message()
 
 
 @pytest.mark.unreported
@@ -279,6 +280,19 @@ def test_check_logits_zero_scale_needs_an_exact_result_and_atol_is_absolute():
     assert check(off, ref, scale, atol=0.5) is None  # rtol 0: plain atol
     with pytest.raises(ValueError, match="got, ref and scale must have one shape"):
         check(off, ref, scale[:, :1], atol=0.5)
+    with pytest.raises(ValueError, match="max_mismatch=0.5: logits rows allow none"):
+        check(off, ref, scale, atol=0.5, max_mismatch=0.5)
+
+
+@pytest.mark.unreported
+def test_assert_logits_close_raises_the_report():
+    from kernels.qsa.testing import assert_logits_close
+
+    got, ref, scale = _logits_triplet()
+    got[0, 2] = 0.0  # a finite logit past visible
+    table_row = r"\n\s+\(0, 2\)\s+0\s+-inf"  # index, actual, expected in the worst-elements table
+    with pytest.raises(AssertionError, match=rf"(?s)^{re.escape(SELFTEST)}: .*past visible_blocks.*{table_row}"):
+        assert_logits_close(got, ref, scale, Tolerance(rtol=1.0, key="qsa.logits/bf16/test"), op=SELFTEST)
 
 
 def test_selection_tolerance_is_twice_the_logit_bound_at_max_s():

@@ -58,9 +58,9 @@ def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
     paste = paste_row("qsa.logits", key, harness_arch.family, worst, f"{how} ({len(shapes)} shapes)")
     tol = require_row(tolerance, key, paste=paste)
     failures = [
-        f"{shape.label}:\n{text}"
+        f"{shape.label}:\n{m.message()}"
         for shape, got, ref, scale in runs
-        if (text := check_logits(got, ref, scale, tol, dtype=key)) is not None
+        if (m := check_logits(got, ref, scale, tol, dtype=key)) is not None
     ]
     assert not failures, f"{len(failures)} of {len(shapes)} shapes fail; first: {failures[0]}"
 

@@ -130,7 +130,7 @@ def test_missing_check_catches_dropped_column_under_loose_value_tolerance():
     mismatch, _ = check_topk_multiset_equal(torch.tensor([[1, 2]]), scores, k=2, tol=tol)
     assert mismatch is not None and mismatch.check == "missing"
     assert mismatch.entries[0][0] == 0
-    assert "not selected but required" in mismatch.to_message()
+    assert "not selected but required" in mismatch.message()
 
 
 def test_ref_indices_define_the_expected_multiset():
@@ -274,3 +274,34 @@ def test_unusable_inputs_name_the_argument(arg, value, exc, match):
     kw[arg] = value()
     with pytest.raises(exc, match=match):
         assert_topk_multiset_equal(**kw)
+
+
+def test_report_builds_the_message_from_the_record():
+    """harness.report renders the record: the count story, the capped index table, the caller's msg."""
+    from harness import report
+    from harness.report import TopkMismatch
+
+    m = TopkMismatch(row=1, rows=4, rows_failed=2, check="count", k=3, visible=2, kth=0.5, allowed=None,
+                     tol="T", selection=[4, -1, -1], real=1, want_real=2)
+    assert report.message(m).splitlines() == [
+        "Top-k selections are not equivalent!",
+        "Rows failing: 2 / 4 (50.0%); first: row 1.",
+        "Row 1 failed check 'count': wrong number of real entries (expected min(k, visible)).",
+        "1 real entries, expected 2 = min(k=3, visible=2); selection row: [4, -1, -1]",
+        "k=3, visible=2, k-th reference score: 0.5",
+        "tolerance: T",
+    ]
+    m = TopkMismatch(row=0, rows=1, rows_failed=1, check="nan", k=1, tol="T",
+                     entries=[(c, float("nan"), None) for c in range(report.MAX_SHOWN + 3)], msg="layer 2")
+    lines = report.message(m).splitlines()
+    assert lines[0] == "layer 2" and lines[4] == "   index     ref score"
+    assert lines[5] == "       0           nan" and lines[-3] == "... 3 more"
+    assert len(lines) == 1 + 3 + 1 + report.MAX_SHOWN + 1 + 2
+
+
+def test_wrong_shape_message_names_both_shapes():
+    text = _fails([[0, 1, 2]], k=2)
+    assert text.splitlines()[2:4] == [
+        "Row 0 failed check 'shape': selection has the wrong shape.",
+        "got (1, 3), expected (2, 2)",
+    ], text
