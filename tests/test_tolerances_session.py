@@ -114,7 +114,11 @@ atol = 1.0
 """
 
 INNER_CONFTEST = """
+from pathlib import Path
+
 from harness.tolerances import Tolerance, register
+
+Path(__file__).with_name("conftest-imported").touch()
 
 # at import time, before pytest_configure: must land in this session's table, over its TOML row
 register("shared.op", "bf16", "*", Tolerance(atol=2.0))
@@ -186,8 +190,8 @@ def test_a_nested_session_has_its_own_table_and_leaves_the_outer_one_unchanged(p
 
 @pytest.mark.parametrize(
     "args, ini, expect",
-    [(["--harness-lane=bogus"], "", "*--harness-lane: invalid choice: 'bogus'*"),  # after conftest.py ran
-     ([], "harness_tolerance_files = rows/missing.toml", "*'rows/missing.toml' does not exist*")],
+    [(["--no-such-option"], "", "*unrecognized arguments: --no-such-option*"),  # after conftest.py ran
+     ([], "harness_tolerance_files = rows/missing.toml", "*'rows/missing.toml' does not exist*")],  # before
 )
 def test_a_session_that_ends_in_a_usage_error_puts_the_outer_table_back(pytester, outer_rows, args, ini, expect):
     inner_project(pytester)
@@ -197,6 +201,7 @@ def test_a_session_that_ends_in_a_usage_error_puts_the_outer_table_back(pytester
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expect])
+    assert (pytester.path / "conftest-imported").exists() == (not ini)
     assert tolerances.active_table() is outer
     assert snapshot() == before
     assert tolerances.lookup("conftest.op", "bf16", "sm90").key == "*/bf16/*"
