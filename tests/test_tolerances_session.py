@@ -210,3 +210,25 @@ def test_a_session_that_ends_in_a_usage_error_puts_the_outer_table_back(pytester
 def test_xdist_workers_build_the_same_table(pytester):
     inner_project(pytester)
     pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider").assert_outcomes(passed=4)
+
+
+def test_a_plugin_registered_by_a_conftest_opens_its_table_at_configure(pytester, outer_rows):
+    """Loaded through ``pytest_plugins`` (too late for pytest_load_initial_conftests): the table opens at
+    configure, from the ini's TOML files, and is closed the same way."""
+    pytester.makeini("[pytest]\nharness_tolerance_files = rows/*.toml\n")
+    (pytester.path / "rows").mkdir()
+    (pytester.path / "rows" / "inner.toml").write_text(INNER_TOML)
+    pytester.makeconftest('pytest_plugins = ["harness.plugin"]\n')
+    pytester.makepyfile("""
+        from harness import tolerances
+        from harness.plugin import tolerance_table_key
+
+        def test_table(request):
+            assert request.config.stash[tolerance_table_key] is tolerances.active_table()
+            assert tolerances.lookup("inner.op", "bf16", "sm90").atol == 1.0
+            assert tolerances.lookup("outer.op", "bf16", "sm90").key == "*/bf16/*"
+    """)
+    outer, before = tolerances.active_table(), snapshot()
+    pytester.runpytest("-p", "no:harness", "--harness-arch=interp").assert_outcomes(passed=1)
+    assert tolerances.active_table() is outer
+    assert snapshot() == before
