@@ -353,7 +353,7 @@ def reset() -> None:
     _active.reset()
 
 
-class _ActiveRows(MutableMapping):  # type: ignore[type-arg]
+class _ActiveRows(MutableMapping[_Key, Tolerance]):
     """``_TABLE``: the active table's rows as a dict, for code written when the table was a module dict."""
 
     def __getitem__(self, key: _Key) -> Tolerance:
