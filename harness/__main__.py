@@ -1,14 +1,20 @@
 """Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]`` and
-``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (see ``COMPILE_USAGE``).
+``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (``-h`` at every level).
 
-Runs pytest in a subprocess with ``--golden-regen-all`` (``--failed``: ``--golden-regen``, only failing
-checks), so its normal progress output streams through, then prints what changed per golden file, read
-from the JSON the plugin writes (``--golden-changes``). The exit status is pytest's. In CI (``CI`` set)
-pytest itself refuses to write goldens, with a usage error.
+``golden regen`` runs pytest in a subprocess with ``--golden-regen-all`` (``--failed``: ``--golden-regen``,
+only failing checks), so its normal progress output streams through, then prints what changed per golden
+file, read from the JSON the plugin writes (``--golden-changes``). The exit status is pytest's. In CI (``CI``
+set) pytest itself refuses to write goldens, with a usage error.
+
+Parsing is argparse's at every level, so an unknown command or option is a usage error (exit 2) naming it,
+with one exception by design: every argument ``regen`` does not know is pytest's (a test selection, ``-k``,
+``-n``...), passed through in order; an unknown one is reported by pytest. A ``--`` right after regen's own
+options is dropped (``regen -- --failed`` gives pytest ``--failed``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -18,17 +24,51 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-USAGE = """\
-usage: python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]
-       python -m harness compile MODULE_OR_FILE::KERNEL --sig NAME=TYPE,... [--const NAME=VALUE ...]
-                                 [--targets sm80,sm90] [--no-widen] [--num-warps N] [--num-stages N]
+from harness import _compile_cli
 
-  Re-capture golden files by running pytest with --golden-regen-all over the given selection
-  (default: the configured testpaths), then summarize what changed.
+PROG = "python -m harness"
 
-  --failed        only rewrite goldens whose check fails (pytest --golden-regen); those tests fail
-  --changes PATH  keep the machine-readable change list (JSON) at PATH
+REGEN_DESCRIPTION = """\
+Re-capture golden files by running pytest with --golden-regen-all over the given selection (default: the
+configured testpaths), then summarize what changed per file. Arguments other than the options below are
+pytest's, forwarded in order (a test selection, -k EXPR, -n N, ...); '--' ends regen's own options.
 """
+
+
+class _PytestArgs(argparse.ArgumentParser):
+    """The ``regen`` parser: what it does not know is pytest's, kept in order as ``pytest_args``.
+
+    ``parse_known_args`` is where a subcommand parser hands back the arguments it did not consume; taking
+    them here (instead of a REMAINDER positional, which stops working when pytest's part starts with an
+    option such as ``-k``) keeps every level above strict."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        ns, rest = super().parse_known_args(args, namespace)
+        ns.pytest_args = rest[1:] if rest[:1] == ["--"] else rest
+        return ns, []
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line, one argparse tree (also what ``-h`` prints at each level)."""
+    top = argparse.ArgumentParser(prog=PROG, allow_abbrev=False,
+                                  description="lowp-harness commands (the pytest plugin itself needs none).")
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    golden = commands.add_parser("golden", help="golden files: regen", allow_abbrev=False,
+                                 description="Golden files (see README: Goldens).")
+    golden_commands = golden.add_subparsers(dest="golden_command", metavar="COMMAND", required=True,
+                                            parser_class=_PytestArgs)
+    regen = golden_commands.add_parser(
+        "regen", help="re-capture goldens with pytest and print what changed", allow_abbrev=False,
+        usage=f"{PROG} golden regen [-h] [--failed] [--changes PATH] [--] [pytest args...]",
+        description=REGEN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    regen.add_argument("--failed", action="store_true",
+                       help="only rewrite goldens whose check fails (pytest --golden-regen); those tests fail")
+    regen.add_argument("--changes", metavar="PATH", help="keep the machine-readable change list (JSON) at PATH")
+    regen.set_defaults(run=lambda a: regen_goldens(a.pytest_args, failed_only=a.failed, changes=a.changes))
+    compile_ = commands.add_parser("compile", **_compile_cli.PARSER_KWARGS)
+    _compile_cli.add_arguments(compile_)
+    compile_.set_defaults(run=_compile_cli.run)
+    return top
 
 
 def _summary(data: dict[str, Any]) -> list[str]:
@@ -55,40 +95,20 @@ def _summary(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def regen(args: Sequence[str]) -> int:
-    rest = list(args)
-    failed_only = False
-    keep: str | None = None
-    while rest:
-        a = rest[0]
-        if a == "--failed":
-            failed_only = True
-            rest.pop(0)
-        elif a == "--changes" and len(rest) > 1:
-            keep = rest[1]
-            del rest[:2]
-        elif a.startswith("--changes="):
-            keep = a.split("=", 1)[1]
-            rest.pop(0)
-        elif a in ("-h", "--help"):
-            print(USAGE, end="")
-            return 0
-        elif a == "--":
-            rest.pop(0)
-            break
-        else:
-            break
+def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, changes: str | None = None) -> int:
+    """``golden regen``: pytest over ``pytest_args`` with the regen flag, then the per-file summary;
+    ``changes`` keeps the JSON change list there. Returns pytest's exit status."""
     with tempfile.TemporaryDirectory(prefix="golden-regen-") as td:
-        changes = os.path.abspath(keep) if keep else os.path.join(td, "changes.json")
-        if os.path.exists(changes):
-            os.unlink(changes)
+        path = os.path.abspath(changes) if changes else os.path.join(td, "changes.json")
+        if os.path.exists(path):
+            os.unlink(path)
         flag = "--golden-regen" if failed_only else "--golden-regen-all"
-        cmd = [sys.executable, "-m", "pytest", "-p", "harness._golden_hooks", flag,
-               f"--golden-changes={changes}", *rest]
+        cmd = [sys.executable, "-m", "pytest", "-p", "harness._golden_hooks", flag, f"--golden-changes={path}",
+               *pytest_args]
         print(f"running: {shlex.join(cmd)}", flush=True)
         rc = subprocess.call(cmd)
         try:
-            with open(changes, encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 data = json.load(f)
         except FileNotFoundError:
             print(f"golden regen: pytest exited with status {rc} before recording changes", file=sys.stderr)
@@ -98,18 +118,13 @@ def regen(args: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:2] == ["golden", "regen"]:
-        return regen(args[2:])
-    if args[:1] == ["compile"]:
-        from harness._compile_cli import main as compile_main
-
-        return compile_main(args[1:])
-    if args[:1] in (["-h"], ["--help"]):
-        print(USAGE, end="")
-        return 0
-    print(USAGE, end="", file=sys.stderr)
-    return 2
+    """Parse and run; the exit status (argparse's 2 for a usage error, 0 after ``-h``) is returned, not
+    raised, so in-process callers get it like the commands' own."""
+    try:
+        args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    return args.run(args)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,15 @@ example: python -m harness compile kernels/turboquant/store.py::_store_k8v4_kern
 """
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness compile", epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="Compile a @triton.jit kernel for GPU targets on this machine and "
-                                            "print the kernel x target matrix.")
+#: How ``python -m harness`` declares the subcommand (``add_parser("compile", **PARSER_KWARGS)``).
+PARSER_KWARGS: dict[str, Any] = dict(
+    help="compile one kernel signature for the compile-matrix targets",
+    description="Compile a @triton.jit kernel for GPU targets on this machine and print the kernel x target matrix.",
+    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", metavar="MODULE_OR_FILE::KERNEL", help="e.g. pkg.mod::my_kernel or path/to/mod.py::k")
     p.add_argument("--sig", required=True, action="append", metavar="NAME=TYPE,...",
                    help="runtime argument types (repeatable or comma-separated)")
@@ -38,7 +42,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
     p.add_argument("--num-warps", type=int, default=None)
     p.add_argument("--num-stages", type=int, default=None)
-    return p
 
 
 class UsageError(Exception):
@@ -102,8 +105,8 @@ def _load_kernel(spec: str) -> Any:
     return obj
 
 
-def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+def run(args: argparse.Namespace) -> int:
+    """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
     from harness import launches as lc
     from harness.compile_signature import prepare
     from harness.targets import DEFAULT_TARGETS, check_targets, parse_targets

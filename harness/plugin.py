@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
-from harness import summary
+from harness import summary, tolerances
 from harness.arch import ENV_ARCH, Arch, current_arch, detect_arch, interpreting, parse_arch, set_current_arch
 
 arch_key = pytest.StashKey[Arch]()
 lane_key = pytest.StashKey[str]()
 collector_key = pytest.StashKey[summary.Collector]()
+#: The session's tolerance table (the active one of ``harness.tolerances`` while the session runs).
+tolerance_table_key = pytest.StashKey[tolerances.ToleranceTable]()
 
 #: What the tolerance fixture and goldens use when a test has no ``harness_op`` marker: no rows of its own,
 #: so the wildcard-op rows (torch.testing's defaults) apply.
@@ -156,6 +158,25 @@ def _refuse_early_kernels() -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Before pytest imports the initial conftest.py files, so rows they register at import time land in this
+    # session's table, after (and over) the TOML rows.
+    _open_tolerance_table(early_config)
+
+
+def _open_tolerance_table(config: pytest.Config) -> None:
+    """The session's own tolerance table (``harness.tolerances``: base rows + the ini's TOML files), active
+    until the session ends, when the table active before (the base table, or an outer session's) is back."""
+    try:
+        table = tolerances.session_table(config.getini("harness_tolerance_files"), config.rootpath)
+    except (OSError, ValueError) as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[tolerance_table_key] = table
+    previous = tolerances.set_active_table(table)
+    config.add_cleanup(lambda: tolerances.set_active_table(previous))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     global _open_sessions
     for line in _MARKERS:
@@ -188,14 +209,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         interp_casts.configure_session(config, arch)
 
-    from harness import tolerances
-
-    patterns = config.getini("harness_tolerance_files")
-    if patterns:
-        try:
-            tolerances.load_globs(patterns, config.rootpath)
-        except (OSError, ValueError) as e:
-            raise pytest.UsageError(str(e)) from None
+    if tolerance_table_key not in config.stash:  # registered too late for pytest_load_initial_conftests
+        _open_tolerance_table(config)           # (a conftest's pytest_plugins): the session's rows start here
 
     config.stash[collector_key] = summary.activate()
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -433,4 +448,5 @@ class _XdistReport:
             col.merge(data)
 
 
-__all__ = ["DEFAULT_OP", "ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op", "lane_key"]
+__all__ = ["DEFAULT_OP", "ToleranceResolver", "arch_key", "collector_key", "current_arch", "harness_op", "lane_key",
+           "tolerance_table_key"]

@@ -22,6 +22,14 @@ Precedence (``lookup``), three nested loops, the first row found wins:
 With ``kind="float"`` / ``kind="codes"`` rows of the other kind are skipped (and named in the error), so the
 walk goes on to a row that fits. A miss raises ``KeyError`` listing every key tried; there is no silent
 default beyond the rows below.
+
+Whose table: a :class:`ToleranceTable` object holds the rows. The module functions (``register``,
+``lookup``, ``load_toml``, ``rows``, ``reset``) act on the *active* table: outside pytest that is the
+module's own base table (defaults plus whatever plain Python registered); inside a session with the plugin
+it is the session's table, kept under ``harness.plugin.tolerance_table_key`` on the config. Each session
+builds its own (``session_table``: a copy of the base table, then the ini's TOML rows; conftest.py and test
+code registering later win on the same key) and puts the previous one back when it ends, so a pytester
+session nested in a test neither sees the outer session's TOML rows nor leaves its own behind.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import glob
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +50,8 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["Tolerance", "lookup", "register", "load_toml", "rows", "reset"]
+__all__ = ["Tolerance", "ToleranceTable", "active_table", "load_globs", "load_toml", "lookup", "register", "reset",
+           "rows", "session_table", "set_active_table"]
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ class Tolerance:
 
 
 _Key = tuple[str, str, str]
-_TABLE: dict[_Key, Tolerance] = {}
+_FIELDS = {"rtol", "atol", "max_ulp", "ulp_floor", "max_mismatch", "note"}
 
 
 def _norm_dtype(dtype: Any) -> str:
@@ -136,133 +145,234 @@ def _norm_dtype(dtype: Any) -> str:
     raise TypeError(f"dtype must be a short name such as 'bf16' or 'bf16-e4nv', got {dtype!r}")
 
 
-def register(op: str, dtype: Any, arch: str | Arch, tol: Tolerance, *, origin: str = "python") -> None:
-    """Add or replace a row. ``arch`` may be a name, a family, a kind (``cuda``) or ``*``."""
-    if not isinstance(op, str) or not op:
-        raise ValueError(f"op must be a non-empty string, got {op!r}")
-    if not isinstance(tol, Tolerance):
-        raise TypeError(f"tol must be a Tolerance, got {type(tol).__name__}")
-    a = arch.name if isinstance(arch, Arch) else str(arch)
-    if a not in ("*", "cuda", "rocm", "interp", "cpu"):
-        a = parse_arch(a).name  # validates and normalises sm_90 -> sm90
-    key = (op, _norm_dtype(dtype), a)
-    _TABLE[key] = replace(tol, key="/".join(key), op=key[0], dtype=key[1], arch=key[2], origin=origin)
+class ToleranceTable:
+    """Rows keyed by (op, dtype, arch); ``lookup`` walks them in the precedence order of the module docstring.
 
-
-def lookup(op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
-    """The first row in precedence order (module docstring) for (op, dtype, arch), of ``kind`` when given
-    (``"float"`` or ``"codes"``); ``KeyError`` listing the keys tried if none."""
-    if not isinstance(op, str) or not op:
-        raise ValueError(f"op must be a non-empty string, got {op!r}")
-    if kind not in (None, "float", "codes"):
-        raise ValueError(f"kind must be None, 'float' or 'codes', got {kind!r}")
-    a = parse_arch(arch)
-    d = _norm_dtype(dtype)
-    dtypes = [d]
-    if "-" in d:
-        dtypes.append(d.split("-", 1)[0])
-    dtypes.append("*")
-    tried, skipped = [], []
-    for o in dict.fromkeys((op, "*")):
-        for ak in a.chain():
-            for dk in dict.fromkeys(dtypes):
-                k = (o, dk, ak)
-                tried.append("/".join(k))
-                row = _TABLE.get(k)
-                if row is None:
-                    continue
-                if kind is not None and row.kind != kind:
-                    skipped.append(f"{row.key} ({row.kind} rule)")
-                    continue
-                return row
-    what = f" {kind} rule" if kind else ""
-    msg = f"no{what} tolerance row for op={op!r} dtype={d!r} arch={a.name!r}; tried: {', '.join(tried)}"
-    if skipped:
-        msg += f"; skipped rows of the other kind: {', '.join(skipped)}"
-    raise KeyError(msg)
-
-
-_FIELDS = {"rtol", "atol", "max_ulp", "ulp_floor", "max_mismatch", "note"}
-
-
-def load_toml(path: str | os.PathLike[str]) -> int:
-    """Load ``[[tolerance]]`` rows (op, dtype, arch + Tolerance fields); returns how many were added."""
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"tolerance file {p}: invalid TOML: {e}") from None
-    entries = data.get("tolerance", [])
-    if not isinstance(entries, list):
-        raise ValueError(f"tolerance file {p}: 'tolerance' must be an array of tables ([[tolerance]])")
-    # tomllib keeps no positions: the i-th row is the i-th [[tolerance]] header, so failures can cite its line
-    headers = [n for n, ln in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*tolerance\s*\]\]", ln)]
-    for i, row in enumerate(entries):
-        line = headers[i] if i < len(headers) else None
-        where = f"tolerance file {p}" + (f":{line}" if line else "") + f", row {i + 1}"
-        missing = {"op", "dtype", "arch"} - set(row)
-        if missing:
-            raise ValueError(f"{where}: missing {', '.join(sorted(missing))}")
-        extra = set(row) - _FIELDS - {"op", "dtype", "arch"}
-        if extra:
-            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(extra))}; known: {sorted(_FIELDS)}")
-        kwargs = {k: v for k, v in row.items() if k in _FIELDS}
-        try:
-            tol = Tolerance(**kwargs)
-        except ValueError as e:
-            raise ValueError(f"{where}: {e}") from None
-        register(row["op"], row["dtype"], row["arch"], tol, origin=f"{p}:{line}" if line else f"{p}, row {i + 1}")
-    return len(entries)
-
-
-def load_globs(patterns: Iterable[str], root: str | os.PathLike[str]) -> list[Path]:
-    """Load every file matching the patterns (relative to ``root``).
-
-    A literal path that does not exist is an error (a typo would silently drop rows); a wildcard pattern
-    may match nothing.
+    An object rather than module state so that each pytest session owns one (see the module docstring);
+    plain Python can build its own too: ``ToleranceTable.with_defaults()``.
     """
-    loaded = []
-    for pat in patterns:
-        matches = sorted(glob.glob(os.path.join(os.fspath(root), pat)))
-        if not matches and not glob.has_magic(pat):
-            raise FileNotFoundError(f"harness_tolerance_files: {pat!r} does not exist under {root}")
-        for m in matches:
-            load_toml(m)
-            loaded.append(Path(m))
-    return loaded
+
+    def __init__(self, rows: dict[_Key, Tolerance] | None = None) -> None:
+        self._rows: dict[_Key, Tolerance] = dict(rows or {})
+
+    @classmethod
+    def with_defaults(cls) -> ToleranceTable:
+        """A table holding only the built-in rows (torch.testing's float defaults, exact FP8 casts)."""
+        table = cls()
+        _install_defaults(table)
+        return table
+
+    def copy(self) -> ToleranceTable:
+        return ToleranceTable(self._rows)
+
+    def register(self, op: str, dtype: Any, arch: str | Arch, tol: Tolerance, *, origin: str = "python") -> None:
+        """Add or replace a row. ``arch`` may be a name, a family, a kind (``cuda``) or ``*``."""
+        if not isinstance(op, str) or not op:
+            raise ValueError(f"op must be a non-empty string, got {op!r}")
+        if not isinstance(tol, Tolerance):
+            raise TypeError(f"tol must be a Tolerance, got {type(tol).__name__}")
+        a = arch.name if isinstance(arch, Arch) else str(arch)
+        if a not in ("*", "cuda", "rocm", "interp", "cpu"):
+            a = parse_arch(a).name  # validates and normalises sm_90 -> sm90
+        key = (op, _norm_dtype(dtype), a)
+        self._rows[key] = replace(tol, key="/".join(key), op=key[0], dtype=key[1], arch=key[2], origin=origin)
+
+    def lookup(self, op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
+        """The first row in precedence order (module docstring) for (op, dtype, arch), of ``kind`` when given
+        (``"float"`` or ``"codes"``); ``KeyError`` listing the keys tried if none."""
+        if not isinstance(op, str) or not op:
+            raise ValueError(f"op must be a non-empty string, got {op!r}")
+        if kind not in (None, "float", "codes"):
+            raise ValueError(f"kind must be None, 'float' or 'codes', got {kind!r}")
+        a = parse_arch(arch)
+        d = _norm_dtype(dtype)
+        dtypes = [d]
+        if "-" in d:
+            dtypes.append(d.split("-", 1)[0])
+        dtypes.append("*")
+        tried, skipped = [], []
+        for o in dict.fromkeys((op, "*")):
+            for ak in a.chain():
+                for dk in dict.fromkeys(dtypes):
+                    k = (o, dk, ak)
+                    tried.append("/".join(k))
+                    row = self._rows.get(k)
+                    if row is None:
+                        continue
+                    if kind is not None and row.kind != kind:
+                        skipped.append(f"{row.key} ({row.kind} rule)")
+                        continue
+                    return row
+        what = f" {kind} rule" if kind else ""
+        msg = f"no{what} tolerance row for op={op!r} dtype={d!r} arch={a.name!r}; tried: {', '.join(tried)}"
+        if skipped:
+            msg += f"; skipped rows of the other kind: {', '.join(skipped)}"
+        raise KeyError(msg)
+
+    def load_toml(self, path: str | os.PathLike[str]) -> int:
+        """Load ``[[tolerance]]`` rows (op, dtype, arch + Tolerance fields); returns how many were added.
+
+        All or nothing: a bad row raises before any row of the file is added."""
+        p = Path(path)
+        text = p.read_text(encoding="utf-8")
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"tolerance file {p}: invalid TOML: {e}") from None
+        entries = data.get("tolerance", [])
+        if not isinstance(entries, list):
+            raise ValueError(f"tolerance file {p}: 'tolerance' must be an array of tables ([[tolerance]])")
+        # tomllib keeps no positions: the i-th row is the i-th [[tolerance]] header, so failures can cite its line
+        headers = [n for n, ln in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*tolerance\s*\]\]", ln)]
+        staged = ToleranceTable()
+        for i, row in enumerate(entries):
+            line = headers[i] if i < len(headers) else None
+            where = f"tolerance file {p}" + (f":{line}" if line else "") + f", row {i + 1}"
+            missing = {"op", "dtype", "arch"} - set(row)
+            if missing:
+                raise ValueError(f"{where}: missing {', '.join(sorted(missing))}")
+            extra = set(row) - _FIELDS - {"op", "dtype", "arch"}
+            if extra:
+                raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(extra))}; known: {sorted(_FIELDS)}")
+            kwargs = {k: v for k, v in row.items() if k in _FIELDS}
+            try:
+                tol = Tolerance(**kwargs)
+            except ValueError as e:
+                raise ValueError(f"{where}: {e}") from None
+            staged.register(row["op"], row["dtype"], row["arch"], tol,
+                            origin=f"{p}:{line}" if line else f"{p}, row {i + 1}")
+        self._rows.update(staged._rows)
+        return len(entries)
+
+    def load_globs(self, patterns: Iterable[str], root: str | os.PathLike[str]) -> list[Path]:
+        """Load every file matching the patterns (relative to ``root``).
+
+        A literal path that does not exist is an error (a typo would silently drop rows); a wildcard pattern
+        may match nothing.
+        """
+        loaded = []
+        for pat in patterns:
+            matches = sorted(glob.glob(os.path.join(os.fspath(root), pat)))
+            if not matches and not glob.has_magic(pat):
+                raise FileNotFoundError(f"harness_tolerance_files: {pat!r} does not exist under {root}")
+            for m in matches:
+                self.load_toml(m)
+                loaded.append(Path(m))
+        return loaded
+
+    def rows(self) -> dict[_Key, Tolerance]:
+        """A copy of the rows (for reports and tests)."""
+        return dict(self._rows)
+
+    def reset(self) -> None:
+        """Drop project rows and restore the built-in defaults."""
+        self._rows.clear()
+        _install_defaults(self)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return f"<ToleranceTable of {len(self._rows)} rows>"
 
 
-def rows() -> dict[_Key, Tolerance]:
-    """A copy of the table (for reports and tests)."""
-    return dict(_TABLE)
-
-
-def reset() -> None:
-    """Drop project rows and restore the built-in defaults."""
-    _TABLE.clear()
-    _install_defaults()
-
-
-def _install_defaults() -> None:
+def _install_defaults(table: ToleranceTable) -> None:
     # Float outputs: torch.testing's defaults, so a harness check is never looser than assert_close.
-    register("*", "fp16", "*", Tolerance(rtol=1e-3, atol=1e-5, note="torch.testing default"), origin="default")
-    register("*", "bf16", "*", Tolerance(rtol=1.6e-2, atol=1e-5, note="torch.testing default"), origin="default")
-    register("*", "fp32", "*", Tolerance(rtol=1.3e-6, atol=1e-5, note="torch.testing default"), origin="default")
-    register("*", "fp64", "*", Tolerance(rtol=1e-7, atol=1e-7, note="torch.testing default"), origin="default")
+    for dtype, rtol, atol in (("fp16", 1e-3, 1e-5), ("bf16", 1.6e-2, 1e-5), ("fp32", 1.3e-6, 1e-5),
+                              ("fp64", 1e-7, 1e-7)):
+        table.register("*", dtype, "*", Tolerance(rtol=rtol, atol=atol, note="torch.testing default"),
+                       origin="default")
     # FP8 casts on hardware: exact. Measured on an H200 (sm90, triton 3.6): every fp16/bf16 input and 2.1M
     # fp32 inputs bit-identical to harness.fp8.encode (docs/MEASUREMENTS.md).
     for kind in ("cuda", "rocm"):
-        register("fp8_cast", "*", kind, Tolerance(max_ulp=0, note="hardware casts are exact"), origin="default")
-    _install_interp_defaults()
-
-
-def _install_interp_defaults() -> None:
+        table.register("fp8_cast", "*", kind, Tolerance(max_ulp=0, note="hardware casts are exact"), origin="default")
     # The interpreter's casts are wrong against hardware (docs/MEASUREMENTS.md), but they are deterministic,
     # and harness.fp8.encode(arch="interp") reproduces them bit for bit; so against that model they are
     # exact too. Cross-lane comparisons (interpreter output vs an H200 golden) need their own rows.
-    register("fp8_cast", "*", "interp", Tolerance(max_ulp=0, note="encode(arch='interp') models the "
-             "interpreter's own converter"), origin="default")
+    table.register("fp8_cast", "*", "interp", Tolerance(max_ulp=0, note="encode(arch='interp') models the "
+                   "interpreter's own converter"), origin="default")
 
 
-_install_defaults()
+# --- the active table -------------------------------------------------------------------------------------
+
+#: The table of plain Python (no pytest session active); each session starts from a copy of it.
+_BASE = ToleranceTable.with_defaults()
+_active = _BASE
+
+
+def active_table() -> ToleranceTable:
+    """The table the module functions act on: the running session's, else the base table."""
+    return _active
+
+
+def set_active_table(table: ToleranceTable | None) -> ToleranceTable:
+    """Make ``table`` the active one (``None``: the base table); returns the one it replaces, so a session
+    can put it back when it ends (as ``harness.arch.set_current_arch`` does for the arch)."""
+    global _active
+    if table is not None and not isinstance(table, ToleranceTable):
+        raise TypeError(f"table must be a ToleranceTable or None, got {type(table).__name__}")
+    previous, _active = _active, (_BASE if table is None else table)
+    return previous
+
+
+def session_table(patterns: Iterable[str] = (), root: str | os.PathLike[str] = ".") -> ToleranceTable:
+    """A new session's table: a copy of the base table (never of another session's) plus the rows of the
+    TOML files matching ``patterns`` under ``root``. Errors as ``load_globs``; nothing is activated."""
+    table = _BASE.copy()
+    table.load_globs(patterns, root)
+    return table
+
+
+def register(op: str, dtype: Any, arch: str | Arch, tol: Tolerance, *, origin: str = "python") -> None:
+    """Add or replace a row of the active table (``ToleranceTable.register``)."""
+    _active.register(op, dtype, arch, tol, origin=origin)
+
+
+def lookup(op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
+    """The active table's row for (op, dtype, arch) (``ToleranceTable.lookup``)."""
+    return _active.lookup(op, dtype, arch, kind=kind)
+
+
+def load_toml(path: str | os.PathLike[str]) -> int:
+    """Load a TOML file's rows into the active table (``ToleranceTable.load_toml``)."""
+    return _active.load_toml(path)
+
+
+def load_globs(patterns: Iterable[str], root: str | os.PathLike[str]) -> list[Path]:
+    """Load the files matching ``patterns`` into the active table (``ToleranceTable.load_globs``)."""
+    return _active.load_globs(patterns, root)
+
+
+def rows() -> dict[_Key, Tolerance]:
+    """A copy of the active table's rows."""
+    return _active.rows()
+
+
+def reset() -> None:
+    """The active table back to the built-in defaults."""
+    _active.reset()
+
+
+class _ActiveRows(MutableMapping[_Key, Tolerance]):
+    """``_TABLE``: the active table's rows as a dict, for code written when the table was a module dict."""
+
+    def __getitem__(self, key: _Key) -> Tolerance:
+        return _active._rows[key]
+
+    def __setitem__(self, key: _Key, value: Tolerance) -> None:
+        _active._rows[key] = value
+
+    def __delitem__(self, key: _Key) -> None:
+        del _active._rows[key]
+
+    def __iter__(self) -> Iterator[_Key]:
+        return iter(_active._rows)
+
+    def __len__(self) -> int:
+        return len(_active._rows)
+
+    def clear(self) -> None:
+        _active._rows.clear()
+
+
+_TABLE = _ActiveRows()
