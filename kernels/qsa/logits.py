@@ -54,6 +54,32 @@ TILES: dict[torch.dtype, LogitsTile] = {
 
 
 @triton.jit
+def _gather_keys(kv_ptr, bt_row, cols, valid, d, d_ok, stride_kvb, stride_kvp, PAGE: tl.constexpr,
+                 UPCAST: tl.constexpr):
+    # The [BLOCK_N, D_PAD] key tile of columns ``cols`` of page-table row ``bt_row`` (masked loads touch no
+    # memory where ``valid`` is False).
+    blk = tl.load(bt_row + cols // PAGE, mask=valid, other=0).to(tl.int64)
+    k = tl.load(
+        kv_ptr + blk[:, None] * stride_kvb + (cols % PAGE)[:, None] * stride_kvp + d[None, :],
+        mask=valid[:, None] & d_ok[None, :],
+        other=0.0,
+    )
+    if UPCAST:  # interpreter only, see _interpreter_upcast
+        k = k.to(tl.float32)
+    return k
+
+
+@triton.jit
+def _relu_head_sum(k, q_row, h, d, d_ok, H, stride_qh, UPCAST: tl.constexpr):
+    # Σ_h relu(k · q_h) for every column of the key tile: one [BLOCK_N, D] x [D, H] MMA, fp32 accumulation.
+    q = tl.load(q_row + h[:, None] * stride_qh + d[None, :], mask=(h[:, None] < H) & d_ok[None, :], other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    s = tl.dot(k, tl.trans(q), out_dtype=tl.float32)
+    return tl.sum(tl.maximum(s, 0.0), axis=1)
+
+
+@triton.jit
 def _paged_logits_kernel(
     q_ptr,
     kv_ptr,
@@ -87,22 +113,9 @@ def _paged_logits_kernel(
         h = tl.arange(0, H_PAD)
         d = tl.arange(0, D_PAD)
         d_ok = d < D
-        q = tl.load(
-            q_ptr + r * stride_qr + h[:, None] * stride_qh + d[None, :],
-            mask=(h[:, None] < H) & d_ok[None, :],
-            other=0.0,
-        )
-        blk = tl.load(bt_ptr + req * stride_btb + cols // PAGE, mask=valid, other=0).to(tl.int64)
-        k = tl.load(
-            kv_ptr + blk[:, None] * stride_kvb + (cols % PAGE)[:, None] * stride_kvp + d[None, :],
-            mask=valid[:, None] & d_ok[None, :],
-            other=0.0,
-        )
-        if UPCAST:  # interpreter only, see _interpreter_upcast
-            k = k.to(tl.float32)
-            q = q.to(tl.float32)
-        s = tl.dot(k, tl.trans(q), out_dtype=tl.float32)
-        acc = tl.sum(tl.maximum(s, 0.0), axis=1)
+        k = _gather_keys(kv_ptr, bt_ptr + req * stride_btb, cols, valid, d, d_ok, stride_kvb, stride_kvp, PAGE,
+                         UPCAST)
+        acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh, UPCAST)
     out = tl.where(valid, acc, float("-inf"))
     tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
@@ -143,28 +156,13 @@ def _decode_logits_kernel(
     d = tl.arange(0, D_PAD)
     d_ok = d < D
     kvalid = cols < vmax  # all False past the widest row: the masked loads touch no memory
-    blk = tl.load(bt_ptr + b * stride_btb + cols // PAGE, mask=kvalid, other=0).to(tl.int64)
-    k = tl.load(
-        kv_ptr + blk[:, None] * stride_kvb + (cols % PAGE)[:, None] * stride_kvp + d[None, :],
-        mask=kvalid[:, None] & d_ok[None, :],
-        other=0.0,
-    )
-    if UPCAST:
-        k = k.to(tl.float32)
+    k = _gather_keys(kv_ptr, bt_ptr + b * stride_btb, cols, kvalid, d, d_ok, stride_kvb, stride_kvp, PAGE, UPCAST)
     for j in tl.static_range(L):
         r = b * L + j
         vis = tl.load(vis_ptr + r)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         if start < vis:
-            q = tl.load(
-                q_ptr + r * stride_qr + h[:, None] * stride_qh + d[None, :],
-                mask=(h[:, None] < H) & d_ok[None, :],
-                other=0.0,
-            )
-            if UPCAST:
-                q = q.to(tl.float32)
-            s = tl.dot(k, tl.trans(q), out_dtype=tl.float32)
-            acc = tl.sum(tl.maximum(s, 0.0), axis=1)
+            acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh, UPCAST)
         out = tl.where(cols < vis, acc, float("-inf"))
         tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
