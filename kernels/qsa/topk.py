@@ -1,15 +1,25 @@
-"""Row-wise top-k of fp32 logits on the GPU without sorting: a bitwise threshold search, then compaction.
+"""Row-wise top-k of fp32 logits on the GPU without sorting: a radix select of the k-th largest score,
+then compaction; wide rows are split over several programs.
 
 Why not ``torch.topk``: for k = 512 of tens of thousands of columns it sorts, and at decode sizes it costs
-twice the logits kernel. Here one program per row finds the k-th largest score exactly by deciding the
-32 bits of its order-preserving int32 key from the top (each bit one counting pass over the row: is
-``count(key >= candidate) >= k``?), then writes every column above that score and the first columns
-(lowest index) equal to it, ``k`` in all. The result is an exact top-k with ties broken towards the lower
-column, in ascending column order (not by score: the attention that consumes it gathers in page order),
-``-1``-padded at the end when a row sees fewer than ``k`` columns.
+twice the logits kernel. Here a program holds a tile of a row in registers as order-preserving int32 keys
+and finds the k-th largest key exactly, one 8-bit digit at a time from the top (four ``tl.histogram``
+passes over the tile instead of 32 counting passes, one per bit), then writes every column above that key
+and the first columns (lowest index) equal to it, ``k`` in all. A row wider than one tile is cut into
+tiles, each keeping its own top-k as (key, column) candidates, and the candidates are selected again:
+the row's top-k under the order (score, then lower column) is a subset of the union of its tiles' top-k
+under the same order, so the result is the same. The launch count depends on the shapes only (no host
+synchronization; CUDA-graph capturable).
+
+The result is an exact top-k with ties broken towards the lower column, in ascending column order (not by
+score: the attention that consumes it gathers in page order), ``-1``-padded at the end when a row sees
+fewer than ``k`` columns.
 
 Order of floats: ``-0.0`` ranks just below ``+0.0``; NaN ranks above ``+inf`` with its sign bit clear and
 below ``-inf`` with it set (the logits kernel yields neither from finite inputs).
+
+``k`` above half the widest tile (``MAX_TILE // 2``) on rows wider than a tile keeps the earlier bitwise
+search (one program per row, 32 counting passes), which has no limit on ``k``.
 """
 
 from __future__ import annotations
@@ -20,9 +30,15 @@ import triton.language as tl
 
 __all__ = ["topk_columns"]
 
-#: Columns per counting pass; rows up to this wide are loaded once and kept in registers (as int32 keys,
-#: 16384 over 16 warps = 32 per thread).
+#: Columns per counting pass of the bitwise fallback; rows up to this wide are loaded once and kept in
+#: registers (as int32 keys, 16384 over 16 warps = 32 per thread).
 CHUNK = 16384
+#: The widest tile a radix program keeps in registers (as for CHUNK).
+MAX_TILE = 16384
+#: Rows up to this wide are selected by one program each; wider rows are cut into TILE-column tiles
+#: (two launches, or more for very wide rows). Chosen from the H200 timings in docs/performance.md.
+SINGLE = 8192
+TILE = 4096
 
 
 @triton.jit
@@ -52,7 +68,7 @@ def _count(
 
 
 @triton.jit
-def _topk_kernel(
+def _bitwise_topk_kernel(
     logits_ptr,
     vis_ptr,
     out_ptr,
@@ -107,21 +123,149 @@ def _topk_kernel(
         tl.store(out_ptr + r * stride_or + p, tl.full([CHUNK], -1, tl.int32), mask=(p >= taken) & (p < K))
 
 
-def topk_columns(
-    logits: torch.Tensor, visible: torch.Tensor, k: int, *, out: torch.Tensor | None = None
-) -> torch.Tensor:
-    """int32 [rows, k]: the ``k`` best of columns ``[0, visible[r])`` of each row of fp32 ``logits``, in
-    ascending column order, ``-1``-padded; no host synchronization. Callers validated the arguments
-    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``; ``out`` int32 [rows, k] with
-    unit column stride, e.g. a row slice of the caller's result)."""
+@triton.jit
+def _radix_threshold(key, live, K: tl.constexpr, BLOCK: tl.constexpr):
+    # (t, need): t is the key of the K-th largest live key and need the number of live keys equal to t that
+    # belong to the top K; with <= K live keys, t = INT32_MIN and need = K (everything live is taken).
+    # Digits of the unsigned key (key ^ 0x80000000) from the top, 8 bits each. tl.histogram gets no mask
+    # (masks were not uniform across Triton versions): keys outside the current prefix go to bin 0 and
+    # are taken back out of it.
+    n_live = tl.sum(live.to(tl.int32))
+    t = tl.full([], -2147483648, dtype=tl.int32)
+    need = tl.full([], K, dtype=tl.int32)
+    if n_live > K:
+        bins = tl.arange(0, 256)
+        t = tl.zeros([], dtype=tl.int32)
+        for p in tl.static_range(4):
+            if p == 0:
+                match = live
+                digit = (key >> 24) + 128  # the top byte, sign flipped: 0 .. 255 in the order of the keys
+            else:
+                match = live & ((key >> (32 - 8 * p)) == (t >> (32 - 8 * p)))
+                digit = (key >> (24 - 8 * p)) & 255
+            hist = tl.histogram(tl.where(match, digit, 0), 256)
+            hist -= tl.where(bins == 0, BLOCK - tl.sum(match.to(tl.int32)), 0)
+            # at_least[d]: matching keys whose digit is >= d (non-increasing in d); the K-th largest
+            # (need-th among the matching ones) has the largest digit d with at_least[d] >= need.
+            at_least = tl.sum(hist) - tl.cumsum(hist, 0) + hist
+            d = tl.sum((at_least >= need).to(tl.int32)) - 1
+            need -= tl.sum(tl.where(bins > d, hist, 0))
+            if p == 0:
+                t = (d - 128) << 24
+            else:
+                t = t | (d << (24 - 8 * p))
+    return t, need
+
+
+@triton.jit
+def _radix_topk_kernel(
+    src_ptr,
+    col_ptr,
+    vis_ptr,
+    out_ptr,
+    out_key_ptr,
+    stride_sr,
+    stride_or,
+    width,
+    K: tl.constexpr,
+    BLOCK: tl.constexpr,
+    FROM_LOGITS: tl.constexpr,
+    WRITE_KEYS: tl.constexpr,
+    PAD_CHUNKS: tl.constexpr,
+):
+    # Program (row r, tile j): the top K of BLOCK entries of row r, written in their order (ascending
+    # column) to out[r, j*K : j*K + K], -1-padded; with WRITE_KEYS their keys too (a candidate level).
+    # FROM_LOGITS: the entries are logits columns [j*BLOCK, (j+1)*BLOCK) below visible[r]; otherwise they
+    # are candidates (key, column) of an earlier level, live where column >= 0, ``width`` per row.
+    r = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    pos = j * BLOCK + offs
+    if FROM_LOGITS:
+        vis = tl.load(vis_ptr + r).to(tl.int32)
+        live = pos < vis
+        key = _order_key(tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0.0))
+        col = pos
+    else:
+        col = tl.load(col_ptr + r * stride_sr + pos, mask=pos < width, other=-1)
+        live = col >= 0
+        key = tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0)
+    t, need = _radix_threshold(key, live, K, BLOCK)
+    eq = live & (key == t)
+    tie_rank = tl.cumsum(eq.to(tl.int32), axis=0) - 1
+    take = (live & (key > t)) | (eq & (tie_rank < need))
+    dst = tl.cumsum(take.to(tl.int32), axis=0) - 1
+    taken = tl.sum(take.to(tl.int32))
+    base = r * stride_or + j * K
+    tl.store(out_ptr + base + dst, col, mask=take)
+    if WRITE_KEYS:
+        tl.store(out_key_ptr + base + dst, key, mask=take)
+    for c in tl.static_range(PAD_CHUNKS):
+        p = c * BLOCK + offs
+        tl.store(out_ptr + base + p, tl.full([BLOCK], -1, tl.int32), mask=(p >= taken) & (p < K))
+
+
+def _warps(block: int) -> int:
+    return 16 if block >= 8192 else 8 if block >= 2048 else 4
+
+
+def _plan(width: int, k: int, single: int, tile: int) -> list[tuple[int, int]] | None:
+    """(block, tiles) per level, or None for the bitwise fallback: one level when a row fits ``single``
+    columns, else ``tile``-wide tiles whose ``k`` candidates each are selected again until they fit."""
+    levels = []
+    w = width
+    while w > single:
+        if 2 * k > tile:  # a level would not shrink the row
+            return None
+        n = triton.cdiv(w, tile)
+        levels.append((tile, n))
+        w = n * k
+    levels.append((max(16, triton.next_power_of_2(w)), 1))
+    return levels
+
+
+def _radix_topk(
+    logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor, single: int, tile: int
+) -> bool:
+    """The radix path into ``out``; False (nothing launched) where it does not apply."""
     rows, width = logits.shape
-    if out is None:
-        out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
-    if rows == 0:
-        return out
+    plan = _plan(width, k, single, tile)
+    if plan is None:
+        return False
+    src, cols = logits, logits  # cols: unused on the first level
+    w = width
+    for i, (block, n) in enumerate(plan):
+        last = i == len(plan) - 1
+        if last:
+            dst, dst_keys = out, out  # dst_keys unused
+        else:
+            dst = torch.empty(rows, n * k, dtype=torch.int32, device=logits.device)
+            dst_keys = torch.empty_like(dst)
+        _radix_topk_kernel[(rows, n)](
+            src,
+            cols,
+            visible,
+            dst,
+            dst_keys,
+            src.stride(0),
+            dst.stride(0),
+            w,
+            k,
+            BLOCK=block,
+            FROM_LOGITS=i == 0,
+            WRITE_KEYS=not last,
+            PAD_CHUNKS=triton.cdiv(k, block),
+            num_warps=_warps(block),
+        )
+        src, cols, w = dst_keys, dst, n * k
+    return True
+
+
+def _bitwise_topk(logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor) -> None:
+    rows, width = logits.shape
     chunk = min(CHUNK, max(16, triton.next_power_of_2(max(width, k))))
     resident = width <= chunk
-    _topk_kernel[(rows,)](
+    _bitwise_topk_kernel[(rows,)](
         logits,
         visible,
         out,
@@ -131,6 +275,22 @@ def topk_columns(
         CHUNK=chunk,
         RESIDENT=resident,
         N_CHUNKS=triton.cdiv(width, chunk),
-        num_warps=16 if chunk >= 8192 else 8 if chunk >= 2048 else 4,
+        num_warps=_warps(chunk),
     )
+
+
+def topk_columns(
+    logits: torch.Tensor, visible: torch.Tensor, k: int, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """int32 [rows, k]: the ``k`` best of columns ``[0, visible[r])`` of each row of fp32 ``logits``, in
+    ascending column order, ``-1``-padded; no host synchronization. Callers validated the arguments
+    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``; ``out`` int32 [rows, k] with
+    unit column stride, e.g. a row slice of the caller's result)."""
+    rows = logits.shape[0]
+    if out is None:
+        out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
+    if rows == 0:
+        return out
+    if not _radix_topk(logits, visible, k, out, SINGLE, TILE):
+        _bitwise_topk(logits, visible, k, out)
     return out
