@@ -33,7 +33,7 @@ __all__ = ["topk_columns"]
 #: Columns per counting pass of the bitwise fallback; rows up to this wide are loaded once and kept in
 #: registers (as int32 keys, 16384 over 16 warps = 32 per thread).
 CHUNK = 16384
-#: The widest tile a radix program keeps in registers (as for CHUNK).
+#: The widest tile a radix program keeps in registers (as for CHUNK; its scan packs two counts < 2**16).
 MAX_TILE = 16384
 #: Rows up to this wide are selected by one program each; wider rows are cut into TILE-column tiles
 #: (two launches, or more for very wide rows). Chosen from the H200 timings in docs/performance.md.
@@ -125,17 +125,18 @@ def _bitwise_topk_kernel(
 
 @triton.jit
 def _radix_threshold(key, live, K: tl.constexpr, BLOCK: tl.constexpr):
-    # (t, need): t is the key of the K-th largest live key and need the number of live keys equal to t that
-    # belong to the top K; with <= K live keys, t = INT32_MIN and need = K (everything live is taken).
+    # (t, need, n_live): t is the key of the K-th largest live key and need the number of live keys equal
+    # to t that belong to the top K; with <= K live keys, t = INT32_MIN and need = K (all live are taken).
     # Digits of the unsigned key (key ^ 0x80000000) from the top, 8 bits each. tl.histogram gets no mask
-    # (masks were not uniform across Triton versions): keys outside the current prefix go to bin 0 and
-    # are taken back out of it.
+    # (masks were not uniform across Triton versions): keys outside the current prefix go to bin 0 and are
+    # taken back out of it; how many match the prefix is the count of the digit the last pass chose.
     n_live = tl.sum(live.to(tl.int32))
     t = tl.full([], -2147483648, dtype=tl.int32)
     need = tl.full([], K, dtype=tl.int32)
     if n_live > K:
         bins = tl.arange(0, 256)
         t = tl.zeros([], dtype=tl.int32)
+        n_match = n_live
         for p in tl.static_range(4):
             if p == 0:
                 match = live
@@ -144,17 +145,18 @@ def _radix_threshold(key, live, K: tl.constexpr, BLOCK: tl.constexpr):
                 match = live & ((key >> (32 - 8 * p)) == (t >> (32 - 8 * p)))
                 digit = (key >> (24 - 8 * p)) & 255
             hist = tl.histogram(tl.where(match, digit, 0), 256)
-            hist -= tl.where(bins == 0, BLOCK - tl.sum(match.to(tl.int32)), 0)
+            hist -= tl.where(bins == 0, BLOCK - n_match, 0)
             # at_least[d]: matching keys whose digit is >= d (non-increasing in d); the K-th largest
-            # (need-th among the matching ones) has the largest digit d with at_least[d] >= need.
-            at_least = tl.sum(hist) - tl.cumsum(hist, 0) + hist
+            # (the need-th largest matching one) has the largest digit d with at_least[d] >= need.
+            at_least = n_match - tl.cumsum(hist, 0) + hist
             d = tl.sum((at_least >= need).to(tl.int32)) - 1
             need -= tl.sum(tl.where(bins > d, hist, 0))
+            n_match = tl.sum(tl.where(bins == d, hist, 0))
             if p == 0:
                 t = (d - 128) << 24
             else:
                 t = t | (d << (24 - 8 * p))
-    return t, need
+    return t, need, n_live
 
 
 @triton.jit
@@ -190,12 +192,16 @@ def _radix_topk_kernel(
         col = tl.load(col_ptr + r * stride_sr + pos, mask=pos < width, other=-1)
         live = col >= 0
         key = tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0)
-    t, need = _radix_threshold(key, live, K, BLOCK)
+    t, need, n_live = _radix_threshold(key, live, K, BLOCK)
+    # One scan for both running counts: keys above t in the high 16 bits, keys equal to t in the low 16
+    # (BLOCK <= 16384 < 2**16, so the low half never carries into the high one).
+    gt = live & (key > t)
     eq = live & (key == t)
-    tie_rank = tl.cumsum(eq.to(tl.int32), axis=0) - 1
-    take = (live & (key > t)) | (eq & (tie_rank < need))
-    dst = tl.cumsum(take.to(tl.int32), axis=0) - 1
-    taken = tl.sum(take.to(tl.int32))
+    run = tl.cumsum((gt.to(tl.int32) << 16) | eq.to(tl.int32), axis=0)
+    n_eq = run & 0xFFFF  # ties up to and including this entry
+    take = gt | (eq & (n_eq <= need))
+    dst = (run >> 16) + tl.minimum(n_eq, need) - 1
+    taken = tl.minimum(n_live, K)
     base = r * stride_or + j * K
     tl.store(out_ptr + base + dst, col, mask=take)
     if WRITE_KEYS:
@@ -212,6 +218,7 @@ def _warps(block: int) -> int:
 def _plan(width: int, k: int, single: int, tile: int) -> list[tuple[int, int]] | None:
     """(block, tiles) per level, or None for the bitwise fallback: one level when a row fits ``single``
     columns, else ``tile``-wide tiles whose ``k`` candidates each are selected again until they fit."""
+    single, tile = min(single, MAX_TILE), min(tile, MAX_TILE)
     levels = []
     w = width
     while w > single:
