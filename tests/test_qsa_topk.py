@@ -56,7 +56,7 @@ def _rows(k: int, rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     x[3, 3::13] = -INF
     x[3, 4::5] = -0.0
     x[3, 5::6] = 0.0
-    x[3, 6] = torch.tensor([-1], dtype=torch.int32).view(torch.float32)
+    x[3, [1, 6]] = torch.tensor([-1], dtype=torch.int32).view(torch.float32)
     x[4] = torch.where(torch.rand(w, generator=rng) < 0.5, -0.0, 0.0)  # signed zeros only
     x[5] = -INF
     x[6] = torch.randn(w, generator=rng) * torch.exp2(torch.randint(-100, 100, (w,), generator=rng).float())
@@ -67,7 +67,8 @@ def _rows(k: int, rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     vis[9] = 0
     vis[10] = k  # exactly k
     vis[11] = k + 1
-    x[8:] = x[0]
+    x[8:10] = x[3]  # the specials, INT32_MIN key included, in rows that take everything
+    x[10:] = x[0]
     return x, vis
 
 
