@@ -96,22 +96,32 @@ def test_radix_topk_writes_a_row_slice_of_a_larger_result(rng, device):
     assert (buf[:, 0] == 99).all() and (buf[:, k + 1 :] == 99).all()
 
 
-def test_k_above_half_a_tile_falls_back_to_the_bitwise_search(rng, device, monkeypatch):
-    k = 9  # 2k > TILE = 16: a level would not shrink the row
-    monkeypatch.setattr(T, "SINGLE", 32)
-    monkeypatch.setattr(T, "TILE", 16)
+@pytest.mark.parametrize("chunk", [32, 128], ids=["chunked", "resident"])
+@pytest.mark.parametrize("k", [1, 5])
+def test_bitwise_topk_is_the_documented_selection(chunk, k, rng, device, monkeypatch):
+    monkeypatch.setattr(T, "CHUNK", chunk)  # 32: the row is re-read in chunks on every counting pass
+    x, vis = _rows(k, rng)
+    out = torch.full((x.shape[0], k), 7, dtype=torch.int32, device=device)
+    T._bitwise_topk(x.to(device), vis.to(device), k, out)
+    assert out.cpu().tolist() == _spec(x, vis, k)
+
+
+@pytest.mark.parametrize(
+    ("width", "k", "search"),
+    [(32, 5, "bitwise"), (WIDTH, 5, "radix"), (WIDTH, 9, "bitwise")],
+    ids=["fits-registers", "wide", "wide-k-above-half-a-tile"],
+)
+def test_topk_columns_chooses_the_search_by_width_and_k(width, k, search, rng, device, monkeypatch):
+    for name, value in (("RADIX_ABOVE", 32), ("SINGLE", 32), ("TILE", 16), ("CHUNK", 32)):
+        monkeypatch.setattr(T, name, value)
     calls = []
     bitwise = T._bitwise_topk
-    monkeypatch.setattr(T, "_bitwise_topk", lambda *a: (calls.append(1), bitwise(*a)))
+    monkeypatch.setattr(T, "_bitwise_topk", lambda *a: (calls.append("bitwise"), bitwise(*a)))
     x, vis = _rows(k, rng)
+    x, vis = x[:, :width], vis.clamp(max=width)
     got = T.topk_columns(x.to(device), vis.to(device), k).cpu().tolist()
-    assert calls == [1]
+    assert calls == (["bitwise"] if search == "bitwise" else [])
     assert got == _spec(x, vis, k)
-    calls.clear()
-    assert T.topk_columns(x[:, :32].to(device), vis.clamp(max=32).to(device), k).cpu().tolist() == _spec(
-        x[:, :32], vis.clamp(max=32), k
-    )
-    assert calls == []  # fits one tile: the radix path
 
 
 @pytest.mark.parametrize("width", [1, 16, 17, 5000, 16385, 40000, 10**6])

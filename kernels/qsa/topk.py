@@ -1,25 +1,29 @@
-"""Row-wise top-k of fp32 logits on the GPU without sorting: a radix select of the k-th largest score,
-then compaction; wide rows are split over several programs.
+"""Row-wise top-k of fp32 logits on the GPU without sorting: find the k-th largest score exactly, then
+compact; no host synchronization, a launch count that depends on the shapes only (CUDA-graph capturable).
 
 Why not ``torch.topk``: for k = 512 of tens of thousands of columns it sorts, and at decode sizes it costs
-twice the logits kernel. Here a program holds a tile of a row in registers as order-preserving int32 keys
-and finds the k-th largest key exactly, one 8-bit digit at a time from the top (four ``tl.histogram``
-passes over the tile instead of 32 counting passes, one per bit), then writes every column above that key
-and the first columns (lowest index) equal to it, ``k`` in all. A row wider than one tile is cut into
-tiles, each keeping its own top-k as (key, column) candidates, and the candidates are selected again:
-the row's top-k under the order (score, then lower column) is a subset of the union of its tiles' top-k
-under the same order, so the result is the same. The launch count depends on the shapes only (no host
-synchronization; CUDA-graph capturable).
+twice the logits kernel.
 
-The result is an exact top-k with ties broken towards the lower column, in ascending column order (not by
+Two searches, chosen by row width (H200 timings in docs/performance.md):
+
+- **bitwise** (rows up to ``RADIX_ABOVE`` = 16,384 columns, and any ``k``): one program per row holds the
+  row in registers as order-preserving int32 keys and decides the 32 bits of the k-th largest key from the
+  top, each bit one counting pass (is ``count(key >= candidate) >= k``?). Wider rows would be re-read from
+  memory on every pass.
+- **radix, split** (wider rows, ``k <= TILE // 2``): the row is cut into ``TILE``-column tiles, one program
+  each; a program finds its tile's k-th largest key one 8-bit digit at a time (four ``tl.histogram``
+  passes) and keeps its top-k as (key, column) candidates, which one program per row then selects again
+  the same way. The row's top-k under the order (score, then lower column) is a subset of the union of
+  its tiles' top-k under that order, so the result is the same. On rows that fit in registers the radix
+  search measured slower than the bitwise one (its four histogram passes cost more than 33 counting passes).
+
+Both then write every column above the k-th largest key and the first columns (lowest index) equal to it,
+``k`` in all: an exact top-k with ties broken towards the lower column, in ascending column order (not by
 score: the attention that consumes it gathers in page order), ``-1``-padded at the end when a row sees
-fewer than ``k`` columns.
+fewer than ``k`` columns. Both give the same result bit for bit (tests/test_qsa_topk.py).
 
 Order of floats: ``-0.0`` ranks just below ``+0.0``; NaN ranks above ``+inf`` with its sign bit clear and
 below ``-inf`` with it set (the logits kernel yields neither from finite inputs).
-
-``k`` above half the widest tile (``MAX_TILE // 2``) on rows wider than a tile keeps the earlier bitwise
-search (one program per row, 32 counting passes), which has no limit on ``k``.
 """
 
 from __future__ import annotations
@@ -30,15 +34,18 @@ import triton.language as tl
 
 __all__ = ["topk_columns"]
 
-#: Columns per counting pass of the bitwise fallback; rows up to this wide are loaded once and kept in
+#: Columns per counting pass of the bitwise search; rows up to this wide are loaded once and kept in
 #: registers (as int32 keys, 16384 over 16 warps = 32 per thread).
 CHUNK = 16384
+#: Rows wider than this take the split radix search (where the bitwise one would re-read the row 33 times).
+RADIX_ABOVE = CHUNK
 #: The widest tile a radix program keeps in registers (as for CHUNK; its scan packs two counts < 2**16).
 MAX_TILE = 16384
-#: Rows up to this wide are selected by one program each; wider rows are cut into TILE-column tiles
-#: (two launches, or more for very wide rows). Chosen from the H200 timings in docs/performance.md.
-SINGLE = 8192
-TILE = 4096
+#: Radix plan: candidates up to SINGLE per row are selected by one program; wider rows (or candidate
+#: lists) are cut into TILE-column tiles. The fastest plan of the H200 sweep at 64 rows × 32,768 columns,
+#: k = 512: 16 tiles of 2,048, then 8,192 candidates in one program (docs/performance.md).
+SINGLE = 16384
+TILE = 2048
 
 
 @triton.jit
@@ -298,6 +305,6 @@ def topk_columns(
         out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
     if rows == 0:
         return out
-    if not _radix_topk(logits, visible, k, out, SINGLE, TILE):
+    if logits.shape[1] <= RADIX_ABOVE or not _radix_topk(logits, visible, k, out, SINGLE, TILE):
         _bitwise_topk(logits, visible, k, out)
     return out
