@@ -134,9 +134,10 @@ def _bitwise_topk_kernel(
 def _radix_threshold(key, live, K: tl.constexpr, BLOCK: tl.constexpr):
     # (t, need, n_live): t is the key of the K-th largest live key and need the number of live keys equal
     # to t that belong to the top K; with <= K live keys, t = INT32_MIN and need = K (all live are taken).
-    # Digits of the unsigned key (key ^ 0x80000000) from the top, 8 bits each. tl.histogram gets no mask
-    # (masks were not uniform across Triton versions): keys outside the current prefix go to bin 0 and are
-    # taken back out of it; how many match the prefix is the count of the digit the last pass chose.
+    # Digits of the unsigned key (key ^ 0x80000000) from the top, 8 bits each. tl.histogram is called
+    # without a mask, so no version's handling of masked lanes matters: keys outside the current prefix go
+    # to bin 0 and are taken back out of it; how many match the prefix is the count of the digit the last
+    # pass chose.
     n_live = tl.sum(live.to(tl.int32))
     t = tl.full([], -2147483648, dtype=tl.int32)
     need = tl.full([], K, dtype=tl.int32)
