@@ -1,12 +1,26 @@
-"""Row-wise top-k of fp32 logits on the GPU without sorting: a bitwise threshold search, then compaction.
+"""Row-wise top-k of fp32 logits on the GPU without sorting: find the k-th largest score exactly, then
+compact; no host synchronization, a launch count that depends on the shapes only (CUDA-graph capturable).
 
 Why not ``torch.topk``: for k = 512 of tens of thousands of columns it sorts, and at decode sizes it costs
-twice the logits kernel. Here one program per row finds the k-th largest score exactly by deciding the
-32 bits of its order-preserving int32 key from the top (each bit one counting pass over the row: is
-``count(key >= candidate) >= k``?), then writes every column above that score and the first columns
-(lowest index) equal to it, ``k`` in all. The result is an exact top-k with ties broken towards the lower
-column, in ascending column order (not by score: the attention that consumes it gathers in page order),
-``-1``-padded at the end when a row sees fewer than ``k`` columns.
+twice the logits kernel.
+
+Two searches, chosen by row width (H200 timings in docs/performance.md):
+
+- **bitwise** (rows up to ``RADIX_ABOVE`` = 16,384 columns, and any ``k``): one program per row holds the
+  row in registers as order-preserving int32 keys and decides the 32 bits of the k-th largest key from the
+  top, each bit one counting pass (is ``count(key >= candidate) >= k``?). Wider rows would be re-read from
+  memory on every pass.
+- **radix, split** (wider rows, ``k <= TILE // 2``): the row is cut into ``TILE``-column tiles, one program
+  each; a program finds its tile's k-th largest key one 8-bit digit at a time (four ``tl.histogram``
+  passes) and keeps its top-k as (key, column) candidates, which one program per row then selects again
+  the same way. The row's top-k under the order (score, then lower column) is a subset of the union of
+  its tiles' top-k under that order, so the result is the same. On rows that fit in registers the radix
+  search measured slower than the bitwise one (its four histogram passes cost more than 33 counting passes).
+
+Both then write every column above the k-th largest key and the first columns (lowest index) equal to it,
+``k`` in all: an exact top-k with ties broken towards the lower column, in ascending column order (not by
+score: the attention that consumes it gathers in page order), ``-1``-padded at the end when a row sees
+fewer than ``k`` columns. Both give the same result bit for bit (tests/test_qsa_topk.py).
 
 Order of floats: ``-0.0`` ranks just below ``+0.0``; NaN ranks above ``+inf`` with its sign bit clear and
 below ``-inf`` with it set (the logits kernel yields neither from finite inputs).
@@ -20,9 +34,18 @@ import triton.language as tl
 
 __all__ = ["topk_columns"]
 
-#: Columns per counting pass; rows up to this wide are loaded once and kept in registers (as int32 keys,
-#: 16384 over 16 warps = 32 per thread).
+#: Columns per counting pass of the bitwise search; rows up to this wide are loaded once and kept in
+#: registers (as int32 keys, 16384 over 16 warps = 32 per thread).
 CHUNK = 16384
+#: Rows wider than this take the split radix search (where the bitwise one would re-read the row 33 times).
+RADIX_ABOVE = CHUNK
+#: The widest tile a radix program keeps in registers (as for CHUNK; its scan packs two counts < 2**16).
+MAX_TILE = 16384
+#: Radix plan: candidates up to SINGLE per row are selected by one program; wider rows (or candidate
+#: lists) are cut into TILE-column tiles. The fastest plan of the H200 sweep at 64 rows × 32,768 columns,
+#: k = 512: 16 tiles of 2,048, then 8,192 candidates in one program (docs/performance.md).
+SINGLE = 16384
+TILE = 2048
 
 
 @triton.jit
@@ -52,7 +75,7 @@ def _count(
 
 
 @triton.jit
-def _topk_kernel(
+def _bitwise_topk_kernel(
     logits_ptr,
     vis_ptr,
     out_ptr,
@@ -107,21 +130,157 @@ def _topk_kernel(
         tl.store(out_ptr + r * stride_or + p, tl.full([CHUNK], -1, tl.int32), mask=(p >= taken) & (p < K))
 
 
-def topk_columns(
-    logits: torch.Tensor, visible: torch.Tensor, k: int, *, out: torch.Tensor | None = None
-) -> torch.Tensor:
-    """int32 [rows, k]: the ``k`` best of columns ``[0, visible[r])`` of each row of fp32 ``logits``, in
-    ascending column order, ``-1``-padded; no host synchronization. Callers validated the arguments
-    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``; ``out`` int32 [rows, k] with
-    unit column stride, e.g. a row slice of the caller's result)."""
+@triton.jit
+def _radix_threshold(key, live, K: tl.constexpr, BLOCK: tl.constexpr):
+    # (t, need, n_live): t is the key of the K-th largest live key and need the number of live keys equal
+    # to t that belong to the top K; with <= K live keys, t = INT32_MIN and need = K (all live are taken).
+    # Digits of the unsigned key (key ^ 0x80000000) from the top, 8 bits each. tl.histogram is called
+    # without a mask, so no version's handling of masked lanes matters: keys outside the current prefix go
+    # to bin 0 and are taken back out of it; how many match the prefix is the count of the digit the last
+    # pass chose.
+    n_live = tl.sum(live.to(tl.int32))
+    t = tl.full([], -2147483648, dtype=tl.int32)
+    need = tl.full([], K, dtype=tl.int32)
+    if n_live > K:
+        bins = tl.arange(0, 256)
+        t = tl.zeros([], dtype=tl.int32)
+        n_match = n_live
+        for p in tl.static_range(4):
+            if p == 0:
+                match = live
+                digit = (key >> 24) + 128  # the top byte, sign flipped: 0 .. 255 in the order of the keys
+            else:
+                match = live & ((key >> (32 - 8 * p)) == (t >> (32 - 8 * p)))
+                digit = (key >> (24 - 8 * p)) & 255
+            hist = tl.histogram(tl.where(match, digit, 0), 256)
+            hist -= tl.where(bins == 0, BLOCK - n_match, 0)
+            # at_least[d]: matching keys whose digit is >= d (non-increasing in d); the K-th largest
+            # (the need-th largest matching one) has the largest digit d with at_least[d] >= need.
+            at_least = n_match - tl.cumsum(hist, 0) + hist
+            d = tl.sum((at_least >= need).to(tl.int32)) - 1
+            need -= tl.sum(tl.where(bins > d, hist, 0))
+            n_match = tl.sum(tl.where(bins == d, hist, 0))
+            if p == 0:
+                t = (d - 128) << 24
+            else:
+                t = t | (d << (24 - 8 * p))
+    return t, need, n_live
+
+
+@triton.jit
+def _radix_topk_kernel(
+    src_ptr,
+    col_ptr,
+    vis_ptr,
+    out_ptr,
+    out_key_ptr,
+    stride_sr,
+    stride_or,
+    width,
+    K: tl.constexpr,
+    BLOCK: tl.constexpr,
+    FROM_LOGITS: tl.constexpr,
+    WRITE_KEYS: tl.constexpr,
+    PAD_CHUNKS: tl.constexpr,
+):
+    # Program (row r, tile j): the top K of BLOCK entries of row r, written in their order (ascending
+    # column) to out[r, j*K : j*K + K], -1-padded; with WRITE_KEYS their keys too (a candidate level).
+    # FROM_LOGITS: the entries are logits columns [j*BLOCK, (j+1)*BLOCK) below visible[r]; otherwise they
+    # are candidates (key, column) of an earlier level, live where column >= 0, ``width`` per row.
+    r = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    pos = j * BLOCK + offs
+    if FROM_LOGITS:
+        vis = tl.load(vis_ptr + r).to(tl.int32)
+        live = pos < vis
+        key = _order_key(tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0.0))
+        col = pos
+    else:
+        col = tl.load(col_ptr + r * stride_sr + pos, mask=pos < width, other=-1)
+        live = col >= 0
+        key = tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0)
+    t, need, n_live = _radix_threshold(key, live, K, BLOCK)
+    # One scan for both running counts: keys above t in the high 16 bits, keys equal to t in the low 16
+    # (BLOCK <= 16384 < 2**16, so the low half never carries into the high one).
+    gt = live & (key > t)
+    eq = live & (key == t)
+    run = tl.cumsum((gt.to(tl.int32) << 16) | eq.to(tl.int32), axis=0)
+    n_eq = run & 0xFFFF  # ties up to and including this entry
+    take = gt | (eq & (n_eq <= need))
+    dst = (run >> 16) + tl.minimum(n_eq, need) - 1
+    taken = tl.minimum(n_live, K)
+    base = r * stride_or + j * K
+    tl.store(out_ptr + base + dst, col, mask=take)
+    if WRITE_KEYS:
+        tl.store(out_key_ptr + base + dst, key, mask=take)
+    for c in tl.static_range(PAD_CHUNKS):
+        p = c * BLOCK + offs
+        tl.store(out_ptr + base + p, tl.full([BLOCK], -1, tl.int32), mask=(p >= taken) & (p < K))
+
+
+def _warps(block: int) -> int:
+    return 16 if block >= 8192 else 8 if block >= 2048 else 4
+
+
+def _plan(width: int, k: int, single: int, tile: int) -> list[tuple[int, int]] | None:
+    """(block, tiles) per level, or None for the bitwise fallback: one level when a row fits ``single``
+    columns, else ``tile``-wide tiles whose ``k`` candidates each are selected again until they fit."""
+    single, tile = min(single, MAX_TILE), min(tile, MAX_TILE)
+    levels = []
+    w = width
+    while w > single:
+        if 2 * k > tile:  # a level would not shrink the row
+            return None
+        n = triton.cdiv(w, tile)
+        levels.append((tile, n))
+        w = n * k
+    levels.append((max(16, triton.next_power_of_2(w)), 1))
+    return levels
+
+
+def _radix_topk(
+    logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor, single: int, tile: int
+) -> bool:
+    """The radix path into ``out``; False (nothing launched) where it does not apply."""
     rows, width = logits.shape
-    if out is None:
-        out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
-    if rows == 0:
-        return out
+    plan = _plan(width, k, single, tile)
+    if plan is None:
+        return False
+    src, cols = logits, logits  # cols: unused on the first level
+    w = width
+    for i, (block, n) in enumerate(plan):
+        last = i == len(plan) - 1
+        if last:
+            dst, dst_keys = out, out  # dst_keys unused
+        else:
+            dst = torch.empty(rows, n * k, dtype=torch.int32, device=logits.device)
+            dst_keys = torch.empty_like(dst)
+        _radix_topk_kernel[(rows, n)](
+            src,
+            cols,
+            visible,
+            dst,
+            dst_keys,
+            src.stride(0),
+            dst.stride(0),
+            w,
+            k,
+            BLOCK=block,
+            FROM_LOGITS=i == 0,
+            WRITE_KEYS=not last,
+            PAD_CHUNKS=triton.cdiv(k, block),
+            num_warps=_warps(block),
+        )
+        src, cols, w = dst_keys, dst, n * k
+    return True
+
+
+def _bitwise_topk(logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor) -> None:
+    rows, width = logits.shape
     chunk = min(CHUNK, max(16, triton.next_power_of_2(max(width, k))))
     resident = width <= chunk
-    _topk_kernel[(rows,)](
+    _bitwise_topk_kernel[(rows,)](
         logits,
         visible,
         out,
@@ -131,6 +290,22 @@ def topk_columns(
         CHUNK=chunk,
         RESIDENT=resident,
         N_CHUNKS=triton.cdiv(width, chunk),
-        num_warps=16 if chunk >= 8192 else 8 if chunk >= 2048 else 4,
+        num_warps=_warps(chunk),
     )
+
+
+def topk_columns(
+    logits: torch.Tensor, visible: torch.Tensor, k: int, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """int32 [rows, k]: the ``k`` best of columns ``[0, visible[r])`` of each row of fp32 ``logits``, in
+    ascending column order, ``-1``-padded; no host synchronization. Callers validated the arguments
+    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``; ``out`` int32 [rows, k] with
+    unit column stride, e.g. a row slice of the caller's result)."""
+    rows = logits.shape[0]
+    if out is None:
+        out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
+    if rows == 0:
+        return out
+    if logits.shape[1] <= RADIX_ABOVE or not _radix_topk(logits, visible, k, out, SINGLE, TILE):
+        _bitwise_topk(logits, visible, k, out)
     return out
