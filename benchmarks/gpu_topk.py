@@ -1,6 +1,6 @@
 """GPU check of kernels.qsa.topk: the radix (split) and bitwise searches and the shipped choice, exact
 against a stable-sort reference at the decode/prefill shapes, then do_bench timings of the bitwise search,
-the shipped choice, torch.topk and radix tile plans. Run by gpu.sh; writes one JSON (argv[1]).
+the shipped choice, torch.topk and radix tile plans. Usage: ``python benchmarks/gpu_topk.py OUT.json`` on a CUDA box.
 
     python benchmarks/gpu_topk.py topk.json"""
 
