@@ -34,7 +34,8 @@ VARIANTS_D128 = [
     ("words r4w1 vec", dict(rows=4, warps=1, vec=True)),
     ("words r4w2 vec", dict(rows=4, warps=2, vec=True)),
     ("words r8w4 vec", dict(rows=8, warps=4, vec=True)),
-    ("words r8w2 vec", dict(rows=8, warps=2, vec=True)),
+    ("split r2w1", dict(rows=2, warps=1, split=True)),
+    ("split r4w2", dict(rows=4, warps=2, split=True)),
     ("words r1w1 vec", dict(rows=1, warps=1, vec=True)),
     ("words r4w1 vec persist8x", dict(rows=4, warps=1, vec=True, persist=-8)),
     ("words r8w4 vec persist4x", dict(rows=8, warps=4, vec=True, persist=-4)),
@@ -44,12 +45,13 @@ VARIANTS_D256 = [
     ("words r1w1 novec", dict(rows=1, warps=1, vec=False)),
     ("words r2w2 vec", dict(rows=2, warps=2, vec=True)),
     ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
-    ("words r4w4 vec", dict(rows=4, warps=4, vec=True)),
+    ("split r1w1", dict(rows=1, warps=1, split=True)),
     ("words r1w1 vec persist8x", dict(rows=1, warps=1, vec=True, persist=-8)),
 ]
 CHECK_VARIANTS = [
     ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
     ("words r4w2 novec persist", dict(rows=4, warps=2, vec=False, persist=-8)),
+    ("split r2w1", dict(rows=2, warps=1, split=True)),
 ]
 
 
@@ -246,6 +248,18 @@ def bench(log, quick: bool) -> tuple[float, list]:
                     log(f"    ptx {row_ptx}")
                 log(f"{label:22s} {name:28s} graph {row['graph_ms']:.4f} ms ({row['graph_pct']:5.1f}%)  call "
                     f"{row['call_ms']:.4f} ms ({row['call_pct']:5.1f}%)  same={same}  [{row['secs']:.1f}s]")
+        if primary:  # diagnostic: the same launches with sequential slots (no scatter) — what the writes cost
+            seq = torch.arange(t, device="cuda")
+            for name, kw in variants[:2] + [v for v in variants if v[0].startswith("split")][:1]:
+                try:
+                    fn = (partial(_shipped, key, value, cache, seq, fmt) if kw is None
+                          else partial(sv.store_words, key, value, cache, seq, fmt, **_persist(kw, dev)))
+                    gms = graph_ms(fn)
+                    rows.append(dict(shape=label + " seq-slots", d=d, variant=name, graph_ms=gms, floor_ms=floor,
+                                     graph_pct=100 * floor / gms))
+                    log(f"{label + ' seq-slots':22s} {name:28s} graph {gms:.4f} ms ({100 * floor / gms:5.1f}%)")
+                except Exception as e:  # noqa: BLE001
+                    log(f"seq-slots {name} ERROR {type(e).__name__}: {str(e)[:200]}")
         del key, value, cache, slots, ref
         torch.cuda.empty_cache()
     return copy, rows

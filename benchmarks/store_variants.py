@@ -10,7 +10,9 @@ reduction along axis 1.
 
 Knobs: ROWS (rows per program, row = token * num_heads + head), num_warps, VEC (load the int64 parts of a
 word as one [ROWS, W, n] tile and ``tl.split`` it, so a thread may issue one 16-byte load; else one 2-D load
-per part), PERSIST (a grid of ``persist`` programs striding over the row tiles).
+per part), split (read the sources in their own dtype as [ROWS, W, 4|8] tiles widened to fp32 and
+``tl.split`` into per-element 2-D tensors: no alignment needed), PERSIST (a grid of ``persist`` programs
+striding over the row tiles).
 """
 
 from __future__ import annotations
@@ -111,7 +113,14 @@ def _row_tile(
     w = tl.arange(0, KW_P2)
     kmask = ok[:, None] & (w < HEAD_DIM // 4)[None, :]
     krow = tok * stride_kt + head * stride_kh
-    if KSRC == 2:
+    if KSRC == 3:  # native dtype: one [ROWS, W, 4] load widened to fp32, split into the 4 bytes' elements
+        c4 = tl.arange(0, 4)
+        k = tl.load(key_ptr + krow[:, None, None] + (4 * w)[None, :, None] + c4[None, None, :],
+                    mask=kmask[:, :, None], other=0.0).to(tl.float32)
+        s0, s1 = tl.split(tl.reshape(k, (ROWS, KW_P2, 2, 2)))
+        k0, k2 = tl.split(s0)
+        k1, k3 = tl.split(s1)
+    elif KSRC == 2:
         ka, kb = _parts2(key_ptr, krow[:, None] + 2 * w[None, :], kmask, VEC)
         k0 = _elem(ka, 0, KSRC)
         k1 = _elem(ka, 1, KSRC)
@@ -135,7 +144,18 @@ def _row_tile(
     u = tl.arange(0, VW_P2)
     umask = ok[:, None] & (u < HEAD_DIM // 8)[None, :]
     vrow = (tok * stride_vt + head * stride_vh)[:, None]
-    if VSRC == 2:
+    if VSRC == 3:
+        j8 = tl.arange(0, 8)
+        v = tl.load(value_ptr + vrow[:, :, None] + (8 * u)[None, :, None] + j8[None, None, :],
+                    mask=umask[:, :, None], other=0.0).to(tl.float32)
+        a0, a1 = tl.split(tl.reshape(v, (ROWS, VW_P2, 2, 2, 2)))  # element 4i + 2j + l: split l, j, i
+        a00, a01 = tl.split(a0)
+        a10, a11 = tl.split(a1)
+        v0, v4 = tl.split(a00)
+        v2, v6 = tl.split(a01)
+        v1, v5 = tl.split(a10)
+        v3, v7 = tl.split(a11)
+    elif VSRC == 2:
         a, b = _parts2(value_ptr, vrow + 4 * u[None, :], umask, VEC)
         c, d = _parts2(value_ptr, vrow + 4 * u[None, :] + 2, umask, VEC)
         v0 = _elem(a, 0, VSRC)
@@ -280,6 +300,7 @@ def store_words(
     warps: int = 1,
     vec: bool = True,
     persist: int = 0,
+    split: bool = False,
 ) -> None:
     """Launch the candidate (no host checks: the caller passes what ``tq_store_k8v4`` would accept and
     ``supported`` holds). ``persist`` > 0: that many programs loop over the row tiles."""
@@ -290,7 +311,7 @@ def store_words(
     num_rows = num_tokens * num_heads
     if num_rows == 0:
         return
-    kq, vq = key.view(torch.int64), value.view(torch.int64)
+    kq, vq = (key, value) if split else (key.view(torch.int64), value.view(torch.int64))
     cache = kv_cache.view(torch.int32)
     tiles = triton.cdiv(num_rows, rows)
     grid = (min(tiles, persist) if persist else tiles,)
@@ -316,8 +337,8 @@ def store_words(
         KW_P2=next_pow2(head_dim // 4),
         VW_P2=next_pow2(head_dim // 8),
         ROWS=rows,
-        KSRC=_SRC[key.dtype],
-        VSRC=_SRC[value.dtype],
+        KSRC=3 if split else _SRC[key.dtype],
+        VSRC=3 if split else _SRC[value.dtype],
         VEC=vec,
         PERSIST=bool(persist),
         KEY_FMT=FMT_CODE[fmt],
