@@ -191,7 +191,7 @@ def _ptx_stats(k) -> dict:
     return out
 
 
-def bench(log, quick: bool) -> tuple[float, list]:
+def bench(log, quick: bool, save=lambda rows: None) -> tuple[float, list]:
     from _common import copy_bandwidth_gbs, graph_ms, time_ms
 
     copy = copy_bandwidth_gbs()
@@ -241,6 +241,7 @@ def bench(log, quick: bool) -> tuple[float, list]:
                 row = dict(shape=label, variant=name, error=f"{type(e).__name__}: {str(e)[:400]}")
                 log(traceback.format_exc()[-1500:])
             rows.append(row)
+            save(rows)
             if "error" in row:
                 log(f"{label:22s} {name:28s} ERROR {row['error'][:200]}")
             else:
@@ -291,7 +292,11 @@ def main() -> None:
         if a.json:
             a.json.write_text(json.dumps(res, indent=1) + "\n")
     if not a.check_only:
-        copy, rows = bench(log, a.quick)
+        def save(rows: list) -> None:  # after every row: a run cut short by its timeout keeps what it measured
+            if a.json:
+                a.json.write_text(json.dumps({**res, "rows": rows}, indent=1) + "\n")
+
+        copy, rows = bench(log, a.quick, save)
         res["copy_gbs"] = copy
         res["rows"] = rows
     if a.json:
