@@ -48,6 +48,12 @@ VARIANTS_D256 = [
     ("split r1w1", dict(rows=1, warps=1, split=True)),
     ("words r1w1 vec persist8x", dict(rows=1, warps=1, vec=True, persist=-8)),
 ]
+SECONDARY = [
+    ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
+    ("words r2w1 novec", dict(rows=2, warps=1, vec=False)),
+    ("words r4w2 vec", dict(rows=4, warps=2, vec=True)),
+    ("split r2w1", dict(rows=2, warps=1, split=True)),
+]
 CHECK_VARIANTS = [
     ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
     ("words r4w2 novec persist", dict(rows=4, warps=2, vec=False, persist=-8)),
@@ -199,19 +205,19 @@ def bench(log, quick: bool, save=lambda rows: None) -> tuple[float, list]:
     rows = []
     dev = torch.device("cuda")
     for label, t, h, d, bs, dtype, fmt, primary in SHAPES:
-        g = torch.Generator().manual_seed(0)
-        key = torch.randn(t, h, d, generator=g).to(dtype).cuda()
-        value = torch.randn(t, h, d, generator=g).to(dtype).cuda()
+        g = torch.Generator(device="cuda").manual_seed(0)
+        key = torch.randn(t, h, d, generator=g, device="cuda").to(dtype)
+        value = torch.randn(t, h, d, generator=g, device="cuda").to(dtype)
         nb = (2 * t + bs - 1) // bs
         cache = torch.zeros(nb, bs, h, slot_bytes(d), dtype=torch.uint8, device="cuda")
-        slots = torch.randperm(nb * bs, generator=g)[:t].cuda()
+        slots = torch.randperm(nb * bs, generator=g, device="cuda")[:t]
         nbytes = 2 * key.numel() * key.element_size() + t * h * slot_bytes(d) + slots.numel() * 8
         floor = nbytes / copy / 1e6
         variants = [("shipped " + "{}r/{}w".format(*store_mod.launch_config(d)), None)]
         if primary:
             variants += VARIANTS_D256 if d > 128 else VARIANTS_D128
         else:
-            variants += (VARIANTS_D256 if d > 128 else VARIANTS_D128)[:4] if not quick else []
+            variants += [] if quick else SECONDARY
         ref = None
         for name, kw in variants:
             t0 = time.time()
