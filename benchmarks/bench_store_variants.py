@@ -27,38 +27,50 @@ import torch  # noqa: E402
 import kernels.turboquant.store as store_mod  # noqa: E402
 from kernels.turboquant import slot_bytes  # noqa: E402
 
-# (name, kwargs of store_words, or None = the shipped kernel with launch_config (rows, warps))
+# (name, kwargs): kwargs of store_words, or of store_uniform when "uniform" is set; round 1 (2026-12-03) timed the
+# store_words / split configs, round 2 the uniform kernel against the best of round 1.
+U = {"uniform": True}
 VARIANTS_D128 = [
-    ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
-    ("words r2w1 novec", dict(rows=2, warps=1, vec=False)),
-    ("words r4w1 vec", dict(rows=4, warps=1, vec=True)),
-    ("words r4w2 vec", dict(rows=4, warps=2, vec=True)),
-    ("words r8w4 vec", dict(rows=8, warps=4, vec=True)),
     ("split r2w1", dict(rows=2, warps=1, split=True)),
-    ("split r4w2", dict(rows=4, warps=2, split=True)),
-    ("words r1w1 vec", dict(rows=1, warps=1, vec=True)),
-    ("words r4w1 vec persist8x", dict(rows=4, warps=1, vec=True, persist=-8)),
-    ("words r8w4 vec persist4x", dict(rows=8, warps=4, vec=True, persist=-4)),
+    ("words r2w1 novec", dict(rows=2, warps=1, vec=False)),
+    ("uniform r2w1", dict(rows=2, warps=1, **U)),
+    ("uniform r4w1", dict(rows=4, warps=1, **U)),
+    ("uniform r4w2", dict(rows=4, warps=2, **U)),
+    ("uniform r8w2", dict(rows=8, warps=2, **U)),
+    ("uniform r4w4", dict(rows=4, warps=4, **U)),
+    ("uniform r8w4", dict(rows=8, warps=4, **U)),
+    ("uniform r16w4", dict(rows=16, warps=4, **U)),
+    ("uniform r16w8", dict(rows=16, warps=8, **U)),
 ]
 VARIANTS_D256 = [
-    ("words r1w1 vec", dict(rows=1, warps=1, vec=True)),
-    ("words r1w1 novec", dict(rows=1, warps=1, vec=False)),
-    ("words r2w2 vec", dict(rows=2, warps=2, vec=True)),
     ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
-    ("split r1w1", dict(rows=1, warps=1, split=True)),
-    ("words r1w1 vec persist8x", dict(rows=1, warps=1, vec=True, persist=-8)),
+    ("uniform r1w1", dict(rows=1, warps=1, **U)),
+    ("uniform r2w1", dict(rows=2, warps=1, **U)),
+    ("uniform r2w2", dict(rows=2, warps=2, **U)),
+    ("uniform r4w2", dict(rows=4, warps=2, **U)),
+    ("uniform r4w4", dict(rows=4, warps=4, **U)),
+    ("uniform r8w4", dict(rows=8, warps=4, **U)),
 ]
 SECONDARY = [
-    ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
-    ("words r2w1 novec", dict(rows=2, warps=1, vec=False)),
-    ("words r4w2 vec", dict(rows=4, warps=2, vec=True)),
-    ("split r2w1", dict(rows=2, warps=1, split=True)),
+    ("words r4w1 vec", dict(rows=4, warps=1, vec=True)),
+    ("uniform r2w1", dict(rows=2, warps=1, **U)),
+    ("uniform r4w1", dict(rows=4, warps=1, **U)),
+    ("uniform r4w2", dict(rows=4, warps=2, **U)),
+    ("uniform r8w4", dict(rows=8, warps=4, **U)),
 ]
 CHECK_VARIANTS = [
-    ("words r2w1 vec", dict(rows=2, warps=1, vec=True)),
-    ("words r4w2 novec persist", dict(rows=4, warps=2, vec=False, persist=-8)),
-    ("split r2w1", dict(rows=2, warps=1, split=True)),
+    ("uniform r2w1", dict(rows=2, warps=1, **U)),
+    ("uniform r4w2", dict(rows=4, warps=2, **U)),
+    ("uniform r8w4", dict(rows=8, warps=4, **U)),
 ]
+
+
+def _launch(kw: dict, dev: torch.device):
+    """The store function and keyword arguments a variant row names."""
+    kw = dict(kw)
+    if kw.pop("uniform", False):
+        return partial(sv.store_uniform, **kw)
+    return partial(sv.store_words, **_persist(kw, dev))
 
 
 def _persist(kw: dict, dev: torch.device) -> dict:
@@ -139,7 +151,7 @@ def check(dev: torch.device, small: bool, variants, log) -> tuple[int, int, list
         for name, kw in variants:
             out = cache.clone()
             try:
-                sv.store_words(key, value, out, slots, fmt, **_persist(kw, dev))
+                _launch(kw, dev)(key, value, out, slots, fmt)
                 ok = torch.equal(out, ref)
             except Exception as e:  # noqa: BLE001
                 ok = False
@@ -162,7 +174,7 @@ def check(dev: torch.device, small: bool, variants, log) -> tuple[int, int, list
         for name, kw in variants:
             out = cache.clone()
             try:
-                sv.store_words(key, value, out, slots, "e4nv", **_persist(kw, dev))
+                _launch(kw, dev)(key, value, out, slots, "e4nv")
                 ok = torch.equal(out, ref)
             except Exception as e:  # noqa: BLE001
                 ok = False
@@ -225,7 +237,7 @@ def bench(log, quick: bool, save=lambda rows: None) -> tuple[float, list]:
                 if kw is None:
                     fn = partial(_shipped, key, value, cache, slots, fmt)
                 else:
-                    fn = partial(sv.store_words, key, value, cache, slots, fmt, **_persist(kw, dev))
+                    fn = partial(_launch(kw, dev), key, value, cache, slots, fmt)
                 cache.zero_()
                 fn()
                 torch.cuda.synchronize()
@@ -251,22 +263,10 @@ def bench(log, quick: bool, save=lambda rows: None) -> tuple[float, list]:
             if "error" in row:
                 log(f"{label:22s} {name:28s} ERROR {row['error'][:200]}")
             else:
-                if row_ptx:
-                    log(f"    ptx {row_ptx}")
                 log(f"{label:22s} {name:28s} graph {row['graph_ms']:.4f} ms ({row['graph_pct']:5.1f}%)  call "
                     f"{row['call_ms']:.4f} ms ({row['call_pct']:5.1f}%)  same={same}  [{row['secs']:.1f}s]")
-        if primary:  # diagnostic: the same launches with sequential slots (no scatter) — what the writes cost
-            seq = torch.arange(t, device="cuda")
-            for name, kw in variants[:2] + [v for v in variants if v[0].startswith("split")][:1]:
-                try:
-                    fn = (partial(_shipped, key, value, cache, seq, fmt) if kw is None
-                          else partial(sv.store_words, key, value, cache, seq, fmt, **_persist(kw, dev)))
-                    gms = graph_ms(fn)
-                    rows.append(dict(shape=label + " seq-slots", d=d, variant=name, graph_ms=gms, floor_ms=floor,
-                                     graph_pct=100 * floor / gms))
-                    log(f"{label + ' seq-slots':22s} {name:28s} graph {gms:.4f} ms ({100 * floor / gms:5.1f}%)")
-                except Exception as e:  # noqa: BLE001
-                    log(f"seq-slots {name} ERROR {type(e).__name__}: {str(e)[:200]}")
+                if row_ptx:
+                    log(f"    ptx of the row above: {row_ptx}")
         del key, value, cache, slots, ref
         torch.cuda.empty_cache()
     return copy, rows

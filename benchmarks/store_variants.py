@@ -349,3 +349,162 @@ def store_words(
         NAN_F16=FP16_NAN_BITS,
         num_warps=warps,
     )
+
+
+@triton.jit
+def _store_uniform_kernel(
+    key_ptr,
+    value_ptr,
+    cache_ptr,
+    cache16_ptr,
+    slot_ptr,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_s,
+    num_rows,
+    num_heads,
+    block_size,
+    num_slots,
+    HEAD_DIM: tl.constexpr,
+    KW_P2: tl.constexpr,
+    ROWS: tl.constexpr,
+    KSRC: tl.constexpr,
+    VSRC: tl.constexpr,
+    KEY_FMT: tl.constexpr,
+    KEY_LIMIT: tl.constexpr,
+    VALUE_LIMIT: tl.constexpr,
+    EPS: tl.constexpr,
+    NAN_CODE: tl.constexpr,
+    NAN_F16: tl.constexpr,
+):
+    # One [ROWS, KW_P2] layout for everything: column w = source elements 4w..4w+3 of both key and value.
+    # Keys: 4 codes -> one int32 word; values: 4 nibbles -> one 16-bit half word (element 4w+j in bits 4j..):
+    # per-row quantities all live in the same slice layout (no layout conversion through shared memory).
+    # Source loads are masked by the row bound only, so they do not wait for the slot load.
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    inb = row < num_rows
+    tok = (row // num_heads).to(tl.int64)
+    head = (row % num_heads).to(tl.int64)
+    slot = tl.load(slot_ptr + tok * stride_s, mask=inb, other=-1).to(tl.int64)
+    w = tl.arange(0, KW_P2)
+    wv = (w < HEAD_DIM // 4)[None, :]
+    lmask = inb[:, None] & wv
+    kp = key_ptr + (tok * stride_kt + head * stride_kh)[:, None]
+    vp = value_ptr + (tok * stride_vt + head * stride_vh)[:, None]
+    if KSRC == 2:
+        ka = tl.load(kp + 2 * w[None, :], mask=lmask, other=0)
+        kb = tl.load(kp + 2 * w[None, :] + 1, mask=lmask, other=0)
+    else:
+        ka = tl.load(kp + w[None, :], mask=lmask, other=0)
+        kb = ka
+    if VSRC == 2:
+        va = tl.load(vp + 2 * w[None, :], mask=lmask, other=0)
+        vb = tl.load(vp + 2 * w[None, :] + 1, mask=lmask, other=0)
+    else:
+        va = tl.load(vp + w[None, :], mask=lmask, other=0)
+        vb = va
+    ok = inb & (slot >= 0) & (slot < num_slots)
+    base = (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
+    smask = ok[:, None] & wv
+
+    if KSRC == 2:
+        k0, k1, k2, k3 = _elem(ka, 0, 2), _elem(ka, 1, 2), _elem(kb, 0, 2), _elem(kb, 1, 2)
+    else:
+        k0, k1, k2, k3 = _elem(ka, 0, KSRC), _elem(ka, 1, KSRC), _elem(ka, 2, KSRC), _elem(ka, 3, KSRC)
+    kword = (
+        _fp8(k0, KEY_FMT, KEY_LIMIT, NAN_CODE)
+        | (_fp8(k1, KEY_FMT, KEY_LIMIT, NAN_CODE) << 8)
+        | (_fp8(k2, KEY_FMT, KEY_LIMIT, NAN_CODE) << 16)
+        | (_fp8(k3, KEY_FMT, KEY_LIMIT, NAN_CODE) << 24)
+    )
+    tl.store(cache_ptr + base[:, None] + w[None, :], kword.to(tl.int32, bitcast=True), mask=smask)
+
+    if VSRC == 2:
+        v0, v1, v2, v3 = _elem(va, 0, 2), _elem(va, 1, 2), _elem(vb, 0, 2), _elem(vb, 1, 2)
+    else:
+        v0, v1, v2, v3 = _elem(va, 0, VSRC), _elem(va, 1, VSRC), _elem(va, 2, VSRC), _elem(va, 3, VSRC)
+    nan = (v0 != v0).to(tl.int32) + (v1 != v1).to(tl.int32) + (v2 != v2).to(tl.int32) + (v3 != v3).to(tl.int32)
+    n_nan = tl.sum(tl.where(wv, nan, 0), axis=1)
+    v0 = tl.minimum(tl.maximum(tl.where(v0 != v0, 0.0, v0), -VALUE_LIMIT), VALUE_LIMIT)
+    v1 = tl.minimum(tl.maximum(tl.where(v1 != v1, 0.0, v1), -VALUE_LIMIT), VALUE_LIMIT)
+    v2 = tl.minimum(tl.maximum(tl.where(v2 != v2, 0.0, v2), -VALUE_LIMIT), VALUE_LIMIT)
+    v3 = tl.minimum(tl.maximum(tl.where(v3 != v3, 0.0, v3), -VALUE_LIMIT), VALUE_LIMIT)
+    lo = tl.minimum(tl.minimum(v0, v1), tl.minimum(v2, v3))
+    hi = tl.maximum(tl.maximum(v0, v1), tl.maximum(v2, v3))
+    vmin = tl.min(tl.where(wv, lo, VALUE_LIMIT), axis=1)
+    vmax = tl.max(tl.where(wv, hi, -VALUE_LIMIT), axis=1)
+    scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.zeros_like(vmax) + 15.0), EPS)
+    zero = vmin[:, None]
+    sc = tl.zeros_like(v0) + scale[:, None]
+    keep = wv & (n_nan == 0)[:, None]
+    q0 = tl.where(keep, tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(v0 - zero, sc) + 0.5), 0.0), 15.0), 0.0)
+    q1 = tl.where(keep, tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(v1 - zero, sc) + 0.5), 0.0), 15.0), 0.0)
+    q2 = tl.where(keep, tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(v2 - zero, sc) + 0.5), 0.0), 15.0), 0.0)
+    q3 = tl.where(keep, tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(v3 - zero, sc) + 0.5), 0.0), 15.0), 0.0)
+    half = q0.to(tl.uint32) | (q1.to(tl.uint32) << 4) | (q2.to(tl.uint32) << 8) | (q3.to(tl.uint32) << 12)
+    hp = cache16_ptr + 2 * base[:, None] + HEAD_DIM // 2 + w[None, :]
+    tl.store(hp, half.to(tl.uint16).to(tl.int16, bitcast=True), mask=smask)
+
+    s_bits = scale.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+    z_bits = vmin.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+    s_bits = tl.where(n_nan > 0, NAN_F16, s_bits)
+    z_bits = tl.where(n_nan > 0, NAN_F16, z_bits)
+    pword = s_bits | (z_bits << 16)
+    tl.store(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, pword.to(tl.int32, bitcast=True), mask=ok)
+
+
+def store_uniform(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    fmt: str,
+    *,
+    rows: int = 2,
+    warps: int = 1,
+) -> None:
+    """Launch ``_store_uniform_kernel`` (same preconditions as ``store_words``)."""
+    num_tokens, num_heads, head_dim = key.shape
+    if not supported(key, value, kv_cache):
+        raise ValueError("store_uniform needs an aligned cache and 8-byte aligned key/value rows")
+    num_blocks, block_size = kv_cache.shape[:2]
+    num_rows = num_tokens * num_heads
+    if num_rows == 0:
+        return
+    kq, vq = key.view(torch.int64), value.view(torch.int64)
+    LAST["kernel"] = _store_uniform_kernel[(triton.cdiv(num_rows, rows),)](
+        kq,
+        vq,
+        kv_cache.view(torch.int32),
+        kv_cache.view(torch.int16),
+        slot_mapping,
+        kq.stride(0),
+        kq.stride(1),
+        vq.stride(0),
+        vq.stride(1),
+        kv_cache.stride(0) // 4,
+        kv_cache.stride(1) // 4,
+        kv_cache.stride(2) // 4,
+        slot_mapping.stride(0),
+        num_rows,
+        num_heads,
+        block_size,
+        num_blocks * block_size,
+        HEAD_DIM=head_dim,
+        KW_P2=next_pow2(head_dim // 4),
+        ROWS=rows,
+        KSRC=_SRC[key.dtype],
+        VSRC=_SRC[value.dtype],
+        KEY_FMT=FMT_CODE[fmt],
+        KEY_LIMIT=KEY_MAX[fmt],
+        VALUE_LIMIT=VALUE_MAX,
+        EPS=SCALE_EPS,
+        NAN_CODE=KEY_NAN_CODE,
+        NAN_F16=FP16_NAN_BITS,
+        num_warps=warps,
+    )
