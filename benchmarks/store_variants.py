@@ -1,5 +1,5 @@
 """Candidate store kernels for issue 12 (store >= 75% of copy bandwidth), kept out of the shipped module until
-one wins on the H200 (``bench_store_variants.py``). Each must write the bytes ``_store_k8v4_kernel`` writes.
+one wins on the H200 (``compare_store_variants.py``). Each must write the bytes ``_store_k8v4_kernel`` writes.
 
 The idea: no 3-D [rows, words, 4|8] tiles whose per-word packing and per-row reductions cross threads. Key
 and value sources are read as int64 words (a host ``view(torch.int64)``, so only for 8-byte aligned

@@ -1,7 +1,7 @@
 """Bit-exactness and timing of the candidate store kernels (``store_variants.py``) against the shipped
 ``tq_store_k8v4`` kernel. Not a test: it prints PASS/FAIL counts and a table, and writes one JSON.
 
-Usage (GPU): ``python benchmarks/bench_store_variants.py --json PATH [--check-only] [--quick]``.
+Usage (GPU): ``python benchmarks/compare_store_variants.py --json PATH [--check-only] [--quick]``.
 On CPU under ``TRITON_INTERPRET=1`` with ``--check-only --small`` it runs the exactness part alone.
 """
 
