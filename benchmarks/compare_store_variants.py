@@ -1,5 +1,6 @@
 """Bit-exactness and timing of the candidate store kernels (``store_variants.py``) against the shipped
-``tq_store_k8v4`` kernel. Not a test: it prints PASS/FAIL counts and a table, and writes one JSON.
+``tq_store_k8v4`` (before 2026-12-03 the tiled kernel, now the int64-word kernel for these inputs). Not a
+test: it prints PASS/FAIL counts and a table, and writes one JSON.
 
 Usage (GPU): ``python benchmarks/compare_store_variants.py --json PATH [--check-only] [--quick]``.
 On CPU under ``TRITON_INTERPRET=1`` with ``--check-only --small`` it runs the exactness part alone.
@@ -225,7 +226,8 @@ def bench(log, quick: bool, save=lambda rows: None) -> tuple[float, list]:
         slots = torch.randperm(nb * bs, generator=g, device="cuda")[:t]
         nbytes = 2 * key.numel() * key.element_size() + t * h * slot_bytes(d) + slots.numel() * 8
         floor = nbytes / copy / 1e6
-        variants = [("shipped " + "{}r/{}w".format(*store_mod.launch_config(d)), None)]
+        r0, w0, v0 = store_mod.words_launch_config(d, key.element_size())
+        variants = [(f"shipped {r0}r/{w0}w{'/vec' if v0 else ''}", None)]
         if primary:
             variants += VARIANTS_D256 if d > 128 else VARIANTS_D128
         else:

@@ -1,5 +1,8 @@
 """Candidate store kernels for issue 12 (store >= 75% of copy bandwidth), kept out of the shipped module until
-one wins on the H200 (``compare_store_variants.py``). Each must write the bytes ``_store_k8v4_kernel`` writes.
+one wins on the H200 (``compare_store_variants.py``, ``bench_turboquant.py --sweep``). Each must write the
+bytes ``tq_store_k8v4`` writes. ``store_words`` won the 2026-12-03 run and ships as
+``kernels.turboquant.store._store_k8v4_words_kernel`` (docs/performance.md); ``store_uniform`` is the next
+candidate, not yet measured.
 
 The idea: no 3-D [rows, words, 4|8] tiles whose per-word packing and per-row reductions cross threads. Key
 and value sources are read as int64 words (a host ``view(torch.int64)``, so only for 8-byte aligned
