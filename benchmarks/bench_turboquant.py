@@ -122,10 +122,13 @@ def main() -> None:
                         rows.append(_row("store-sweep", label, fmt, th, c, store_bytes, copy, 0.0, ms))
             import store_variants  # benchmarks/; imports kernels, so after _common set up sys.path
 
+            shipped = cache.clone()  # what every store above wrote
             for r, w in CANDIDATE:
                 cand = partial(store_variants.store_uniform, key, value, cache, slots, fmt, rows=r, warps=w)
+                cache.zero_()
                 ms = graph_ms(cand)
-                rows.append(_row("store-candidate", label, fmt, th, f"{r}r/{w}w", store_bytes, copy, 0.0, ms))
+                same = "" if torch.equal(cache, shipped) else " BYTES DIFFER"
+                rows.append(_row("store-candidate", label, fmt, th, f"{r}r/{w}w{same}", store_bytes, copy, 0.0, ms))
         del key, value, cache, slots
         torch.cuda.empty_cache()
     emit("turboquant K8V4 store / load", COLUMNS, rows, args.json, extra={"copy_gbs": copy})
