@@ -410,8 +410,8 @@ def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
     element in bytes. From ``benchmarks/compare_store_variants.py`` on the H200 (docs/performance.md, 128k
     tokens x 8 kv-heads): 2 rows / 1 warp with two 8-byte loads per value word for 16-bit sources up to
     head_dim 128 (bf16/fp16 d128, bf16 d96); 4 rows / 1 warp with split 16-byte loads for fp32 (d80);
-    2 rows / 1 warp with split loads above head_dim 128 (bf16 d256). One warp per program throughout: more
-    rows or warps per program moved the per-row reductions through shared memory and lost."""
+    2 rows / 1 warp with split loads above head_dim 128 (bf16 d256). One warp per program throughout: with
+    more warps the per-row values go through shared memory (12 bar.sync at 4 rows / 2 warps) and lose."""
     if head_dim > 128:
         return (2, 1, True)
     if elem_size >= 4:
