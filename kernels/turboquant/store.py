@@ -522,7 +522,8 @@ def tq_store_k8v4(
     ``uint8`` cache ``[num_blocks, block_size, num_kv_heads, slot_bytes(head_dim)]`` at ``slot_mapping``
     (``[num_tokens]`` int32/int64; negative = skip the token). Any strides are fine (key/value views whose
     last dim is not unit-stride are copied first); the cache must be unit-stride in its last dim and its
-    slots must not overlap in memory.
+    slots must not overlap in memory. Key/value rows on 8-byte boundaries and a 4-byte aligned cache (the
+    usual case) take the faster kernel; other layouts write the same bytes, more slowly.
 
     Every check that needs only shapes, strides and dtypes runs on every call, before launch: on error
     nothing is written. The slot *values* are checked on the device: a slot outside the cache is skipped,
@@ -553,7 +554,8 @@ def tq_store_k8v4(
     cache = kv_cache.view(torch.int32) if words else kv_cache
     unit = 4 if words else 1
     num_rows = num_tokens * num_heads
-    if words and num_rows < 2**31 and src_words_ok(key) and src_words_ok(value):
+    # the word kernel numbers rows in int32 (cheaper division); beyond 2**30 rows the general kernel runs
+    if words and num_rows < 2**30 and src_words_ok(key) and src_words_ok(value):
         kq, vq = key.view(torch.int64), value.view(torch.int64)
         # looked up per call: the benchmark's sweep swaps it
         rows, warps, vec = words_launch_config(head_dim, max(key.element_size(), value.element_size()))
