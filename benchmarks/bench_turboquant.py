@@ -6,8 +6,10 @@ Each row moves ``bytes`` (store: key + value read, slots written, slot_mapping r
 slot_mapping read, fp32 key + value written); ``floor ms`` = bytes / copy bandwidth is the least time any
 kernel moving them can take, and ``% copy`` = that floor / the measured time. ``call`` times the public
 function (every host check included), ``graph`` the same call captured in a CUDA graph (the GPU time alone).
-``--sweep`` also times other (rows per program, warps) store configs, the numbers behind
-``kernels.turboquant.store.launch_config``.
+``--sweep`` also times other (rows per program, warps, split 16-byte loads) configs of the int64-word store
+kernel (the inputs here are contiguous, so that kernel runs), the numbers behind
+``kernels.turboquant.store.words_launch_config``, and the not-yet-shipped candidate
+``store_variants.store_uniform`` (rows ``store-candidate``).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ SHAPES = [
     ("64k tok x 16 kvh d80 fp32", 65536, 16, 80, 128, torch.float32, "e4nv"),
     ("128k tok x 8 kvh d256 bf16", 131072, 8, 256, 32, torch.bfloat16, "e4nv"),
 ]
-SWEEP_ROWS = (1, 2, 4, 8, 16)
+SWEEP_ROWS = (1, 2, 4, 8)
 SWEEP_WARPS = (1, 2, 4)
+SWEEP_VEC = (False, True)
+CANDIDATE = ((2, 1), (4, 1), (4, 2), (8, 4))  # store_uniform (rows, warps)
 COLUMNS = [
     ("op", ""),
     ("shape", ""),
@@ -90,7 +94,7 @@ def main() -> None:
     copy = copy_bandwidth_gbs()
     print(f"measured copy bandwidth: {copy:,.0f} GB/s (bytes read + written)")
     rows = []
-    default = store_mod.launch_config
+    default = store_mod.words_launch_config
     for label, t, h, d, bs, dtype, fmt in SHAPES:
         key, value, cache, slots = _case(t, h, d, bs, dtype)
         th = t * h
@@ -101,18 +105,30 @@ def main() -> None:
         check_larger_than_l2(store_bytes, label)
         store = partial(tq_store_k8v4, key, value, cache, slots, fp8_format=fmt)
         load = partial(tq_load_k8v4, cache, slots, head_dim=d, fp8_format=fmt)
-        cfg = "{}r/{}w".format(*default(d))
+        r0, w0, v0 = default(d, key.element_size())
+        cfg = f"{r0}r/{w0}w{'/vec' if v0 else ''}"
         rows.append(_row("store", label, fmt, th, cfg, store_bytes, copy, time_ms(store), graph_ms(store)))
         rows.append(_row("load", label, fmt, th, "-", load_bytes, copy, time_ms(load), graph_ms(load)))
         if args.sweep and fmt == "e4nv" and dtype == torch.bfloat16 and t == 131072 and d in (128, 256):
             for r in SWEEP_ROWS:
                 for w in SWEEP_WARPS:
-                    store_mod.launch_config = lambda head_dim, r=r, w=w: (r, w)
-                    try:
-                        ms = graph_ms(store)
-                    finally:
-                        store_mod.launch_config = default
-                    rows.append(_row("store-sweep", label, fmt, th, f"{r}r/{w}w", store_bytes, copy, 0.0, ms))
+                    for v in SWEEP_VEC:
+                        store_mod.words_launch_config = lambda head_dim, elem_size, r=r, w=w, v=v: (r, w, v)
+                        try:
+                            ms = graph_ms(store)
+                        finally:
+                            store_mod.words_launch_config = default
+                        c = f"{r}r/{w}w{'/vec' if v else ''}"
+                        rows.append(_row("store-sweep", label, fmt, th, c, store_bytes, copy, 0.0, ms))
+            import store_variants  # benchmarks/; imports kernels, so after _common set up sys.path
+
+            shipped = cache.clone()  # what every store above wrote
+            for r, w in CANDIDATE:
+                cand = partial(store_variants.store_uniform, key, value, cache, slots, fmt, rows=r, warps=w)
+                cache.zero_()
+                ms = graph_ms(cand)
+                same = "" if torch.equal(cache, shipped) else " BYTES DIFFER"
+                rows.append(_row("store-candidate", label, fmt, th, f"{r}r/{w}w{same}", store_bytes, copy, 0.0, ms))
         del key, value, cache, slots
         torch.cuda.empty_cache()
     emit("turboquant K8V4 store / load", COLUMNS, rows, args.json, extra={"copy_gbs": copy})

@@ -230,13 +230,17 @@ def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(rng, device,
 # --- tiles: rows per program --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rows", [1, 4, 64])
-@pytest.mark.parametrize("d", [16, 7])
-def test_every_tile_size_writes_the_same_bytes(rows, d, rng, device, harness_arch, tolerance, monkeypatch):
+_TILES = [(r, 16, v) for r in (1, 4, 64) for v in (False, True)] + [(r, 7, False) for r in (1, 4, 64)]
+
+
+@pytest.mark.parametrize("rows, d, vec", _TILES, ids=[f"{r}rows-d{d}{'-vec' if v else ''}" for r, d, v in _TILES])
+def test_every_tile_size_writes_the_same_bytes(rows, d, vec, rng, device, harness_arch, tolerance, monkeypatch):
     """num_tokens · num_heads = 7 · 3 = 21 rows: not a multiple of any tile, so the last program is partial
     (its rows past the batch must not read slots or write); row = token · heads + head must pick the right
-    (token, head) in every program."""
+    (token, head) in every program. d16 runs the int64-word kernel (split 16-byte loads or not), d7 the
+    general one's byte path."""
     monkeypatch.setattr(store_mod, "launch_config", lambda head_dim: (rows, 1))
+    monkeypatch.setattr(store_mod, "words_launch_config", lambda head_dim, elem_size: (rows, 1, vec))
     t, h = 7, 3
     key, value = _inputs(rng, t, h, d)
     cache = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
@@ -245,6 +249,72 @@ def test_every_tile_size_writes_the_same_bytes(rows, d, rng, device, harness_arc
     tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
     want = _expect(key, value, before, slots, "e4nv", harness_arch)
     _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+# --- the two store kernels: int64-word sources or not ---------------------------------------------------------
+
+
+def _shifted(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """``x`` (contiguous) copied into a buffer ``shift`` elements past its start: shift 1 puts every row off
+    an 8-byte boundary."""
+    buf = torch.zeros(x.numel() + shift, dtype=x.dtype, device=x.device)
+    out = buf[shift:].view(x.shape)
+    out.copy_(x)
+    return out
+
+
+_KERNEL_CASES = [
+    (torch.bfloat16, torch.bfloat16, "e4nv"),
+    (torch.float16, torch.float16, "e4b15"),
+    (torch.float32, torch.float32, "e4nv"),
+    (torch.bfloat16, torch.float32, "e4b15"),
+    (torch.float32, torch.float16, "e4nv"),
+]
+
+
+@pytest.mark.parametrize("d", [8, 24])
+@pytest.mark.parametrize(
+    "kd, vd, fmt",
+    _KERNEL_CASES,
+    ids=[f"{str(k)[6:]}-{str(v)[6:]}-{f}" for k, v, f in _KERNEL_CASES],
+)
+def test_word_and_general_store_kernels_write_the_same_bytes(kd, vd, fmt, d, rng, device, harness_arch, tolerance):
+    """Key/value rows on 8-byte boundaries take ``_store_k8v4_words_kernel`` (sources read as int64 words),
+    others ``_store_k8v4_kernel``: the same bytes, the reference's, with every special in the data — NaN,
+    ±inf and out-of-range keys, NaN / ±inf / beyond-fp16 values, a constant vector (the scale floor)."""
+    t, h = 6, 2
+    key, value = _inputs(rng, t, h, d)
+    key[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e4, -2.0])
+    value[1, 0, 3] = float("nan")
+    value[2, 1] = 7.0
+    value[3, 0, :3] = torch.tensor([1e6, -float("inf"), 70000.0])
+    value[4, 1, 1] = float("inf")
+    key, value = key.to(kd), value.to(vd)
+    slots = torch.tensor([5, -1, 0, 11, 7, 2])
+    before = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8)
+    got = {}
+    for shift in (0, 1):
+        k, v = _shifted(key.to(device), shift), _shifted(value.to(device), shift)
+        assert store_mod.src_words_ok(k) == store_mod.src_words_ok(v) == (shift == 0)
+        cache = before.clone().to(device)
+        tq_store_k8v4(k, v, cache, slots.to(device), fp8_format=fmt)
+        got[shift] = cache.cpu()
+    assert torch.equal(got[0], got[1]), "the int64-word kernel and the general kernel wrote different bytes"
+    _assert_cache(_flat(got[0]), _expect(key, value, before, slots, fmt, harness_arch), d, fmt, tolerance)
+
+
+def test_src_words_ok_needs_8_byte_rows(device):
+    """Token and head strides and the start must all fall on 8-byte boundaries; the last dim unit-stride."""
+    x = torch.zeros(4, 3, 16, dtype=torch.bfloat16, device=device)
+    assert store_mod.src_words_ok(x)
+    assert store_mod.src_words_ok(x[::2])  # token stride 96 elements
+    assert store_mod.src_words_ok(x.transpose(0, 1).contiguous().transpose(0, 1))  # heads-major
+    assert not store_mod.src_words_ok(_shifted(x, 1))
+    assert not store_mod.src_words_ok(x[:, :, 2:10])  # start 4 bytes in
+    assert not store_mod.src_words_ok(torch.zeros(4, 3, 18, dtype=torch.bfloat16, device=device)[..., :16])
+    assert not store_mod.src_words_ok(x[..., ::2])
+    f = torch.zeros(4, 3, 16, dtype=torch.float32, device=device)
+    assert store_mod.src_words_ok(f) and not store_mod.src_words_ok(f[:, :, 1:9])
 
 
 # --- GPU: no host sync, CUDA-graph capture ---------------------------------------------------------------

@@ -96,11 +96,21 @@ def _seed_keys(src: str, fmt: str, rng: torch.Generator, n: int = 2 * HEAD_DIM) 
 
 
 def _store_keys(keys: torch.Tensor, fmt: str, device: str) -> torch.Tensor:
+    """The key codes the store writes for ``keys``, through both store kernels, stacked: first as given
+    (int64-aligned rows: ``_store_k8v4_words_kernel``), then from a copy one element off an 8-byte boundary
+    (``_store_k8v4_kernel``, the kernel ``TQ_STORE_VARIANT`` swaps)."""
     t = keys.shape[0]
-    cache = torch.full((3 * t // 16 + 1, 16, 1, slot_bytes(HEAD_DIM)), 0xAA, dtype=torch.uint8, device=device)
     slots = torch.arange(t, device=device) * 3
-    tq_store_k8v4(keys.to(device), torch.zeros_like(keys).to(device), cache, slots, fp8_format=fmt)
-    return cache.cpu()[slots.cpu() // 16, slots.cpu() % 16, :, :HEAD_DIM]
+    out = []
+    for shift in (0, 1):
+        buf = torch.zeros(keys.numel() + shift, dtype=keys.dtype, device=device)
+        k = buf[shift:].view(keys.shape)
+        k.copy_(keys)
+        assert store.src_words_ok(k) == (shift == 0)
+        cache = torch.full((3 * t // 16 + 1, 16, 1, slot_bytes(HEAD_DIM)), 0xAA, dtype=torch.uint8, device=device)
+        tq_store_k8v4(k, torch.zeros_like(keys).to(device), cache, slots, fp8_format=fmt)
+        out.append(cache.cpu()[slots.cpu() // 16, slots.cpu() % 16, :, :HEAD_DIM])
+    return torch.cat(out)
 
 
 @pytest.mark.interp_only
@@ -111,7 +121,7 @@ def test_seed_interp_numerics(dtype_case, store_kernel, rng, device, tolerance):
     got = _store_keys(keys, fmt, device)
     assert_fp8_close(
         got,
-        ref.key_codes(keys, fmt, arch="interp"),
+        torch.cat([ref.key_codes(keys, fmt, arch="interp")] * 2),
         fmt,
         tol=tolerance("fp8_cast"),
         nan_equal=True,
@@ -139,7 +149,7 @@ def test_seed_gpu_numerics(dtype_case, store_kernel, rng, device, harness_arch, 
     got = _store_keys(keys, fmt, device)
     assert_fp8_close(
         got,
-        ref.key_codes(keys, fmt, arch=harness_arch),
+        torch.cat([ref.key_codes(keys, fmt, arch=harness_arch)] * 2),
         fmt,
         tol=tolerance("fp8_cast"),
         nan_equal=True,

@@ -1,11 +1,14 @@
 """``tq_store_k8v4``: write keys as FP8 codes and values as 4-bit min/max codes into a paged KV cache.
 
-One Triton program per (token, kv-head). Every load is converted to fp32 before any FP8 cast or
-arithmetic: Triton lowers bf16 → e4b15 nowhere ("custom FP8 conversion accepts only fp16/fp32", the seed
-bug), and fp32 is also what the torch reference computes in. Out-of-range keys get the saturated code after
-the cast, so the interpreter (which does not saturate) and hardware (which does) write the same code. The
-value quantizer divides with ``div_rn`` (IEEE), so its codes do not depend on a GPU's fast-division
-approximation.
+Two kernels, the same bytes. ``_store_k8v4_words_kernel`` is the fast path (a 4-byte aligned cache, key and
+value rows on 8-byte boundaries: any contiguous or heads-major input with head_dim % 8 == 0): sources are
+read as int64 words and every tile is 2-D, so nothing crosses threads but the per-row reductions.
+``_store_k8v4_kernel`` takes the rest (unaligned sources; caches whose slots are not 4-byte aligned, written
+byte by byte). Every element is fp32 before any FP8 cast or arithmetic: Triton lowers bf16 → e4b15 nowhere
+("custom FP8 conversion accepts only fp16/fp32", the seed bug; the word kernel builds fp32 from the bits),
+and fp32 is also what the torch reference computes in. Out-of-range keys get the saturated code after the
+cast, so the interpreter (which does not saturate) and hardware (which does) write the same code. The value
+quantizer divides with ``div_rn`` (IEEE), so its codes do not depend on a GPU's fast-division approximation.
 
 Special inputs, on purpose (see :mod:`kernels.turboquant.layout`):
 
@@ -35,7 +38,16 @@ from kernels.turboquant.layout import (
     value_bytes,
 )
 
-__all__ = ["tq_store_k8v4", "resolve_fp8_format", "store_compile_spec", "launch_config", "words_ok", "FMT_CODE"]
+__all__ = [
+    "tq_store_k8v4",
+    "resolve_fp8_format",
+    "store_compile_spec",
+    "launch_config",
+    "words_launch_config",
+    "words_ok",
+    "src_words_ok",
+    "FMT_CODE",
+]
 
 #: The ``KEY_FMT`` constexpr of the kernels.
 FMT_CODE: dict[str, int] = {"e4nv": 0, "e4b15": 1}
@@ -148,6 +160,184 @@ def _store_k8v4_kernel(
         tl.store(tp, tail, mask=ok[:, None] & (t < 4 + PAD)[None, :])
 
 
+@triton.jit
+def _src_elem(x, i: tl.constexpr, SRC: tl.constexpr):
+    """Element ``i`` of the int64 source word ``x``, as fp32 bits: bf16 << 16 is its fp32 exactly, fp16
+    widens through a 16-bit bitcast, fp32 is the word's half ``i`` (SRC: 0 fp16, 1 bf16, 2 fp32)."""
+    if SRC == 2:
+        return ((x >> (32 * i)) & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    else:
+        h = ((x >> (16 * i)) & 0xFFFF).to(tl.uint32)
+        if SRC == 1:
+            return (h << 16).to(tl.float32, bitcast=True)
+        else:
+            return h.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _int64_pair(ptr, off, mask, VEC: tl.constexpr):
+    """The int64s at ``ptr + off`` and ``ptr + off + 1`` (off 2-D): one [.., 2] load split in two (VEC, so
+    a thread may read 16 bytes at once), or two loads. Which is faster depends on the shape (measured)."""
+    if VEC:
+        p = tl.arange(0, 2)
+        x = tl.load(ptr + off[:, :, None] + p[None, None, :], mask=mask[:, :, None], other=0)
+        a, b = tl.split(x)
+    else:
+        a = tl.load(ptr + off, mask=mask, other=0)
+        b = tl.load(ptr + off + 1, mask=mask, other=0)
+    return a, b
+
+
+@triton.jit
+def _key_code(k, KEY_FMT: tl.constexpr, KEY_LIMIT: tl.constexpr, NAN_CODE: tl.constexpr):
+    """The key code of fp32 ``k`` as a uint32 (saturated, NaN → NAN_CODE), as ``_store_k8v4_kernel`` writes."""
+    if KEY_FMT == 0:
+        kc = k.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    else:
+        kc = k.to(tl.float8e4b15).to(tl.uint8, bitcast=True)
+    sat = tl.where(k < 0, 0xFE, 0x7E).to(tl.uint8)
+    kc = tl.where((k > KEY_LIMIT) | (k < -KEY_LIMIT), sat, kc)
+    return tl.where(k != k, NAN_CODE, kc).to(tl.uint8).to(tl.uint32)
+
+
+@triton.jit
+def _clamp_value(v, VALUE_LIMIT: tl.constexpr):
+    return tl.minimum(tl.maximum(tl.where(v != v, 0.0, v), -VALUE_LIMIT), VALUE_LIMIT)
+
+
+@triton.jit
+def _value_code(v, zero, scale, keep):
+    """The 4-bit code of ``v`` (fp32, 0 where not ``keep``): round half up of (v - zero) / scale, IEEE."""
+    return tl.where(keep, tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(v - zero, scale) + 0.5), 0.0), 15.0), 0.0)
+
+
+@triton.jit
+def _store_k8v4_words_kernel(
+    key_ptr,
+    value_ptr,
+    cache_ptr,
+    slot_ptr,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_s,
+    num_rows,
+    num_heads,
+    block_size,
+    num_slots,
+    HEAD_DIM: tl.constexpr,
+    KW_P2: tl.constexpr,
+    VW_P2: tl.constexpr,
+    ROWS: tl.constexpr,
+    KSRC: tl.constexpr,
+    VSRC: tl.constexpr,
+    VEC: tl.constexpr,
+    KEY_FMT: tl.constexpr,
+    KEY_LIMIT: tl.constexpr,
+    VALUE_LIMIT: tl.constexpr,
+    EPS: tl.constexpr,
+    NAN_CODE: tl.constexpr,
+    NAN_F16: tl.constexpr,
+):
+    # The fast path: an int32 cache and key/value rows readable as int64 words (pointers typed *i64, strides
+    # in int64 units; KSRC/VSRC say what the words hold). Every tile is 2-D [ROWS, words]: each element of a
+    # source word is pulled out with shifts into its own tensor, so a cache word is built by elementwise ops
+    # inside one thread and a row's min/max/NaN count is one reduction along axis 1 (no shared memory when a
+    # row fits a warp). Same arithmetic as _store_k8v4_kernel, so the same bytes.
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    inb = row < num_rows
+    tok = (row // num_heads).to(tl.int64)
+    head = (row % num_heads).to(tl.int64)
+    slot = tl.load(slot_ptr + tok * stride_s, mask=inb, other=-1).to(tl.int64)
+    ok = inb & (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
+    base = (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
+
+    # --- keys: cache word w = codes of elements 4w..4w+3, byte c = element 4w+c --------------------------
+    w = tl.arange(0, KW_P2)
+    kmask = ok[:, None] & (w < HEAD_DIM // 4)[None, :]
+    koff = (tok * stride_kt + head * stride_kh)[:, None]  # int64 units
+    if KSRC == 2:
+        ka, kb = _int64_pair(key_ptr, koff + 2 * w[None, :], kmask, VEC)
+        k0, k1, k2, k3 = _src_elem(ka, 0, 2), _src_elem(ka, 1, 2), _src_elem(kb, 0, 2), _src_elem(kb, 1, 2)
+    else:
+        ka = tl.load(key_ptr + koff + w[None, :], mask=kmask, other=0)
+        k0, k1 = _src_elem(ka, 0, KSRC), _src_elem(ka, 1, KSRC)
+        k2, k3 = _src_elem(ka, 2, KSRC), _src_elem(ka, 3, KSRC)
+    kword = (
+        _key_code(k0, KEY_FMT, KEY_LIMIT, NAN_CODE)
+        | (_key_code(k1, KEY_FMT, KEY_LIMIT, NAN_CODE) << 8)
+        | (_key_code(k2, KEY_FMT, KEY_LIMIT, NAN_CODE) << 16)
+        | (_key_code(k3, KEY_FMT, KEY_LIMIT, NAN_CODE) << 24)
+    )
+    tl.store(cache_ptr + base[:, None] + w[None, :], kword.to(tl.int32, bitcast=True), mask=kmask)
+
+    # --- values: cache word u = nibbles of elements 8u..8u+7, element 8u+j in bits 4j..4j+3 -------------
+    u = tl.arange(0, VW_P2)
+    umask = ok[:, None] & (u < HEAD_DIM // 8)[None, :]
+    voff = (tok * stride_vt + head * stride_vh)[:, None]
+    if VSRC == 2:
+        a, b = _int64_pair(value_ptr, voff + 4 * u[None, :], umask, VEC)
+        c, d = _int64_pair(value_ptr, voff + 4 * u[None, :] + 2, umask, VEC)
+        v0, v1, v2, v3 = _src_elem(a, 0, 2), _src_elem(a, 1, 2), _src_elem(b, 0, 2), _src_elem(b, 1, 2)
+        v4, v5, v6, v7 = _src_elem(c, 0, 2), _src_elem(c, 1, 2), _src_elem(d, 0, 2), _src_elem(d, 1, 2)
+    else:
+        a, b = _int64_pair(value_ptr, voff + 2 * u[None, :], umask, VEC)
+        v0, v1, v2, v3 = _src_elem(a, 0, VSRC), _src_elem(a, 1, VSRC), _src_elem(a, 2, VSRC), _src_elem(a, 3, VSRC)
+        v4, v5, v6, v7 = _src_elem(b, 0, VSRC), _src_elem(b, 1, VSRC), _src_elem(b, 2, VSRC), _src_elem(b, 3, VSRC)
+    nan = (
+        (v0 != v0).to(tl.int32)
+        + (v1 != v1).to(tl.int32)
+        + (v2 != v2).to(tl.int32)
+        + (v3 != v3).to(tl.int32)
+        + (v4 != v4).to(tl.int32)
+        + (v5 != v5).to(tl.int32)
+        + (v6 != v6).to(tl.int32)
+        + (v7 != v7).to(tl.int32)
+    )
+    n_nan = tl.sum(tl.where(umask, nan, 0), axis=1)
+    v0, v1 = _clamp_value(v0, VALUE_LIMIT), _clamp_value(v1, VALUE_LIMIT)
+    v2, v3 = _clamp_value(v2, VALUE_LIMIT), _clamp_value(v3, VALUE_LIMIT)
+    v4, v5 = _clamp_value(v4, VALUE_LIMIT), _clamp_value(v5, VALUE_LIMIT)
+    v6, v7 = _clamp_value(v6, VALUE_LIMIT), _clamp_value(v7, VALUE_LIMIT)
+    lo = tl.minimum(tl.minimum(tl.minimum(v0, v1), tl.minimum(v2, v3)), tl.minimum(tl.minimum(v4, v5),
+                                                                                    tl.minimum(v6, v7)))
+    hi = tl.maximum(tl.maximum(tl.maximum(v0, v1), tl.maximum(v2, v3)), tl.maximum(tl.maximum(v4, v5),
+                                                                                    tl.maximum(v6, v7)))
+    vmin = tl.min(tl.where(umask, lo, VALUE_LIMIT), axis=1)
+    vmax = tl.max(tl.where(umask, hi, -VALUE_LIMIT), axis=1)
+    scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.zeros_like(vmax) + 15.0), EPS)
+    zero = vmin[:, None]
+    sc = tl.zeros_like(v0) + scale[:, None]
+    keep = umask & (n_nan == 0)[:, None]
+    q0, q1 = _value_code(v0, zero, sc, keep), _value_code(v1, zero, sc, keep)
+    q2, q3 = _value_code(v2, zero, sc, keep), _value_code(v3, zero, sc, keep)
+    q4, q5 = _value_code(v4, zero, sc, keep), _value_code(v5, zero, sc, keep)
+    q6, q7 = _value_code(v6, zero, sc, keep), _value_code(v7, zero, sc, keep)
+    vword = (
+        q0.to(tl.uint32)
+        | (q1.to(tl.uint32) << 4)
+        | (q2.to(tl.uint32) << 8)
+        | (q3.to(tl.uint32) << 12)
+        | (q4.to(tl.uint32) << 16)
+        | (q5.to(tl.uint32) << 20)
+        | (q6.to(tl.uint32) << 24)
+        | (q7.to(tl.uint32) << 28)
+    )
+    tl.store(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :], vword.to(tl.int32, bitcast=True), mask=umask)
+
+    # --- scale, zero: fp16, scale in the low half of the word ----------------------------------------------
+    s_bits = scale.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+    z_bits = vmin.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+    s_bits = tl.where(n_nan > 0, NAN_F16, s_bits)
+    z_bits = tl.where(n_nan > 0, NAN_F16, z_bits)
+    pword = s_bits | (z_bits << 16)
+    tl.store(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, pword.to(tl.int32, bitcast=True), mask=ok)
+
+
 def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> str:
     """The key format for ``device``: ``"auto"`` is e4nv on sm89+ and e4b15 below; the interpreter (CPU
     tensors under ``TRITON_INTERPRET=1``) gets e4nv. A forced e4nv below sm89 is refused here, not by the
@@ -189,11 +379,37 @@ def words_ok(head_dim: int, kv_cache: torch.Tensor) -> bool:
     )
 
 
+def src_words_ok(x: torch.Tensor) -> bool:
+    """Whether ``x`` (key or value, unit stride in its last dim) can be read as int64 words: its start and
+    its token and head strides fall on 8-byte boundaries (with head_dim % 8 == 0 every row does then)."""
+    per_word = 8 // x.element_size()
+    return (
+        x.stride(-1) == 1
+        and x.data_ptr() % 8 == 0
+        and x.stride(0) % per_word == 0
+        and x.stride(1) % per_word == 0
+    )
+
+
 def launch_config(head_dim: int) -> tuple[int, int]:
-    """(rows per program, warps) of the store. Measured on the H200 (``bench_turboquant.py --sweep``,
-    docs/performance.md): head_dim 128 is fastest at 4 rows / 2 warps, head_dim 256 at 1 row / 1 warp;
-    larger tiles lose (the per-row reductions go through shared memory)."""
+    """(rows per program, warps) of ``_store_k8v4_kernel`` (sources not int64-aligned, or a cache that is
+    not 4-byte aligned). Measured on the H200 (docs/performance.md): head_dim 128 is fastest at 4 rows /
+    2 warps, head_dim 256 at 1 row / 1 warp; larger tiles lose (the reductions go through shared memory)."""
     return (1, 1) if head_dim > 128 else (4, 2)
+
+
+def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
+    """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``; ``elem_size`` is the widest source
+    element in bytes. From ``benchmarks/compare_store_variants.py`` on the H200 (docs/performance.md, 128k
+    tokens x 8 kv-heads): 2 rows / 1 warp with two 8-byte loads per value word for 16-bit sources up to
+    head_dim 128 (bf16/fp16 d128, bf16 d96); 4 rows / 1 warp with split 16-byte loads for fp32 (d80);
+    2 rows / 1 warp with split loads above head_dim 128 (bf16 d256). One warp per program throughout: with
+    more warps the per-row values go through shared memory (12 bar.sync at 4 rows / 2 warps) and lose."""
+    if head_dim > 128:
+        return (2, 1, True)
+    if elem_size >= 4:
+        return (4, 1, True)
+    return (2, 1, False)
 
 
 def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) -> dict[str, Any]:
@@ -205,6 +421,28 @@ def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) 
         "PAD": slot_bytes(head_dim) - used,
         "ROWS": rows,
         "WORDS": words,
+        "KEY_FMT": FMT_CODE[fmt],
+        "KEY_LIMIT": KEY_MAX[fmt],
+        "VALUE_LIMIT": VALUE_MAX,
+        "EPS": SCALE_EPS,
+        "NAN_CODE": KEY_NAN_CODE,
+        "NAN_F16": FP16_NAN_BITS,
+    }
+
+
+_SRC_CODE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+
+
+def _words_constexprs(head_dim: int, fmt: str, rows: int, key_dtype: torch.dtype, value_dtype: torch.dtype,
+                      vec: bool) -> dict[str, Any]:
+    return {
+        "HEAD_DIM": head_dim,
+        "KW_P2": next_pow2(head_dim // 4),
+        "VW_P2": next_pow2(head_dim // 8),
+        "ROWS": rows,
+        "KSRC": _SRC_CODE[key_dtype],
+        "VSRC": _SRC_CODE[value_dtype],
+        "VEC": vec,
         "KEY_FMT": FMT_CODE[fmt],
         "KEY_LIMIT": KEY_MAX[fmt],
         "VALUE_LIMIT": VALUE_MAX,
@@ -277,7 +515,8 @@ def tq_store_k8v4(
     ``uint8`` cache ``[num_blocks, block_size, num_kv_heads, slot_bytes(head_dim)]`` at ``slot_mapping``
     (``[num_tokens]`` int32/int64; negative = skip the token). Any strides are fine (key/value views whose
     last dim is not unit-stride are copied first); the cache must be unit-stride in its last dim and its
-    slots must not overlap in memory.
+    slots must not overlap in memory. Key/value rows on 8-byte boundaries and a 4-byte aligned cache (the
+    usual case) take the faster kernel; other layouts write the same bytes, more slowly.
 
     Every check that needs only shapes, strides and dtypes runs on every call, before launch: on error
     nothing is written. The slot *values* are checked on the device: a slot outside the cache is skipped,
@@ -307,8 +546,34 @@ def tq_store_k8v4(
     words = words_ok(head_dim, kv_cache)
     cache = kv_cache.view(torch.int32) if words else kv_cache
     unit = 4 if words else 1
-    rows, warps = launch_config(head_dim)  # looked up per call: the benchmark's sweep swaps it
     num_rows = num_tokens * num_heads
+    # the word kernel numbers rows in int32 (cheaper division); beyond 2**30 rows the general kernel runs
+    if words and num_rows < 2**30 and src_words_ok(key) and src_words_ok(value):
+        kq, vq = key.view(torch.int64), value.view(torch.int64)
+        # looked up per call: the benchmark's sweep swaps it
+        rows, warps, vec = words_launch_config(head_dim, max(key.element_size(), value.element_size()))
+        _store_k8v4_words_kernel[(triton.cdiv(num_rows, rows),)](
+            kq,
+            vq,
+            cache,
+            slot_mapping,
+            kq.stride(0),
+            kq.stride(1),
+            vq.stride(0),
+            vq.stride(1),
+            kv_cache.stride(0) // 4,
+            kv_cache.stride(1) // 4,
+            kv_cache.stride(2) // 4,
+            slot_mapping.stride(0),
+            num_rows,
+            num_heads,
+            block_size,
+            num_blocks * block_size,
+            **_words_constexprs(head_dim, fmt, rows, key.dtype, value.dtype, vec),
+            num_warps=warps,
+        )
+        return
+    rows, warps = launch_config(head_dim)  # looked up per call: the benchmark's sweep swaps it
     kernel = _store_k8v4_kernel  # module global at call time: tests swap in the known-bad variant
     kernel[(triton.cdiv(num_rows, rows),)](
         key,
