@@ -148,7 +148,14 @@ def _latch_fp8_lowering_low(first: Target) -> None:
     """Triton 3.6 (measured; fixed by 3.9): the fp16/fp32 → e5m2 lowering is chosen by the capability of the
     *first* e5m2 compile in the process and kept for every later target, so after any sm89+ compile an sm80
     compile emits ``cvt ... e5m2x2`` and ptxas refuses it ("requires .target sm_89"), a false failure. The
-    lowest choice (the software path) is valid on every target, so compile one e5m2 cast for sm75 first."""
+    lowest choice (the software path) is valid on every target, so compile one e5m2 cast for sm75 first.
+
+    Except in a process that runs real kernels on an NVIDIA GPU (a GPU-lane worker): there the latch would
+    also give the *real* kernels the software e5m2 path, whose codes differ from the hardware's (seen on the
+    H200, 2026-12-03: ``test_cast_table_matches_h200[fp16-e5m2]`` failed in a one-worker GPU lane after an
+    earlier test's AOT compile). There the latch is the device's own target, so real kernels keep their
+    hardware lowering; an AOT e5m2 compile for a pre-sm89 target in that process may then fail in ptxas
+    falsely (loud, never silently wrong numbers)."""
     global _LATCHED
     if _LATCHED or first.backend != "cuda":
         return
@@ -160,8 +167,8 @@ def _latch_fp8_lowering_low(first: Target) -> None:
     import triton
     from triton.compiler import ASTSource
 
-    low = parse_target("sm75")
-    if not target_supported(low)[0]:  # pragma: no cover
+    low = _latch_target()
+    if low is None or not target_supported(low)[0]:  # pragma: no cover
         return
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -169,6 +176,24 @@ def _latch_fp8_lowering_low(first: Target) -> None:
                            target=low.gpu_target())
     except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
         pass
+
+
+def _latch_target() -> Target | None:
+    """sm75 (the software e5m2 path, valid everywhere) unless this process runs kernels on an NVIDIA GPU,
+    then that GPU's own target (None if the harness does not know it: no latch)."""
+    from harness.arch import interpreting
+
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - the harness needs torch
+        torch = None
+    if interpreting() or torch is None or getattr(torch.version, "hip", None) or not torch.cuda.is_available():
+        return parse_target("sm75")
+    major, minor = torch.cuda.get_device_capability()
+    try:
+        return parse_target(f"sm{major}{minor}")
+    except ValueError:
+        return None
 
 
 @functools.cache
