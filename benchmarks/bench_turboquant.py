@@ -8,8 +8,7 @@ kernel moving them can take, and ``% copy`` = that floor / the measured time. ``
 function (every host check included), ``graph`` the same call captured in a CUDA graph (the GPU time alone).
 ``--sweep`` also times other (rows per program, warps, split 16-byte loads) configs of the int64-word store
 kernel (the inputs here are contiguous, so that kernel runs), the numbers behind
-``kernels.turboquant.store.words_launch_config``, and the not-yet-shipped candidate
-``store_variants.store_uniform`` (rows ``store-candidate``).
+``kernels.turboquant.store.words_launch_config``.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ SHAPES = [
 SWEEP_ROWS = (1, 2, 4, 8)
 SWEEP_WARPS = (1, 2, 4)
 SWEEP_VEC = (False, True)
-CANDIDATE = ((2, 1), (4, 1), (4, 2), (8, 4))  # store_uniform (rows, warps)
 COLUMNS = [
     ("op", ""),
     ("shape", ""),
@@ -120,15 +118,6 @@ def main() -> None:
                             store_mod.words_launch_config = default
                         c = f"{r}r/{w}w{'/vec' if v else ''}"
                         rows.append(_row("store-sweep", label, fmt, th, c, store_bytes, copy, 0.0, ms))
-            import store_variants  # benchmarks/; imports kernels, so after _common set up sys.path
-
-            shipped = cache.clone()  # what every store above wrote
-            for r, w in CANDIDATE:
-                cand = partial(store_variants.store_uniform, key, value, cache, slots, fmt, rows=r, warps=w)
-                cache.zero_()
-                ms = graph_ms(cand)
-                same = "" if torch.equal(cache, shipped) else " BYTES DIFFER"
-                rows.append(_row("store-candidate", label, fmt, th, f"{r}r/{w}w{same}", store_bytes, copy, 0.0, ms))
         del key, value, cache, slots
         torch.cuda.empty_cache()
     emit("turboquant K8V4 store / load", COLUMNS, rows, args.json, extra={"copy_gbs": copy})

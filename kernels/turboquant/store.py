@@ -400,7 +400,8 @@ def launch_config(head_dim: int) -> tuple[int, int]:
 
 def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
     """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``; ``elem_size`` is the widest source
-    element in bytes. From ``benchmarks/compare_store_variants.py`` on the H200 (docs/performance.md, 128k
+    element in bytes. From the candidate sweep (``benchmarks/compare_store_variants.py`` at commit c1b94e8)
+    on the H200 (docs/performance.md, 128k
     tokens x 8 kv-heads): 2 rows / 1 warp with two 8-byte loads per value word for 16-bit sources up to
     head_dim 128 (bf16/fp16 d128, bf16 d96); 4 rows / 1 warp with split 16-byte loads for fp32 (d80);
     2 rows / 1 warp with split loads above head_dim 128 (bf16 d256). One warp per program throughout: with
