@@ -136,11 +136,14 @@ def fmt_roundtrip(a_ptr, b_ptr, c_ptr, codes_ptr, da_ptr, db_ptr, dc_ptr, FMT: t
     tl.store(dc_ptr + o, q.to(dc_ptr.dtype.element_ty))
 
 
+@pytest.mark.lane_independent
 @pytest.mark.parametrize("fmt", sorted(_FMTS))
 def test_supports_format_agrees_with_the_compiler(fmt):
     """Every (format, default target) the model supports compiles encode and decode with fp16, fp32 and bf16
     (fp16 twice for e4b15: Triton's e4b15 conversion takes fp16/fp32 only, the seed bug's lesson); every one it
-    refuses does not compile. Runs on whichever Triton is installed (CI: 3.9 and 3.6)."""
+    refuses does not compile. Runs on whichever Triton is installed (CI: 3.9 and 3.6). Lane-independent, and
+    kept off the GPU lane on purpose: in a process that runs GPU kernels, Triton 3.6 keeps the e5m2 lowering
+    of the GPU's own target (harness.compile_cache), so pre-sm89 e5m2 compiles there fail in ptxas falsely."""
     from harness.compile_matrix import DEFAULT_TARGETS, compile_matrix, error_line
 
     third = "fp16" if fmt == "e4b15" else "bf16"

@@ -11,6 +11,8 @@ import torch
 
 import harness.compile_cache as cc
 
+pytestmark = pytest.mark.lane_independent  # fakes the device; the same on every lane
+
 
 @pytest.fixture
 def fake(monkeypatch):
