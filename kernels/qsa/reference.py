@@ -12,7 +12,15 @@ import torch
 
 from kernels.qsa.config import FP8_MAX
 
-__all__ = ["pool_keys", "rms_norm_cast", "paged_keys", "logits_reference", "logits_scale", "select_from_logits"]
+__all__ = [
+    "pool_keys",
+    "rms_norm_cast",
+    "paged_keys",
+    "logits_reference",
+    "logits_scale",
+    "select_from_logits",
+    "select_exact",
+]
 
 
 def pool_keys(keys: torch.Tensor, compress_ratio: int) -> torch.Tensor:
@@ -116,3 +124,17 @@ def select_from_logits(logits: torch.Tensor, visible: torch.Tensor, k: int) -> t
     keep = torch.arange(kk, device=logits.device)[None, :] < visible.to(logits.device)[:, None].clamp(max=kk)
     out[:, :kk] = torch.where(keep, idx, -1).to(torch.int32)
     return out
+
+
+def select_exact(logits: torch.Tensor, visible: torch.Tensor, k: int) -> torch.Tensor:
+    """What ``kernels.qsa.topk.topk_columns`` returns, bit for bit: the top ``k`` visible columns under the
+    order (score by its order-preserving int32 key, then the lower column), in ascending column order,
+    ``-1``-padded. A stable descending sort of the keys (invisible columns sorted last); for checking the
+    kernel at GPU sizes, where a Python loop is too slow."""
+    b = logits.view(torch.int32)
+    key = torch.where(b >= 0, b, b ^ 0x7FFFFFFF).long()
+    cols = torch.arange(logits.shape[1], device=logits.device)
+    key = torch.where(cols[None] < visible[:, None].long(), key, -(1 << 40))
+    idx = torch.sort(key, dim=1, descending=True, stable=True).indices[:, :k]
+    idx = torch.where(cols[None, :k] < visible[:, None].long(), idx, 1 << 30).sort(1).values
+    return torch.where(idx == 1 << 30, -1, idx).to(torch.int32)
