@@ -109,7 +109,7 @@ def compile_cached(
     import triton
     from triton.compiler import ASTSource
 
-    _latch_fp8_lowering_low(target)
+    _latch_e5m2_lowering(target)
     if language_patched():
         raise RuntimeError(
             "triton.language is still patched by the Triton interpreter (an interpreted device-function call "
@@ -144,7 +144,7 @@ def compile_cached(
 _LATCHED = False
 
 
-def _latch_fp8_lowering_low(first: Target) -> None:
+def _latch_e5m2_lowering(first: Target) -> None:
     """Triton 3.6 (measured; fixed by 3.9): the fp16/fp32 → e5m2 lowering is chosen by the capability of the
     *first* e5m2 compile in the process and kept for every later target, so after any sm89+ compile an sm80
     compile emits ``cvt ... e5m2x2`` and ptxas refuses it ("requires .target sm_89"), a false failure. The
@@ -167,13 +167,13 @@ def _latch_fp8_lowering_low(first: Target) -> None:
     import triton
     from triton.compiler import ASTSource
 
-    low = _latch_target()
-    if low is None or not target_supported(low)[0]:  # pragma: no cover
+    latch = _latch_target()
+    if latch is None or not target_supported(latch)[0]:  # pragma: no cover
         return
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
-                           target=low.gpu_target())
+                           target=latch.gpu_target())
     except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
         pass
 

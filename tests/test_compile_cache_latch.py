@@ -54,16 +54,16 @@ def test_latch_compiles_for_the_chosen_target_on_triton_3_6(fake):
     fake.setattr(cc, "_LATCHED", False)
     fake.setattr(harness.arch, "_triton_at_least", lambda major, minor: (major, minor) <= (3, 6))
     fake.setattr(triton, "compile", lambda src, target=None, options=None: seen.append(target.arch))
-    cc._latch_fp8_lowering_low(cc.parse_target("sm80"))
+    cc._latch_e5m2_lowering(cc.parse_target("sm80"))
     assert seen == [90]
-    cc._latch_fp8_lowering_low(cc.parse_target("sm80"))  # once per process
+    cc._latch_e5m2_lowering(cc.parse_target("sm80"))  # once per process
     assert seen == [90]
     fake.setattr(cc, "_LATCHED", False)
     fake.setenv("TRITON_INTERPRET", "1")
-    cc._latch_fp8_lowering_low(cc.parse_target("sm90"))
+    cc._latch_e5m2_lowering(cc.parse_target("sm90"))
     assert seen == [90, 75]
     fake.setattr(cc, "_LATCHED", False)  # a device this Triton has no target for: no latch at all
     fake.delenv("TRITON_INTERPRET")
     fake.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 9))
-    cc._latch_fp8_lowering_low(cc.parse_target("sm90"))
+    cc._latch_e5m2_lowering(cc.parse_target("sm90"))
     assert seen == [90, 75]
