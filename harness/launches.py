@@ -361,7 +361,7 @@ def compile_cached(launch: Launch, target: str, directory: Path | None = None) -
         out = _compile_one(launch, target)
         if out.kind == "ptxas":
             # Not kept: on Triton 3.6 a ptxas failure can come from the process's state (the e5m2 lowering is
-            # latched by the first compile, compile_cache._latch_fp8_lowering_low), so a cached one could
+            # latched by the first compile, compile_cache._latch_e5m2_lowering), so a cached one could
             # report a false finding in every later session. Findings are rare; compiling them again is cheap.
             return out
         tmp = path.with_suffix(f".tmp{os.getpid()}")
