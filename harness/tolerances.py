@@ -38,7 +38,7 @@ import glob
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -351,28 +351,3 @@ def rows() -> dict[_Key, Tolerance]:
 def reset() -> None:
     """The active table back to the built-in defaults."""
     _active.reset()
-
-
-class _ActiveRows(MutableMapping[_Key, Tolerance]):
-    """``_TABLE``: the active table's rows as a dict, for code written when the table was a module dict."""
-
-    def __getitem__(self, key: _Key) -> Tolerance:
-        return _active._rows[key]
-
-    def __setitem__(self, key: _Key, value: Tolerance) -> None:
-        _active._rows[key] = value
-
-    def __delitem__(self, key: _Key) -> None:
-        del _active._rows[key]
-
-    def __iter__(self) -> Iterator[_Key]:
-        return iter(_active._rows)
-
-    def __len__(self) -> int:
-        return len(_active._rows)
-
-    def clear(self) -> None:
-        _active._rows.clear()
-
-
-_TABLE = _ActiveRows()

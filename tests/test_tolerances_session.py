@@ -24,14 +24,15 @@ def snapshot() -> dict:
 @pytest.fixture
 def outer_rows(tmp_path):
     """This (outer) session's table with a TOML row and a Python row of its own; put back afterwards."""
-    saved = tolerances.rows()
+    table = tolerances.active_table()  # the session's own (a test below checks it is the stash's)
+    saved = table.rows()
     f = tmp_path / "outer.toml"
     f.write_text('[[tolerance]]\nop = "outer.op"\ndtype = "bf16"\narch = "*"\natol = 0.5\n')
     tolerances.load_toml(f)
     tolerances.register("outer.py", "bf16", "*", Tolerance(atol=0.25))
     yield f
-    tolerances._TABLE.clear()
-    tolerances._TABLE.update(saved)
+    table._rows.clear()
+    table._rows.update(saved)
 
 
 # ------------------------------------------------------------------------------------------ plain Python
