@@ -37,7 +37,8 @@ def _plan(interp_lane: bool) -> gpus.Plan | None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: one worker per GPU of the plan; None (xdist counts CPUs) on the interpreter lane.
+    """``-n auto``: one worker per GPU of the plan (``HARNESS_WORKERS_PER_GPU`` per GPU when set); None (xdist
+    counts CPUs) on the interpreter lane.
 
     Runs before pytest_configure, so the lane is read from the option and the environment the way the
     plugin will choose it; xdist's own override PYTEST_XDIST_AUTO_NUM_WORKERS still wins.
@@ -45,7 +46,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     lane = config.getoption("harness_lane")
-    return gpus.auto_workers(_plan(lane == "interp" or (lane == "auto" and interpreting())))
+    p = _plan(lane == "interp" or (lane == "auto" and interpreting()))
+    try:
+        return gpus.auto_workers(p, gpus.workers_per_gpu(os.environ))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 @pytest.hookimpl(tryfirst=True)

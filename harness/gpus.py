@@ -11,7 +11,7 @@ How (the plugin wires these pure functions to xdist's hooks):
 - The controller decides the device list (:func:`plan`): ``HARNESS_GPUS`` if set (an explicit request, on
   any lane; ``off`` disables pinning), else the list already in the visibility variable (a pinned CI job
   keeps its pin), else ``range(torch.cuda.device_count())``. ``-n auto`` starts one worker per listed device
-  (:func:`auto_workers`). The plan travels to the workers in the environment variable :data:`ENV_PLAN`
+  (:func:`auto_workers`), or ``HARNESS_WORKERS_PER_GPU`` per device. The plan travels to the workers in the environment variable :data:`ENV_PLAN`
   (the only channel that exists before a worker's conftest files are imported).
 - Each worker, in ``pytest_load_initial_conftests`` (before any conftest.py is imported), sets the
   visibility variable to one entry: worker ``gwK`` gets ``devices[K % len(devices)]``
@@ -38,6 +38,8 @@ __all__ = [
     "parse_devices",
     "pin_variable",
     "plan",
+    "ENV_PER_GPU",
+    "workers_per_gpu",
     "auto_workers",
     "device_for_worker",
     "pin_worker",
@@ -45,6 +47,9 @@ __all__ = [
 
 #: User override: a comma-separated device list (as the visibility variable takes it), or ``off``.
 ENV_GPUS = "HARNESS_GPUS"
+#: Workers ``-n auto`` starts per planned device (default 1). More than one suits a suite of many small kernels
+#: whose time is Triton compiles on the CPU, not GPU work (the repo's ``tox -e gpu`` uses 4; docs/gpu-lane.md).
+ENV_PER_GPU = "HARNESS_WORKERS_PER_GPU"
 #: Controller -> worker hand-off: ``VAR=dev0,dev1,...`` (set by the plugin, consumed by each worker).
 ENV_PLAN = "HARNESS_GPU_PLAN"
 
@@ -142,9 +147,22 @@ def plan(env: Mapping[str, str], *, hip: bool, device_count: Callable[[], int]) 
     return Plan(var, tuple(str(i) for i in range(n)), "device count") if n > 0 else None
 
 
-def auto_workers(p: Plan | None) -> int | None:
-    """Workers for ``-n auto``: one per planned device; None lets xdist count CPUs (no GPU plan)."""
-    return len(p.devices) if p is not None and p.devices else None
+def workers_per_gpu(env: Mapping[str, str]) -> int:
+    """``HARNESS_WORKERS_PER_GPU`` as a positive int (1 when unset); anything else is a ValueError naming it."""
+    raw = env.get(ENV_PER_GPU)
+    if raw is None or not raw.strip():
+        return 1
+    if not re.fullmatch(r"\+?\d+", raw.strip()) or int(raw) < 1:
+        raise ValueError(f"{ENV_PER_GPU}={raw!r} must be a positive integer (workers -n auto starts per GPU)")
+    return int(raw)
+
+
+def auto_workers(p: Plan | None, per_gpu: int = 1) -> int | None:
+    """Workers for ``-n auto``: ``per_gpu`` per planned device, so worker ``gwK`` lands on device
+    ``K mod len(devices)`` and each device gets the same number; None lets xdist count CPUs (no GPU plan)."""
+    if isinstance(per_gpu, bool) or not isinstance(per_gpu, int) or per_gpu < 1:
+        raise ValueError(f"per_gpu must be an int >= 1, got {per_gpu!r}")
+    return len(p.devices) * per_gpu if p is not None and p.devices else None
 
 
 def device_for_worker(worker_id: str, p: Plan) -> str:

@@ -6,7 +6,9 @@ import pytest
 from harness import gpus
 from harness.gpus import ENV_GPUS, ENV_PLAN, Plan
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
+# nothing here touches a device (HARNESS_GPUS names the devices), so the gpu lane leaves it to the
+# interpreter lane; the gpu lane's own summary shows its real pins
+pytestmark = [pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning"), pytest.mark.lane_independent]
 
 CUDA, HIP, ROCR = "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"
 
@@ -70,6 +72,31 @@ def test_auto_workers_is_one_per_gpu():
     assert gpus.auto_workers(None) is None  # xdist counts CPUs
     assert gpus.auto_workers(Plan(CUDA, ("0",), "x")) == 1
     assert gpus.auto_workers(Plan(CUDA, tuple(str(i) for i in range(8)), "x")) == 8
+
+
+@pytest.mark.parametrize("raw, n", [(None, 1), ("", 1), ("1", 1), ("4", 4), (" 2 ", 2), ("+3", 3)])
+def test_workers_per_gpu_reads_a_positive_count(raw, n):
+    env = {} if raw is None else {gpus.ENV_PER_GPU: raw}
+    assert gpus.workers_per_gpu(env) == n
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "x", "1.5", "2x", "00"])
+def test_workers_per_gpu_refuses_anything_else_naming_the_variable(raw):
+    with pytest.raises(ValueError, match=rf"HARNESS_WORKERS_PER_GPU={raw!r} must be a positive integer"):
+        gpus.workers_per_gpu({gpus.ENV_PER_GPU: raw})
+
+
+def test_auto_workers_multiplies_by_workers_per_gpu():
+    assert gpus.auto_workers(None, 4) is None
+    assert gpus.auto_workers(Plan(CUDA, ("0",), "x"), 4) == 4
+    assert gpus.auto_workers(Plan(CUDA, ("0", "1", "2"), "x"), 2) == 6
+    # every device gets the same number: worker K goes to device K mod 3
+    three = Plan(CUDA, ("0", "1", "2"), "x")
+    seen = [gpus.device_for_worker(f"gw{k}", three) for k in range(gpus.auto_workers(three, 2))]
+    assert sorted(seen) == ["0", "0", "1", "1", "2", "2"]
+    for bad in (0, -2, 1.0, True, "2"):
+        with pytest.raises(ValueError, match="per_gpu must be an int >= 1"):
+            gpus.auto_workers(three, bad)
 
 
 def test_device_for_worker_round_robin_in_the_parents_namespace():
@@ -178,6 +205,20 @@ def test_n_auto_starts_one_worker_per_listed_gpu(pytester, monkeypatch):
         assert s["CUDA_VISIBLE_DEVICES"] == {"gw0": "3", "gw1": "5", "gw2": "6"}[worker]
 
 
+def test_n_auto_starts_workers_per_gpu_round_robin(pytester, monkeypatch):
+    monkeypatch.setenv(ENV_GPUS, "3,5")
+    monkeypatch.setenv(gpus.ENV_PER_GPU, "2")
+    monkeypatch.delenv(CUDA, raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    pytester.makeconftest(SEEN_CONFTEST)
+    pytester.makepyfile(SEEN_TEST)
+    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*created: 4/4 workers*"])
+    for worker, s in _seen(pytester).items():
+        assert s["CUDA_VISIBLE_DEVICES"] == {"gw0": "3", "gw1": "5", "gw2": "3", "gw3": "5"}[worker]
+
+
 def test_n_auto_on_the_interpreter_lane_leaves_xdist_to_count_cpus(pytester, monkeypatch):
     """No HARNESS_GPUS and the interp lane: no plan, xdist's own count (here its env override) applies."""
     monkeypatch.delenv(ENV_GPUS, raising=False)
@@ -196,3 +237,13 @@ def test_a_bad_request_is_a_usage_error(pytester, monkeypatch):
     result = pytester.runpytest_subprocess("-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*HARNESS_GPUS='0,0' lists 0 more than once*"])
+
+
+def test_a_bad_workers_per_gpu_is_a_usage_error(pytester, monkeypatch):
+    monkeypatch.setenv(ENV_GPUS, "0")
+    monkeypatch.setenv(gpus.ENV_PER_GPU, "0")
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest_subprocess("-n", "auto")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HARNESS_WORKERS_PER_GPU='0' must be a positive integer*"])

@@ -15,6 +15,8 @@ from harness import tolerances
 from harness.plugin import tolerance_table_key
 from harness.tolerances import Tolerance, ToleranceTable
 
+pytestmark = pytest.mark.lane_independent  # tables and sessions: no device involved
+
 
 def snapshot() -> dict:
     """The active table as plain data, identity fields included (``Tolerance.__eq__`` ignores origin)."""

@@ -53,6 +53,8 @@ def _run(pytester, monkeypatch, arch, variant: Path | None):
         "-p",
         "no:hypothesispytest",
         f"--harness-lane={LANES[arch.kind]}",
+        # the whole seed module, compile items included, on every lane (the outer gpu lane skips those)
+        "--harness-lane-independent=run",
         f"--harness-arch={arch.name}",
         # the inner interpreter runs with the casts the outer one has (GPU-exact, or its own with =off)
         f"--harness-interp-casts={'gpu' if interp_casts.active_target() is not None else 'off'}",

@@ -53,6 +53,7 @@ def store_kernel(monkeypatch):
 # --- (a) compile matrix ----------------------------------------------------------------------------------
 
 
+@pytest.mark.lane_independent  # AOT compiles: the same on every lane (the meta tests' inner runs still run it)
 @pytest.mark.parametrize("src, fmt", CASES, ids=[f"{s}-{f}" for s, f in CASES])
 def test_store_compiles_for_target(compile_target, src, fmt, store_kernel):
     sig, constexprs = store.store_compile_spec(src, fmt, head_dim=HEAD_DIM)
