@@ -1,7 +1,7 @@
 """QSA indexer at realistic shapes on a real GPU (skipped elsewhere).
 
-These also *measure*: the logits test sweeps kernels.qsa.testing's LOGITS_SWEEP + LOGITS_SWEEP_GPU, prints
-the worst error per shape in the rows' metric (|got - ref| / S, S = Σ_h Σ_d |q·k|, see
+These also *measure*: the logits test sweeps kernels.qsa.testing's LOGITS_SWEEP + LOGITS_SWEEP_GPU (in
+parts, so that xdist spreads the compiles), prints the worst error per shape in the rows' metric (|got - ref| / S, S = Σ_h Σ_d |q·k|, see
 kernels.qsa.reference.logits_scale) and fails with a ready-to-paste ``tests/tolerances/qsa.toml`` row while
 the arch has no ``qsa.logits`` row of its own (SM90's FP8 wgmma accumulates with reduced precision, so the
 interpreter's rows say nothing about it). Run: ``pytest --harness-lane=gpu tests/test_qsa_gpu.py -s -v``.
@@ -28,8 +28,13 @@ def _cfg(dtype):
     return IndexerConfig(**REALISTIC, indexer_kv_dtype=dtype)
 
 
+#: The sweep runs in parts (shapes[part::PARTS]) so that xdist spreads its compiles over the workers.
+PARTS = 4
+
+
+@pytest.mark.parametrize("part", range(PARTS), ids=[f"part{i + 1}of{PARTS}" for i in range(PARTS)])
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
-def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
+def test_logits_error_gpu(dtype, part, rng, device, tolerance, harness_arch):
     from kernels.qsa import dtype_key, resolve_indexer_dtype
     from kernels.qsa.testing import (
         LOGITS_SWEEP,
@@ -42,7 +47,7 @@ def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
     )
 
     key = dtype_key(resolve_indexer_dtype(dtype))
-    shapes = LOGITS_SWEEP + LOGITS_SWEEP_GPU
+    shapes = (LOGITS_SWEEP + LOGITS_SWEEP_GPU)[part::PARTS]
     runs, worst = [], 0.0
     print(f"\nqsa.logits/{key}/{harness_arch.name}: {'shape':<28} {'n':>8} {'|err|/S':>10} "
           f"{'|err|/max(|ref|,1)':>18} {'|err|':>10} {'max S':>10}")
@@ -54,8 +59,10 @@ def test_logits_error_gpu(dtype, rng, device, tolerance, harness_arch):
         worst = e["scaled"] if not e["scaled"] <= worst else worst  # NaN sticks
         runs.append((shape, got, ref, scale))
     print(f"  worst |err|/S over {len(shapes)} shapes: {worst:.3e}")
-    how = f"Measured on {harness_arch.name} by test_logits_error_gpu over LOGITS_SWEEP + LOGITS_SWEEP_GPU"
-    paste = paste_row("qsa.logits", key, harness_arch.family, worst, f"{how} ({len(shapes)} shapes)")
+    how = (f"Measured on {harness_arch.name} by test_logits_error_gpu over part {part + 1} of {PARTS} of "
+           f"LOGITS_SWEEP + LOGITS_SWEEP_GPU ({len(shapes)} shapes); the row must cover every part: "
+           f"keep the largest rtol the {PARTS} parts print")
+    paste = paste_row("qsa.logits", key, harness_arch.family, worst, how)
     tol = require_row(tolerance, key, paste=paste)
     failures = [
         f"{shape.label}:\n{m.message()}"
