@@ -7,8 +7,11 @@ Every row: ``bf16_ms``, ``fp8_ms`` (the kernels; selections with ``validate=Fals
 once outside the hot path), ``eager_bf16_ms`` / ``eager_fp8_ms`` (gather + matmul + relu + head sum +
 ``torch.topk`` in torch, fp8 keys upcast to bf16 for the matmul), ``speedup`` = bf16_ms / fp8_ms,
 ``byte_limit`` = bf16 bytes / fp8 bytes (the speedup a purely memory-bound kernel would reach) and
-``fp8_floor_ms`` = fp8 bytes / the measured copy bandwidth. Bytes counted: keys each row may see (once per
-request), queries, fp32 logits written. Inputs are larger than L2 (benchmarks/_common.py refuses others).
+``fp8_floor_ms`` = fp8 bytes / the measured copy bandwidth; ``*_graph_ms`` / ``graph_speedup``: the same
+call captured in a CUDA graph and replayed (GPU time alone, as a decode step under CUDA graphs runs; at
+decode sizes the Python launch work of a call, ~70 us, is as long as the GPU work, so ``*_ms`` depends on
+the host CPU; NaN where capture failed). Bytes counted: keys each row may see (once per request), queries,
+fp32 logits written. Inputs are larger than L2 (benchmarks/_common.py refuses others).
 Not a test: nothing here asserts a time. Inputs are random normalized keys and queries built on the
 device (the timings do not depend on their values).
 """
@@ -19,7 +22,7 @@ from functools import partial
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import torch
-from _common import check_larger_than_l2, copy_bandwidth_gbs, emit, parse_args, require_cuda, time_ms
+from _common import check_larger_than_l2, copy_bandwidth_gbs, emit, graph_ms, parse_args, require_cuda, time_ms
 
 from kernels.qsa import (
     IndexerConfig,
@@ -105,6 +108,14 @@ def _prefill_logits(cache, bt, q, rr, vis, out):
                      validate=False)
 
 
+def _graph_or_nan(fn) -> float:
+    try:
+        return graph_ms(fn)
+    except RuntimeError as e:  # a call that cannot be captured is a finding for the table, not a crash
+        print(f"CUDA graph capture failed: {str(e)[:200]}", flush=True)
+        return float("nan")
+
+
 def main() -> None:
     args = parse_args(__doc__.split("\n\n")[0])
     require_cuda("bench_qsa.py")
@@ -117,7 +128,9 @@ def main() -> None:
             check_larger_than_l2(nbytes[dtype], f"{label} {dtype}")
             r[f"{dtype}_ms"] = time_ms(fns[dtype])
             r[f"eager_{dtype}_ms"] = time_ms(fns[f"eager_{dtype}"])
+            r[f"{dtype}_graph_ms"] = _graph_or_nan(fns[dtype])
         r["speedup"] = r["bf16_ms"] / r["fp8_ms"]
+        r["graph_speedup"] = r["bf16_graph_ms"] / r["fp8_graph_ms"]
         r["byte_limit"] = nbytes["bf16"] / nbytes["fp8"]
         r["fp8_floor_ms"] = nbytes["fp8"] / (bw * 1e6)
         r["fp8_mb"] = nbytes["fp8"] / 2**20
@@ -153,7 +166,8 @@ def main() -> None:
         del logit_fns, select_fns
         torch.cuda.empty_cache()
     columns = [("case", ""), ("bf16_ms", ".3f"), ("fp8_ms", ".3f"), ("eager_bf16_ms", ".3f"), ("eager_fp8_ms", ".3f"),
-               ("speedup", ".2f"), ("byte_limit", ".2f"), ("fp8_floor_ms", ".3f"), ("fp8_mb", ".0f")]
+               ("speedup", ".2f"), ("bf16_graph_ms", ".3f"), ("fp8_graph_ms", ".3f"), ("graph_speedup", ".2f"),
+               ("byte_limit", ".2f"), ("fp8_floor_ms", ".3f"), ("fp8_mb", ".0f")]
     emit("QSA indexer (REALISTIC: 64 heads x d128, ratio 4, 2048 tokens = 512 blocks selected, pages of 64)",
          columns, rows, args.json, extra={"copy_bandwidth_gbs": bw, "k_blocks": K})
 

@@ -11,8 +11,9 @@ How (the plugin wires these pure functions to xdist's hooks):
 - The controller decides the device list (:func:`plan`): ``HARNESS_GPUS`` if set (an explicit request, on
   any lane; ``off`` disables pinning), else the list already in the visibility variable (a pinned CI job
   keeps its pin), else ``range(torch.cuda.device_count())``. ``-n auto`` starts one worker per listed device
-  (:func:`auto_workers`), or ``HARNESS_WORKERS_PER_GPU`` per device. The plan travels to the workers in the environment variable :data:`ENV_PLAN`
-  (the only channel that exists before a worker's conftest files are imported).
+  (:func:`auto_workers`), or ``HARNESS_WORKERS_PER_GPU`` per device. The plan travels to the workers in the
+  environment variable :data:`ENV_PLAN` (the only channel that exists before a worker's conftest files are
+  imported).
 - Each worker, in ``pytest_load_initial_conftests`` (before any conftest.py is imported), sets the
   visibility variable to one entry: worker ``gwK`` gets ``devices[K % len(devices)]``
   (:func:`device_for_worker`), so ``-n`` larger than the number of GPUs shares them round-robin. It then
@@ -48,7 +49,7 @@ __all__ = [
 #: User override: a comma-separated device list (as the visibility variable takes it), or ``off``.
 ENV_GPUS = "HARNESS_GPUS"
 #: Workers ``-n auto`` starts per planned device (default 1). More than one suits a suite of many small kernels
-#: whose time is Triton compiles on the CPU, not GPU work (the repo's ``tox -e gpu`` uses 4; docs/gpu-lane.md).
+#: whose time is Triton compiles on the CPU, not GPU work (the repo's ``tox -e gpu`` uses 8; docs/gpu-lane.md).
 ENV_PER_GPU = "HARNESS_WORKERS_PER_GPU"
 #: Controller -> worker hand-off: ``VAR=dev0,dev1,...`` (set by the plugin, consumed by each worker).
 ENV_PLAN = "HARNESS_GPU_PLAN"

@@ -1,10 +1,11 @@
 """QSA indexer at realistic shapes on a real GPU (skipped elsewhere).
 
 These also *measure*: the logits test sweeps kernels.qsa.testing's LOGITS_SWEEP + LOGITS_SWEEP_GPU (in
-parts, so that xdist spreads the compiles), prints the worst error per shape in the rows' metric (|got - ref| / S, S = Σ_h Σ_d |q·k|, see
-kernels.qsa.reference.logits_scale) and fails with a ready-to-paste ``tests/tolerances/qsa.toml`` row while
-the arch has no ``qsa.logits`` row of its own (SM90's FP8 wgmma accumulates with reduced precision, so the
-interpreter's rows say nothing about it). Run: ``pytest --harness-lane=gpu tests/test_qsa_gpu.py -s -v``.
+parts, so that xdist spreads the compiles), prints the worst error per shape in the rows' metric
+(|got - ref| / S, S = Σ_h Σ_d |q·k|, see kernels.qsa.reference.logits_scale) and fails with a ready-to-paste
+``tests/tolerances/qsa.toml`` row while the arch has no ``qsa.logits`` row of its own (SM90's FP8 wgmma
+accumulates with reduced precision, so the interpreter's rows say nothing about it).
+Run: ``pytest --harness-lane=gpu tests/test_qsa_gpu.py -s -v``.
 """
 
 from __future__ import annotations
