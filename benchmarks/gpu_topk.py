@@ -1,6 +1,5 @@
 """GPU check of kernels.qsa.topk: the radix (split) and bitwise searches and the shipped choice, exact
-against a stable-sort reference at the decode/prefill shapes, then do_bench timings of the bitwise search
-(shipped, and with one- and two-bit counting passes),
+against a stable-sort reference at the decode/prefill shapes, then do_bench timings of the bitwise search,
 the shipped choice, torch.topk and radix tile plans. Usage: ``python benchmarks/gpu_topk.py OUT.json`` on a CUDA box.
 
     python benchmarks/gpu_topk.py topk.json"""
@@ -54,9 +53,9 @@ def new(x, vis, cfg, warps="default"):
         T._warps = WARPS["default"]
 
 
-def old(x, vis, two_bits=None):
+def old(x, vis):
     out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
-    T._bitwise_topk(x, vis, K, out, two_bits)
+    T._bitwise_topk(x, vis, K, out)
     return out
 
 
@@ -82,9 +81,7 @@ for rows, width in SHAPES:
         x, vis = inputs(rows, width, seed)
         want = select_exact(x, vis, K)
         o = old(x, vis)
-        rec = {"shape": [rows, width], "seed": seed, "old_vs_spec": bool(torch.equal(o, want)),
-               "bitwise_1bit_vs_spec": bool(torch.equal(old(x, vis, False), want)),
-               "bitwise_2bit_vs_spec": bool(torch.equal(old(x, vis, True), want)), "new": {}}
+        rec = {"shape": [rows, width], "seed": seed, "old_vs_spec": bool(torch.equal(o, want)), "new": {}}
         for cfg in CONFIGS + [(T.SINGLE, T.TILE)]:
             got = new(x, vis, cfg)
             rec["new"][str(cfg)] = bool(torch.equal(got, want))
@@ -107,7 +104,6 @@ for rows, width in SHAPES:
     x = torch.randn(rows, width, device="cuda", generator=g).relu_()  # logits are ReLU sums: many zeros
     vis = torch.full((rows,), width, device="cuda", dtype=torch.int32)
     rec = {"shape": [rows, width], "old": timed(partial(old, x, vis)),
-           "bitwise_1bit": timed(partial(old, x, vis, False)), "bitwise_2bit": timed(partial(old, x, vis, True)),
            "torch_topk": timed(partial(torch.topk, x, K, dim=1)),
            "shipped": timed(partial(T.topk_columns, x, vis, K)), "new": {}}
     seen = set()

@@ -49,7 +49,7 @@ __all__ = [
 #: User override: a comma-separated device list (as the visibility variable takes it), or ``off``.
 ENV_GPUS = "HARNESS_GPUS"
 #: Workers ``-n auto`` starts per planned device (default 1). More than one suits a suite of many small kernels
-#: whose time is Triton compiles on the CPU, not GPU work (the repo's ``tox -e gpu`` uses 8; docs/gpu-lane.md).
+#: whose time is Triton compiles on the CPU, not GPU work (the repo's ``tox -e gpu`` uses 4; docs/gpu-lane.md).
 ENV_PER_GPU = "HARNESS_WORKERS_PER_GPU"
 #: Controller -> worker hand-off: ``VAR=dev0,dev1,...`` (set by the plugin, consumed by each worker).
 ENV_PLAN = "HARNESS_GPU_PLAN"

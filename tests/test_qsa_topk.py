@@ -97,15 +97,13 @@ def test_radix_topk_writes_a_row_slice_of_a_larger_result(rng, device):
     assert (buf[:, 0] == 99).all() and (buf[:, k + 1 :] == 99).all()
 
 
-@pytest.mark.parametrize("two_bits", [False, True], ids=["one-bit-passes", "two-bit-passes"])
 @pytest.mark.parametrize("chunk", [32, 128], ids=["chunked", "resident"])
 @pytest.mark.parametrize("k", [1, 5])
-def test_bitwise_topk_is_the_documented_selection(chunk, k, two_bits, rng, device, monkeypatch):
-    # chunked rows always take one-bit passes (two_bits applies to resident rows only)
+def test_bitwise_topk_is_the_documented_selection(chunk, k, rng, device, monkeypatch):
     monkeypatch.setattr(T, "CHUNK", chunk)  # 32: the row is re-read in chunks on every counting pass
     x, vis = _rows(k, rng)
     out = torch.full((x.shape[0], k), 7, dtype=torch.int32, device=device)
-    T._bitwise_topk(x.to(device), vis.to(device), k, out, two_bits)
+    T._bitwise_topk(x.to(device), vis.to(device), k, out)
     assert out.cpu().tolist() == _spec(x, vis, k)
 
 
@@ -163,7 +161,6 @@ def test_topk_columns_at_decode_shapes_gpu(rows, width, rng, device):
     x, vis = x.to(device), vis.to(device)
     want = select_exact(x, vis, k)
     assert torch.equal(T.topk_columns(x, vis, k), want)
-    for two_bits in (False, True):  # both searches on every shape (the two-bit one only where rows are resident)
-        old = torch.empty_like(want)
-        T._bitwise_topk(x, vis, k, old, two_bits)
-        assert torch.equal(old, want), f"two_bits={two_bits}"
+    old = torch.empty_like(want)
+    T._bitwise_topk(x, vis, k, old)
+    assert torch.equal(old, want)

@@ -46,9 +46,6 @@ MAX_TILE = 16384
 #: k = 512: 16 tiles of 2,048, then 8,192 candidates in one program (docs/performance.md).
 SINGLE = 16384
 TILE = 2048
-#: Bitwise search on resident rows: two bits of the threshold per counting pass (three counts packed in one
-#: reduction, 16 passes) instead of one (32 passes).
-TWO_BITS = True
 
 
 @triton.jit
@@ -78,20 +75,6 @@ def _count(
 
 
 @triton.jit
-def _count3(ks, offs, vis, t, s):
-    # Visible resident keys >= t + s, t + 2s, t + 3s, counted in one reduction: three 0/1 flags packed in
-    # 21-bit fields of an int64 (a resident row has at most CHUNK = 16384 < 2**21 columns).
-    ok = offs < vis
-    c1 = (t + s).to(tl.int32)
-    c2 = (t + 2 * s).to(tl.int32)
-    c3 = (t + 3 * s).to(tl.int32)
-    packed = ((ks >= c1) & ok).to(tl.int64) + (((ks >= c2) & ok).to(tl.int64) << 21)
-    packed += ((ks >= c3) & ok).to(tl.int64) << 42
-    n = tl.sum(packed)
-    return n & 0x1FFFFF, (n >> 21) & 0x1FFFFF, n >> 42
-
-
-@triton.jit
 def _bitwise_topk_kernel(
     logits_ptr,
     vis_ptr,
@@ -102,7 +85,6 @@ def _bitwise_topk_kernel(
     CHUNK: tl.constexpr,
     RESIDENT: tl.constexpr,
     N_CHUNKS: tl.constexpr,
-    TWO_BITS: tl.constexpr,
 ):
     # K, the chunk counts and the loops over them are compile-time: the Triton 3.6 interpreter cannot run a
     # loop bounded by a runtime value.
@@ -119,19 +101,12 @@ def _bitwise_topk_kernel(
     # A row with <= k visible columns keeps t = INT32_MIN: everything is taken.
     t = tl.full([], -2147483648, dtype=tl.int64)
     if vis > K:
-        if TWO_BITS:  # resident rows only: two bits a pass, 16 passes (t + d*s for the largest d that keeps K)
-            s = tl.full([], 1073741824, dtype=tl.int64)
-            for _ in range(16):
-                n1, n2, n3 = _count3(ks, offs, vis, t, s)
-                t += s * ((n1 >= K).to(tl.int64) + (n2 >= K).to(tl.int64) + (n3 >= K).to(tl.int64))
-                s = s // 4
-        else:
-            step = tl.full([], 2147483648, dtype=tl.int64)
-            for _ in range(32):
-                cand = (t + step).to(tl.int32)
-                if _count(row_ptr, vis, cand, ks, offs, False, CHUNK, RESIDENT, N_CHUNKS) >= K:
-                    t += step
-                step = step // 2
+        step = tl.full([], 2147483648, dtype=tl.int64)
+        for _ in range(32):
+            cand = (t + step).to(tl.int32)
+            if _count(row_ptr, vis, cand, ks, offs, False, CHUNK, RESIDENT, N_CHUNKS) >= K:
+                t += step
+            step = step // 2
     t32 = t.to(tl.int32)
     need = K - _count(row_ptr, vis, t32, ks, offs, True, CHUNK, RESIDENT, N_CHUNKS)  # ties at t to take
     taken = tl.zeros([], dtype=tl.int32)
@@ -301,15 +276,10 @@ def _radix_topk(
     return True
 
 
-def _bitwise_topk(
-    logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor, two_bits: bool | None = None
-) -> None:
-    """``two_bits``: decide two bits of the threshold per counting pass (resident rows only; None = the
-    shipped choice, TWO_BITS)."""
+def _bitwise_topk(logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor) -> None:
     rows, width = logits.shape
     chunk = min(CHUNK, max(16, triton.next_power_of_2(max(width, k))))
     resident = width <= chunk
-    two = TWO_BITS if two_bits is None else two_bits
     _bitwise_topk_kernel[(rows,)](
         logits,
         visible,
@@ -320,7 +290,6 @@ def _bitwise_topk(
         CHUNK=chunk,
         RESIDENT=resident,
         N_CHUNKS=triton.cdiv(width, chunk),
-        TWO_BITS=bool(two and resident),
         num_warps=_warps(chunk),
     )
 
