@@ -41,7 +41,7 @@ for rep in range(2):
             torch.cuda.synchronize()
             r = dict(rep=rep, case=label, dtype=dtype, do_bench_ms=time_ms(sel), graph_ms=graph_ms(sel),
                      logits_graph_ms=graph_ms(lg), topk_graph_ms=graph_ms(tk), logits_ms=time_ms(lg),
-                     topk_ms=time_ms(tk),                     host_us_per_call=host_us, mb=nb / 2**20)
+                     topk_ms=time_ms(tk), host_us_per_call=host_us, mb=nb / 2**20)
             print(json.dumps(r), flush=True)
             out.append(r)
             del cache, bt, q, vis, logits
