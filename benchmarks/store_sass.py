@@ -1,0 +1,98 @@
+"""Why the turboquant store is slow, from its machine code: SASS instructions per (token, kv-head) row of the
+int64-word store kernel as shipped, compiled ahead of time (no GPU needed: Triton's bundled ptxas and
+cuobjdump), and the time a GPU needs just to *issue* them beside the time its memory needs to move the bytes.
+
+The kernel is straight-line code (the IEEE-division slow paths are out of line and not taken for ordinary
+inputs), so the static count is what every program executes. A GPU issues at most ``4 x SMs x clock``
+warp-instructions per second (H200: 4 schedulers x 132 SMs x 1.98 GHz); with one warp per program,
+``rows x instructions per row / that rate`` is a floor on the store's time. When it is above the byte floor,
+the kernel is issue-bound and only fewer instructions per row make it faster (docs/performance.md).
+
+    python benchmarks/store_sass.py [--arch 90] [--sms 132] [--ghz 1.98] [--copy-gbs 4224] [--json PATH]
+
+Not a test; prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import _common  # noqa: F401  (puts the repo root on sys.path)
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+import kernels.turboquant.store as store
+from kernels.turboquant import slot_bytes
+
+ROWS = 1 << 20  # token-heads, as in bench_turboquant.py's 128k x 8 rows
+CASES = [(128, torch.bfloat16), (96, torch.bfloat16), (256, torch.bfloat16), (128, torch.float16),
+         (80, torch.float32)]
+_SIG = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+_LINE = re.compile(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)")
+
+
+def sass_ops(head_dim: int, dtype: torch.dtype, fmt: str, arch: int) -> tuple[collections.Counter, int, int]:
+    """(opcode counts, rows per program, warps) of the word kernel compiled for ``sm{arch}``."""
+    rows, warps, vec = store.words_launch_config(head_dim, torch.empty((), dtype=dtype).element_size())
+    kernel = store._store_k8v4_words_kernel
+    constexprs = store._words_constexprs(head_dim, fmt, rows, dtype, dtype, vec)
+    sig = {"key_ptr": "*i64", "value_ptr": "*i64", "cache_ptr": "*i32", "slot_ptr": "*i64",
+           **{n: "i32" for n in store._INT_ARGS}, **{n: "constexpr" for n in constexprs}}
+    src = ASTSource(kernel, sig, constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()})
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as d:
+        cubin = os.path.join(d, "k.cubin")
+        Path(cubin).write_bytes(compiled.asm["cubin"])
+        sass = subprocess.run([str(tool), "-sass", cubin], capture_output=True, text=True, check=True).stdout
+    ops = collections.Counter(m.group(1) for line in sass.splitlines() if (m := _LINE.match(line)))
+    if not ops:
+        raise RuntimeError(f"no SASS instructions parsed from cuobjdump output for d{head_dim} {dtype}")
+    return ops, rows, warps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arch", type=int, default=90, help="compute capability to compile for (default 90)")
+    p.add_argument("--sms", type=int, default=132, help="SM count of the GPU to model (H200: 132)")
+    p.add_argument("--ghz", type=float, default=1.98, help="SM clock in GHz (H200 boost: 1.98)")
+    p.add_argument("--copy-gbs", type=float, default=4224.0, help="measured copy bandwidth, GB/s (H200: 4,224)")
+    p.add_argument("--json", type=Path, default=None)
+    a = p.parse_args()
+    for name, v in (("--sms", a.sms), ("--ghz", a.ghz), ("--copy-gbs", a.copy_gbs)):
+        if not v > 0:
+            raise SystemExit(f"{name} must be > 0, got {v}")
+    issue_rate = 4 * a.sms * a.ghz * 1e9  # warp-instructions per second
+    rows_out = []
+    print(f"store kernel SASS, sm{a.arch}, {ROWS:,} rows; issue floor at {issue_rate / 1e12:.3f} T warp-instr/s, "
+          f"byte floor at {a.copy_gbs:,.0f} GB/s")
+    print(f"{'case':<14} {'rows/prog':>9} {'warps':>5} {'SASS':>6} {'per row':>8} {'issue ms':>9} {'bytes ms':>9}  "
+          "top opcodes")
+    for head_dim, dtype in CASES:
+        ops, rows, warps = sass_ops(head_dim, dtype, "e4nv", a.arch)
+        total = sum(ops.values())
+        per_row = total * warps / rows
+        elem = torch.empty((), dtype=dtype).element_size()
+        nbytes = ROWS * (2 * head_dim * elem + slot_bytes(head_dim)) + (ROWS // 8) * 8
+        issue_ms = ROWS * per_row / issue_rate * 1e3
+        bytes_ms = nbytes / (a.copy_gbs * 1e9) * 1e3
+        case = f"d{head_dim} {_SIG[dtype]}"
+        top = ", ".join(f"{k} {v}" for k, v in ops.most_common(5))
+        print(f"{case:<14} {rows:>9} {warps:>5} {total:>6} {per_row:>8.0f} {issue_ms:>9.3f} {bytes_ms:>9.3f}  {top}")
+        rows_out.append({"case": case, "rows_per_program": rows, "warps": warps, "sass": total, "per_row": per_row,
+                         "issue_floor_ms": issue_ms, "byte_floor_ms": bytes_ms, "opcodes": dict(ops)})
+    if a.json is not None:
+        a.json.write_text(json.dumps({"arch": a.arch, "sms": a.sms, "ghz": a.ghz, "rows": rows_out}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
