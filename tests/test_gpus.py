@@ -192,31 +192,27 @@ def test_each_worker_is_pinned_before_its_conftest_runs(pytester, monkeypatch):
     ])
 
 
-def test_n_auto_starts_one_worker_per_listed_gpu(pytester, monkeypatch):
-    monkeypatch.setenv(ENV_GPUS, "3,5,6")
+@pytest.mark.parametrize(
+    ("devices", "per_gpu", "pins"),
+    [("3,5,6", None, {"gw0": "3", "gw1": "5", "gw2": "6"}),  # one worker per listed GPU
+     ("3,5", "2", {"gw0": "3", "gw1": "5", "gw2": "3", "gw3": "5"})],  # HARNESS_WORKERS_PER_GPU, round-robin
+    ids=["one-per-gpu", "two-per-gpu"],
+)
+def test_n_auto_starts_workers_per_listed_gpu(devices, per_gpu, pins, pytester, monkeypatch):
+    monkeypatch.setenv(ENV_GPUS, devices)
+    if per_gpu is None:
+        monkeypatch.delenv(gpus.ENV_PER_GPU, raising=False)
+    else:
+        monkeypatch.setenv(gpus.ENV_PER_GPU, per_gpu)
     monkeypatch.delenv(CUDA, raising=False)
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     pytester.makeconftest(SEEN_CONFTEST)
     pytester.makepyfile(SEEN_TEST)
     result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["*created: 3/3 workers*"])
+    result.stdout.fnmatch_lines([f"*created: {len(pins)}/{len(pins)} workers*"])
     for worker, s in _seen(pytester).items():
-        assert s["CUDA_VISIBLE_DEVICES"] == {"gw0": "3", "gw1": "5", "gw2": "6"}[worker]
-
-
-def test_n_auto_starts_workers_per_gpu_round_robin(pytester, monkeypatch):
-    monkeypatch.setenv(ENV_GPUS, "3,5")
-    monkeypatch.setenv(gpus.ENV_PER_GPU, "2")
-    monkeypatch.delenv(CUDA, raising=False)
-    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    pytester.makeconftest(SEEN_CONFTEST)
-    pytester.makepyfile(SEEN_TEST)
-    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["*created: 4/4 workers*"])
-    for worker, s in _seen(pytester).items():
-        assert s["CUDA_VISIBLE_DEVICES"] == {"gw0": "3", "gw1": "5", "gw2": "3", "gw3": "5"}[worker]
+        assert s["CUDA_VISIBLE_DEVICES"] == pins[worker]
 
 
 def test_n_auto_on_the_interpreter_lane_leaves_xdist_to_count_cpus(pytester, monkeypatch):
