@@ -31,6 +31,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import kernels.turboquant.store as store
+from harness.arch import interpreting
 from kernels.turboquant import slot_bytes
 
 ROWS = 1 << 20  # token-heads, as in bench_turboquant.py's 128k x 8 rows
@@ -68,6 +69,8 @@ def main() -> None:
     p.add_argument("--copy-gbs", type=float, default=4224.0, help="measured copy bandwidth, GB/s (H200: 4,224)")
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args()
+    if interpreting():
+        raise SystemExit("store_sass.py compiles for a GPU target: unset TRITON_INTERPRET (no GPU is needed)")
     for name, v in (("--sms", a.sms), ("--ghz", a.ghz), ("--copy-gbs", a.copy_gbs)):
         if not v > 0:
             raise SystemExit(f"{name} must be > 0, got {v}")
