@@ -15,12 +15,15 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import bench_qsa as bq
 import torch
-from _common import graph_ms, time_ms
+from _common import graph_ms, require_cuda, time_ms
 
 from kernels.qsa import decode_select
 from kernels.qsa.logits import decode_logits
 from kernels.qsa.topk import topk_columns
 
+if len(sys.argv) != 2:
+    raise SystemExit(f"usage: python benchmarks/{Path(__file__).name} OUT.json")
+require_cuda("qsa_breakdown.py")
 out = []
 for rep in range(2):
     for label, reqs, tokens, mtp in bq.DECODE:

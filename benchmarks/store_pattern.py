@@ -17,7 +17,7 @@ import _common  # noqa: F401  (puts the repo root on sys.path)
 import torch
 import triton
 import triton.language as tl
-from _common import copy_bandwidth_gbs, graph_ms
+from _common import copy_bandwidth_gbs, graph_ms, require_cuda
 
 
 @triton.jit
@@ -34,6 +34,9 @@ def _move(k_ptr, v_ptr, c_ptr, slot_ptr, n_rows, H, STRIDE: tl.constexpr, ROWS: 
     tl.store(dst + w[None, :], kk, mask=ok[:, None] & (w[None, :] < 32))
     tl.store(dst + 32 + w[None, :], vv, mask=ok[:, None] & (w[None, :] < 17))
 
+if len(sys.argv) != 2:
+    raise SystemExit(f"usage: python benchmarks/{Path(__file__).name} OUT.json")
+require_cuda("store_pattern.py")
 t, h = 131072, 8
 rows = t * h
 g = torch.Generator(device="cuda").manual_seed(0)
