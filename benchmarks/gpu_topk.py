@@ -1,6 +1,7 @@
 """GPU check of kernels.qsa.topk: the radix (split) and bitwise searches and the shipped choice, exact
 against a stable-sort reference at the decode/prefill shapes, then do_bench timings of the bitwise search,
-the shipped choice, torch.topk and radix tile plans. Usage: ``python benchmarks/gpu_topk.py OUT.json`` on a CUDA box.
+the shipped choice, torch.topk and radix tile plans, timed as every benchmark here (``benchmarks/_common.py``).
+Usage: ``python benchmarks/gpu_topk.py OUT.json`` on a CUDA box.
 
     python benchmarks/gpu_topk.py topk.json"""
 
@@ -11,12 +12,13 @@ import sys
 import time
 from functools import partial
 
+import _common  # noqa: F401  (puts the repo root on sys.path)
 import torch
 import triton
+from _common import graph_ms, time_ms
 
-sys.path.insert(0, ".")
-from kernels.qsa import topk as T  # noqa: E402
-from kernels.qsa.reference import select_exact  # noqa: E402
+from kernels.qsa import topk as T
+from kernels.qsa.reference import select_exact
 
 K = 512
 SHAPES = [(64, 8192), (128, 8192), (64, 16384), (64, 32768), (256, 16384), (4096, 4096)]
@@ -59,22 +61,6 @@ def old(x, vis):
     return out
 
 
-def graph_ms(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    gr = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(gr):
-        fn()
-    return triton.testing.do_bench(gr.replay, warmup=10, rep=40, return_mode="median")
-
-
-def ms(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-
-
 t0 = time.time()
 for rows, width in SHAPES:
     for seed in (0, 1):
@@ -94,7 +80,7 @@ print(f"exactness done in {time.time() - t0:.0f}s", flush=True)
 
 def timed(fn):
     try:
-        return {"ms": ms(fn), "graph_ms": graph_ms(fn)}
+        return {"ms": time_ms(fn), "graph_ms": graph_ms(fn)}
     except Exception as e:  # a config that does not compile or run is a finding, not the end of the run
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
 
