@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
-import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -35,19 +34,16 @@ from harness.arch import interpreting
 from kernels.turboquant import slot_bytes
 
 ROWS = 1 << 20  # token-heads, as in bench_turboquant.py's 128k x 8 rows
-CASES = [(128, torch.bfloat16), (96, torch.bfloat16), (256, torch.bfloat16), (128, torch.float16),
-         (80, torch.float32)]
-_SIG = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+CASES = [(128, "bf16"), (96, "bf16"), (256, "bf16"), (128, "fp16"), (80, "fp32")]
+_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 _LINE = re.compile(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)")
 
 
-def sass_ops(head_dim: int, dtype: torch.dtype, fmt: str, arch: int) -> tuple[collections.Counter, int, int]:
+def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int) -> tuple[collections.Counter, int, int]:
     """(opcode counts, rows per program, warps) of the word kernel compiled for ``sm{arch}``."""
-    rows, warps, vec = store.words_launch_config(head_dim, torch.empty((), dtype=dtype).element_size())
+    sig, constexprs, warps = store.words_compile_spec(dtype, fmt, head_dim=head_dim)
     kernel = store._store_k8v4_words_kernel
-    constexprs = store._words_constexprs(head_dim, fmt, rows, dtype, dtype, vec)
-    sig = {"key_ptr": "*i64", "value_ptr": "*i64", "cache_ptr": "*i32", "slot_ptr": "*i64",
-           **{n: "i32" for n in store._INT_ARGS}, **{n: "constexpr" for n in constexprs}}
+    sig = {**sig, **{n: "constexpr" for n in constexprs}}
     src = ASTSource(kernel, sig, constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()})
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -58,7 +54,7 @@ def sass_ops(head_dim: int, dtype: torch.dtype, fmt: str, arch: int) -> tuple[co
     ops = collections.Counter(m.group(1) for line in sass.splitlines() if (m := _LINE.match(line)))
     if not ops:
         raise RuntimeError(f"no SASS instructions parsed from cuobjdump output for d{head_dim} {dtype}")
-    return ops, rows, warps
+    return ops, constexprs["ROWS"], warps
 
 
 def main() -> None:
@@ -84,11 +80,11 @@ def main() -> None:
         ops, rows, warps = sass_ops(head_dim, dtype, "e4nv", a.arch)
         total = sum(ops.values())
         per_row = total * warps / rows
-        elem = torch.empty((), dtype=dtype).element_size()
+        elem = _BYTES[dtype]
         nbytes = ROWS * (2 * head_dim * elem + slot_bytes(head_dim)) + (ROWS // 8) * 8
         issue_ms = ROWS * per_row / issue_rate * 1e3
         bytes_ms = nbytes / (a.copy_gbs * 1e9) * 1e3
-        case = f"d{head_dim} {_SIG[dtype]}"
+        case = f"d{head_dim} {dtype}"
         top = ", ".join(f"{k} {v}" for k, v in ops.most_common(5))
         print(f"{case:<14} {rows:>9} {warps:>5} {total:>6} {per_row:>8.0f} {issue_ms:>9.3f} {bytes_ms:>9.3f}  {top}")
         rows_out.append({"case": case, "rows_per_program": rows, "warps": warps, "sass": total, "per_row": per_row,

@@ -9,6 +9,8 @@ block / position arithmetic is not checked against itself.
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -315,6 +317,53 @@ def test_src_words_ok_needs_8_byte_rows(device):
     assert not store_mod.src_words_ok(x[..., ::2])
     f = torch.zeros(4, 3, 16, dtype=torch.float32, device=device)
     assert store_mod.src_words_ok(f) and not store_mod.src_words_ok(f[:, :, 1:9])
+
+
+class _Launches:
+    """Stands in for a Triton kernel: records ``kernel[grid](*args, **kwargs)`` instead of launching."""
+
+    def __init__(self):
+        self.kwargs = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.kwargs.append(kwargs)
+
+
+@pytest.mark.parametrize(
+    "kd, vd, d",
+    # every branch of words_launch_config; the mixed case takes the wider (value) element
+    [("bf16", None, 128), ("fp16", None, 96), ("fp32", None, 80), ("bf16", None, 256), ("bf16", "fp32", 128)],
+)
+@pytest.mark.parametrize("fmt", ["e4nv", "e4b15"])
+def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, monkeypatch):
+    """The AOT spec of the word kernel (benchmarks/store_sass.py) carries the constexprs and warps that
+    tq_store_k8v4 launches it with, and its signature names every argument of the kernel."""
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    params = list(inspect.signature(store_mod._store_k8v4_words_kernel.fn).parameters)
+    launches = _Launches()
+    monkeypatch.setattr(store_mod, "_store_k8v4_words_kernel", launches)
+    key = torch.zeros(2, 3, d, dtype=dt[kd])
+    value = torch.zeros(2, 3, d, dtype=dt[vd or kd])
+    tq_store_k8v4(key, value, torch.zeros(1, 4, 3, slot_bytes(d), dtype=torch.uint8), torch.tensor([0, 1]),
+                  fp8_format=fmt)
+    (launched,) = launches.kwargs
+    sig, constexprs, warps = store_mod.words_compile_spec(kd, fmt, head_dim=d, value_dtype=vd)
+    assert {**constexprs, "num_warps": warps} == launched
+    assert list(sig) == [n for n in params if n not in constexprs]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(key_dtype="int8", fmt="e4nv"), "key_dtype/value_dtype must be one of"),
+     (dict(key_dtype="bf16", fmt="e4nv", value_dtype="fp64"), "key_dtype/value_dtype must be one of"),
+     (dict(key_dtype="bf16", fmt="e5m2"), "fmt must be one of"),
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=12), "head_dim must be a positive multiple of 8"),
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=0), "head_dim must be a positive multiple of 8"),
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=True), "head_dim must be a positive multiple of 8")],
+)
+def test_words_compile_spec_refuses_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        store_mod.words_compile_spec(**kwargs)
 
 
 # --- GPU: no host sync, CUDA-graph capture ---------------------------------------------------------------

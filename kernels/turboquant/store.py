@@ -42,6 +42,7 @@ __all__ = [
     "tq_store_k8v4",
     "resolve_fp8_format",
     "store_compile_spec",
+    "words_compile_spec",
     "launch_config",
     "words_launch_config",
     "words_ok",
@@ -454,6 +455,7 @@ def _words_constexprs(head_dim: int, fmt: str, rows: int, key_dtype: torch.dtype
 
 
 _TL_NAME = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
+_TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 _INT_ARGS = (
     "stride_kt",
     "stride_kh",
@@ -479,23 +481,43 @@ def store_compile_spec(
     slot_dtype: str = "i64",
     words: bool | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """(signature, constexprs) of the store kernel as launched for these dtypes — for the compile matrix.
-    ``words`` defaults to what an aligned cache gets (True when head_dim is a multiple of 8)."""
+    """(signature, constexprs) of ``_store_k8v4_kernel`` as launched for these dtypes — for the compile
+    matrix. ``words`` defaults to what an aligned cache gets (True when head_dim is a multiple of 8)."""
+    _check_spec_dtypes(key_dtype, value_dtype, fmt)
+    words = head_dim % 8 == 0 if words is None else words
+    sig = _signature(
+        f"*{_TL_NAME[key_dtype]}", f"*{_TL_NAME[value_dtype or key_dtype]}", "*i32" if words else "*u8", slot_dtype
+    )
+    return sig, _constexprs(head_dim, fmt, rows=launch_config(head_dim)[0], words=words)
+
+
+def words_compile_spec(
+    key_dtype: str, fmt: str, *, head_dim: int = 128, value_dtype: str | None = None, slot_dtype: str = "i64"
+) -> tuple[dict[str, str], dict[str, Any], int]:
+    """(signature, constexprs, num_warps) of ``_store_k8v4_words_kernel`` as ``tq_store_k8v4`` launches it
+    for word-aligned inputs of these dtypes (``benchmarks/store_sass.py`` compiles it ahead of time)."""
+    _check_spec_dtypes(key_dtype, value_dtype, fmt)
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 8 or head_dim % 8:
+        raise ValueError(f"head_dim must be a positive multiple of 8 for the word kernel, got {head_dim!r}")
+    kd, vd = _TORCH_DTYPE[key_dtype], _TORCH_DTYPE[value_dtype or key_dtype]
+    rows, warps, vec = words_launch_config(head_dim, max(kd.itemsize, vd.itemsize))
+    sig = _signature("*i64", "*i64", "*i32", slot_dtype)  # sources read as int64 words, the cache as int32
+    return sig, _words_constexprs(head_dim, fmt, rows, kd, vd, vec), warps
+
+
+def _check_spec_dtypes(key_dtype: str, value_dtype: str | None, fmt: str) -> None:
     if key_dtype not in _TL_NAME or (value_dtype or key_dtype) not in _TL_NAME:
         raise ValueError(
             f"key_dtype/value_dtype must be one of {sorted(_TL_NAME)}, got {key_dtype!r}/{value_dtype!r}"
         )
     if fmt not in FMT_CODE:
         raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
-    words = head_dim % 8 == 0 if words is None else words
-    sig = {
-        "key_ptr": f"*{_TL_NAME[key_dtype]}",
-        "value_ptr": f"*{_TL_NAME[value_dtype or key_dtype]}",
-        "cache_ptr": "*i32" if words else "*u8",
-        "slot_ptr": f"*{slot_dtype}",
-        **{n: "i32" for n in _INT_ARGS},
-    }
-    return sig, _constexprs(head_dim, fmt, rows=launch_config(head_dim)[0], words=words)
+
+
+def _signature(key: str, value: str, cache: str, slot_dtype: str) -> dict[str, str]:
+    """Both store kernels take the same arguments; only the pointer types differ."""
+    return {"key_ptr": key, "value_ptr": value, "cache_ptr": cache, "slot_ptr": f"*{slot_dtype}",
+            **{n: "i32" for n in _INT_ARGS}}
 
 
 def _last_dim_unit(x: torch.Tensor) -> torch.Tensor:
