@@ -1,6 +1,7 @@
 """Why the turboquant store is slow, from its machine code: SASS instructions per (token, kv-head) row of the
-int64-word store kernel as shipped, compiled ahead of time (no GPU needed: Triton's bundled ptxas and
-cuobjdump), and the time a GPU needs just to *issue* them beside the time its memory needs to move the bytes.
+int64-word store kernel as shipped, compiled ahead of time by the harness's compile matrix (no GPU needed:
+Triton's bundled ptxas and cuobjdump), and the time a GPU needs just to *issue* them beside the time its
+memory needs to move the bytes.
 
 The kernel is straight-line code (the IEEE-division slow paths are out of line and not taken for ordinary
 inputs), so the static count is what every program executes. A GPU issues at most ``4 x SMs x clock``
@@ -26,11 +27,9 @@ from pathlib import Path
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 import kernels.turboquant.store as store
-from harness.arch import interpreting
+from harness import compile_matrix as cm
 from kernels.turboquant import slot_bytes
 
 ROWS = 1 << 20  # token-heads, as in bench_turboquant.py's 128k x 8 rows
@@ -42,10 +41,10 @@ _LINE = re.compile(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)")
 def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int) -> tuple[collections.Counter, int, int]:
     """(opcode counts, rows per program, warps) of the word kernel compiled for ``sm{arch}``."""
     sig, constexprs, warps = store.words_compile_spec(dtype, fmt, head_dim=head_dim)
-    kernel = store._store_k8v4_words_kernel
-    sig = {**sig, **{n: "constexpr" for n in constexprs}}
-    src = ASTSource(kernel, sig, constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()})
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    (compiled,) = cm.compile_matrix(store._store_k8v4_words_kernel, signature=sig, constexprs=constexprs,
+                                    targets=[f"sm{arch}"], options={"num_warps": warps}).values()
+    if isinstance(compiled, BaseException):
+        raise compiled
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.TemporaryDirectory() as d:
         cubin = os.path.join(d, "k.cubin")
@@ -65,8 +64,6 @@ def main() -> None:
     p.add_argument("--copy-gbs", type=float, default=4224.0, help="measured copy bandwidth, GB/s (H200: 4,224)")
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args()
-    if interpreting():
-        raise SystemExit("store_sass.py compiles for a GPU target: unset TRITON_INTERPRET (no GPU is needed)")
     for name, v in (("--sms", a.sms), ("--ghz", a.ghz), ("--copy-gbs", a.copy_gbs)):
         if not v > 0:
             raise SystemExit(f"{name} must be > 0, got {v}")
