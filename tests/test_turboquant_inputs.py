@@ -335,17 +335,17 @@ class _Launches:
     [("bf16", None, 128), ("fp16", None, 96), ("fp32", None, 80), ("bf16", None, 256), ("bf16", "fp32", 128)],
 )
 @pytest.mark.parametrize("fmt", ["e4nv", "e4b15"])
-def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, monkeypatch):
+def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, device, monkeypatch):
     """The AOT spec of the word kernel (benchmarks/store_sass.py) carries the constexprs and warps that
     tq_store_k8v4 launches it with, and its signature names every argument of the kernel."""
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
     params = list(inspect.signature(store_mod._store_k8v4_words_kernel.fn).parameters)
     launches = _Launches()
     monkeypatch.setattr(store_mod, "_store_k8v4_words_kernel", launches)
-    key = torch.zeros(2, 3, d, dtype=dt[kd])
-    value = torch.zeros(2, 3, d, dtype=dt[vd or kd])
-    tq_store_k8v4(key, value, torch.zeros(1, 4, 3, slot_bytes(d), dtype=torch.uint8), torch.tensor([0, 1]),
-                  fp8_format=fmt)
+    key = torch.zeros(2, 3, d, dtype=dt[kd], device=device)
+    value = torch.zeros(2, 3, d, dtype=dt[vd or kd], device=device)
+    cache = torch.zeros(1, 4, 3, slot_bytes(d), dtype=torch.uint8, device=device)
+    tq_store_k8v4(key, value, cache, torch.tensor([0, 1], device=device), fp8_format=fmt)
     (launched,) = launches.kwargs
     sig, constexprs, warps = store_mod.words_compile_spec(kd, fmt, head_dim=d, value_dtype=vd)
     assert {**constexprs, "num_warps": warps} == launched
