@@ -7,8 +7,8 @@ slot_mapping read, fp32 key + value written); ``floor ms`` = bytes / copy bandwi
 kernel moving them can take, and ``% copy`` = that floor / the measured time. ``call`` times the public
 function (every host check included), ``graph`` the same call captured in a CUDA graph (the GPU time alone).
 ``--sweep`` also times other (rows per program, warps, split 16-byte loads) configs of the int64-word store
-kernel (the inputs here are contiguous, so that kernel runs), the numbers behind
-``kernels.turboquant.store.words_launch_config``.
+kernel at every e4nv shape of a million token-heads or more (the inputs here are contiguous, so that kernel
+runs), the numbers behind ``kernels.turboquant.store.words_launch_config``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ SHAPES = [
     ("64k tok x 16 kvh d80 fp32", 65536, 16, 80, 128, torch.float32, "e4nv"),
     ("128k tok x 8 kvh d256 bf16", 131072, 8, 256, 32, torch.bfloat16, "e4nv"),
 ]
-SWEEP_ROWS = (1, 2, 4, 8)
-SWEEP_WARPS = (1, 2, 4)
+SWEEP_ROWS = (2, 4, 8, 16)
+SWEEP_WARPS = (1, 2)
 SWEEP_VEC = (False, True)
 COLUMNS = [
     ("op", ""),
@@ -93,6 +93,7 @@ def main() -> None:
     print(f"measured copy bandwidth: {copy:,.0f} GB/s (bytes read + written)")
     rows = []
     default = store_mod.words_launch_config
+    swept: set[str] = set()
     for label, t, h, d, bs, dtype, fmt in SHAPES:
         key, value, cache, slots = _case(t, h, d, bs, dtype)
         th = t * h
@@ -107,7 +108,8 @@ def main() -> None:
         cfg = f"{r0}r/{w0}w{'/vec' if v0 else ''}"
         rows.append(_row("store", label, fmt, th, cfg, store_bytes, copy, time_ms(store), graph_ms(store)))
         rows.append(_row("load", label, fmt, th, "-", load_bytes, copy, time_ms(load), graph_ms(load)))
-        if args.sweep and fmt == "e4nv" and dtype == torch.bfloat16 and t == 131072 and d in (128, 256):
+        if args.sweep and fmt == "e4nv" and th >= 1 << 20 and label not in swept:
+            swept.add(label)
             for r in SWEEP_ROWS:
                 for w in SWEEP_WARPS:
                     for v in SWEEP_VEC:

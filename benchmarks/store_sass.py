@@ -53,7 +53,7 @@ def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int) -> tuple[collection
     ops = collections.Counter(m.group(1) for line in sass.splitlines() if (m := _LINE.match(line)))
     if not ops:
         raise RuntimeError(f"no SASS instructions parsed from cuobjdump output for d{head_dim} {dtype}")
-    return ops, constexprs["ROWS"], warps
+    return ops, constexprs["TOKS"] * constexprs["HEADS"], warps
 
 
 def main() -> None:

@@ -13,6 +13,8 @@ import inspect
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import kernels.turboquant.store as store_mod
 from harness.compare import assert_fp8_close
@@ -268,12 +270,14 @@ def _shifted(x: torch.Tensor, shift: int) -> torch.Tensor:
 _KERNEL_CASES = [
     (torch.bfloat16, torch.bfloat16, "e4nv"),
     (torch.float16, torch.float16, "e4b15"),
+    (torch.float16, torch.bfloat16, "e4nv"),
     (torch.float32, torch.float32, "e4nv"),
     (torch.bfloat16, torch.float32, "e4b15"),
     (torch.float32, torch.float16, "e4nv"),
 ]
 
 
+@pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")  # the interpreter's min of a NaN vector
 @pytest.mark.parametrize("d", [8, 24])
 @pytest.mark.parametrize(
     "kd, vd, fmt",
@@ -287,7 +291,9 @@ def test_word_and_general_store_kernels_write_the_same_bytes(kd, vd, fmt, d, rng
     t, h = 6, 2
     key, value = _inputs(rng, t, h, d)
     key[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e4, -2.0])
+    key[5, 1, :8] = torch.tensor([-float("nan"), 448.0, -464.0, 2.0**-10, -(2.0**-12), 1.75, -1.8125, -0.0])
     value[1, 0, 3] = float("nan")
+    value[0, 1] = -float("nan")  # every element NaN
     value[2, 1] = 7.0
     value[3, 0, :3] = torch.tensor([1e6, -float("inf"), 70000.0])
     value[4, 1, 1] = float("inf")
@@ -303,6 +309,76 @@ def test_word_and_general_store_kernels_write_the_same_bytes(kd, vd, fmt, d, rng
         got[shift] = cache.cpu()
     assert torch.equal(got[0], got[1]), "the int64-word kernel and the general kernel wrote different bytes"
     _assert_cache(_flat(got[0]), _expect(key, value, before, slots, fmt, harness_arch), d, fmt, tolerance)
+
+
+@triton.jit
+def _fma_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.fma(tl.load(x_ptr), tl.load(x_ptr + 1), tl.load(x_ptr + 2)))
+
+
+def _fma_rounds_once(device) -> bool:
+    """(1 + 2**-12)**2 - (1 + 2**-11) is 2**-24 with one rounding and 0 with two."""
+    x = torch.tensor([1 + 2.0**-12, 1 + 2.0**-12, -(1 + 2.0**-11)], device=device)
+    out = torch.zeros(1, device=device)
+    _fma_kernel[(1,)](x, out)
+    return out.item() == 2.0**-24
+
+
+def _half_step_values(rng, t, h, d):
+    """fp32 vectors whose elements sit on, or one ulp beside, the half steps (k + 0.5) / 15 of their range —
+    where a quotient one ulp off changes the code — over ranges from below the 2**-14 scale floor to past
+    fp16's top, with zeros of either sign; each vector's min and max are present exactly."""
+    zero = torch.randn(t, h, 1, generator=rng) * 2.0 ** torch.randint(-12, 12, (t, h, 1), generator=rng).float()
+    span = 2.0 ** torch.randint(-20, 17, (t, h, 1), generator=rng).float()
+    k = torch.randint(0, 15, (t, h, d), generator=rng).float()
+    pos = torch.where(torch.rand(t, h, d, generator=rng) < 0.7, (k + 0.5) / 15, torch.rand(t, h, d, generator=rng))
+    v = zero + span * pos
+    nudge = torch.randint(-1, 2, (t, h, d), generator=rng)
+    v = torch.where(nudge > 0, torch.nextafter(v, torch.full_like(v, float("inf"))), v)
+    v = torch.where(nudge < 0, torch.nextafter(v, torch.full_like(v, -float("inf"))), v)
+    v[..., 0], v[..., 1] = zero[..., 0], (zero + span)[..., 0]
+    return v
+
+
+@triton.jit
+def _nan_bytes_kernel(w_ptr, out_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(out_ptr + i, store_mod._nan_bytes(tl.load(w_ptr + i)))
+
+
+def test_nan_bytes_canonicalizes_only_nan_codes(device):
+    """The GPU key path's NaN fix-up on whole words: a byte 0xff (a NaN with its sign set, as a cvt may give)
+    becomes 0x7f, every other byte value (0x7f, 0x7e, 0xfe, 0x80, ...) stays, in every byte position and
+    with any neighbours (no carry between bytes)."""
+    b = torch.arange(256, dtype=torch.int64)
+    words = torch.stack([b, b.roll(1) , b.roll(7), b.flip(0)], 1)  # [256, 4] bytes, each value in each position
+    w32 = (words[:, 0] | words[:, 1] << 8 | words[:, 2] << 16 | words[:, 3] << 24).to(torch.uint32).view(torch.int32)
+    out = torch.empty_like(w32, device=device)
+    _nan_bytes_kernel[(1,)](w32.to(device), out, N=256)
+    got = out.cpu().view(torch.uint8).reshape(256, 4).long()
+    assert torch.equal(got, torch.where(words == 0xFF, 0x7F, words))
+
+
+def test_reciprocal_division_writes_what_ieee_division_writes(rng, device, harness_arch, monkeypatch):
+    """RCP_DIV, the GPU's value path (one correctly rounded reciprocal per vector, then q0 = a·y and one FMA
+    residual step per element), writes the codes that IEEE division per element writes, on vectors built to
+    put codes on and beside half steps at every scale. On the interpreter it runs where tl.fma rounds once;
+    on a GPU it is the default path and is checked at a real size."""
+    gpu = torch.device(device).type == "cuda"
+    t, h, d = (2048, 8, 128) if gpu else (16, 4, 16)
+    if not gpu:
+        if not _fma_rounds_once(device):
+            pytest.skip(f"this Triton's interpreter ({triton.__version__}) rounds tl.fma twice")
+        monkeypatch.setattr(store_mod, "gpu_paths", lambda device_type, fmt: (False, True))
+    value = _half_step_values(rng, t, h, d)
+    key = torch.zeros_like(value)
+    cache = torch.full((t // 16, 16, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    slots = torch.randperm(t, generator=rng)
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, torch.full_like(cache, POISON), slots, "e4nv", harness_arch)
+    got = _flat(cache)
+    bad = (got[..., d:] != want[..., d:]).any(-1)
+    assert not bool(bad.any()), f"{int(bad.sum())} of {t * h} vectors differ from IEEE division, e.g. slot/head {bad.nonzero()[0].tolist()}"
 
 
 def test_src_words_ok_needs_8_byte_rows(device):
@@ -347,7 +423,9 @@ def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, device, m
     cache = torch.zeros(1, 4, 3, slot_bytes(d), dtype=torch.uint8, device=device)
     tq_store_k8v4(key, value, cache, torch.tensor([0, 1], device=device), fp8_format=fmt)
     (launched,) = launches.kwargs
-    sig, constexprs, warps = store_mod.words_compile_spec(kd, fmt, head_dim=d, value_dtype=vd)
+    sig, constexprs, warps = store_mod.words_compile_spec(
+        kd, fmt, head_dim=d, value_dtype=vd, num_heads=3, block_size=4, gpu=torch.device(device).type == "cuda"
+    )
     assert {**constexprs, "num_warps": warps} == launched
     assert list(sig) == [n for n in params if n not in constexprs]
 

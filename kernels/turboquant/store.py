@@ -19,6 +19,7 @@ Special inputs, on purpose (see :mod:`kernels.turboquant.layout`):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -45,6 +46,8 @@ __all__ = [
     "words_compile_spec",
     "launch_config",
     "words_launch_config",
+    "heads_per_program",
+    "gpu_paths",
     "words_ok",
     "src_words_ok",
     "FMT_CODE",
@@ -162,17 +165,21 @@ def _store_k8v4_kernel(
 
 
 @triton.jit
-def _src_elem(x, i: tl.constexpr, SRC: tl.constexpr):
-    """Element ``i`` of the int64 source word ``x``, as fp32 bits: bf16 << 16 is its fp32 exactly, fp16
-    widens through a 16-bit bitcast, fp32 is the word's half ``i`` (SRC: 0 fp16, 1 bf16, 2 fp32)."""
-    if SRC == 2:
-        return ((x >> (32 * i)) & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+def _halves(x):
+    """The low and high 32 bits of the int64 word ``x`` (free on the GPU: an int64 is two registers)."""
+    return x.to(tl.int32), (x >> 32).to(tl.int32)
+
+
+@triton.jit
+def _f32_pair(w, SRC: tl.constexpr):
+    """The two 16-bit elements of the int32 ``w`` as fp32 (SRC 0 fp16, 1 bf16; element 0 in the low half): a
+    bf16 shifted into the high half *is* its fp32, so a bf16 pair unpacks in one instruction per element."""
+    if SRC == 1:
+        return (w << 16).to(tl.float32, bitcast=True), (w & -65536).to(tl.float32, bitcast=True)
     else:
-        h = ((x >> (16 * i)) & 0xFFFF).to(tl.uint32)
-        if SRC == 1:
-            return (h << 16).to(tl.float32, bitcast=True)
-        else:
-            return h.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        a = w.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        b = (w >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        return a, b
 
 
 @triton.jit
@@ -191,25 +198,87 @@ def _int64_pair(ptr, off, mask, VEC: tl.constexpr):
 
 @triton.jit
 def _key_code(k, KEY_FMT: tl.constexpr, KEY_LIMIT: tl.constexpr, NAN_CODE: tl.constexpr):
-    """The key code of fp32 ``k`` as a uint32 (saturated, NaN → NAN_CODE), as ``_store_k8v4_kernel`` writes."""
+    """The key code of fp32 ``k`` as an int32 (saturated, NaN → NAN_CODE), as ``_store_k8v4_kernel`` writes."""
     if KEY_FMT == 0:
         kc = k.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
         kc = k.to(tl.float8e4b15).to(tl.uint8, bitcast=True)
     sat = tl.where(k < 0, 0xFE, 0x7E).to(tl.uint8)
     kc = tl.where((k > KEY_LIMIT) | (k < -KEY_LIMIT), sat, kc)
-    return tl.where(k != k, NAN_CODE, kc).to(tl.uint8).to(tl.uint32)
+    return tl.where(k != k, NAN_CODE, kc).to(tl.uint8).to(tl.int32)
 
 
 @triton.jit
-def _clamp_value(v, VALUE_LIMIT: tl.constexpr):
-    return tl.minimum(tl.maximum(tl.where(v != v, 0.0, v), -VALUE_LIMIT), VALUE_LIMIT)
+def _key_word(k0, k1, k2, k3, KEY_FMT: tl.constexpr, KEY_LIMIT: tl.constexpr, NAN_CODE: tl.constexpr):
+    """Four fp32 keys → one cache word (byte c = key c) through Triton's casts: runs everywhere."""
+    return (
+        _key_code(k0, KEY_FMT, KEY_LIMIT, NAN_CODE)
+        | (_key_code(k1, KEY_FMT, KEY_LIMIT, NAN_CODE) << 8)
+        | (_key_code(k2, KEY_FMT, KEY_LIMIT, NAN_CODE) << 16)
+        | (_key_code(k3, KEY_FMT, KEY_LIMIT, NAN_CODE) << 24)
+    )
 
 
 @triton.jit
-def _value_code(v, zero, scale, keep):
-    """The 4-bit code of ``v`` (fp32, 0 where not ``keep``): round half up of (v - zero) / scale, IEEE."""
-    return tl.where(keep, tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(v - zero, scale) + 0.5), 0.0), 15.0), 0.0)
+def _e4nv_word_f32(k0, k1, k2, k3):
+    """Four fp32 keys → one word of e4m3 codes with two ``cvt.rn.satfinite.e4m3x2.f32`` (sm89+): the hardware
+    saturates (beyond ±448 and ±inf → 0x7e / 0xfe), so no compare or select per key. NaN: see _nan_bytes."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n"
+        "mov.b32 $0, {lo, hi}; }",
+        "=r,f,f,f,f",
+        [k0, k1, k2, k3],
+        dtype=tl.int32,
+        is_pure=True,
+        pack=1,
+    )
+
+
+@triton.jit
+def _e4nv_word_f16(lo, hi):
+    """Four fp16 keys (two int32 f16x2 words) → one word of e4m3 codes: one cvt per pair, no widening."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b16 a, b;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 a, $1;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 b, $2;\n"
+        "mov.b32 $0, {a, b}; }",
+        "=r,r,r",
+        [lo, hi],
+        dtype=tl.int32,
+        is_pure=True,
+        pack=1,
+    )
+
+
+@triton.jit
+def _nan_bytes(w):
+    """Every NaN byte of a code word (0x7f or 0xff: satfinite never makes them from a number) becomes
+    NAN_CODE 0x7f, whatever the NaN's sign — three word ops for four keys instead of a select per key."""
+    t = ((w & 0x7F7F7F7F) + 0x01010101) & (-0x7F7F7F80)  # 0x80 in each byte whose low 7 bits are all set
+    return w & ~t
+
+
+@triton.jit
+def _max_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _value_code(v, zero, scale, y, VALUE_LIMIT: tl.constexpr, RCP_DIV: tl.constexpr):
+    """The 4-bit code of ``v`` for a vector without NaN: floor((clamp(v) - zero) / scale + 0.5), the quotient
+    rounded as IEEE division rounds it. RCP_DIV: with y = RN(1/scale) (one division per vector) the quotient
+    q0 = a·y is within an ulp, and one FMA residual step q0 + (a - scale·q0)·y makes it the correctly rounded
+    a / scale (Markstein's theorem; a ≥ 0 and scale ≥ 2**-14 keep every step clear of underflow) — three
+    instructions instead of a division each. Clamped v lies in [zero, max], so the code lies in [0, 15]."""
+    a = tl.minimum(tl.maximum(v, -VALUE_LIMIT), VALUE_LIMIT) - zero
+    if RCP_DIV:
+        q0 = a * y
+        q = tl.fma(tl.fma(-scale, q0, a), y, q0)
+    else:
+        q = tl.math.div_rn(a, scale)
+    return tl.floor(q + 0.5).to(tl.int32)
 
 
 @triton.jit
@@ -226,17 +295,21 @@ def _store_k8v4_words_kernel(
     stride_cs,
     stride_ch,
     stride_s,
-    num_rows,
+    num_tokens,
     num_heads,
     block_size,
     num_slots,
     HEAD_DIM: tl.constexpr,
     KW_P2: tl.constexpr,
     VW_P2: tl.constexpr,
-    ROWS: tl.constexpr,
+    TOKS: tl.constexpr,
+    HEADS: tl.constexpr,
+    BS_LOG2: tl.constexpr,
     KSRC: tl.constexpr,
     VSRC: tl.constexpr,
     VEC: tl.constexpr,
+    HW_KEYS: tl.constexpr,
+    RCP_DIV: tl.constexpr,
     KEY_FMT: tl.constexpr,
     KEY_LIMIT: tl.constexpr,
     VALUE_LIMIT: tl.constexpr,
@@ -245,17 +318,27 @@ def _store_k8v4_words_kernel(
     NAN_F16: tl.constexpr,
 ):
     # The fast path: an int32 cache and key/value rows readable as int64 words (pointers typed *i64, strides
-    # in int64 units; KSRC/VSRC say what the words hold). Every tile is 2-D [ROWS, words]: each element of a
-    # source word is pulled out with shifts into its own tensor, so a cache word is built by elementwise ops
-    # inside one thread and a row's min/max/NaN count is one reduction along axis 1 (no shared memory when a
-    # row fits a warp). Same arithmetic as _store_k8v4_kernel, so the same bytes.
-    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    inb = row < num_rows
-    tok = (row // num_heads).to(tl.int64)
-    head = (row % num_heads).to(tl.int64)
-    slot = tl.load(slot_ptr + tok * stride_s, mask=inb, other=-1).to(tl.int64)
-    ok = inb & (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
-    base = (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
+    # in int64 units; KSRC/VSRC say what the words hold). A program stores TOKS tokens x HEADS heads (grid:
+    # token groups x head groups, so no division finds a row's token); every tile is 2-D [rows, words] and
+    # every element of a source word is pulled out with shifts into its own tensor, so a cache word is built
+    # inside one thread and a row's min/max is one reduction along axis 1. The store is issue-bound
+    # (docs/performance.md), so the GPU-only paths exist to cut instructions: HW_KEYS casts four keys with two
+    # saturating cvt instructions, RCP_DIV divides by one reciprocal per vector. Both write the same bytes as
+    # the portable paths, which the interpreter runs (tests/test_turboquant_inputs.py compares them).
+    r = tl.arange(0, TOKS * HEADS)
+    tok = tl.program_id(0) * TOKS + r // HEADS
+    head = tl.program_id(1) * HEADS + r % HEADS
+    live = tok < num_tokens
+    tok = tok.to(tl.int64)
+    head = head.to(tl.int64)
+    slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
+    ok = live & (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
+    s = tl.where(ok, slot, 0).to(tl.int32)  # < num_slots, an int32
+    if BS_LOG2 >= 0:
+        blk, off = s >> BS_LOG2, s & ((1 << BS_LOG2) - 1)
+    else:
+        blk, off = s // block_size, s % block_size
+    base = blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs + head * stride_ch
 
     # --- keys: cache word w = codes of elements 4w..4w+3, byte c = element 4w+c --------------------------
     w = tl.arange(0, KW_P2)
@@ -263,18 +346,22 @@ def _store_k8v4_words_kernel(
     koff = (tok * stride_kt + head * stride_kh)[:, None]  # int64 units
     if KSRC == 2:
         ka, kb = _int64_pair(key_ptr, koff + 2 * w[None, :], kmask, VEC)
-        k0, k1, k2, k3 = _src_elem(ka, 0, 2), _src_elem(ka, 1, 2), _src_elem(kb, 0, 2), _src_elem(kb, 1, 2)
+        a0, a1 = _halves(ka)
+        b0, b1 = _halves(kb)
+        k0, k1 = a0.to(tl.float32, bitcast=True), a1.to(tl.float32, bitcast=True)
+        k2, k3 = b0.to(tl.float32, bitcast=True), b1.to(tl.float32, bitcast=True)
     else:
-        ka = tl.load(key_ptr + koff + w[None, :], mask=kmask, other=0)
-        k0, k1 = _src_elem(ka, 0, KSRC), _src_elem(ka, 1, KSRC)
-        k2, k3 = _src_elem(ka, 2, KSRC), _src_elem(ka, 3, KSRC)
-    kword = (
-        _key_code(k0, KEY_FMT, KEY_LIMIT, NAN_CODE)
-        | (_key_code(k1, KEY_FMT, KEY_LIMIT, NAN_CODE) << 8)
-        | (_key_code(k2, KEY_FMT, KEY_LIMIT, NAN_CODE) << 16)
-        | (_key_code(k3, KEY_FMT, KEY_LIMIT, NAN_CODE) << 24)
-    )
-    tl.store(cache_ptr + base[:, None] + w[None, :], kword.to(tl.int32, bitcast=True), mask=kmask)
+        lo, hi = _halves(tl.load(key_ptr + koff + w[None, :], mask=kmask, other=0))
+        k0, k1 = _f32_pair(lo, KSRC)
+        k2, k3 = _f32_pair(hi, KSRC)
+    if HW_KEYS:
+        if KSRC == 0:
+            kword = _nan_bytes(_e4nv_word_f16(lo, hi))
+        else:
+            kword = _nan_bytes(_e4nv_word_f32(k0, k1, k2, k3))
+    else:
+        kword = _key_word(k0, k1, k2, k3, KEY_FMT, KEY_LIMIT, NAN_CODE)
+    tl.store(cache_ptr + base[:, None] + w[None, :], kword, mask=kmask)
 
     # --- values: cache word u = nibbles of elements 8u..8u+7, element 8u+j in bits 4j..4j+3 -------------
     u = tl.arange(0, VW_P2)
@@ -283,60 +370,55 @@ def _store_k8v4_words_kernel(
     if VSRC == 2:
         a, b = _int64_pair(value_ptr, voff + 4 * u[None, :], umask, VEC)
         c, d = _int64_pair(value_ptr, voff + 4 * u[None, :] + 2, umask, VEC)
-        v0, v1, v2, v3 = _src_elem(a, 0, 2), _src_elem(a, 1, 2), _src_elem(b, 0, 2), _src_elem(b, 1, 2)
-        v4, v5, v6, v7 = _src_elem(c, 0, 2), _src_elem(c, 1, 2), _src_elem(d, 0, 2), _src_elem(d, 1, 2)
+        a0, a1 = _halves(a)
+        b0, b1 = _halves(b)
+        c0, c1 = _halves(c)
+        d0, d1 = _halves(d)
+        v0, v1 = a0.to(tl.float32, bitcast=True), a1.to(tl.float32, bitcast=True)
+        v2, v3 = b0.to(tl.float32, bitcast=True), b1.to(tl.float32, bitcast=True)
+        v4, v5 = c0.to(tl.float32, bitcast=True), c1.to(tl.float32, bitcast=True)
+        v6, v7 = d0.to(tl.float32, bitcast=True), d1.to(tl.float32, bitcast=True)
     else:
         a, b = _int64_pair(value_ptr, voff + 2 * u[None, :], umask, VEC)
-        v0, v1, v2, v3 = _src_elem(a, 0, VSRC), _src_elem(a, 1, VSRC), _src_elem(a, 2, VSRC), _src_elem(a, 3, VSRC)
-        v4, v5, v6, v7 = _src_elem(b, 0, VSRC), _src_elem(b, 1, VSRC), _src_elem(b, 2, VSRC), _src_elem(b, 3, VSRC)
-    nan = (
-        (v0 != v0).to(tl.int32)
-        + (v1 != v1).to(tl.int32)
-        + (v2 != v2).to(tl.int32)
-        + (v3 != v3).to(tl.int32)
-        + (v4 != v4).to(tl.int32)
-        + (v5 != v5).to(tl.int32)
-        + (v6 != v6).to(tl.int32)
-        + (v7 != v7).to(tl.int32)
-    )
-    n_nan = tl.sum(tl.where(umask, nan, 0), axis=1)
-    v0, v1 = _clamp_value(v0, VALUE_LIMIT), _clamp_value(v1, VALUE_LIMIT)
-    v2, v3 = _clamp_value(v2, VALUE_LIMIT), _clamp_value(v3, VALUE_LIMIT)
-    v4, v5 = _clamp_value(v4, VALUE_LIMIT), _clamp_value(v5, VALUE_LIMIT)
-    v6, v7 = _clamp_value(v6, VALUE_LIMIT), _clamp_value(v7, VALUE_LIMIT)
-    lo = tl.minimum(tl.minimum(tl.minimum(v0, v1), tl.minimum(v2, v3)), tl.minimum(tl.minimum(v4, v5),
-                                                                                    tl.minimum(v6, v7)))
-    hi = tl.maximum(tl.maximum(tl.maximum(v0, v1), tl.maximum(v2, v3)), tl.maximum(tl.maximum(v4, v5),
-                                                                                    tl.maximum(v6, v7)))
-    vmin = tl.min(tl.where(umask, lo, VALUE_LIMIT), axis=1)
-    vmax = tl.max(tl.where(umask, hi, -VALUE_LIMIT), axis=1)
+        a0, a1 = _halves(a)
+        b0, b1 = _halves(b)
+        v0, v1 = _f32_pair(a0, VSRC)
+        v2, v3 = _f32_pair(a1, VSRC)
+        v4, v5 = _f32_pair(b0, VSRC)
+        v6, v7 = _f32_pair(b1, VSRC)
+    # min and max of the raw values, clamped after the reduction (clamping is monotone, so this is the min
+    # and max of the clamped values); the max propagates NaN, so a NaN anywhere in a vector shows up there.
+    hi8 = _max_nan(_max_nan(_max_nan(v0, v1), _max_nan(v2, v3)), _max_nan(_max_nan(v4, v5), _max_nan(v6, v7)))
+    lo8 = tl.minimum(tl.minimum(tl.minimum(v0, v1), tl.minimum(v2, v3)), tl.minimum(tl.minimum(v4, v5),
+                                                                                     tl.minimum(v6, v7)))
+    if VW_P2 != HEAD_DIM // 8:  # padding words hold zeros: keep them out of the min and max
+        hi8 = tl.where(umask, hi8, -float("inf"))
+        lo8 = tl.where(umask, lo8, float("inf"))
+    vmax_raw = tl.reduce(hi8, 1, _max_nan)
+    nan = vmax_raw != vmax_raw
+    # a vector with a NaN is quantized from 0..0 (its codes and parameters are replaced below), so nothing
+    # after this line ever sees a NaN
+    vmax = tl.where(nan, 0.0, tl.minimum(tl.maximum(vmax_raw, -VALUE_LIMIT), VALUE_LIMIT))
+    vmin = tl.where(nan, 0.0, tl.minimum(tl.maximum(tl.min(lo8, axis=1), -VALUE_LIMIT), VALUE_LIMIT))
     scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.zeros_like(vmax) + 15.0), EPS)
-    zero = vmin[:, None]
-    sc = tl.zeros_like(v0) + scale[:, None]
-    keep = umask & (n_nan == 0)[:, None]
-    q0, q1 = _value_code(v0, zero, sc, keep), _value_code(v1, zero, sc, keep)
-    q2, q3 = _value_code(v2, zero, sc, keep), _value_code(v3, zero, sc, keep)
-    q4, q5 = _value_code(v4, zero, sc, keep), _value_code(v5, zero, sc, keep)
-    q6, q7 = _value_code(v6, zero, sc, keep), _value_code(v7, zero, sc, keep)
-    vword = (
-        q0.to(tl.uint32)
-        | (q1.to(tl.uint32) << 4)
-        | (q2.to(tl.uint32) << 8)
-        | (q3.to(tl.uint32) << 12)
-        | (q4.to(tl.uint32) << 16)
-        | (q5.to(tl.uint32) << 20)
-        | (q6.to(tl.uint32) << 24)
-        | (q7.to(tl.uint32) << 28)
-    )
-    tl.store(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :], vword.to(tl.int32, bitcast=True), mask=umask)
+    rcp = tl.math.div_rn(tl.zeros_like(scale) + 1.0, scale)
+    zero, sc, y = vmin[:, None], scale[:, None], rcp[:, None]
+    vword = _value_code(v7, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v6, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v5, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v4, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v3, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v2, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v1, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v0, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = tl.where(nan[:, None], 0, vword)  # a vector with a NaN: codes 0
+    tl.store(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :], vword, mask=umask)
 
     # --- scale, zero: fp16, scale in the low half of the word ----------------------------------------------
-    s_bits = scale.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
-    z_bits = vmin.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
-    s_bits = tl.where(n_nan > 0, NAN_F16, s_bits)
-    z_bits = tl.where(n_nan > 0, NAN_F16, z_bits)
-    pword = s_bits | (z_bits << 16)
-    tl.store(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, pword.to(tl.int32, bitcast=True), mask=ok)
+    s_bits = scale.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
+    z_bits = vmin.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
+    pword = tl.where(nan, NAN_F16 | (NAN_F16 << 16), s_bits | (z_bits << 16))
+    tl.store(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, pword, mask=ok)
 
 
 def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> str:
@@ -401,17 +483,10 @@ def launch_config(head_dim: int) -> tuple[int, int]:
 
 def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
     """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``; ``elem_size`` is the widest source
-    element in bytes. From the candidate sweep (``benchmarks/compare_store_variants.py`` at commit c1b94e8)
-    on the H200 (docs/performance.md, 128k
-    tokens x 8 kv-heads): 2 rows / 1 warp with two 8-byte loads per value word for 16-bit sources up to
-    head_dim 128 (bf16/fp16 d128, bf16 d96); 4 rows / 1 warp with split 16-byte loads for fp32 (d80);
-    2 rows / 1 warp with split loads above head_dim 128 (bf16 d256). One warp per program throughout: with
-    more warps the per-row values go through shared memory (12 bar.sync at 4 rows / 2 warps) and lose."""
-    if head_dim > 128:
-        return (2, 1, True)
-    if elem_size >= 4:
-        return (4, 1, True)
-    return (2, 1, False)
+    element in bytes. A program stores ``rows`` (token, head) rows: ``heads_per_program`` heads of
+    ``rows / heads`` tokens. PROVISIONAL: 8 rows / 1 warp, the fewest SASS instructions per row short of
+    16 (benchmarks/store_sass.py), until the H200 sweep (bench_turboquant.py --sweep) picks."""
+    return (8, 1, False)
 
 
 def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) -> dict[str, Any]:
@@ -435,16 +510,41 @@ def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) 
 _SRC_CODE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 
 
+def heads_per_program(num_heads: int, rows: int) -> int:
+    """Heads of one token that a word-kernel program stores: the largest power of two that divides
+    ``num_heads`` and is at most ``rows`` (so head groups tile the heads exactly and no lane idles)."""
+    return math.gcd(num_heads, rows)
+
+
+def _block_log2(block_size: int) -> int:
+    """log2(block_size) when it is a power of two (slot → block is a shift), else -1 (a division)."""
+    return block_size.bit_length() - 1 if block_size > 0 and block_size & (block_size - 1) == 0 else -1
+
+
+def gpu_paths(device_type: str, fmt: str) -> tuple[bool, bool]:
+    """(HW_KEYS, RCP_DIV) of the word kernel on this device type: on a GPU the keys go through inline
+    ``cvt.satfinite`` (e4nv, sm89+; e4b15 has no such instruction) and values divide by a reciprocal; the
+    interpreter runs no inline PTX and (Triton 3.6's) rounds ``tl.fma`` twice, so it takes the
+    portable paths (tests run RCP_DIV there where its fma is exact)."""
+    gpu = device_type == "cuda"
+    return gpu and fmt == "e4nv", gpu
+
+
 def _words_constexprs(head_dim: int, fmt: str, rows: int, key_dtype: torch.dtype, value_dtype: torch.dtype,
-                      vec: bool) -> dict[str, Any]:
+                      vec: bool, *, num_heads: int, block_size: int, paths: tuple[bool, bool]) -> dict[str, Any]:
+    heads = heads_per_program(num_heads, rows)
     return {
         "HEAD_DIM": head_dim,
         "KW_P2": next_pow2(head_dim // 4),
         "VW_P2": next_pow2(head_dim // 8),
-        "ROWS": rows,
+        "TOKS": rows // heads,
+        "HEADS": heads,
+        "BS_LOG2": _block_log2(block_size),
         "KSRC": _SRC_CODE[key_dtype],
         "VSRC": _SRC_CODE[value_dtype],
         "VEC": vec,
+        "HW_KEYS": paths[0],
+        "RCP_DIV": paths[1],
         "KEY_FMT": FMT_CODE[fmt],
         "KEY_LIMIT": KEY_MAX[fmt],
         "VALUE_LIMIT": VALUE_MAX,
@@ -492,17 +592,33 @@ def store_compile_spec(
 
 
 def words_compile_spec(
-    key_dtype: str, fmt: str, *, head_dim: int = 128, value_dtype: str | None = None, slot_dtype: str = "i64"
+    key_dtype: str,
+    fmt: str,
+    *,
+    head_dim: int = 128,
+    value_dtype: str | None = None,
+    slot_dtype: str = "i64",
+    num_heads: int = 8,
+    block_size: int = 16,
+    gpu: bool = True,
 ) -> tuple[dict[str, str], dict[str, Any], int]:
     """(signature, constexprs, num_warps) of ``_store_k8v4_words_kernel`` as ``tq_store_k8v4`` launches it
-    for word-aligned inputs of these dtypes (``benchmarks/store_sass.py`` compiles it ahead of time)."""
+    for word-aligned inputs of these dtypes (``benchmarks/store_sass.py`` compiles it ahead of time).
+    ``gpu=False`` gives the interpreter's launch (no inline PTX, IEEE division per element)."""
     _check_spec_dtypes(key_dtype, value_dtype, fmt)
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 8 or head_dim % 8:
         raise ValueError(f"head_dim must be a positive multiple of 8 for the word kernel, got {head_dim!r}")
+    for name, n in (("num_heads", num_heads), ("block_size", block_size)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be a positive int, got {n!r}")
+    if not isinstance(gpu, bool):
+        raise TypeError(f"gpu must be a bool, got {type(gpu).__name__}")
     kd, vd = _TORCH_DTYPE[key_dtype], _TORCH_DTYPE[value_dtype or key_dtype]
     rows, warps, vec = words_launch_config(head_dim, max(kd.itemsize, vd.itemsize))
-    sig = _signature("*i64", "*i64", "*i32", slot_dtype)  # sources read as int64 words, the cache as int32
-    return sig, _words_constexprs(head_dim, fmt, rows, kd, vd, vec), warps
+    sig = _signature("*i64", "*i64", "*i32", slot_dtype, words=True)  # sources as int64 words, cache as int32
+    consts = _words_constexprs(head_dim, fmt, rows, kd, vd, vec, num_heads=num_heads, block_size=block_size,
+                               paths=gpu_paths("cuda" if gpu else "cpu", fmt))
+    return sig, consts, warps
 
 
 def _check_spec_dtypes(key_dtype: str, value_dtype: str | None, fmt: str) -> None:
@@ -514,10 +630,12 @@ def _check_spec_dtypes(key_dtype: str, value_dtype: str | None, fmt: str) -> Non
         raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
 
 
-def _signature(key: str, value: str, cache: str, slot_dtype: str) -> dict[str, str]:
-    """Both store kernels take the same arguments; only the pointer types differ."""
+def _signature(key: str, value: str, cache: str, slot_dtype: str, *, words: bool = False) -> dict[str, str]:
+    """Both store kernels take the same arguments (the word kernel counts tokens, the general one rows);
+    only the pointer types differ."""
+    ints = [("num_tokens" if words and n == "num_rows" else n) for n in _INT_ARGS]
     return {"key_ptr": key, "value_ptr": value, "cache_ptr": cache, "slot_ptr": f"*{slot_dtype}",
-            **{n: "i32" for n in _INT_ARGS}}
+            **{n: "i32" for n in ints}}
 
 
 def _last_dim_unit(x: torch.Tensor) -> torch.Tensor:
@@ -570,32 +688,35 @@ def tq_store_k8v4(
     cache = kv_cache.view(torch.int32) if words else kv_cache
     unit = 4 if words else 1
     num_rows = num_tokens * num_heads
-    # the word kernel numbers rows in int32 (cheaper division); beyond 2**30 rows the general kernel runs
-    if words and num_rows < 2**30 and src_words_ok(key) and src_words_ok(value):
-        kq, vq = key.view(torch.int64), value.view(torch.int64)
+    if words and src_words_ok(key) and src_words_ok(value):
         # looked up per call: the benchmark's sweep swaps it
         rows, warps, vec = words_launch_config(head_dim, max(key.element_size(), value.element_size()))
-        _store_k8v4_words_kernel[(triton.cdiv(num_rows, rows),)](
-            kq,
-            vq,
-            cache,
-            slot_mapping,
-            kq.stride(0),
-            kq.stride(1),
-            vq.stride(0),
-            vq.stride(1),
-            kv_cache.stride(0) // 4,
-            kv_cache.stride(1) // 4,
-            kv_cache.stride(2) // 4,
-            slot_mapping.stride(0),
-            num_rows,
-            num_heads,
-            block_size,
-            num_blocks * block_size,
-            **_words_constexprs(head_dim, fmt, rows, key.dtype, value.dtype, vec),
-            num_warps=warps,
-        )
-        return
+        consts = _words_constexprs(head_dim, fmt, rows, key.dtype, value.dtype, vec, num_heads=num_heads,
+                                   block_size=block_size, paths=gpu_paths(kv_cache.device.type, fmt))
+        grid = (triton.cdiv(num_tokens, consts["TOKS"]), num_heads // consts["HEADS"])
+        if grid[1] <= 65535:  # CUDA's limit on grid.y; more head groups than that take the general kernel
+            kq, vq = key.view(torch.int64), value.view(torch.int64)
+            _store_k8v4_words_kernel[grid](
+                kq,
+                vq,
+                cache,
+                slot_mapping,
+                kq.stride(0),
+                kq.stride(1),
+                vq.stride(0),
+                vq.stride(1),
+                kv_cache.stride(0) // 4,
+                kv_cache.stride(1) // 4,
+                kv_cache.stride(2) // 4,
+                slot_mapping.stride(0),
+                num_tokens,
+                num_heads,
+                block_size,
+                num_blocks * block_size,
+                **consts,
+                num_warps=warps,
+            )
+            return
     rows, warps = launch_config(head_dim)  # looked up per call: the benchmark's sweep swaps it
     kernel = _store_k8v4_kernel  # module global at call time: tests swap in the known-bad variant
     kernel[(triton.cdiv(num_rows, rows),)](
