@@ -351,7 +351,7 @@ def test_nan_bytes_canonicalizes_only_nan_codes(device):
     becomes 0x7f, every other byte value (0x7f, 0x7e, 0xfe, 0x80, ...) stays, in every byte position and
     with any neighbours (no carry between bytes)."""
     b = torch.arange(256, dtype=torch.int64)
-    words = torch.stack([b, b.roll(1) , b.roll(7), b.flip(0)], 1)  # [256, 4] bytes, each value in each position
+    words = torch.stack([b, b.roll(1), b.roll(7), b.flip(0)], 1)  # [256, 4] bytes, each value in each position
     w32 = (words[:, 0] | words[:, 1] << 8 | words[:, 2] << 16 | words[:, 3] << 24).to(torch.uint32).view(torch.int32)
     out = torch.empty_like(w32, device=device)
     _nan_bytes_kernel[(1,)](w32.to(device), out, N=256)
@@ -378,7 +378,8 @@ def test_reciprocal_division_writes_what_ieee_division_writes(rng, device, harne
     want = _expect(key, value, torch.full_like(cache, POISON), slots, "e4nv", harness_arch)
     got = _flat(cache)
     bad = (got[..., d:] != want[..., d:]).any(-1)
-    assert not bool(bad.any()), f"{int(bad.sum())} of {t * h} vectors differ from IEEE division, e.g. slot/head {bad.nonzero()[0].tolist()}"
+    n = int(bad.sum())
+    assert n == 0, f"{n} of {t * h} vectors differ from IEEE division, e.g. slot/head {bad.nonzero()[0].tolist()}"
 
 
 def test_src_words_ok_needs_8_byte_rows(device):
