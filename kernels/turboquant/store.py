@@ -484,8 +484,10 @@ def launch_config(head_dim: int) -> tuple[int, int]:
 def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
     """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``; ``elem_size`` is the widest source
     element in bytes. A program stores ``rows`` (token, head) rows: ``heads_per_program`` heads of
-    ``rows / heads`` tokens. PROVISIONAL: 8 rows / 1 warp, the fewest SASS instructions per row short of
-    16 (benchmarks/store_sass.py), until the H200 sweep (bench_turboquant.py --sweep) picks."""
+    ``rows / heads`` tokens. 8 rows / 1 warp / two 8-byte loads: the fastest (or tied, within 0.5%) of the
+    H200 sweep at every shape of ``bench_turboquant.py --sweep`` (rows 2-16 x warps 1-2 x split 16-byte
+    loads; d128 bf16/fp16, d96 bf16, d80 fp32, d256 bf16; docs/performance.md, "Evening run"); 2 rows lost
+    30%, 16 rows 2-20% (more layout conversions through shared memory), 2 warps 2-10%."""
     return (8, 1, False)
 
 
