@@ -57,27 +57,46 @@ def paged_keys(kv: torch.Tensor, block_table: torch.Tensor, req: int, n: int) ->
 
 _Fn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+#: Most fp32 elements one batched product of ``_per_row`` holds ([rows, heads, columns]); 2**25 = 128 MiB.
+_CHUNK_ELEMS = 1 << 25
+
 
 def _per_row(fn: _Fn, fill: float, q, kv, block_table, row_req, visible, n_cols: int) -> torch.Tensor:
-    """``out[r, :visible[r]] = fn(keys of row r as fp32 [v, D], q[r] as fp32 [H, D])``, ``fill`` beyond."""
+    """``out[r, :visible[r]] = fn(keys of row r as fp32 [v, D], q[r] as fp32 [H, D])``, ``fill`` beyond.
+
+    Why per request: the rows of one request share its keys, so they are gathered once and the rows go
+    through ``fn`` in batches ([rows, H, D] queries); a loop over rows costs a handful of launches per row,
+    which is what made a 4k-row prefill check take a minute on a GPU shared by several test workers."""
     rows = q.shape[0]
     out = torch.full((rows, n_cols), fill, dtype=torch.float32, device=q.device)
-    for r in range(rows):
-        v = int(visible[r])
-        if v == 0:
-            continue
-        k = paged_keys(kv, block_table, int(row_req[r]), v)
-        out[r, :v] = fn(k, q[r].float())
+    if rows == 0 or n_cols == 0:
+        return out
+    vis = visible.to(q.device).long()
+    req = row_req.to(q.device).long()
+    for b in torch.unique(req[vis > 0]).tolist():
+        idx = ((req == b) & (vis > 0)).nonzero()[:, 0]
+        v = int(vis[idx].max())
+        k = paged_keys(kv, block_table, b, v)
+        step = max(1, _CHUNK_ELEMS // max(1, v * q.shape[1]))
+        for i in range(0, idx.numel(), step):
+            r = idx[i : i + step]
+            vals = fn(k, q[r].float())  # [len(r), v]
+            cols = torch.arange(v, device=q.device)
+            out[r, :v] = torch.where(cols[None, :] < vis[r, None], vals, fill)
     return out
 
 
 def _relu_head_sum(k: torch.Tensor, qr: torch.Tensor) -> torch.Tensor:
-    return torch.relu(k @ qr.T).sum(dim=1)
+    # k [v, D], qr [R, H, D] -> [R, v]: a batch of the per-row products k @ q_r.T (bmm: the same bits as
+    # one product per row), heads summed along the last dim as per row
+    return torch.relu(torch.bmm(k.expand(qr.shape[0], -1, -1), qr.transpose(1, 2))).sum(dim=2)
 
 
 def _abs_product_sum(k: torch.Tensor, qr: torch.Tensor) -> torch.Tensor:
     # Σ_h Σ_d |q_hd| |k_cd| = |k| · Σ_h |q_h|; fp64 so the scale itself carries no rounding worth naming
-    return (k.double().abs() @ qr.double().abs().sum(dim=0)).float()
+    return torch.bmm(k.double().abs().expand(qr.shape[0], -1, -1), qr.double().abs().sum(dim=1)[:, :, None])[
+        :, :, 0
+    ].float()
 
 
 def logits_reference(
