@@ -2,13 +2,17 @@
 
 Two kernels, the same bytes. ``_store_k8v4_words_kernel`` is the fast path (a 4-byte aligned cache, key and
 value rows on 8-byte boundaries: any contiguous or heads-major input with head_dim % 8 == 0): sources are
-read as int64 words and every tile is 2-D, so nothing crosses threads but the per-row reductions.
-``_store_k8v4_kernel`` takes the rest (unaligned sources; caches whose slots are not 4-byte aligned, written
-byte by byte). Every element is fp32 before any FP8 cast or arithmetic: Triton lowers bf16 → e4b15 nowhere
-("custom FP8 conversion accepts only fp16/fp32", the seed bug; the word kernel builds fp32 from the bits),
-and fp32 is also what the torch reference computes in. Out-of-range keys get the saturated code after the
-cast, so the interpreter (which does not saturate) and hardware (which does) write the same code. The value
-quantizer divides with ``div_rn`` (IEEE), so its codes do not depend on a GPU's fast-division approximation.
+read as int64 words, every tile is 2-D, and a program stores a group of heads of a few tokens (a 2-D grid, so
+no division finds a row). The store is issue-bound once its bytes are laid out well, so on a GPU it takes
+two instruction-saving paths (docs/performance.md): e4nv keys cast four at a time by ``cvt.satfinite`` (which
+saturates by itself), and value quotients from one reciprocal per vector plus an FMA residual step (the
+correctly rounded quotient, so the same codes as IEEE division). ``_store_k8v4_kernel`` takes the rest
+(unaligned sources; caches whose slots are not 4-byte aligned, written byte by byte). Every element is fp32
+before any Triton FP8 cast or arithmetic: Triton lowers bf16 → e4b15 nowhere ("custom FP8 conversion accepts
+only fp16/fp32", the seed bug; the word kernel builds fp32 from the bits), and fp32 is also what the torch
+reference computes in. Out-of-range keys get the saturated code after Triton's cast, so the interpreter (which
+does not saturate) and hardware (which does) write the same code. The portable value quantizer divides with
+``div_rn`` (IEEE), so its codes do not depend on a GPU's fast-division approximation.
 
 Special inputs, on purpose (see :mod:`kernels.turboquant.layout`):
 
