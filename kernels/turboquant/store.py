@@ -694,7 +694,10 @@ def tq_store_k8v4(
     cache = kv_cache.view(torch.int32) if words else kv_cache
     unit = 4 if words else 1
     num_rows = num_tokens * num_heads
-    if words and src_words_ok(key) and src_words_ok(value):
+    # the word kernel counts tokens and slots in int32 (a slot is bounds-checked in int64 first); caches of
+    # 2**31 slots or more, and batches near 2**31 tokens, take the general kernel (int64 throughout)
+    small = num_blocks * block_size < 2**31 and num_tokens < 2**31 - 1024
+    if words and small and src_words_ok(key) and src_words_ok(value):
         # looked up per call: the benchmark's sweep swaps it
         rows, warps, vec = words_launch_config(head_dim, max(key.element_size(), value.element_size()))
         consts = _words_constexprs(head_dim, fmt, rows, key.dtype, value.dtype, vec, num_heads=num_heads,
