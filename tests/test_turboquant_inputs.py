@@ -406,6 +406,35 @@ class _Launches:
         return lambda *args, **kwargs: self.kwargs.append(kwargs)
 
 
+def test_words_grid_keeps_int32_counts_and_cuda_grid_limits():
+    """Where the word kernel cannot count in int32, or would need more than 65,535 head groups, the general
+    kernel takes the call (None); just inside each limit the word kernel still runs."""
+    assert store_mod.words_grid(1000, 8, 4096, 1, 8) == (1000, 1)
+    assert store_mod.words_grid(1001, 6, 4096, 4, 2) == (251, 3)
+    assert store_mod.words_grid(10, 8, 2**31 - 1, 1, 8) == (10, 1)
+    assert store_mod.words_grid(10, 8, 2**31, 1, 8) is None
+    assert store_mod.words_grid(2**31 - 9, 8, 4096, 8, 1) == (2**28 - 1, 8)
+    assert store_mod.words_grid(2**31 - 8, 8, 4096, 8, 1) is None
+    assert store_mod.words_grid(5, 65535, 4096, 8, 1) == (1, 65535)
+    assert store_mod.words_grid(5, 65537, 4096, 8, 1) is None
+    assert store_mod.words_grid(5, 65536 * 2, 4096, 4, 2) is None
+
+
+def test_head_groups_beyond_grid_y_launch_the_general_kernel(device, monkeypatch):
+    """65,537 heads (odd: one head per program) would need 65,537 head groups: the general kernel runs."""
+    words, general = _Launches(), _Launches()
+    monkeypatch.setattr(store_mod, "_store_k8v4_words_kernel", words)
+    monkeypatch.setattr(store_mod, "_store_k8v4_kernel", general)
+    monkeypatch.setattr(store_mod, "resolve_fp8_format", lambda device, fmt: "e4nv")  # it asks the real kernel
+    h = 65537
+    key = torch.zeros(1, h, 8, device=device)
+    cache = torch.zeros(1, 2, h, slot_bytes(8), dtype=torch.uint8, device=device)
+    tq_store_k8v4(key, key, cache, torch.tensor([1], device=device))
+    assert (len(words.kwargs), len(general.kwargs)) == (0, 1)
+    tq_store_k8v4(key[:, :65536], key[:, :65536], cache[:, :, :65536], torch.tensor([1], device=device))
+    assert (len(words.kwargs), len(general.kwargs)) == (1, 1)
+
+
 @pytest.mark.parametrize(
     "kd, vd, d",
     # every branch of words_launch_config; the mixed case takes the wider (value) element

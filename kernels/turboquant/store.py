@@ -51,6 +51,7 @@ __all__ = [
     "launch_config",
     "words_launch_config",
     "heads_per_program",
+    "words_grid",
     "gpu_paths",
     "words_ok",
     "src_words_ok",
@@ -495,6 +496,16 @@ def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
     return (8, 1, False)
 
 
+def words_grid(num_tokens: int, num_heads: int, num_slots: int, toks: int, heads: int) -> tuple[int, int] | None:
+    """The word kernel's grid (token groups, head groups), or None where it cannot run and the general kernel
+    (int64 throughout) takes the call: it counts tokens and slots in int32 (a slot is bounds-checked in int64
+    first), so caches of 2**31 slots or more and batches near 2**31 tokens are out, and CUDA caps grid.y at
+    65,535 head groups."""
+    if num_slots >= 2**31 or num_tokens >= 2**31 - toks or num_heads // heads > 65535:
+        return None
+    return triton.cdiv(num_tokens, toks), num_heads // heads
+
+
 def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) -> dict[str, Any]:
     used = head_dim + value_bytes(head_dim) + 4
     return {
@@ -694,16 +705,13 @@ def tq_store_k8v4(
     cache = kv_cache.view(torch.int32) if words else kv_cache
     unit = 4 if words else 1
     num_rows = num_tokens * num_heads
-    # the word kernel counts tokens and slots in int32 (a slot is bounds-checked in int64 first); caches of
-    # 2**31 slots or more, and batches near 2**31 tokens, take the general kernel (int64 throughout)
-    small = num_blocks * block_size < 2**31 and num_tokens < 2**31 - 1024
-    if words and small and src_words_ok(key) and src_words_ok(value):
+    if words and src_words_ok(key) and src_words_ok(value):
         # looked up per call: the benchmark's sweep swaps it
         rows, warps, vec = words_launch_config(head_dim, max(key.element_size(), value.element_size()))
         consts = _words_constexprs(head_dim, fmt, rows, key.dtype, value.dtype, vec, num_heads=num_heads,
                                    block_size=block_size, paths=gpu_paths(kv_cache.device.type, fmt))
-        grid = (triton.cdiv(num_tokens, consts["TOKS"]), num_heads // consts["HEADS"])
-        if grid[1] <= 65535:  # CUDA's limit on grid.y; more head groups than that take the general kernel
+        grid = words_grid(num_tokens, num_heads, num_blocks * block_size, consts["TOKS"], consts["HEADS"])
+        if grid is not None:
             kq, vq = key.view(torch.int64), value.view(torch.int64)
             _store_k8v4_words_kernel[grid](
                 kq,
