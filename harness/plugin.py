@@ -250,7 +250,9 @@ def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
     # the lane decides where a test can execute ...
     if item.get_closest_marker("lane_independent"):
         mode = item.config.getoption("harness_lane_independent")
-        if mode == "skip" or (mode == "auto" and lane == "gpu"):
+        if mode == "skip":
+            return f"lane-independent (--harness-lane-independent=skip; =run runs it on the {lane} lane)"
+        if mode == "auto" and lane == "gpu":
             return (f"lane-independent (covered by the interpreter lane; --harness-lane-independent=run runs it "
                     f"on the {lane} lane)")
     if item.get_closest_marker("gpu") and lane != "gpu":
