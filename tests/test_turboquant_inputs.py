@@ -467,11 +467,29 @@ def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, device, m
      (dict(key_dtype="bf16", fmt="e5m2"), "fmt must be one of"),
      (dict(key_dtype="bf16", fmt="e4nv", head_dim=12), "head_dim must be a positive multiple of 8"),
      (dict(key_dtype="bf16", fmt="e4nv", head_dim=0), "head_dim must be a positive multiple of 8"),
-     (dict(key_dtype="bf16", fmt="e4nv", head_dim=True), "head_dim must be a positive multiple of 8")],
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=True), "head_dim must be a positive multiple of 8"),
+     (dict(key_dtype="bf16", fmt="e4nv", num_heads=0), "num_heads must be a positive int, got 0"),
+     (dict(key_dtype="bf16", fmt="e4nv", num_heads=2.0), "num_heads must be a positive int, got 2.0"),
+     (dict(key_dtype="bf16", fmt="e4nv", block_size=True), "block_size must be a positive int, got True"),
+     (dict(key_dtype="bf16", fmt="e4nv", gpu="yes"), "gpu must be a bool, got str")],
 )
 def test_words_compile_spec_refuses_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match) as info:
         store_mod.words_compile_spec(**kwargs)
+    assert info.type is (TypeError if "gpu" in kwargs else ValueError)
+
+
+def test_words_compile_spec_follows_heads_and_block_size():
+    """The head grouping and the block shift are part of the launched kernel: 6 heads at 8 rows per program
+    are 2 heads x 4 tokens; a power-of-two block is a shift, another size a division (-1)."""
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4nv", num_heads=6, block_size=64)
+    assert (c["HEADS"], c["TOKS"], c["BS_LOG2"]) == (2, 4, 6)
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4nv", num_heads=1, block_size=48)
+    assert (c["HEADS"], c["TOKS"], c["BS_LOG2"]) == (1, 8, -1)
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4b15", gpu=True)
+    assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, True)  # no cvt instruction for e4b15
+    _, c, _ = store_mod.words_compile_spec("fp16", "e4nv", gpu=False)
+    assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, False)
 
 
 # --- GPU: no host sync, CUDA-graph capture ---------------------------------------------------------------
