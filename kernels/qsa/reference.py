@@ -73,15 +73,16 @@ def _per_row(fn: _Fn, fill: float, q, kv, block_table, row_req, visible, n_cols:
         return out
     vis = visible.to(q.device).long()
     req = row_req.to(q.device).long()
-    for b in torch.unique(req[vis > 0]).tolist():
-        idx = ((req == b) & (vis > 0)).nonzero()[:, 0]
+    live = vis > 0
+    for b in torch.unique(req[live]).tolist():
+        idx = ((req == b) & live).nonzero()[:, 0]
         v = int(vis[idx].max())
         k = paged_keys(kv, block_table, b, v)
+        cols = torch.arange(v, device=q.device)
         step = max(1, _CHUNK_ELEMS // max(1, v * q.shape[1]))
         for i in range(0, idx.numel(), step):
             r = idx[i : i + step]
             vals = fn(k, q[r].float())  # [len(r), v]
-            cols = torch.arange(v, device=q.device)
             out[r, :v] = torch.where(cols[None, :] < vis[r, None], vals, fill)
     return out
 
@@ -94,9 +95,8 @@ def _relu_head_sum(k: torch.Tensor, qr: torch.Tensor) -> torch.Tensor:
 
 def _abs_product_sum(k: torch.Tensor, qr: torch.Tensor) -> torch.Tensor:
     # Σ_h Σ_d |q_hd| |k_cd| = |k| · Σ_h |q_h|; fp64 so the scale itself carries no rounding worth naming
-    return torch.bmm(k.double().abs().expand(qr.shape[0], -1, -1), qr.double().abs().sum(dim=1)[:, :, None])[
-        :, :, 0
-    ].float()
+    per_row = qr.double().abs().sum(dim=1)[:, :, None]  # [R, D, 1]
+    return torch.bmm(k.double().abs().expand(qr.shape[0], -1, -1), per_row).squeeze(2).float()
 
 
 def logits_reference(
