@@ -33,7 +33,7 @@ from kernels.qsa import (
     prefill_row_req,
     prefill_select,
 )
-from kernels.qsa.testing import REALISTIC
+from kernels.qsa.inputs import REALISTIC
 
 K = REALISTIC["token_topk"] // REALISTIC["compress_ratio"]
 # (label, requests, tokens per request, query rows per request: MTP length (decode) or prefill rows)

@@ -11,14 +11,19 @@ import json
 import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import torch
 import triton
-from _common import graph_ms, time_ms
+from _common import graph_ms, require_cuda, time_ms
 
 from kernels.qsa import topk as T
 from kernels.qsa.reference import select_exact
+
+if len(sys.argv) != 2:
+    raise SystemExit(f"usage: python benchmarks/{Path(__file__).name} OUT.json")
+require_cuda("gpu_topk.py")
 
 K = 512
 SHAPES = [(64, 8192), (128, 8192), (64, 16384), (64, 32768), (256, 16384), (4096, 4096)]

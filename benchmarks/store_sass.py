@@ -29,7 +29,7 @@ import _common  # noqa: F401  (puts the repo root on sys.path)
 import triton
 
 import kernels.turboquant.store as store
-from harness import compile_matrix as cm
+from harness.compile import matrix as cm
 from kernels.turboquant import slot_bytes
 
 ROWS = 1 << 20  # token-heads, as in bench_turboquant.py's 128k x 8 rows

@@ -1,13 +1,19 @@
 """Correctness and regression harness for low-precision GPU kernels.
 
-The public assertions are importable from here; they are loaded lazily so that merely loading the pytest
-plugin does not import torch.
+The public assertions are importable from here. They are loaded lazily, so that loading the pytest plugin
+imports no torch; the ``TYPE_CHECKING`` imports let tools see the public names.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.arch import Arch
+    from harness.compare import assert_close_tol, assert_fp8_close, assert_fp8_within_one_ulp
+    from harness.tolerances import Tolerance
+    from harness.topk import assert_topk_multiset_equal
 
 __version__ = "0.1.0"
 
@@ -20,7 +26,8 @@ _EXPORTS = {
     "Arch": "harness.arch",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = ["Arch", "Tolerance", "__version__", "assert_close_tol", "assert_fp8_close", "assert_fp8_within_one_ulp",
+           "assert_topk_multiset_equal"]
 
 
 def __getattr__(name: str) -> Any:

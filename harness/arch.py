@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness.versions import triton_at_least, triton_version
+
 __all__ = [
     "Arch",
     "parse_arch",
     "detect_arch",
-    "current_arch",
-    "set_current_arch",
     "supports_format",
     "interpreting",
     "ENV_ARCH",
@@ -158,45 +158,6 @@ def detect_arch() -> Arch:
     return Arch("cpu", "cpu")
 
 
-_current: Arch | None = None
-
-
-def set_current_arch(arch: Arch | None) -> Arch | None:
-    """Set by the plugin at configure time (honouring overrides); ``None`` returns to detection. Returns the
-    arch it replaces, so a nested session (pytester) can put it back when it ends."""
-    global _current
-    previous, _current = _current, arch
-    return previous
-
-
-def current_arch(config: Any = None) -> Arch:
-    """The session's arch: an override (``--harness-arch`` / ``HARNESS_ARCH``) or what was detected."""
-    if config is not None:
-        opt = config.getoption("harness_arch", default=None)
-        if opt:
-            return parse_arch(opt)
-    if _current is not None:
-        return _current
-    env = os.environ.get(ENV_ARCH)
-    if env:
-        return parse_arch(env)
-    return detect_arch()
-
-
-def _triton_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("triton")
-    except Exception:  # pragma: no cover - triton is a hard dependency
-        return "0"
-
-
-def _triton_at_least(major: int, minor: int) -> bool:
-    m = re.match(r"(\d+)\.(\d+)", _triton_version())
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= (major, minor)
-
-
 def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
     """Whether Triton can produce FP8 format ``fmt`` on ``arch``; the reason is a ready skip message."""
     a = parse_arch(arch) if isinstance(arch, str) else arch
@@ -212,11 +173,11 @@ def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
     if a.kind == "cuda":
         if name == "e4nv" and (a.cc or 0) < 89:
             return False, f"e4nv needs sm89+ (running on {a.name})"
-        if name == "e5m2" and (a.cc or 0) < 80 and _triton_at_least(3, 7):
+        if name == "e5m2" and (a.cc or 0) < 80 and triton_at_least(3, 7):
             # Measured with triton.compile: 3.9 lowers every cast to e5m2 with cvt.rn.f16x2.f32 and min.f16x2
             # (ptxas: "requires .target sm_80 or higher"); 3.6 still lowered it for sm75. 3.7/3.8 unmeasured,
             # assumed like 3.9; tests/test_arch.py::test_supports_format_agrees_with_the_compiler checks it.
-            return False, f"e5m2 needs sm80+ with triton {_triton_version()} (running on {a.name})"
+            return False, f"e5m2 needs sm80+ with triton {triton_version()} (running on {a.name})"
         if name in ("e4nv", "e5m2", "e4b15"):
             return True, ""
         return False, f"{name} is a ROCm format (running on {a.name})"

@@ -20,7 +20,8 @@ from harness.arch import Arch, parse_arch, supports_format
 
 __all__ = [
     "FP8Format", "FORMATS", "ULP_FAR", "get_format", "encode", "decode", "ulp_distance", "is_nan_code",
-    "is_inf_code", "as_codes", "upcast_fp32",
+    "is_inf_code", "as_codes", "upcast_fp32", "FORMAT_OF_DTYPE", "IMITATES_ATTR", "interpreter_imitates",
+    "rz_f16_bits",
 ]
 
 #: Distance reported when either side is NaN (or an inf against anything else): beyond any finite distance.
@@ -89,7 +90,8 @@ def get_format(fmt: str | FP8Format | torch.dtype) -> FP8Format:
     raise TypeError(f"fmt must be a str, FP8Format or torch float8 dtype, got {type(fmt).__name__}")
 
 
-_BY_TORCH_DTYPE: dict[torch.dtype, FP8Format] = {f.torch_dtype: f for f in FORMATS.values() if f.torch_dtype}
+#: The FP8 format of each torch float8 dtype (tensors of these compare as codes).
+FORMAT_OF_DTYPE: dict[torch.dtype, FP8Format] = {f.torch_dtype: f for f in FORMATS.values() if f.torch_dtype}
 
 
 def as_codes(t: torch.Tensor, fmt: str | FP8Format | None = None, *, name: str = "codes") -> torch.Tensor:
@@ -101,8 +103,8 @@ def as_codes(t: torch.Tensor, fmt: str | FP8Format | None = None, *, name: str =
         raise TypeError(f"{name} must be a torch.Tensor of uint8 codes or a float8 dtype, got {type(t).__name__}")
     if t.dtype == torch.uint8:
         return t
-    if t.dtype in _BY_TORCH_DTYPE:
-        if fmt is not None and _BY_TORCH_DTYPE[t.dtype] != get_format(fmt):
+    if t.dtype in FORMAT_OF_DTYPE:
+        if fmt is not None and FORMAT_OF_DTYPE[t.dtype] != get_format(fmt):
             raise TypeError(f"{name} is {t.dtype} but fmt is {get_format(fmt).name}")
         return t.view(torch.uint8)
     if t.dtype == torch.int8:
@@ -146,7 +148,7 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
     (two roundings). Before sm89: e5m2 in software (ties away, no saturation). Tables of each target's PTX
     run on an H200 pin this (golden/test_fp8_targets). Other kinds (ROCm): the sm90 rules.
     ``arch="interp"``: what this process's Triton interpreter computes: the imitated GPU's codes while
-    :mod:`harness.interp_casts` is installed (the plugin's default on the interpreter lane), else the
+    :mod:`harness.interp.casts` is installed (the plugin's default on the interpreter lane), else the
     interpreter's own converter, applied to ``x`` in *its* dtype — which is not any hardware's result.
     ``via=torch.float32`` models a kernel that upcasts first (``x.to(tl.float32).to(fmt)``, the seed-1 fix):
     the upcast is done the arch's way (:func:`upcast_fp32`).
@@ -162,12 +164,10 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
             raise ValueError(f"via must be torch.float32 or None, got {via}")
         x = upcast_fp32(x, arch=a)
     if a.kind == "interp":
-        from harness.interp_casts import active_target
-
-        imitated = active_target()
+        imitated = interpreter_imitates()
         if imitated is None:
             return _encode_interp(x, f)
-        a = imitated  # the interpreter runs with GPU-exact casts (harness.interp_casts): it computes these
+        a = imitated  # the interpreter runs with GPU-exact casts (harness.interp.casts): it computes these
     if a.kind == "cpu":
         raise ValueError("arch 'cpu' runs no kernels; pass the arch whose casts to model (e.g. 'sm90', 'interp')")
     ok, reason = supports_format(a, f)
@@ -198,16 +198,16 @@ def _encode_hw(xf: torch.Tensor, f: FP8Format, *, nan_sign: torch.Tensor | None 
 
 def _encode_nvidia(x: torch.Tensor, f: FP8Format, cc: int) -> torch.Tensor:
     if f.name == "e4b15":  # software on every target, from fp16 (fp32 truncated to fp16 first)
-        return _sw_f16_to_e4b15(_bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x.float()))
+        return _sw_f16_to_e4b15(_bits16(x) if x.dtype == torch.float16 else rz_f16_bits(x.float()))
     if cc >= 90 or (x.dtype == torch.bfloat16 and cc >= 89):  # bf16 -> f32 exactly, then the f32 cvt
         return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
     if cc >= 89:  # f16x2 cvt: fp16 directly, fp32 after cvt.rz.f16.f32 (a double rounding)
-        h = _bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x)
+        h = _bits16(x) if x.dtype == torch.float16 else rz_f16_bits(x)
         return _encode_hw(h.to(torch.int16).view(torch.float16).float(), f)
     # before Ada: e5m2 in software (e4nv is refused by supports_format above)
     if x.dtype == torch.bfloat16:
         return _sw_bf16_to_e5m2(_bits16(x))
-    return _sw_f16_to_e5m2(_bits16(x) if x.dtype == torch.float16 else _rz_f16_bits(x))
+    return _sw_f16_to_e5m2(_bits16(x) if x.dtype == torch.float16 else rz_f16_bits(x))
 
 
 def _bits16(x: torch.Tensor) -> torch.Tensor:
@@ -215,7 +215,7 @@ def _bits16(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
 
 
-def _rz_f16_bits(x: torch.Tensor) -> torch.Tensor:
+def rz_f16_bits(x: torch.Tensor) -> torch.Tensor:
     """``cvt.rz.f16.f32``: truncate toward zero (finite values never become inf); NaN → canonical 0x7fff."""
     xf = x.float()
     h = xf.to(torch.float16)  # round to nearest even, then step back toward zero where it rounded away
@@ -279,6 +279,21 @@ def _encode_interp(x: torch.Tensor, f: FP8Format) -> torch.Tensor:
     return torch.from_numpy(out.view("uint8").reshape(x.shape).copy()).to(x.device)
 
 
+#: The attribute by which a converter that replaced the interpreter's own names the arch whose casts it computes
+#: (``harness.interp.casts`` sets it on its wrapper); read here, so the codec never imports the shim.
+IMITATES_ATTR = "harness_imitates"
+
+
+def interpreter_imitates() -> Arch | None:
+    """The arch whose casts this process's Triton interpreter computes now (``harness.interp.casts`` installed),
+    or ``None`` while it uses its own converter."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return None
+    return getattr(getattr(interpreter, "_convert_float", None), IMITATES_ATTR, None)
+
+
 def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
     try:
         import triton
@@ -290,7 +305,7 @@ def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
                            f"(triton.runtime.interpreter._convert_float): {e}") from None
     bits = x.detach().contiguous().view(_INT_VIEW[x.dtype]).cpu().numpy()
     try:
-        own = getattr(_convert_float, "__wrapped__", _convert_float)  # never the harness.interp_casts wrapper
+        own = getattr(_convert_float, "__wrapped__", _convert_float)  # never the harness.interp.casts wrapper
         return own(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
     except Exception as e:
         raise RuntimeError(f"arch='interp': Triton {triton.__version__}'s interpreter converter "

@@ -5,22 +5,22 @@ op × dtype × arch (checks, failures, worst ULP / abs error, the tolerance, the
 (``--harness-report=PATH``) and JUnit properties. Why: a suite that is green by a hair on one arch is a
 suite about to flake; the headroom column shows it before it does.
 
-Under xdist each worker ships its plain-dict records in ``config.workeroutput`` and the controller merges
-them, so the table is the same with or without ``-n``.
+The collector of a session is :attr:`harness.session.Session.observations`; under xdist each worker's
+records travel to the controller in the session's one hand-off, so the table is the same with or without
+``-n``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = [
-    "Observation", "Collector", "record", "active", "activate", "deactivate", "suspended", "set_test", "render_table",
-]
+from harness.session import current
+
+__all__ = ["Collector", "Observation", "Row", "active", "record", "render_table", "suspended"]
 
 
 @dataclass
@@ -81,6 +81,21 @@ class Collector:
         self.observations: list[Observation] = []
         self.current_test = ""
         self.current_item: Any = None
+        self.paused = 0  # > 0 inside suspended(): checks are not recorded
+
+    def set_test(self, nodeid: str, item: Any = None) -> None:
+        """The test whose checks come next (its JUnit properties get them)."""
+        self.current_test, self.current_item = nodeid, item
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Checks inside are not recorded (self-tests of the checks, whose deliberate failures would otherwise
+        show as failing rows of a green session)."""
+        self.paused += 1
+        try:
+            yield
+        finally:
+            self.paused -= 1
 
     def add(self, obs: Observation) -> None:
         obs.test = obs.test or self.current_test
@@ -115,21 +130,15 @@ class Collector:
             r.tols.add(o.tol)
         return [table[k] for k in sorted(table)]
 
-    def to_json(self) -> str:
+    def report(self) -> dict[str, Any]:
+        """The observation part of the ``--harness-report`` JSON."""
         rows = []
         for r in self.rows():
             d = asdict(r)
             d["tols"] = sorted(r.tols)
             d["headroom"] = r.headroom
             rows.append(d)
-        return json.dumps({"version": 1, "rows": rows, "observations": self.to_dicts()}, indent=1,
-                          sort_keys=True, default=_json_default)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, set):
-        return sorted(o)
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+        return {"version": 1, "rows": rows, "observations": self.to_dicts()}
 
 
 def _fmt(v: float | None) -> str:
@@ -158,54 +167,34 @@ def render_table(rows: list[Row]) -> list[str]:
     return [line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body]
 
 
-_active: Collector | None = None
-# Collectors of enclosing sessions: a pytester run inside a test configures a second session in the same
-# process, and its end must hand the report back to the outer session, not switch recording off.
-_outer: list[Collector | None] = []
-
-
-def activate() -> Collector:
-    global _active
-    _outer.append(_active)
-    _active = Collector()
-    return _active
-
-
-def deactivate() -> None:
-    global _active
-    _active = _outer.pop() if _outer else None
+def active() -> Collector | None:
+    """The running session's collector, or None (no session, or inside :func:`suspended`)."""
+    s = current()
+    if s is None or s.observations.paused:
+        return None
+    return s.observations
 
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
-    """Checks inside do not enter the session report. For self-tests of the checks themselves, whose
-    deliberate failures would otherwise show as failing rows of a green session."""
-    global _active
-    saved, _active = _active, None
-    try:
+    """The running session's checks inside the block stay out of its report (a no-op outside a session)."""
+    s = current()
+    if s is None:
         yield
-    finally:
-        _active = saved
-
-
-def active() -> Collector | None:
-    return _active
-
-
-def set_test(nodeid: str, item: Any = None) -> None:
-    if _active is not None:
-        _active.current_test = nodeid
-        _active.current_item = item
+        return
+    with s.observations.suspended():
+        yield
 
 
 def record(*, op: str, dtype: str, arch: Any, n: int, worst_ulp: int | None = None,
            worst_abs: float | None = None, tol: Any = None, passed: bool, worst_ratio: float | None = None) -> None:
     """Note one check's outcome; a no-op outside a pytest session with the harness plugin."""
-    if _active is None:
+    col = active()
+    if col is None:
         return
     max_ulp = getattr(tol, "max_ulp", None)
     tol_s = getattr(tol, "key", "") or (repr(tol) if tol is not None else "-")
-    _active.add(Observation(op=op or "-", dtype=str(dtype or "-"), arch=str(getattr(arch, "name", arch) or "-"),
+    col.add(Observation(op=op or "-", dtype=str(dtype or "-"), arch=str(getattr(arch, "name", arch) or "-"),
                             n=int(n), worst_ulp=None if worst_ulp is None else int(worst_ulp),
                             worst_abs=None if worst_abs is None else float(worst_abs), tol=tol_s,
                             max_ulp=max_ulp, passed=bool(passed),

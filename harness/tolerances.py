@@ -24,12 +24,13 @@ walk goes on to a row that fits. A miss raises ``KeyError`` listing every key tr
 default beyond the rows below.
 
 Whose table: a :class:`ToleranceTable` object holds the rows. The module functions (``register``,
-``lookup``, ``load_toml``, ``rows``, ``reset``) act on the *active* table: outside pytest that is the
-module's own base table (defaults plus whatever plain Python registered); inside a session with the plugin
-it is the session's table, kept under ``harness.plugin.tolerance_table_key`` on the config. Each session
-builds its own (``session_table``: a copy of the base table, then the ini's TOML rows; conftest.py and test
-code registering later win on the same key) and puts the previous one back when it ends, so a pytester
-session nested in a test neither sees the outer session's TOML rows nor leaves its own behind.
+``lookup``, ``load_toml``, ``rows``, ``reset``) act on the *active* table: the running session's
+(:attr:`harness.session.Session.tolerances`), else the module's own base table (defaults plus whatever
+plain Python registered). Each session builds its own (``session_table``: a copy of the base table, then the
+ini's TOML rows; conftest.py and test code registering later win on the same key), so a pytester session
+nested in a test neither sees the outer session's TOML rows nor leaves its own behind.
+
+Row origins are printed relative to the session's rootdir (``tests/tolerances/qsa.toml:42``).
 """
 
 from __future__ import annotations
@@ -44,14 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.arch import Arch, parse_arch
+from harness.session import current
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["Tolerance", "ToleranceTable", "active_table", "load_globs", "load_toml", "lookup", "register", "reset",
-           "rows", "session_table", "set_active_table"]
+__all__ = ["Tolerance", "ToleranceTable", "active_table", "base_table", "load_globs", "load_toml", "lookup", "register",
+           "reset", "rows", "session_table"]
 
 
 @dataclass(frozen=True)
@@ -209,12 +211,13 @@ class ToleranceTable:
             msg += f"; skipped rows of the other kind: {', '.join(skipped)}"
         raise KeyError(msg)
 
-    def load_toml(self, path: str | os.PathLike[str]) -> int:
+    def load_toml(self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> int:
         """Load ``[[tolerance]]`` rows (op, dtype, arch + Tolerance fields); returns how many were added.
 
-        All or nothing: a bad row raises before any row of the file is added."""
-        p = Path(path)
-        text = p.read_text(encoding="utf-8")
+        All or nothing: a bad row raises before any row of the file is added. Origins and errors name the file
+        relative to ``root`` when it lies inside (a session passes its rootdir), else as given."""
+        text = Path(path).read_text(encoding="utf-8")
+        p = _shown_path(path, root)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
@@ -256,7 +259,7 @@ class ToleranceTable:
             if not matches and not glob.has_magic(pat):
                 raise FileNotFoundError(f"harness_tolerance_files: {pat!r} does not exist under {root}")
             for m in matches:
-                self.load_toml(m)
+                self.load_toml(m, root=root)
                 loaded.append(Path(m))
         return loaded
 
@@ -274,6 +277,16 @@ class ToleranceTable:
 
     def __repr__(self) -> str:
         return f"<ToleranceTable of {len(self._rows)} rows>"
+
+
+def _shown_path(path: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> str:
+    """``path`` relative to ``root`` (posix) when it lies inside, else as given."""
+    if root is not None:
+        try:
+            return Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).as_posix()
+        except ValueError:
+            pass
+    return os.fspath(path)
 
 
 def _install_defaults(table: ToleranceTable) -> None:
@@ -297,22 +310,17 @@ def _install_defaults(table: ToleranceTable) -> None:
 
 #: The table of plain Python (no pytest session active); each session starts from a copy of it.
 _BASE = ToleranceTable.with_defaults()
-_active = _BASE
+
+
+def base_table() -> ToleranceTable:
+    """The table of plain Python: what every session's table starts from."""
+    return _BASE
 
 
 def active_table() -> ToleranceTable:
     """The table the module functions act on: the running session's, else the base table."""
-    return _active
-
-
-def set_active_table(table: ToleranceTable | None) -> ToleranceTable:
-    """Make ``table`` the active one (``None``: the base table); returns the one it replaces, so a session
-    can put it back when it ends (as ``harness.arch.set_current_arch`` does for the arch)."""
-    global _active
-    if table is not None and not isinstance(table, ToleranceTable):
-        raise TypeError(f"table must be a ToleranceTable or None, got {type(table).__name__}")
-    previous, _active = _active, (_BASE if table is None else table)
-    return previous
+    s = current()
+    return s.tolerances if s is not None else _BASE
 
 
 def session_table(patterns: Iterable[str] = (), root: str | os.PathLike[str] = ".") -> ToleranceTable:
@@ -325,29 +333,29 @@ def session_table(patterns: Iterable[str] = (), root: str | os.PathLike[str] = "
 
 def register(op: str, dtype: Any, arch: str | Arch, tol: Tolerance, *, origin: str = "python") -> None:
     """Add or replace a row of the active table (``ToleranceTable.register``)."""
-    _active.register(op, dtype, arch, tol, origin=origin)
+    active_table().register(op, dtype, arch, tol, origin=origin)
 
 
 def lookup(op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
     """The active table's row for (op, dtype, arch) (``ToleranceTable.lookup``)."""
-    return _active.lookup(op, dtype, arch, kind=kind)
+    return active_table().lookup(op, dtype, arch, kind=kind)
 
 
-def load_toml(path: str | os.PathLike[str]) -> int:
+def load_toml(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> int:
     """Load a TOML file's rows into the active table (``ToleranceTable.load_toml``)."""
-    return _active.load_toml(path)
+    return active_table().load_toml(path, root=root)
 
 
 def load_globs(patterns: Iterable[str], root: str | os.PathLike[str]) -> list[Path]:
     """Load the files matching ``patterns`` into the active table (``ToleranceTable.load_globs``)."""
-    return _active.load_globs(patterns, root)
+    return active_table().load_globs(patterns, root)
 
 
 def rows() -> dict[_Key, Tolerance]:
     """A copy of the active table's rows."""
-    return _active.rows()
+    return active_table().rows()
 
 
 def reset() -> None:
     """The active table back to the built-in defaults."""
-    _active.reset()
+    active_table().reset()

@@ -28,20 +28,22 @@ Arguments that cannot be compared (not a tensor, meta, sparse, complex, bool, fl
 is a real column index, duplicate or out-of-range ``ref_indices``) raise a TypeError/ValueError naming the
 argument; a selection that is wrong, including one of the wrong shape, is an AssertionError.
 
-The check returns a :class:`~harness.report.TopkMismatch` record; ``harness.report`` builds the message and
-only the public assert raises it, as in ``harness.compare``.
+The check returns a :class:`TopkMismatch` record, whose text is built at the end of this module; only the
+public assert raises it, as in ``harness.compare``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from harness import report
-from harness.compare import check_tensor_arg
-from harness.report import TopkMismatch
+from harness import summary
+from harness.compare.checks import check_tensor_arg, row_identity
+from harness.session import current_arch
+from harness.text import Msg, fmt_num, with_msg
 from harness.tolerances import Tolerance
 
 __all__ = ["assert_topk_multiset_equal", "check_topk_multiset_equal", "TopkMismatch"]
@@ -286,33 +288,33 @@ def assert_topk_multiset_equal(
     ref_indices: torch.Tensor | None = None,
     tol: Tolerance | float = 0.0,
     pad: int = -1,
-    op: str = "topk",
+    op: str = "",
     dtype: str = "",
-    msg: str | None = None,
+    msg: Msg = None,
 ) -> None:
     """Assert each row of ``indices`` [rows, k] is a valid top-k of ``ref_scores`` [rows, columns].
 
     ``visible`` (int or [rows] tensor, default all columns) limits the candidates of each row; rows with
     fewer than ``k`` visible columns carry ``pad`` as trailing padding. ``tol`` is a table ``Tolerance``
-    (atol + rtol·|x|) or a float atol. ``op``/``dtype`` label the session-summary observation (extension
-    of the DESIGN.md signature; keyword-only).
+    (atol + rtol·|x|) or a float atol. ``op``/``dtype`` label the session-report observation; they default
+    to the row's own (a table row knows which it is), else ``"topk"`` and ``"-"``.
     """
     __tracebackhide__ = True
     mismatch, stats = check_topk_multiset_equal(
         indices, ref_scores, k=k, visible=visible, ref_indices=ref_indices, tol=tol, pad=pad
     )
-    _record(op, dtype, stats, tol, mismatch is None)
+    op, dtype = row_identity(_as_tol(tol), op, dtype, "-")
+    _record(op or "topk", dtype, stats, tol, mismatch is None)
     if mismatch is not None:
-        report.fail(mismatch, msg)
+        if msg is not None:
+            mismatch.msg = msg
+        raise AssertionError(format_topk(mismatch))
 
 
 def _record(op: str, dtype: str, stats: dict[str, Any], tol: Any, passed: bool) -> None:
-    from harness import summary
-    from harness.arch import current_arch
-
     summary.record(
         op=op,
-        dtype=dtype or "-",
+        dtype=dtype,
         arch=current_arch(),
         n=stats["n"],
         worst_abs=stats["worst_abs"],
@@ -320,3 +322,98 @@ def _record(op: str, dtype: str, stats: dict[str, Any], tol: Any, passed: bool) 
         passed=passed,
         worst_ratio=stats["worst_ratio"],
     )
+
+
+# --- the failure text ------------------------------------------------------------------------------------
+
+@dataclass
+class TopkMismatch:
+    """A failed ``harness.topk`` comparison: the first failing row and what is needed to show it."""
+
+    row: int
+    rows: int
+    rows_failed: int
+    check: str  # a key of _TOPK_CHECK
+    entries: list[tuple[int, float | None, float | None]] = field(default_factory=list)  # (index, score, want)
+    k: int = 0
+    visible: int = 0
+    kth: float | None = None
+    allowed: float | None = None  # tolerance at the k-th score
+    tol: str = ""
+    selection: list[int] | None = None  # the failing row of the selection
+    got_shape: tuple[int, ...] | None = None  # check "shape"
+    real: int = 0  # check "count": real entries found, and min(k, visible) wanted
+    want_real: int = 0
+    # check "values": how many sorted scores differ, the worst |diff|, and the first differing rank
+    differ: int = 0
+    worst_diff: float | None = None
+    rank: int = 0
+    rank_got: float | None = None
+    rank_want: float | None = None
+    rank_allowed: float | None = None
+    msg: Msg = None
+
+    def message(self) -> str:
+        return format_topk(self)
+
+
+#: Rows of the offending-index table of a top-k failure.
+MAX_SHOWN = 20
+
+_TOPK_CHECK = {
+    "shape": "selection has the wrong shape",
+    "range": "index outside [0, visible)",
+    "duplicate": "index selected more than once",
+    "padding": "pad entry before a real entry (padding must trail)",
+    "count": "wrong number of real entries (expected min(k, visible))",
+    "nan": "NaN reference score among the visible columns (NaN never passes)",
+    "values": "selected reference scores differ from the reference top-k beyond the tolerance",
+    "missing": "column clear of the k-th reference score by more than the tolerance is not selected",
+}
+
+
+def _topk_detail(m: TopkMismatch) -> str:
+    if m.check == "shape":
+        return f"got {m.got_shape}, expected ({m.rows}, {m.k})"
+    if m.check in ("range", "duplicate", "padding"):
+        return f"selection row: {m.selection}"
+    if m.check == "count":
+        return (
+            f"{m.real} real entries, expected {m.want_real} = min(k={m.k}, visible={m.visible}); "
+            f"selection row: {m.selection}"
+        )
+    if m.check == "values":
+        return (
+            f"{m.differ} of {m.want_real} sorted scores differ; worst |diff| {fmt_num(m.worst_diff)} (first at "
+            f"rank {m.rank}: got {fmt_num(m.rank_got)}, expected {fmt_num(m.rank_want)}, allowed "
+            f"{fmt_num(m.rank_allowed)}). "
+            "Selected indices with their reference scores:"
+        )
+    if m.check == "missing":
+        return f"selection row: {m.selection}; not selected but required:"
+    return ""
+
+
+def format_topk(m: TopkMismatch) -> str:
+    """The first failing row of a top-k comparison: which check, the offending indices, the tolerance."""
+    pct = 100.0 * m.rows_failed / max(m.rows, 1)
+    lines = [
+        "Top-k selections are not equivalent!",
+        f"Rows failing: {m.rows_failed} / {m.rows} ({pct:.1f}%); first: row {m.row}.",
+        f"Row {m.row} failed check '{m.check}': {_TOPK_CHECK[m.check]}.",
+    ]
+    detail = _topk_detail(m)
+    if detail:
+        lines.append(detail)
+    if m.entries:
+        has_want = any(w is not None for _, _, w in m.entries)
+        lines.append(f"{'index':>8}  {'ref score':>12}" + (f"  {'expected':>12}" if has_want else ""))
+        for idx, s, w in m.entries[:MAX_SHOWN]:
+            lines.append(f"{idx:>8}  {fmt_num(s):>12}" + (f"  {fmt_num(w):>12}" if has_want else ""))
+        if len(m.entries) > MAX_SHOWN:
+            lines.append(f"... {len(m.entries) - MAX_SHOWN} more")
+    lines.append(f"k={m.k}, visible={m.visible}, k-th reference score: {fmt_num(m.kth)}")
+    allowed = f", allowed {fmt_num(m.allowed)} at the k-th score" if m.allowed is not None else ""
+    lines.append(f"tolerance: {m.tol}{allowed}")
+    return with_msg("\n".join(lines), m.msg)
+

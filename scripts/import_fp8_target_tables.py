@@ -23,7 +23,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.golden import to_stored, write_golden  # noqa: E402
+from harness.golden.files import to_stored, write_golden  # noqa: E402
 
 GOLDEN = ROOT / "golden" / "test_fp8_targets" / "test_encode_matches_target_table"
 SRCS = ("fp16", "bf16", "fp32")

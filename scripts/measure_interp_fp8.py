@@ -12,7 +12,7 @@ the kernel bit for bit.
     TRITON_INTERPRET=1 python scripts/measure_interp_fp8.py [--gpu-exact]
 
 ``--gpu-exact`` measures the interpreter with the plugin's GPU-exact casts installed
-(``harness.interp_casts.install("sm90")``): every mismatch count must then be 0.
+(``harness.interp.casts.install("sm90")``): every mismatch count must then be 0.
 """
 
 from __future__ import annotations
@@ -100,10 +100,10 @@ def measure(x: torch.Tensor, f: fp8.FP8Format, via: bool) -> dict[str, object]:
 def main() -> int:
     exact = "--gpu-exact" in sys.argv[1:]
     if exact:
-        from harness import interp_casts
+        from harness.interp import casts as interp_casts
 
         if interp_casts.install("sm90") is None:
-            print("this Triton's interpreter is not understood by harness.interp_casts")
+            print("this Triton's interpreter is not understood by harness.interp.casts")
             return 2
     print(
         f"triton {triton.__version__}, torch {torch.__version__}: interpreter cast vs encode(arch='sm90'), "

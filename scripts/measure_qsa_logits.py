@@ -2,9 +2,9 @@
 
 Metric: worst ``|got - ref| / S`` over visible columns, ``S[r, c] = Σ_h Σ_d |q_{r,h,d} · k_{c,d}|``
 (``kernels.qsa.reference.logits_scale``; a dot product's rounding error scales with S, not with |ref|).
-Sweep: ``kernels.qsa.testing.LOGITS_SWEEP`` (every shape the CPU tests apply the rows to, plus heads
+Sweep: ``kernels.qsa.inputs.LOGITS_SWEEP`` (every shape the CPU tests apply the rows to, plus heads
 1..64 × head_dim 64/128 × pages 1/7/64 × ratios 1/4), and on a GPU also ``LOGITS_SWEEP_GPU`` (the
-realistic shapes of tests/test_qsa_gpu.py). Prints one line per shape and seed, then per dtype the worst
+realistic shapes of tests/kernels/qsa/test_qsa_gpu.py). Prints one line per shape and seed, then per dtype the worst
 and a ready-to-paste ``tests/tolerances/qsa.toml`` row (rtol = 2 × worst, atol = 0).
 
     python scripts/measure_qsa_logits.py            # GPU if there is one, else the Triton interpreter
@@ -42,7 +42,7 @@ def main() -> int:
         os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported (they decorate at import)
     from harness.arch import detect_arch
     from kernels.qsa import dtype_key, resolve_indexer_dtype
-    from kernels.qsa.testing import LOGITS_SWEEP, LOGITS_SWEEP_GPU, logits_errors, paste_row, prefill_logits
+    from kernels.qsa.inputs import LOGITS_SWEEP, LOGITS_SWEEP_GPU, logits_errors, paste_row, prefill_logits
 
     arch = detect_arch()
     device = "cuda" if lane == "gpu" else "cpu"

@@ -20,7 +20,7 @@ Two searches, chosen by row width (H200 timings in docs/performance.md):
 Both then write every column above the k-th largest key and the first columns (lowest index) equal to it,
 ``k`` in all: an exact top-k with ties broken towards the lower column, in ascending column order (not by
 score: the attention that consumes it gathers in page order), ``-1``-padded at the end when a row sees
-fewer than ``k`` columns. Both give the same result bit for bit (tests/test_qsa_topk.py).
+fewer than ``k`` columns. Both give the same result bit for bit (tests/kernels/qsa/test_qsa_topk.py).
 
 Order of floats: ``-0.0`` ranks just below ``+0.0``; NaN ranks above ``+inf`` with its sign bit clear and
 below ``-inf`` with it set (the logits kernel yields neither from finite inputs).

@@ -329,7 +329,7 @@ def _store_k8v4_words_kernel(
     # inside one thread and a row's min/max is one reduction along axis 1. The store is issue-bound
     # (docs/performance.md), so the GPU-only paths exist to cut instructions: HW_KEYS casts four keys with two
     # saturating cvt instructions, RCP_DIV divides by one reciprocal per vector. Both write the same bytes as
-    # the portable paths, which the interpreter runs (tests/test_turboquant_inputs.py compares them).
+    # the portable paths, which the interpreter runs (tests/kernels/turboquant/test_turboquant_inputs.py compares them).
     r = tl.arange(0, TOKS * HEADS)
     tok = tl.program_id(0) * TOKS + r // HEADS
     head = tl.program_id(1) * HEADS + r % HEADS

@@ -1,0 +1,356 @@
+"""pytest glue of the compile feature: the compile matrix (``--harness-targets``, the ``compile_targets``
+marker, the ``compile_target`` fixture, a one-line timing summary) and launch capture
+(``--harness-compile-launches`` / ini ``harness_compile_launches``).
+
+Registered by ``harness.plugin``. Nothing here imports triton until a test asks for ``compile_target`` or
+capture is on (the feature's modules import it on first use). The feature's per-session state is two
+sections of the session: ``compile_stats`` (compile counters, summed over xdist workers) and
+``compile_launches`` (the session's capture state: capture blocks, ``expect_compile_failure`` declarations;
+with capture on, the capture report, also the key of that name in ``--harness-report``). The logic lives in
+the sibling modules; every failure text in :mod:`harness.compile.message`.
+
+Which targets a test gets: the marker's targets if it has ``@pytest.mark.compile_targets(...)``, else
+:data:`harness.compile.targets.DEFAULT_TARGETS`. ``--harness-targets=sm80,sm90`` replaces the default list and,
+for a marked test, narrows the marker's list to the targets in both (a test marked for sm90 only is never
+compiled for sm80); an empty intersection gives one skipped item saying so. Targets whose Triton backend
+is missing here are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from harness.arch import interpreting
+from harness.compile import cache
+from harness.compile.findings import Report, check
+from harness.compile.launches import SECTION, CaptureState, Launch
+from harness.compile.message import Finding, format_capture_failure, format_finding, group, render_matrix
+from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available
+from harness.plugin import session_of
+
+_MARKER = (
+    "compile_targets(*targets): the GPU targets (sm90, sm_80, 120, gfx942...) the compile_target fixture "
+    "is parametrized over for this test (default: harness.compile.targets.DEFAULT_TARGETS)"
+)
+
+
+_INI = "harness_compile_launches"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness")
+    group.addoption(
+        "--harness-targets",
+        dest="harness_targets",
+        metavar="T1,T2",
+        default=None,
+        help="comma-separated compile targets for the compile_target fixture (e.g. sm80,sm90); replaces "
+        "the default list and narrows compile_targets markers to these",
+    )
+    group.addoption(
+        "--harness-compile-launches", dest="harness_compile_launches", action="store_true", default=None,
+        help="interpreter lane: compile every kernel launch (and its fp16/bf16/fp32 variants) for the "
+             "compile-matrix targets; a compile failure fails the launching test (ini harness_compile_launches)",
+    )
+    group.addoption(
+        "--harness-no-widen", dest="harness_no_widen", action="store_true", default=False,
+        help="with --harness-compile-launches: compile only the launched dtypes, not the widened variants",
+    )
+    group.addoption(
+        "--harness-widen-targets", dest="harness_widen_targets", metavar="T1,T2", default=None,
+        help="with --harness-compile-launches: compile the widened variants for these targets only (default: "
+             "every capture target); bounds the cost on a small CI machine",
+    )
+    group.addoption(
+        "--harness-compile-all-configs", dest="harness_compile_all_configs", action="store_true", default=False,
+        help="with --harness-compile-launches: compile every distinct launch; by default launches differing only "
+             "in integer constexprs other than 0/1 (sizes) are compiled once",
+    )
+    parser.addini(_INI, type="bool", default=False,
+                  help="compile every interpreted kernel launch for the compile-matrix targets (see "
+                       "--harness-compile-launches)")
+
+
+_targets_key = pytest.StashKey["tuple[Any, ...] | None"]()
+
+
+@pytest.hookimpl(trylast=True)  # after harness.plugin opened the session and chose the lane
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _MARKER)
+    config.stash[_targets_key] = _option_targets(config)  # a bad list is a usage error now, not at collection
+    session_of(config).add_section("compile_stats", _Stats())
+    _configure_capture(config)
+
+
+def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
+    raw = config.getoption("harness_targets", default=None)
+    if raw is None:
+        return None
+    try:
+        targets = parse_targets(raw)
+        check_targets(targets)  # an unknown target would reach LLVM, which may abort the process
+        return targets
+    except ValueError as e:
+        raise pytest.UsageError(f"--harness-targets={raw!r}: {e}") from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "compile_target" not in metafunc.fixturenames:
+        return
+    node = metafunc.definition
+    marker = node.get_closest_marker("compile_targets")
+    try:
+        marked = parse_targets(marker.args) if marker is not None else None
+        if marked is not None:
+            check_targets(marked)
+    except (ValueError, TypeError) as e:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets: {e}") from None
+    if marker is not None and marker.kwargs:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets takes target names only")
+    chosen = metafunc.config.stash.get(_targets_key, None)
+    if marked is None:
+        targets = chosen if chosen is not None else parse_targets(DEFAULT_TARGETS)
+    elif chosen is None:
+        targets = marked
+    else:
+        wanted = {t.name for t in chosen}
+        targets = tuple(t for t in marked if t.name in wanted)
+    if not targets:
+        names = ",".join(t.name for t in marked or ())
+        reason = f"none of --harness-targets is among this test's compile_targets ({names})"
+        metafunc.parametrize(
+            "compile_target", [pytest.param(None, id="no-target", marks=pytest.mark.skip(reason=reason))]
+        )
+        return
+    params = []
+    for t in targets:
+        ok, reason = target_available(t)
+        marks = [] if ok else [pytest.mark.skip(reason=reason)]
+        params.append(pytest.param(t, id=t.name, marks=marks))
+    metafunc.parametrize("compile_target", params)
+
+
+@pytest.fixture
+def compile_target(request: pytest.FixtureRequest) -> Any:
+    """This item's :class:`harness.compile.targets.Target` (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
+    return request.param
+
+
+# --- timing summary ----------------------------------------------------------------------------------------
+
+
+def _local_stats() -> dict[str, float] | None:
+    s = cache.stats()
+    return s if s["compiles"] or s["hits"] else None
+
+
+class _Stats:
+    """The ``compile_stats`` section: this process's compile counters, plus the workers' on the controller."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, float] = {}
+
+    def to_worker(self) -> dict[str, float] | None:
+        return _local_stats()
+
+    def merge(self, data: dict[str, float]) -> None:
+        _merge(self.workers, data)
+
+    def report(self) -> None:
+        return None
+
+    def total(self) -> dict[str, float]:
+        total = dict(self.workers)
+        local = _local_stats()
+        if local:
+            _merge(total, local)
+        return total
+
+
+def _merge(into: dict[str, float], s: dict[str, float]) -> None:
+    for k, v in s.items():
+        into[k] = max(into.get(k, 0), v) if k == "slowest" else into.get(k, 0) + v
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    s = session_of(config)
+    capture = _launches(config).active
+    if capture is not None:
+        capture.terminal_summary(terminalreporter)
+    total = s.sections["compile_stats"].total()
+    if not total.get("compiles") and not total.get("hits"):
+        return
+    n = int(total["compiles"])
+    avg = total["seconds"] / n if n else 0.0
+    terminalreporter.write_line(
+        f"harness: compile matrix: {n} compiles ({int(total['failures'])} refused, "
+        f"{int(total.get('ptxas', 0))} ptxas failures) "
+        f"in {total['seconds']:.1f}s "
+        f"(avg {avg:.2f}s, slowest {total['slowest']:.2f}s), {int(total['hits'])} cache hits"
+    )
+
+
+# --- launch capture ----------------------------------------------------------------------------------------
+
+
+class _Launches(CaptureState):
+    """The ``compile_launches`` section: the session's :class:`~harness.compile.launches.CaptureState` (so
+    declarations and capture blocks end with the session), and, when capture is on, the :class:`_Capture` that
+    compiles and reports. Registered before the initial conftest files load: a conftest may declare
+    expected failures at import."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active: _Capture | None = None  # set when capture is on
+
+    def to_worker(self) -> dict[str, Any] | None:
+        return self.active.to_worker() if self.active is not None else None
+
+    def merge(self, data: dict[str, Any]) -> None:
+        if self.active is not None:
+            self.active.merge(data)
+
+    def report(self) -> dict[str, Any] | None:
+        return self.active.report() if self.active is not None else None
+
+
+def _launches(config: pytest.Config) -> _Launches:
+    s = session_of(config)
+    section = s.sections.get(SECTION)
+    if section is None:
+        section = _Launches()
+        s.add_section(SECTION, section)
+    assert isinstance(section, _Launches)
+    return section
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # After harness.plugin opened the session (tryfirst), before pytest imports the conftest files.
+    _launches(early_config)
+
+
+class _Capture:
+    """The hooks of capture and what it found: launches seen, the report, the time spent compiling. On the
+    interpreter lane every kernel launch a test makes is recorded; after the test body, each launch not seen
+    before in this process is compiled for the capture targets with its widened dtype variants, and a finding
+    fails that test. Off on GPU lanes (the GPU compiles what it runs)."""
+
+    def __init__(self, config: pytest.Config, state: CaptureState, targets: tuple[str, ...],
+                 widen_targets: tuple[str, ...] | None) -> None:
+        self.state = state
+        self.targets = targets
+        self.widen_targets = widen_targets
+        self.all_configs = bool(config.getoption("harness_compile_all_configs"))
+        self.widen = not config.getoption("harness_no_widen")
+        self.seen: set[Any] = set()
+        self.report_ = Report()
+        self.seconds = 0.0
+        self.worker_reports: list[dict[str, Any]] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        failure: BaseException | None = None
+        result = None
+        with self.state.capture() as launches:
+            try:
+                result = yield
+            except BaseException as e:
+                failure = e
+        # Compiled outside the except block: a compile error must not carry the test's failure as its context.
+        findings = self._check(item, launches)
+        if failure is not None:
+            raise failure  # still compiled and reported; the test's own failure wins
+        if findings:
+            __tracebackhide__ = True
+            raise AssertionError(format_capture_failure(findings, self.targets))
+        return result
+
+    def _check(self, item: pytest.Item, launches: list[Launch]) -> list[Finding]:
+        findings: list[Finding] = []
+        t0 = time.perf_counter()
+        for launch in launches:
+            key = launch if self.all_configs else launch.config_key()
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            findings += check(launch, self.targets, widen=self.widen, test=item.nodeid, report=self.report_,
+                              widen_targets=self.widen_targets, declarations=self.state.declarations)
+        self.seconds += time.perf_counter() - t0
+        return findings
+
+    def to_worker(self) -> dict[str, Any]:
+        return {"report": self.report_.to_dict(), "seconds": self.seconds}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        self.worker_reports.append(data)
+
+    def merged(self) -> tuple[Report, float]:
+        rep = Report()
+        rep.merge(self.report_.to_dict())
+        seconds = self.seconds
+        for d in self.worker_reports:
+            rep.merge(d["report"])
+            seconds += float(d.get("seconds", 0.0))
+        return rep, seconds
+
+    def report(self) -> dict[str, Any]:
+        """The ``compile_launches`` key of ``--harness-report``."""
+        rep, seconds = self.merged()
+        return {"targets": list(self.targets), "widen": self.widen,
+                "widen_targets": list(self.widen_targets or self.targets),
+                "seconds": round(seconds, 3), **rep.to_dict()}
+
+    def terminal_summary(self, terminalreporter: Any) -> None:
+        rep, seconds = self.merged()
+        tr = terminalreporter
+        tr.write_sep("-", "harness: compile matrix of captured launches")
+        if not rep.cells:
+            tr.write_line("no kernel launches captured")
+        for line in render_matrix(rep.cells, self.targets):
+            tr.write_line(line)
+        scope = "widening off" if not self.widen else (
+            f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
+        tr.write_line(f"{rep.compiles} compiles ({rep.cached} from the disk cache) in {seconds:.1f}s ({scope})")
+        for f, ts in group(rep.findings):
+            for line in format_finding(f, ts).splitlines():
+                tr.write_line(line)
+        for k, why in sorted(self.state.skipped.items()):
+            tr.write_line(f"not captured: {k}: {why}")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    opt = config.getoption("harness_compile_launches", default=None)
+    return bool(opt) if opt is not None else bool(config.getini(_INI))
+
+
+def _configure_capture(config: pytest.Config) -> None:
+    section = _launches(config)
+    if not _enabled(config):
+        return
+    if not interpreting():
+        return  # a GPU lane runs the real compiler on every launch already
+    raw = config.getoption("harness_targets", default=None)
+    try:
+        targets = parse_targets(raw if raw else DEFAULT_TARGETS)
+        check_targets(targets)
+    except ValueError as e:
+        raise pytest.UsageError(f"--harness-targets: {e}") from None
+    names = tuple(t.name for t in targets)
+    wraw = config.getoption("harness_widen_targets", default=None)
+    widen = None
+    if wraw:
+        try:
+            widen = tuple(t.name for t in parse_targets(wraw))
+        except ValueError as e:
+            raise pytest.UsageError(f"--harness-widen-targets: {e}") from None
+        outside = [t for t in widen if t not in names]
+        if outside:
+            raise pytest.UsageError(f"--harness-widen-targets: {','.join(outside)} not among the capture targets "
+                                    f"({','.join(names)})")
+    section.active = _Capture(config, section, names, widen)
+    config.pluginmanager.register(section.active, "harness-launch-capture")

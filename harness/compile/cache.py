@@ -1,0 +1,215 @@
+"""Compiling one (kernel, signature, constexprs, target) through a per-process cache: the single place that
+calls ``triton.compile``, the counters the session summary prints, and :class:`Compiled`, what a successful
+compile gives.
+
+Why a cache: the same kernel is compiled for the same target by several tests (and by launch capture), and
+compiling is the slow part of the CPU lane. Compile errors are cached results, not crashes. (Launch capture
+keeps outcomes on disk across processes on top of this one: :mod:`harness.compile.disk_cache`.)
+
+Public API: :class:`Compiled`, :func:`compile_memoized`, :func:`stats`, :func:`clear_cache`,
+:class:`E5m2Latch`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.arch import interpreting
+from harness.compile.errors import error_kind
+from harness.compile.targets import Target, parse_target, target_supported
+from harness.interp.jit import jit_class, language_patched
+from harness.versions import triton_at_least
+
+__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_memoized", "stats"]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One successful compile: the assembly stages by name (``ptx``, ``cubin``, ``amdgcn``...)."""
+
+    target: str
+    name: str
+    asm: Mapping[str, Any] = field(repr=False)
+    seconds: float = 0.0
+    kernel: Any = field(repr=False, compare=False, default=None)
+
+    @property
+    def isa_key(self) -> str:
+        """The readable assembly stage for this target: ``ptx`` (CUDA) or ``amdgcn`` (ROCm)."""
+        return "ptx" if "ptx" in self.asm else "amdgcn"
+
+    @property
+    def ptx(self) -> str:
+        """The PTX text (or AMDGCN on ROCm)."""
+        return str(self.asm[self.isa_key])
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, value-based cache key for a constexpr value."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return (type(value).__name__, value)
+    return (type(value).__name__, repr(value))
+
+
+@dataclass
+class _Stats:
+    compiles: int = 0
+    failures: int = 0
+    ptxas: int = 0
+    hits: int = 0
+    seconds: float = 0.0
+    slowest: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "compiles": self.compiles,
+            "failures": self.failures,
+            "ptxas": self.ptxas,
+            "hits": self.hits,
+            "seconds": round(self.seconds, 4),
+            "slowest": round(self.slowest, 4),
+        }
+
+
+_STATS = _Stats()
+_CACHE: dict[tuple[Any, ...], Compiled | BaseException] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def stats() -> dict[str, float]:
+    """Compiles done in this process (not cache hits), failures among them, cache hits, total and slowest
+    seconds — what the compile-matrix summary line reports."""
+    return _STATS.as_dict()
+
+
+def clear_cache() -> None:
+    """Forget cached results (and the counters), e.g. to time a cold compile."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _STATS.__init__()  # type: ignore[misc]
+
+
+def compile_memoized(
+    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target, options: Mapping[str, Any] | None = None
+) -> Compiled | BaseException:
+    """The :class:`Compiled` result, or the exception the compiler raised, for arguments already checked by
+    :func:`harness.compile.signature.prepare` and a target by :func:`harness.compile.targets.check_targets`."""
+    opts = dict(options or {})
+    key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target,
+           tuple(sorted(opts.items())))
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _STATS.hits += 1
+            return hit
+    import triton  # on the first compile: loading the plugin imports no triton
+    from triton.compiler import ASTSource
+
+    _E5M2_LATCH.apply(target)
+    if language_patched():
+        raise RuntimeError(
+            "triton.language is still patched by the Triton interpreter (an interpreted device-function call "
+            "ran without the leak fix); call harness.interp.jit.fix_interpreter_leak() before running "
+            "interpreted kernels (the harness pytest plugin does it on the interpreter lane)"
+        )
+    t0 = time.perf_counter()
+    try:
+        # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
+        with contextlib.redirect_stdout(io.StringIO()):
+            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target(), options=opts or None)
+        result: Compiled | BaseException = Compiled(
+            target=target.name,
+            name=jit.__name__,
+            asm=dict(ck.asm),
+            seconds=time.perf_counter() - t0,
+            kernel=ck,
+        )
+    except Exception as e:  # compile errors are results here, not crashes
+        result = e
+    dt = time.perf_counter() - t0
+    with _CACHE_LOCK:
+        _STATS.compiles += 1
+        _STATS.failures += isinstance(result, BaseException) and error_kind(result) != "ptxas"
+        _STATS.ptxas += isinstance(result, BaseException) and error_kind(result) == "ptxas"
+        _STATS.seconds += dt
+        _STATS.slowest = max(_STATS.slowest, dt)
+        _CACHE[key] = result
+    return result
+
+
+class E5m2Latch:
+    """Triton 3.6 (measured; fixed by 3.9): the fp16/fp32 → e5m2 lowering is chosen by the capability of the
+    *first* e5m2 compile in the process and kept for every later target, so after any sm89+ compile an sm80
+    compile emits ``cvt ... e5m2x2`` and ptxas refuses it ("requires .target sm_89"), a false failure. The
+    lowest choice (the software path) is valid on every target, so :meth:`apply` compiles one e5m2 cast for
+    sm75 first, once per latch (the process has one: Triton's choice is process state).
+
+    Except in a process that runs real kernels on an NVIDIA GPU (a GPU-lane worker): there the latch would
+    also give the *real* kernels the software e5m2 path, whose codes differ from the hardware's (seen on the
+    H200, 2026-12-03: ``test_cast_table_matches_h200[fp16-e5m2]`` failed in a one-worker GPU lane after an
+    earlier test's AOT compile). There the latch is the device's own target, so real kernels keep their
+    hardware lowering; an AOT e5m2 compile for a pre-sm89 target in that process may then fail in ptxas
+    falsely (loud, never silently wrong numbers)."""
+
+    def __init__(self) -> None:
+        self.applied = False
+
+    def apply(self, first: Target) -> None:
+        """Before the first CUDA compile of this latch: compile the e5m2 cast for :meth:`target`."""
+        if self.applied or first.backend != "cuda":
+            return
+        self.applied = True
+        if triton_at_least(3, 7):
+            return
+        import triton  # only after a compile was asked for
+        from triton.compiler import ASTSource
+
+        latch = self.target()
+        if latch is None or not target_supported(latch)[0]:  # pragma: no cover
+            return
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
+                               target=latch.gpu_target())
+        except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
+            pass
+
+    @staticmethod
+    def target() -> Target | None:
+        """sm75 (the software e5m2 path, valid everywhere) unless this process runs kernels on an NVIDIA GPU,
+        then that GPU's own target (None if the harness does not know it: no latch)."""
+        try:
+            import torch  # only when latching: loading the plugin imports no torch
+        except ImportError:  # pragma: no cover - the harness needs torch
+            torch = None
+        if interpreting() or torch is None or getattr(torch.version, "hip", None) or not torch.cuda.is_available():
+            return parse_target("sm75")
+        major, minor = torch.cuda.get_device_capability()
+        try:
+            return parse_target(f"sm{major}{minor}")
+        except ValueError:
+            return None
+
+
+_E5M2_LATCH = E5m2Latch()
+
+
+@functools.cache
+def _e5m2_latch_kernel() -> Any:
+    import triton.language as tl  # only when latching
+
+    def latch_e5m2(x, y):
+        o = tl.arange(0, 32)
+        tl.store(y + o, tl.load(x + o).to(tl.float8e5).to(tl.uint8, bitcast=True))
+
+    return jit_class()(latch_e5m2)
+

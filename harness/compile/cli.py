@@ -1,0 +1,143 @@
+"""``python -m harness compile MODULE_OR_FILE::KERNEL --sig x_ptr=*fp16,n=i32 --const BLOCK=128``.
+
+For repos whose kernels have no interpreter tests: compile one kernel signature (and, unless ``--no-widen``, its
+fp16/bf16/fp32 variants) for the compile-matrix targets and print the kernel × target matrix with each
+failure's compiler line. Exit status: 0 clean, 1 findings, 2 usage error. Results share the launch-capture
+disk cache (:func:`harness.compile.disk_cache.cache_dir`); the texts are launch capture's
+(:mod:`harness.compile.message`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.compile.disk_cache import cache_dir
+from harness.compile.findings import Report, check
+from harness.compile.launches import Launch
+from harness.compile.message import format_finding, group, render_matrix
+from harness.compile.signature import prepare
+from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets
+
+EPILOG = """\
+type strings: '*' + element type for a tensor ('*fp16', '*bf16', '*fp32', '*u8', '*fp8e4nv', '*fp8e5',
+'*fp8e4b15'), a bare type for a scalar ('i32', 'i64', 'fp32', 'i1'). Constexpr values are Python literals
+(128, True, 1.5, 'x') or Triton dtypes (tl.float8e4nv, tl.float8e5, tl.float8e4b15, tl.bfloat16).
+example: python -m harness compile kernels/turboquant/store.py::_store_k8v4_kernel --sig key_ptr=*bf16,...
+"""
+
+
+#: How ``python -m harness`` declares the subcommand (``add_parser("compile", **PARSER_KWARGS)``).
+PARSER_KWARGS: dict[str, Any] = dict(
+    help="compile one kernel signature for the compile-matrix targets",
+    description="Compile a @triton.jit kernel for GPU targets on this machine and print the kernel x target matrix.",
+    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kernel", metavar="MODULE_OR_FILE::KERNEL", help="e.g. pkg.mod::my_kernel or path/to/mod.py::k")
+    p.add_argument("--sig", required=True, action="append", metavar="NAME=TYPE,...",
+                   help="runtime argument types (repeatable or comma-separated)")
+    p.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a constexpr value")
+    p.add_argument("--targets", default=None, metavar="T1,T2", help="default: sm75,sm80,sm86,sm89,sm90,sm100,sm120")
+    p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
+    p.add_argument("--num-warps", type=int, default=None)
+    p.add_argument("--num-stages", type=int, default=None)
+
+
+class UsageError(Exception):
+    pass
+
+
+def _pairs(items: Sequence[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for chunk in items:
+        for part in (p.strip() for p in chunk.split(",")):
+            if not part:
+                continue
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip() or not value.strip():
+                raise UsageError(f"{what}: {part!r} is not NAME=VALUE")
+            out.append((name.strip(), value.strip()))
+    return out
+
+
+def _const_value(name: str, text: str) -> Any:
+    if text.startswith(("tl.", "triton.language.")):
+        import triton.language as tl  # here: `python -m harness --help` must not import triton
+
+        attr = text.rsplit(".", 1)[1]
+        v = getattr(tl, attr, None)
+        if v is None:
+            raise UsageError(f"--const {name}={text}: triton.language has no {attr!r}")
+        return v
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise UsageError(f"--const {name}={text}: expected a Python literal (128, True, 'x') or tl.<dtype>") from None
+
+
+def _load_kernel(spec: str) -> Any:
+    mod_part, sep, attr = spec.rpartition("::")
+    if not sep or not mod_part or not attr:
+        raise UsageError(f"kernel {spec!r}: expected MODULE_OR_FILE::KERNEL, e.g. pkg.mod::my_kernel")
+    if mod_part.endswith(".py") or "/" in mod_part:
+        path = Path(mod_part)
+        if not path.is_file():
+            raise UsageError(f"kernel {spec!r}: no such file {mod_part}")
+        sys.path.insert(0, str(path.resolve().parent))
+        name = path.stem
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise UsageError(f"kernel {spec!r}: cannot import {mod_part}")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(mod_part)
+        except ImportError as e:
+            raise UsageError(f"kernel {spec!r}: cannot import {mod_part}: {e}") from None
+    obj: Any = module
+    for a in attr.split("."):
+        if not hasattr(obj, a):
+            raise UsageError(f"kernel {spec!r}: {mod_part} has no attribute {attr!r}")
+        obj = getattr(obj, a)
+    return obj
+
+
+def run(args: argparse.Namespace) -> int:
+    """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
+    try:
+        fn = _load_kernel(args.kernel)
+        sig = dict(_pairs(args.sig, "--sig"))
+        consts = {k: _const_value(k, v) for k, v in _pairs(args.const, "--const")}
+        targets = parse_targets(args.targets or DEFAULT_TARGETS)
+        check_targets(targets)
+        jit, full_sig, consts = prepare(fn, sig, consts)
+    except (UsageError, ValueError, TypeError) as e:
+        print(f"harness compile: {e}", file=sys.stderr)
+        return 2
+    opts = tuple(sorted((k, v) for k, v in (("num_warps", args.num_warps), ("num_stages", args.num_stages))
+                        if v is not None))
+    pyfn = jit.fn
+    launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", getattr(pyfn.__code__, "co_filename", ""),
+                       tuple((k, v) for k, v in full_sig.items() if v != "constexpr"),
+                       tuple((k, consts[k]) for k in jit.arg_names if k in consts), opts, fn)
+    rep = Report()
+    names = [t.name for t in targets]
+    findings = check(launch, names, widen=not args.no_widen, report=rep)
+    print(f"{launch.kernel}({launch.sig_text()})" + (f" constexprs {dict(launch.constexprs)}" if consts else ""))
+    for line in render_matrix(rep.cells, names):
+        print(line)
+    for f, ts in group(findings):
+        print(format_finding(f, ts))
+    print(f"{rep.compiles} compiles ({rep.cached} from the disk cache {cache_dir()})")
+    return 1 if findings else 0

@@ -1,0 +1,162 @@
+"""The outcome of compiling one captured launch for one target, kept on disk across processes and runs.
+
+Why on disk: launch capture compiles every distinct launch and its widened variants for seven targets, and a
+suite launches the same kernels run after run and in every xdist worker. The key is the kernel module's source
+hash, the signature, constexprs, options, target and Triton version, and a file lock per key keeps concurrent
+workers from compiling the same thing twice. (Within one process, :mod:`harness.compile.cache` also memoizes
+the compile itself.)
+
+Public API: :func:`cache_dir`, :class:`Outcome`, :func:`launch_outcome`, :func:`compile_launch`,
+:func:`fresh_process_compiles`, :func:`cache_key`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.compile.errors import error_kind, error_line
+from harness.compile.launches import Launch, constexpr_text
+from harness.compile.matrix import compile_matrix
+from harness.versions import triton_at_least, triton_version
+
+__all__ = ["Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process_compiles", "launch_outcome"]
+
+#: Bumped when what a cache entry holds (or how its error line is written) changes.
+CACHE_FORMAT = "harness-launch-2"
+
+
+def cache_dir() -> Path:
+    """``$HARNESS_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/lowp-harness/compile`` (``~/.cache/...``)."""
+    env = os.environ.get("HARNESS_COMPILE_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lowp-harness" / "compile"
+
+
+_SRC_HASH: dict[str, str] = {}  # a module's source is read once per process
+
+
+def _source_hash(path: str) -> str:
+    hit = _SRC_HASH.get(path)
+    if hit is None:
+        try:
+            hit = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            hit = "?"
+        _SRC_HASH[path] = hit
+    return hit
+
+
+def cache_key(launch: Launch, target: str) -> str:
+    """Source of the kernel's module, signature, constexprs, options, target, Triton. A helper imported from
+    another module is not part of the key: after editing one, clear the cache."""
+    h = hashlib.sha256()
+    for part in (CACHE_FORMAT, _source_hash(launch.file), launch.kernel, repr(launch.signature),
+                 repr([(k, constexpr_text(v)) for k, v in launch.constexprs]), repr(launch.options), target,
+                 triton_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One (launch, target) compile: ``ok``, else the kind (``refused``/``ptxas``) and the compiler's line."""
+
+    ok: bool
+    kind: str = ""
+    line: str = ""
+    cached: bool = False
+
+
+def compile_launch(launch: Launch, target: str) -> Outcome:
+    """Compile ``launch`` for ``target`` in this process (no disk cache); a Triton 3.6 ptxas failure stands
+    only if a fresh process repeats it (:func:`fresh_process_compiles`)."""
+    res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs), targets=[target],
+                         options=dict(launch.options))[target]
+    if isinstance(res, BaseException):
+        out = Outcome(False, error_kind(res), error_line(res))
+        if out.kind == "ptxas" and not triton_at_least(3, 7) and fresh_process_compiles(launch, target):
+            return Outcome(True)
+        return out
+    return Outcome(True)
+
+
+def fresh_process_compiles(launch: Launch, target: str) -> bool:
+    """Compile ``launch`` for ``target`` again in a new Python process (``python -m harness compile``).
+
+    Why: Triton 3.6 keeps some FP8 lowering choices as process state, so after other compiles in this process
+    (an xdist worker's earlier tests) a cast that sm80 supports can come out as sm89 instructions and fail in
+    ptxas: a false finding. A failure there is confirmed in a clean process before it is reported; findings
+    are rare, so the extra process costs little."""
+    args = [sys.executable, "-m", "harness", "compile", f"{launch.file}::{launch.kernel.rsplit('.', 1)[-1]}",
+            "--sig", ",".join(f"{k}={v}" for k, v in launch.signature), "--targets", target, "--no-widen"]
+    for k, v in launch.constexprs:
+        args += ["--const", f"{k}={constexpr_text(v)}"]
+    for k, v in launch.options:
+        args += [f"--{k.replace('_', '-')}", str(v)]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+def launch_outcome(launch: Launch, target: str, directory: Path | None = None) -> Outcome:
+    """The outcome of one launch on one target: read back from the disk cache (``directory``, default
+    :func:`cache_dir`), else compiled (:func:`compile_launch`) and stored."""
+    d = directory or cache_dir()
+    key = cache_key(launch, target)
+    path = d / key[:2] / f"{key}.json"
+    hit = _read(path)
+    if hit is not None:
+        return hit
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(path.with_suffix(".lock")):
+        hit = _read(path)
+        if hit is not None:
+            return hit
+        out = compile_launch(launch, target)
+        if out.kind == "ptxas":
+            # Not kept: on Triton 3.6 a ptxas failure can come from the process's state (the e5m2 lowering is
+            # latched by the first compile, harness.compile.cache.E5m2Latch), so a cached one could report a
+            # false finding in every later session. Findings are rare; compiling them again is cheap.
+            return out
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"ok": out.ok, "kind": out.kind, "line": out.line, "kernel": launch.kernel,
+                                   "sig": launch.sig_text(), "target": target}))
+        os.replace(tmp, path)
+    return out
+
+
+def _read(path: Path) -> Outcome | None:
+    try:
+        d = json.loads(path.read_text())
+        return Outcome(bool(d["ok"]), str(d.get("kind", "")), str(d.get("line", "")), cached=True)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no cross-process dedupe, still correct
+        yield
+        return
+    with open(path, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,172 @@
+"""Every failure text of the compile feature, built from records: the compile assertions'
+(:mod:`harness.compile.matrix`: :class:`CompileFailure`, :class:`AsmMismatch`) and launch capture's
+(:class:`Finding`, and the kernel × target matrix of the session summary and ``python -m harness compile``).
+
+Why one module: the texts are what tests and users read, and some are pinned by tests; building each from a
+plain record here keeps the code that decides (compiling, judging) free of formatting, and the wording in one
+place. The callers raise once, at their public boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["MAX_ASM_LINES", "AsmMismatch", "Cells", "CompileFailure", "CompileProblem", "Finding",
+           "format_asm_mismatch", "format_capture_failure", "format_compile_failure", "format_finding", "group",
+           "render_matrix"]
+
+#: Cap on the assembly lines a failed ``assert_ptx_contains`` / ``assert_ptx_lacks`` shows.
+MAX_ASM_LINES = 20
+
+
+@dataclass(frozen=True)
+class CompileProblem:
+    """One target that did not do what a compile assertion expected.
+
+    ``outcome``: ``"failed"`` (expected to compile), ``"compiled"`` (expected a refusal), ``"wrong type"``
+    (refused with another exception type, named in ``raised``) or ``"no match"`` (refused, but the error
+    does not match). ``line`` is the compiler's reason in one line (:func:`harness.compile.errors.error_summary`)."""
+
+    target: str
+    outcome: str
+    line: str = ""
+    raised: str = ""
+
+
+@dataclass(frozen=True)
+class CompileFailure:
+    """A failed ``assert_compiles`` (``expected="compiles"``) or ``assert_compile_error``
+    (``expected="refusal"``, with the regex ``match`` and the exception type name it wanted)."""
+
+    kernel: str
+    expected: str
+    n_targets: int
+    problems: tuple[CompileProblem, ...]
+    match: str = ""
+    exc_type: str = ""
+
+
+def _problem_line(f: CompileFailure, p: CompileProblem) -> str:
+    if p.outcome == "failed":
+        return f"  {p.target}: {p.line}"
+    if p.outcome == "compiled":
+        return f"  {p.target}: compiled, but a compile error matching {f.match!r} was expected"
+    if p.outcome == "wrong type":
+        return f"  {p.target}: raised {p.raised}, expected {f.exc_type}: {p.line}"
+    return f"  {p.target}: error does not match {f.match!r}: {p.line}"
+
+
+def format_compile_failure(f: CompileFailure) -> str:
+    """A header counting the targets that did not comply, then one line per target with the compiler's
+    reason."""
+    if f.expected == "compiles":
+        head = f"{f.kernel} failed to compile for {len(f.problems)} / {f.n_targets} target(s):"
+    else:
+        head = (f"{f.kernel}: expected compile error on {f.n_targets} target(s), {len(f.problems)} did not "
+                f"comply:")
+    return "\n".join([head] + [_problem_line(f, p) for p in f.problems])
+
+
+@dataclass(frozen=True)
+class AsmMismatch:
+    """A failed ``assert_ptx_contains`` (``wanted="match"``: ``lines`` are the related lines, those sharing
+    the pattern's leading opcode word) or ``assert_ptx_lacks`` (``wanted="none"``: ``lines`` match)."""
+
+    kernel: str
+    target: str
+    stage: str
+    pattern: str
+    wanted: str
+    lines: tuple[str, ...]
+    total_lines: int
+
+
+def format_asm_mismatch(m: AsmMismatch) -> str:
+    """Which kernel, target and stage; what was wanted; at most :data:`MAX_ASM_LINES` assembly lines."""
+    shown = m.lines[:MAX_ASM_LINES]
+    if m.wanted == "match":
+        more = f" (showing {MAX_ASM_LINES} of {len(m.lines)})" if len(m.lines) > MAX_ASM_LINES else ""
+        body = "\n".join(f"    {ln}" for ln in shown) or "    (none)"
+        return (f"{m.kernel}@{m.target}: no match for {m.pattern!r} in {m.stage} ({m.total_lines} lines); "
+                f"related lines{more}:\n{body}")
+    body = "\n".join(f"    {ln}" for ln in shown)
+    return (f"{m.kernel}@{m.target}: {len(m.lines)} line(s) of {m.stage} match {m.pattern!r}, expected "
+            f"none:\n{body}")
+
+
+
+# --- launch capture ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A compile failure the launching test is answerable for: the launch as run failing unexpectedly
+    (``variant`` empty), or a widened variant (``key_ptr=bf16``) failing where the launch compiles."""
+
+    kernel: str
+    target: str
+    signature: str
+    variant: str
+    error: str
+    kind: str
+    test: str = ""
+
+
+def group(findings: Iterable[Finding]) -> list[tuple[Finding, list[str]]]:
+    """Findings that differ only in target, as ``(first finding, [targets])``: one entry per bug, because the
+    same bug on seven targets is one thing to fix."""
+    out: dict[tuple[str, ...], tuple[Finding, list[str]]] = {}
+    for f in findings:
+        k = (f.kernel, f.variant, f.signature, f.error, f.kind, f.test)
+        if k in out:
+            out[k][1].append(f.target)
+        else:
+            out[k] = (f, [f.target])
+    return list(out.values())
+
+
+def format_finding(f: Finding, targets: list[str]) -> str:
+    """One bug: kernel, targets, what failed, the signature to reproduce it with, the compiler's line."""
+    what = f"variant {f.variant} (the launch as run compiles)" if f.variant else "the launch as run"
+    return (f"{f.kernel} @ {','.join(targets)}: {what} fails to compile [{f.kind}]\n"
+            f"    signature: {f.signature}\n    error: {f.error}"
+            + (f"\n    launched by: {f.test}" if f.test else ""))
+
+
+def format_capture_failure(findings: Sequence[Finding], targets: Iterable[str]) -> str:
+    """What fails the launching test: a count, then each bug once (:func:`group`)."""
+    lines = [f"{len(findings)} compile failure(s) in kernels this test launched "
+             f"(harness launch capture; targets {','.join(targets)}):"]
+    lines += [format_finding(f, ts) for f, ts in group(findings)]
+    return "\n".join(lines)
+
+
+#: Per (kernel, target) cell: how many compiles were ``ok``, ``expected`` refusals or ``failed``.
+Cells = Mapping[tuple[str, str], Mapping[str, int]]
+
+
+def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
+    """Kernel × target table: ``ok`` / ``expected`` (refusals the arch model predicts) / ``FAIL n``."""
+    ts = list(targets)
+    kernels = sorted({k for k, _ in cells})
+    if not kernels:
+        return []
+
+    def cell(k: str, t: str) -> str:
+        c = cells.get((k, t))
+        if c is None:
+            return "-"
+        if c["failed"]:
+            return f"FAIL {c['failed']}"
+        if c["ok"]:
+            return "ok" + ("*" if c["expected"] else "")
+        return "expected"
+
+    names = [k.rsplit(".", 2)[-2] + "." + k.rsplit(".", 1)[-1] if k.count(".") else k for k in kernels]
+    w0 = max(len("kernel"), *(len(n) for n in names))
+    widths = [max(len(t), 8) for t in ts]
+    lines = ["  ".join(["kernel".ljust(w0)] + [t.ljust(w) for t, w in zip(ts, widths, strict=True)])]
+    for k, n in zip(kernels, names, strict=True):
+        lines.append("  ".join([n.ljust(w0)] + [cell(k, t).ljust(w) for t, w in zip(ts, widths, strict=True)]))
+    return [ln.rstrip() for ln in lines]

@@ -1,0 +1,50 @@
+"""pytest glue of the interpreter shims: on the interpreter lane, make Triton's interpreter compute what the
+GPU computes for the length of the session.
+
+Each shim is a module beside this one (:mod:`harness.interp.casts`: FP8 conversions as the assumed arch's
+lowering; :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break
+later AOT compiles). They are installed when the session is configured and removed, innermost first, when it
+ends, so a pytester session nested in a test leaves the outer session's patches as they were.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.interp.jit import fix_interpreter_leak, unfix_interpreter_leak
+from harness.plugin import session_of
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "low-precision kernel harness")
+    group.addoption(
+        "--harness-interp-casts", dest="harness_interp_casts", choices=("gpu", "off"), default="gpu",
+        help="interpreter lane: gpu (default) makes its FP8 casts those of --harness-arch (a CUDA arch; else "
+             "sm90), refusing what that compiler refuses; off: the interpreter's own casts",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after harness.plugin chose the lane and the arch
+def pytest_configure(config: pytest.Config) -> None:
+    s = session_of(config)
+    if s.lane != "interp":
+        return
+    from harness.interp import casts  # here, not at the top: it imports torch and triton
+
+    if config.getoption("harness_interp_casts", default="gpu") == "gpu":
+        handle = casts.install(casts.target_for(s.arch))
+        s.on_close(lambda: casts.uninstall(handle))
+    else:  # the interpreter's own casts, even inside a session that installed them (pytester)
+        cm = casts.suspended()
+        cm.__enter__()
+        s.on_close(lambda: cm.__exit__(None, None, None))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Before any test module runs an interpreted kernel; undone at the end (an outer session's fix, in a
+    # pytester run, gives a None handle: that session removes it).
+    s = session_of(session.config)
+    if s.lane != "interp":
+        return
+    handle = fix_interpreter_leak()
+    s.on_close(lambda: unfix_interpreter_leak(handle))

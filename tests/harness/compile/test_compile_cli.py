@@ -1,0 +1,74 @@
+"""``python -m harness compile``: one kernel signature → the kernel × target matrix, for repos with no
+interpreter tests. In process (main() with argv) except one real ``python -m`` run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.__main__ import main
+
+pytestmark = pytest.mark.lane_independent  # the same on every lane: the GPU lane skips it
+
+ROOT = Path(__file__).resolve().parents[3]
+STORE = ROOT / "tests" / "harness" / "compile" / "widening" / "fp8_store.py"
+SIG = ["--sig", "x_ptr=*fp16,y_ptr=*u8", "--sig", "n=i32", "--const", "BLOCK=64"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
+
+
+def test_prefix_store_is_flagged_with_exit_1(capsys):
+    rc = main(["compile", f"{STORE}::store_prefix", *SIG, "--const", "FMT=tl.float8e4b15", "--targets=sm80,sm90"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "fp8_store.store_prefix  FAIL 1    FAIL 1" in out
+    assert "fp8_store.store_prefix @ sm80,sm90: variant x_ptr=bf16 (the launch as run compiles)" in out
+    assert "is_fp16() or arg.type.scalar.is_fp32()" in out
+
+
+def test_fixed_store_is_clean_and_e4nv_expected_below_sm89(capsys):
+    rc = main(["compile", f"{STORE}::store_fixed", *SIG, "--const", "FMT=tl.float8e4nv", "--targets=sm80,sm90"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "fp8_store.store_fixed  expected  ok" in out
+
+
+_OK = [*SIG, "--const", "FMT=tl.float8e4nv"]
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["nonsense", *_OK], "expected MODULE_OR_FILE::KERNEL"),
+        ([f"{STORE}::nope", *_OK], "has no attribute 'nope'"),
+        (["no/such.py::k", *_OK], "no such file"),
+        ([f"{STORE}::store_fixed", *_OK, "--sig", "x_ptr"], "'x_ptr' is not NAME=VALUE"),
+        ([f"{STORE}::store_fixed", *SIG, "--const", "FMT=tl.float9"], "triton.language has no 'float9'"),
+        ([f"{STORE}::store_fixed", *SIG, "--const", "FMT=float8"], "expected a Python literal"),
+        ([f"{STORE}::store_fixed", *_OK, "--sig", "x_ptr=*fp8_e4m3"], "did you mean '*fp8e4nv'"),
+        ([f"{STORE}::store_fixed", *_OK, "--targets", "sm91"], "cannot compile for sm91"),
+        ([f"{STORE}::store_fixed", "--sig", "x_ptr=*fp16", "--const", "BLOCK=64", "--const", "FMT=tl.float8e4nv"],
+         "no type (signature=) or value (constexprs=) for argument(s) ['y_ptr', 'n']"),
+    ],
+)
+def test_usage_errors_exit_2_with_the_reason(argv, match, capsys):
+    assert main(["compile", *argv]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_python_dash_m(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "HARNESS_COMPILE_CACHE": str(tmp_path / "c")}
+    env.pop("TRITON_INTERPRET", None)
+    p = subprocess.run([sys.executable, "-m", "harness", "compile", f"{STORE}::store_prefix", *SIG, "--const",
+                        "FMT=tl.float8e4b15", "--targets=sm90", "--no-widen"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "fp8_store.store_prefix  ok" in p.stdout and "3 compiles" not in p.stdout

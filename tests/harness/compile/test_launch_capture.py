@@ -1,0 +1,325 @@
+"""Launch capture end to end (pytester, in process): a kernel test with zero compile-matrix code catches the
+seed bug's shape through widening, and nothing once the fix is in.
+
+The inner project is tests/harness/compile/widening/fp8_store.py (copied) plus a test that launches it with fp16
+only. Each run gets its own compile cache directory, so "from the disk cache" is measured, never inherited.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+# Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
+# triton's native extension in one process aborts.
+import triton.compiler  # noqa: F401
+import triton.language as tl
+
+from harness import cast_probe
+from harness.compile import disk_cache as dc
+from harness.compile import launches as lc
+from harness.compile.targets import DEFAULT_TARGETS
+
+ROOT = Path(__file__).resolve().parents[3]
+STORE_PATH = ROOT / "tests" / "harness" / "compile" / "widening" / "fp8_store.py"
+STORE = STORE_PATH.read_text()
+
+pytestmark = [pytest.mark.interp_only, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
+
+_TEST = """
+import torch, triton.language as tl
+from fp8_store import store
+
+def test_store_fp16():
+    x = (torch.arange(-16, 16, dtype=torch.float32) / 16).to(torch.float16)
+    assert store(x, tl.{fmt}, fixed={fixed}).shape == (32,)
+"""
+
+
+def _project(pytester, *, fixed: bool, fmt: str = "float8e4b15", extra: str = "") -> None:
+    pytester.makepyfile(fp8_store=STORE)
+    pytester.makepyfile(test_store=_TEST.format(fixed=fixed, fmt=fmt) + extra)
+
+
+def _run(pytester, monkeypatch, tmp_path, *args):
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
+    return pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "--harness-lane=interp",
+                              *args)
+
+
+def _matrix_row(result, kernel: str) -> list[str]:
+    line = next(ln for ln in result.outlines if ln.startswith(f"fp8_store.{kernel} "))
+    return re.split(r"\s{2,}", line.strip())[1:]
+
+
+def test_widening_flags_the_prefix_store_on_every_target(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
+    result.assert_outcomes(failed=1)
+    every = ",".join(DEFAULT_TARGETS)
+    result.stdout.fnmatch_lines([
+        f"*{len(DEFAULT_TARGETS)} compile failure(s) in kernels this test launched*",
+        f"*fp8_store.store_prefix @ {every}: variant x_ptr=bf16 (the launch as run compiles) fails to compile "
+        "[[]refused[]]",
+        "*signature: x_ptr=[*]bf16, y_ptr=[*]u8, n=i32",
+        "*error: at 5:27 `tl.store(y_ptr + offs, x.to(FMT)*is_fp16() or arg.type.scalar.is_fp32()*",
+        "*launched by: test_store.py::test_store_fp16",
+    ])
+    assert _matrix_row(result, "store_prefix") == ["FAIL 1"] * len(DEFAULT_TARGETS)
+    # fp32 widening compiles: only bf16 is reported
+    assert "x_ptr=fp32 (the launch" not in result.stdout.str()
+
+
+def test_a_failing_test_still_reports_the_compiler_line(pytester, monkeypatch, tmp_path):
+    """The test's own failure wins, and the finding's error line is the compiler's (it once read the test's
+    assertion message: the compile ran inside the except block and took the failure as its context)."""
+    _project(pytester, fixed=False, extra="\ndef test_fails_after_launch():\n    test_store_fp16()\n"
+                                          "    assert False, 'the test itself failed'\n")
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90",
+                  "-k", "fails_after")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: the test itself failed*"])
+    errors = [ln for ln in result.outlines if ln.startswith("    error: ")]
+    assert errors and all("is_fp16()" in ln and "itself failed" not in ln for ln in errors), errors
+
+
+def test_fixed_store_is_clean(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=True)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_fixed") == ["ok"] * len(DEFAULT_TARGETS)
+    # launch + 2 variants (bf16, fp32) per target, the second run reads every one back from disk
+    result.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles (0 from the disk cache) in *s (widened on "
+                                 "every target)"])
+    again = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
+    again.stdout.fnmatch_lines([f"{3 * len(DEFAULT_TARGETS)} compiles ({3 * len(DEFAULT_TARGETS)} from the disk "
+                                "cache) in *s (widened on every target)"])
+
+
+def test_e4nv_below_sm89_is_expected_not_failed(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=True, fmt="float8e4nv")
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm80,sm86,sm90")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_fixed") == ["expected", "expected", "ok"]
+
+
+def test_expected_per_kernel(pytester, monkeypatch, tmp_path):
+    extra = ("\nfrom harness.compile.launches import expect_compile_failure\nimport fp8_store\n"
+             "expect_compile_failure(fp8_store.store_prefix, match=r'is_fp16\\(\\)', reason='bf16 keys unsupported')\n")
+    _project(pytester, fixed=False, extra=extra)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_prefix") == ["ok"]
+
+
+def test_declarations_end_with_their_session(pytester, monkeypatch, tmp_path):
+    """A declaration made in a nested session (its test module calls expect_compile_failure) belongs to that
+    session: the outer session's declarations and capture state are the same afterwards."""
+    outer = lc.state()
+    prefix = lc.Launch("fp8_store.store_prefix", "fp8_store.py", (("x_ptr", "*bf16"),), ())
+    assert outer.declarations.reason(prefix, "sm90", "is_fp16()") is None
+    test_expected_per_kernel(pytester, monkeypatch, tmp_path)  # the inner session's declaration took effect
+    assert lc.state() is outer
+    assert outer.declarations.reason(prefix, "sm90", "is_fp16()") is None
+
+
+def test_ini_enables_and_json_report(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    pytester.makeini("[pytest]\nharness_compile_launches = true\n")
+    report = tmp_path / "report.json"
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-targets=sm80,sm90", f"--harness-report={report}")
+    result.assert_outcomes(failed=1)
+    data = json.loads(report.read_text())["compile_launches"]
+    assert data["targets"] == ["sm80", "sm90"] and data["widen"] is True
+    assert [(c["kernel"], c["target"], c["failed"]) for c in data["cells"]] == [
+        ("fp8_store.store_prefix", "sm80", 1), ("fp8_store.store_prefix", "sm90", 1)]
+    f = data["findings"][0]
+    assert (f["variant"], f["signature"], f["test"]) == ("x_ptr=bf16", "x_ptr=*bf16, y_ptr=*u8, n=i32",
+                                                         "test_store.py::test_store_fp16")
+
+
+def test_off_by_default_and_no_widen(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    result = _run(pytester, monkeypatch, tmp_path)
+    result.assert_outcomes(passed=1)
+    assert "compile matrix of captured launches" not in result.stdout.str()
+    narrow = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-no-widen",
+                  "--harness-targets=sm90")
+    narrow.assert_outcomes(passed=1)
+    narrow.stdout.fnmatch_lines(["1 compiles (* from the disk cache) in *s (widening off)"])
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [(["--harness-targets=sm91"], "*--harness-targets*cannot compile for sm91*"),
+     (["--harness-targets=sm80,sm90", "--harness-widen-targets=sm89"],
+      "*--harness-widen-targets: sm89 not among the capture targets (sm80,sm90)*"),
+     (["--harness-widen-targets=hopper"], "*--harness-widen-targets: target 'hopper' is not understood*")],
+)
+def test_bad_targets_are_a_usage_error(pytester, monkeypatch, tmp_path, args, match):
+    _project(pytester, fixed=True)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([match])
+
+
+def test_widen_targets_bound_the_variants(pytester, monkeypatch, tmp_path):
+    _project(pytester, fixed=False)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm80,sm90",
+                  "--harness-widen-targets=sm90")
+    result.assert_outcomes(failed=1)
+    assert _matrix_row(result, "store_prefix") == ["ok", "FAIL 1"]
+    result.stdout.fnmatch_lines(["4 compiles (0 from the disk cache) in *s (widened on sm90)",
+                                 "*fp8_store.store_prefix @ sm90: variant x_ptr=bf16*"])
+
+
+_SIZES = """
+import torch, triton.language as tl
+from fp8_store import store
+
+def test_sizes():
+    for n in (16, 32, 48):  # n is a runtime i32: one configuration
+        store(torch.zeros(n, dtype=torch.float16), tl.float8e4b15, fixed=True)
+    for fmt in (tl.float8e4b15, tl.float8e5):  # a dtype constexpr: two configurations
+        store(torch.zeros(8, dtype=torch.float16), fmt, fixed=True)
+"""
+
+
+def test_launches_are_deduplicated_by_configuration(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(fp8_store=STORE, test_sizes=_SIZES)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["6 compiles (0 from the disk cache) in *s (widened on every target)"])
+
+
+def test_nested_capture_keeps_its_launches():
+    import torch
+
+    m = _load_store()
+    with lc.capture() as outer:
+        with lc.capture() as inner:
+            m.store(torch.zeros(8, dtype=torch.float16), fixed=True)
+        m.store(torch.zeros(8, dtype=torch.float32), fixed=True)
+    assert [ln.sig["x_ptr"] for ln in inner] == ["*fp16"]
+    assert [ln.sig["x_ptr"] for ln in outer] == ["*fp32"]
+
+
+def test_nested_session_without_capture_shields_the_outer_test(pytester, monkeypatch, tmp_path):
+    """An outer captured test that runs an inner session (capture off) with a bad kernel must not be blamed for
+    the inner launches (it was: tests/test_turboquant_meta.py runs the known-bad store in process)."""
+    _project(pytester, fixed=False)
+    with lc.capture() as outer:
+        _run(pytester, monkeypatch, tmp_path).assert_outcomes(passed=1)
+    assert outer == []
+
+
+def test_config_key_collapses_sizes_only():
+    a = _launch({"x": "*fp16"}, (("BLOCK", 64), ("FLAG", 1), ("FMT", tl.float8e4nv), ("LIM", 448.0)))
+    b = _launch({"x": "*fp16"}, (("BLOCK", 128), ("FLAG", 1), ("FMT", tl.float8e4nv), ("LIM", 448.0)))
+    assert a.config_key() == b.config_key() and a != b
+    for change in (("FLAG", 0), ("FMT", tl.float8e5), ("LIM", 57344.0)):
+        c = _launch({"x": "*fp16"}, tuple(change if k == change[0] else (k, v) for k, v in a.constexprs))
+        assert c.config_key() != a.config_key(), change
+    assert _launch({"x": "*bf16"}, a.constexprs).config_key() != a.config_key()
+
+
+# --- the library pieces ----------------------------------------------------------------------------------------
+
+
+def _load_store():
+    import importlib.util
+    import sys
+
+    name = "_harness_demo_fp8_store"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, STORE_PATH)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def _launch(sig, consts=()):
+    return lc.Launch("m.k", __file__, tuple(sig.items()), tuple(consts))
+
+
+def test_variants_each_pointer_alone_then_all_together():
+    got = [label for label, _ in lc.variants(_launch({"a": "*fp16", "b": "*fp32", "c": "*u8", "n": "i32"}))]
+    # all=fp16 is b=fp16 and all=fp32 is a=fp32 (both listed already): duplicates are dropped
+    assert got == ["a=bf16", "a=fp32", "b=fp16", "b=bf16", "all=bf16"]
+    assert [label for label, _ in lc.variants(_launch({"a": "*bf16", "b": "*bf16"}))] == [
+        "a=fp16", "a=fp32", "b=fp16", "b=fp32", "all=fp16", "all=fp32"]
+    # the launch itself never appears; no float pointer, no variant
+    assert lc.variants(_launch({"c": "*u8", "n": "i32"})) == []
+
+
+def test_launch_types_come_from_the_actual_arguments():
+    import torch
+
+    m = _load_store()
+    x = torch.zeros(8, dtype=torch.bfloat16)
+    launch = lc.launch_from_args(m.store_fixed, (x, torch.zeros(8, dtype=torch.uint8), 2**40),
+                                 {"FMT": tl.float8e4nv, "BLOCK": 64, "num_warps": 2})
+    assert launch.signature == (("x_ptr", "*bf16"), ("y_ptr", "*u8"), ("n", "i64"))
+    assert launch.constexprs == (("FMT", tl.float8e4nv), ("BLOCK", 64))
+    assert launch.options == (("num_warps", 2),)
+    assert launch.fp8_formats() == {"e4nv"}
+    with pytest.raises(ValueError, match=r"argument 'n' is a str, which has no Triton type"):
+        lc.launch_from_args(m.store_fixed, (x, x, "8"), {"FMT": tl.float8e4nv, "BLOCK": 64})
+
+
+@pytest.mark.parametrize("kind", ["ptxas", "refused", "ok"])
+def test_only_process_independent_outcomes_are_kept_on_disk(tmp_path, monkeypatch, kind):
+    """A ptxas failure is compiled again next time (on Triton 3.6 it can be an artefact of the process's
+    first compile); successes and frontend refusals are read back."""
+    out = dc.Outcome(True) if kind == "ok" else dc.Outcome(False, kind, f"{kind} line")
+    calls = []
+    monkeypatch.setattr(dc, "compile_launch", lambda launch, target: calls.append(target) or out)
+    launch = _launch({"a": "*fp16"})
+    first = dc.launch_outcome(launch, "sm80", tmp_path)
+    again = dc.launch_outcome(launch, "sm80", tmp_path)
+    assert (first.ok, first.kind, first.line) == (again.ok, again.kind, again.line) == (out.ok, out.kind, out.line)
+    assert len(calls) == (2 if kind == "ptxas" else 1)
+    assert again.cached is (kind != "ptxas")
+
+
+def test_expect_compile_failure_needs_a_reason():
+    with pytest.raises(ValueError, match="reason= must say why"):
+        lc.expect_compile_failure("k", "sm90")
+    with pytest.raises(TypeError, match="must be a @triton.jit kernel or its name"):
+        lc.expect_compile_failure(42, reason="x")
+
+
+def _probe_launch(src: str, dst: str) -> lc.Launch:
+    return lc.Launch("harness.cast_probe.fp8_cast", cast_probe.__file__,
+                     (("x_ptr", f"*{src}"), ("y_ptr", "*u8"), ("n", "i32")),
+                     (("DST", getattr(tl, dst)), ("VIA_FP32", False), ("BLOCK", 1024)), (("num_warps", 4),))
+
+
+def test_a_fresh_process_confirms_only_what_really_fails():
+    """The second opinion Triton 3.6's ptxas failures get: a launch sm80 supports compiles there; the seed bug
+    (bf16 straight to e4b15) does not."""
+    assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is True
+    assert dc.fresh_process_compiles(_probe_launch("bf16", "float8e4b15"), "sm80") is False
+
+
+@pytest.mark.parametrize("old_triton, kind, fresh_ok, want_ok, asks", [
+    (True, "ptxas", True, True, True),     # a 3.6 ptxas failure a clean process does not repeat: not a finding
+    (True, "ptxas", False, False, True),   # confirmed: reported
+    (True, "refused", True, False, False),  # frontend refusals are no process state
+    (False, "ptxas", True, False, False),  # Triton >= 3.7: the failure stands as it is
+])
+def test_ptxas_failures_on_triton_36_are_confirmed_in_a_fresh_process(monkeypatch, old_triton, kind, fresh_ok,
+                                                                      want_ok, asks):
+    asked = []
+    monkeypatch.setattr(dc, "compile_matrix", lambda fn, **kw: {kw["targets"][0]: RuntimeError("boom")})
+    monkeypatch.setattr(dc, "error_kind", lambda e: kind)
+    monkeypatch.setattr(dc, "triton_at_least", lambda major, minor: not old_triton)
+    monkeypatch.setattr(dc, "fresh_process_compiles", lambda launch, target: asked.append(target) or fresh_ok)
+    out = dc.compile_launch(_probe_launch("fp16", "float8e5"), "sm80")
+    assert out.ok is want_ok and asked == (["sm80"] if asks else [])
+    if not want_ok:
+        assert out.kind == kind

@@ -1,0 +1,75 @@
+"""harness.interp.jit: importing the harness patches nothing in Triton; the interpreter leak fix is applied
+explicitly (by the plugin for a session on the interpreter lane) and removed again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.interp.jit import fix_interpreter_leak, language_patched
+
+# Run in a fresh process: this one has the plugin's fix in place already. The snapshot covers what the
+# harness patches anywhere (the interpreter's classes and module, JITFunction, triton.language).
+_CHILD = r"""
+import sys
+import triton, triton.language as tl
+from triton.runtime import interpreter as itp, jit
+
+def snapshot():
+    spaces = {"interpreter": vars(itp), "InterpretedFunction": vars(itp.InterpretedFunction),
+              "JITFunction": vars(jit.JITFunction), "triton.language": vars(tl)}
+    return {name: dict(ns) for name, ns in spaces.items()}
+
+before = snapshot()
+import harness.compile.matrix, harness.compile.cache, harness.compile.signature, harness.compile.errors
+import harness.interp.jit, harness.compile.targets, harness.compile.launches, harness.plugin, harness.compile
+import harness.golden, harness.interp, harness.interp.casts
+after = snapshot()
+changed = sorted(f"{name}.{k}" for name in before for k in set(before[name]) | set(after[name])
+                 if before[name].get(k) is not after[name].get(k))
+print("changed on import:", changed)
+
+from harness.interp.jit import fix_interpreter_leak, unfix_interpreter_leak
+original = itp.InterpretedFunction.__call__
+handle = fix_interpreter_leak()
+print("fixed:", itp.InterpretedFunction.__call__ is not original, fix_interpreter_leak() is None)
+unfix_interpreter_leak(handle)
+print("unfixed:", itp.InterpretedFunction.__call__ is original)
+
+import pytest
+rc = pytest.main(["-q", "-p", "no:cacheprovider", "--harness-lane=interp", "-o", "addopts=", sys.argv[1]])
+print("session:", int(rc), "after:", itp.InterpretedFunction.__call__ is original)
+"""
+
+_SESSION_TEST = """
+from triton.runtime import interpreter as itp
+
+def test_fix_in_place():
+    assert getattr(itp.InterpretedFunction.__call__, "_harness_restores", False)
+"""
+
+
+def test_importing_the_harness_patches_nothing_and_the_fix_is_explicit(tmp_path):
+    test_file = tmp_path / "test_in_session.py"
+    test_file.write_text(_SESSION_TEST)
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    env.pop("TRITON_INTERPRET", None)
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(test_file)], capture_output=True, text=True, env=env,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [ln for ln in p.stdout.splitlines() if ln.split(":")[0] in ("changed on import", "fixed", "unfixed",
+                                                                        "session")]
+    assert lines == ["changed on import: []", "fixed: True True", "unfixed: True", "session: 0 after: True"], (
+        p.stdout[-3000:])
+
+
+@pytest.mark.interp_only
+def test_the_session_has_the_fix_in_place():
+    """The plugin applied it at session start (so a second fix is a no-op) and the language is clean."""
+    assert fix_interpreter_leak() is None
+    assert not language_patched()

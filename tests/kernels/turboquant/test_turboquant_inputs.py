@@ -1,0 +1,550 @@
+"""Turboquant entry points with adversarial argument *layouts*: every tensor argument strided or
+non-contiguous, caches that alias themselves, slots the host did not validate, tiles that end mid-batch,
+and (GPU) capture in a CUDA graph.
+
+The expected cache is always built from contiguous copies of the same data by the torch reference, and
+checked through a flat view of the cache (slot s = row s of ``[num_slots, heads, slot_bytes]``), so the
+block / position arithmetic is not checked against itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from tq_casts import hw_casts
+
+import kernels.turboquant.store as store_mod
+from harness.compare import assert_fp8_close
+from kernels.turboquant import reference as ref
+from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4
+
+POISON = 0xAA
+
+pytestmark = pytest.mark.harness_op("turboquant")
+
+
+def _inputs(rng, t, h, d, dtype=torch.float32):
+    key = (torch.randn(t, h, d, generator=rng) * 32).to(dtype)
+    value = (torch.randn(t, h, d, generator=rng) * 3 + torch.randn(t, h, 1, generator=rng)).to(dtype)
+    return key, value
+
+
+def _flat(cache: torch.Tensor) -> torch.Tensor:
+    """[num_slots, heads, slot_bytes] copy of a (possibly strided) cache, slot s at row s."""
+    nb, bs, h, sb = cache.shape
+    return cache.detach().cpu().contiguous().reshape(nb * bs, h, sb)
+
+
+def _expect(key, value, before, slots, fmt, arch):
+    """The flat cache the store must leave: the reference's slot images at the addressed rows."""
+    out = _flat(before).clone()
+    img = ref.slot_images(key.contiguous(), value.contiguous(), fmt, casts=hw_casts(arch))
+    s = slots.cpu().long()
+    out[s[s >= 0]] = img[s >= 0]
+    return out
+
+
+def _assert_cache(got, want, d, fmt, tolerance):
+    """Key codes within the arch's fp8_cast row (exact on the GPU and against the interpreter model); every
+    other byte, and every byte outside the written slots, exactly equal."""
+    __tracebackhide__ = True
+    tol = tolerance("fp8_cast", "fp32")  # the row does not depend on the source dtype
+    assert_fp8_close(got[..., :d], want[..., :d], fmt, tol=tol, nan_equal=True, op="turboquant.key_codes")
+    assert torch.equal(got[..., d:], want[..., d:]), "value / scale / zero bytes or untouched slots differ"
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    """Bit-for-bit equal floats, NaN where NaN (the load's "no data" rows)."""
+    __tracebackhide__ = True
+    got = got.cpu()
+    assert torch.equal(torch.isnan(got), torch.isnan(want)), "NaN rows differ"
+    assert torch.equal(got.nan_to_num(), want.nan_to_num()), "decoded values differ"
+
+
+# --- strided index tensors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
+def test_store_honours_a_strided_slot_mapping(slot_dtype, rng, device, harness_arch, tolerance):
+    """The issue's case: ``tensor([3,3,4,4,5,5])[::2]`` addresses slots 3, 4, 5 (not 3, 3, 4 or 3, 4, and
+    not memory past the view)."""
+    t, h, d = 3, 2, 16
+    key, value = _inputs(rng, t, h, d)
+    slots = torch.tensor([3, 3, 4, 4, 5, 5], dtype=slot_dtype, device=device)[::2]
+    assert slots.stride(0) == 2
+    cache = torch.full((2, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots, fp8_format="e4nv")
+    want = _expect(key, value, before, torch.tensor([3, 4, 5]), "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+def test_load_honours_a_strided_slot_mapping(rng, device, harness_arch):
+    t, h, d = 4, 2, 16
+    key, value = _inputs(rng, t, h, d)
+    cache = torch.full((2, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    tq_store_k8v4(key.to(device), value.to(device), cache, torch.tensor([6, 1, 3, 4], device=device))
+    wide = torch.tensor([[1, 0], [-1, 0], [6, 0], [7, 0], [3, 0]], device=device)  # column 0 = slots, stride 2
+    slots = wide[:, 0]
+    k, v = tq_load_k8v4(cache, slots, head_dim=d)
+    k_ref, v_ref = ref.load(cache, slots.contiguous().cpu(), d, "e4nv")
+    _same(k, k_ref)
+    _same(v, v_ref)
+    assert bool(torch.isnan(k[1]).all()) and not bool(torch.isnan(k[0]).any())
+
+
+# --- strided / non-contiguous key, value and cache views ------------------------------------------------
+
+
+def _views(rng, t, h, d):
+    """(name, key view, value view): each a non-contiguous view of a larger buffer, last dims included."""
+    big_k, big_v = _inputs(rng, 2 * t, 2 * h, 2 * d)
+    tr_k, tr_v = _inputs(rng, h, t, d)
+    one_k, _ = _inputs(rng, 1, h, d)
+    return [
+        ("token-strided", big_k[::2, :h, :d], big_v[1::2, h:, :d]),
+        ("head-strided", big_k[:t, ::2, :d], big_v[:t, 1::2, d:]),
+        ("last-dim-strided", big_k[:t, :h, ::2], big_v[:t, :h, 1::2]),
+        ("transposed", tr_k.transpose(0, 1), tr_v.transpose(0, 1)),
+        ("broadcast-key", one_k.expand(t, h, d), big_v[:t, :h, :d]),
+    ]
+
+
+@pytest.mark.parametrize("which", range(5), ids=["token", "head", "last-dim", "transposed", "broadcast"])
+def test_store_reads_strided_key_and_value_views(which, rng, device, harness_arch, tolerance):
+    t, h, d = 3, 2, 16
+    name, key, value = _views(rng, t, h, d)[which]
+    assert not key.is_contiguous() or not value.is_contiguous(), name
+    cache = torch.full((2, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([7, 0, 2])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+@pytest.mark.parametrize("layout", ["heads-major", "blocks-padded", "slots-spaced", "offset-1"])
+def test_store_and_load_through_strided_caches(layout, rng, device, harness_arch, tolerance):
+    """Views of a larger buffer: 4-byte aligned ones take the 32-bit word path, the others the byte path,
+    with identical results; bytes of the buffer outside the view are never written."""
+    t, h, d, nb, bs = 5, 2, 16, 2, 4
+    sb = slot_bytes(d)
+    key, value = _inputs(rng, t, h, d)
+    if layout == "heads-major":
+        buf = torch.full((nb, h, bs, sb), POISON, dtype=torch.uint8, device=device)
+        cache = buf.transpose(1, 2)
+    elif layout == "blocks-padded":
+        buf = torch.full((nb, bs + 1, h, sb), POISON, dtype=torch.uint8, device=device)
+        cache = buf[:, :bs]
+    elif layout == "slots-spaced":  # 1 spare byte after every slot: no slot is 4-byte aligned
+        buf = torch.full((nb, bs, h, sb + 1), POISON, dtype=torch.uint8, device=device)
+        cache = buf[..., :sb]
+    else:  # the whole cache one byte into its buffer
+        buf = torch.full((nb * bs * h * sb + 8,), POISON, dtype=torch.uint8, device=device)
+        cache = buf[1 : 1 + nb * bs * h * sb].view(nb, bs, h, sb)
+    assert store_mod.words_ok(d, cache) == (layout in ("heads-major", "blocks-padded"))
+    outside = torch.ones_like(buf, dtype=torch.bool)
+    cache_mask = outside.as_strided(cache.shape, cache.stride(), cache.storage_offset())
+    cache_mask.fill_(False)
+    buf_before, before = buf.clone(), cache.clone()
+    slots = torch.tensor([bs - 1, bs, -1, 0, nb * bs - 1])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+    assert torch.equal(buf[outside], buf_before[outside]), "bytes outside the cache view changed"
+    k, v = tq_load_k8v4(cache, slots.to(device), head_dim=d, fp8_format="e4nv")
+    k_ref, v_ref = ref.load(cache, slots, d, "e4nv")
+    _same(k, k_ref)
+    _same(v, v_ref)
+
+
+# --- caches that alias themselves --------------------------------------------------------------------------
+
+
+def _aliasing(device, d=16):
+    sb = slot_bytes(d)
+    base = torch.full((1, 1, 1, sb), POISON, dtype=torch.uint8, device=device)
+    raw = torch.full((64 * sb,), POISON, dtype=torch.uint8, device=device)
+    return {
+        "expand": base.expand(2, 4, 1, sb),
+        "zero block stride": raw.as_strided((2, 4, 1, sb), (0, sb, sb, 1)),
+        "slots interleaved": raw.as_strided((2, 4, 1, sb), (4 * sb, sb // 2, sb, 1)),
+        "heads overlap": raw.as_strided((2, 4, 2, sb), (8 * sb, 2 * sb, sb - 4, 1)),
+    }
+
+
+@pytest.mark.parametrize("case", ["expand", "zero block stride", "slots interleaved", "heads overlap"])
+def test_self_overlapping_cache_is_refused(case, device):
+    """Two slots sharing bytes would bypass the duplicate-slot guard: refused by name, nothing written."""
+    cache = _aliasing(device)[case]
+    h = cache.shape[2]
+    key = torch.zeros(2, h, 16, device=device)
+    snapshot = cache.clone()
+    with pytest.raises(ValueError, match=r"kv_cache overlaps itself in memory"):
+        tq_store_k8v4(key, key, cache, torch.tensor([0, 5], device=device))
+    assert torch.equal(cache, snapshot)
+    with pytest.raises(ValueError, match=r"kv_cache overlaps itself in memory"):
+        tq_load_k8v4(cache, torch.tensor([0, 5], device=device), head_dim=16)
+
+
+def test_non_overlapping_permuted_cache_is_accepted(rng, device, harness_arch, tolerance):
+    """The overlap test must not refuse honest layouts: a permuted buffer whose size-1 heads dim has a stride
+    larger than the blocks' (size-1 dims are ignored)."""
+    d = 16
+    sb = slot_bytes(d)
+    raw = torch.full((2, 3, 4, sb), POISON, dtype=torch.uint8, device=device)
+    cache = raw.permute(0, 2, 1, 3)[:, :, :1]  # [2, 4, 1, sb], strides (12·sb, sb, 4·sb, 1)
+    key, value = _inputs(rng, 2, 1, d)
+    before = cache.clone()
+    slots = torch.tensor([0, 7])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+# --- slots the host did not validate ---------------------------------------------------------------------
+
+
+def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(rng, device, harness_arch, tolerance):
+    """Without ``validate=True`` the host never reads the slots; the kernels skip a slot ≥ num_blocks ·
+    block_size (store: not written; load: NaN row) and the guard bytes after the cache stay intact."""
+    t, h, d, nb, bs = 4, 2, 16, 2, 4
+    sb = slot_bytes(d)
+    buf = torch.full((nb * bs * h * sb + 4096,), POISON, dtype=torch.uint8, device=device)
+    cache = buf[: nb * bs * h * sb].view(nb, bs, h, sb)
+    key, value = _inputs(rng, t, h, d)
+    slots = torch.tensor([nb * bs, 3, 2**40, nb * bs + 1])
+    before = cache.clone()
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    assert bool((buf[nb * bs * h * sb :] == POISON).all()), "wrote past the cache"
+    kept = torch.where((slots >= 0) & (slots < nb * bs), slots, -1)
+    want = _expect(key, value, before, kept, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+    k, _ = tq_load_k8v4(cache, slots.to(device), head_dim=d, fp8_format="e4nv")
+    assert [bool(torch.isnan(k[i]).all()) for i in range(t)] == [True, False, True, True]
+    with pytest.raises(ValueError, match=r"slot_mapping\[2\] = 1099511627776 is out of range"):
+        tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), validate=True)
+    with pytest.raises(ValueError, match=r"slot_mapping\[2\] = 1099511627776 is out of range"):
+        tq_load_k8v4(cache, slots.to(device), head_dim=d, validate=True)
+
+
+# --- tiles: rows per program --------------------------------------------------------------------------------
+
+
+_TILES = [(r, 16, v) for r in (1, 4, 64) for v in (False, True)] + [(r, 7, False) for r in (1, 4, 64)]
+
+
+@pytest.mark.parametrize("rows, d, vec", _TILES, ids=[f"{r}rows-d{d}{'-vec' if v else ''}" for r, d, v in _TILES])
+def test_every_tile_size_writes_the_same_bytes(rows, d, vec, rng, device, harness_arch, tolerance, monkeypatch):
+    """num_tokens · num_heads = 7 · 3 = 21 rows: not a multiple of any tile, so the last program is partial
+    (its rows past the batch must not read slots or write); row = token · heads + head must pick the right
+    (token, head) in every program. d16 runs the int64-word kernel (split 16-byte loads or not), d7 the
+    general one's byte path."""
+    monkeypatch.setattr(store_mod, "launch_config", lambda head_dim: (rows, 1))
+    monkeypatch.setattr(store_mod, "words_launch_config", lambda head_dim, elem_size: (rows, 1, vec))
+    t, h = 7, 3
+    key, value = _inputs(rng, t, h, d)
+    cache = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([11, 0, -1, 5, 4, 3, 9])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+# --- the two store kernels: int64-word sources or not ---------------------------------------------------------
+
+
+def _shifted(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """``x`` (contiguous) copied into a buffer ``shift`` elements past its start: shift 1 puts every row off
+    an 8-byte boundary."""
+    buf = torch.zeros(x.numel() + shift, dtype=x.dtype, device=x.device)
+    out = buf[shift:].view(x.shape)
+    out.copy_(x)
+    return out
+
+
+_KERNEL_CASES = [
+    (torch.bfloat16, torch.bfloat16, "e4nv"),
+    (torch.float16, torch.float16, "e4b15"),
+    (torch.float16, torch.bfloat16, "e4nv"),
+    (torch.float32, torch.float32, "e4nv"),
+    (torch.bfloat16, torch.float32, "e4b15"),
+    (torch.float32, torch.float16, "e4nv"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")  # the interpreter's min of a NaN vector
+@pytest.mark.parametrize("d", [8, 24])
+@pytest.mark.parametrize(
+    "kd, vd, fmt",
+    _KERNEL_CASES,
+    ids=[f"{str(k)[6:]}-{str(v)[6:]}-{f}" for k, v, f in _KERNEL_CASES],
+)
+def test_word_and_general_store_kernels_write_the_same_bytes(kd, vd, fmt, d, rng, device, harness_arch, tolerance):
+    """Key/value rows on 8-byte boundaries take ``_store_k8v4_words_kernel`` (sources read as int64 words),
+    others ``_store_k8v4_kernel``: the same bytes, the reference's, with every special in the data — NaN,
+    ±inf and out-of-range keys, NaN / ±inf / beyond-fp16 values, a constant vector (the scale floor)."""
+    t, h = 6, 2
+    key, value = _inputs(rng, t, h, d)
+    key[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e4, -2.0])
+    key[5, 1, :8] = torch.tensor([-float("nan"), 448.0, -464.0, 2.0**-10, -(2.0**-12), 1.75, -1.8125, -0.0])
+    value[1, 0, 3] = float("nan")
+    value[0, 1] = -float("nan")  # every element NaN
+    value[2, 1] = 7.0
+    value[3, 0, :3] = torch.tensor([1e6, -float("inf"), 70000.0])
+    value[4, 1, 1] = float("inf")
+    key, value = key.to(kd), value.to(vd)
+    slots = torch.tensor([5, -1, 0, 11, 7, 2])
+    before = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8)
+    got = {}
+    for shift in (0, 1):
+        k, v = _shifted(key.to(device), shift), _shifted(value.to(device), shift)
+        assert store_mod.src_words_ok(k) == store_mod.src_words_ok(v) == (shift == 0)
+        cache = before.clone().to(device)
+        tq_store_k8v4(k, v, cache, slots.to(device), fp8_format=fmt)
+        got[shift] = cache.cpu()
+    assert torch.equal(got[0], got[1]), "the int64-word kernel and the general kernel wrote different bytes"
+    _assert_cache(_flat(got[0]), _expect(key, value, before, slots, fmt, harness_arch), d, fmt, tolerance)
+
+
+@triton.jit
+def _fma_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.fma(tl.load(x_ptr), tl.load(x_ptr + 1), tl.load(x_ptr + 2)))
+
+
+def _fma_rounds_once(device) -> bool:
+    """(1 + 2**-12)**2 - (1 + 2**-11) is 2**-24 with one rounding and 0 with two."""
+    x = torch.tensor([1 + 2.0**-12, 1 + 2.0**-12, -(1 + 2.0**-11)], device=device)
+    out = torch.zeros(1, device=device)
+    _fma_kernel[(1,)](x, out)
+    return out.item() == 2.0**-24
+
+
+def _half_step_values(rng, t, h, d):
+    """fp32 vectors whose elements sit on, or one ulp beside, the half steps (k + 0.5) / 15 of their range —
+    where a quotient one ulp off changes the code — over ranges from below the 2**-14 scale floor to past
+    fp16's top, with zeros of either sign; each vector's min and max are present exactly."""
+    zero = torch.randn(t, h, 1, generator=rng) * 2.0 ** torch.randint(-12, 12, (t, h, 1), generator=rng).float()
+    span = 2.0 ** torch.randint(-20, 17, (t, h, 1), generator=rng).float()
+    k = torch.randint(0, 15, (t, h, d), generator=rng).float()
+    pos = torch.where(torch.rand(t, h, d, generator=rng) < 0.7, (k + 0.5) / 15, torch.rand(t, h, d, generator=rng))
+    v = zero + span * pos
+    nudge = torch.randint(-1, 2, (t, h, d), generator=rng)
+    v = torch.where(nudge > 0, torch.nextafter(v, torch.full_like(v, float("inf"))), v)
+    v = torch.where(nudge < 0, torch.nextafter(v, torch.full_like(v, -float("inf"))), v)
+    v[..., 0], v[..., 1] = zero[..., 0], (zero + span)[..., 0]
+    return v
+
+
+@triton.jit
+def _nan_bytes_kernel(w_ptr, out_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(out_ptr + i, store_mod._nan_bytes(tl.load(w_ptr + i)))
+
+
+def test_nan_bytes_canonicalizes_only_nan_codes(device):
+    """The GPU key path's NaN fix-up on whole words: a byte 0xff (a NaN with its sign set, as a cvt may give)
+    becomes 0x7f, every other byte value (0x7f, 0x7e, 0xfe, 0x80, ...) stays, in every byte position and
+    with any neighbours (no carry between bytes)."""
+    b = torch.arange(256, dtype=torch.int64)
+    words = torch.stack([b, b.roll(1), b.roll(7), b.flip(0)], 1)  # [256, 4] bytes, each value in each position
+    w32 = (words[:, 0] | words[:, 1] << 8 | words[:, 2] << 16 | words[:, 3] << 24).to(torch.uint32).view(torch.int32)
+    out = torch.empty_like(w32, device=device)
+    _nan_bytes_kernel[(1,)](w32.to(device), out, N=256)
+    got = out.cpu().view(torch.uint8).reshape(256, 4).long()
+    assert torch.equal(got, torch.where(words == 0xFF, 0x7F, words))
+
+
+def test_reciprocal_division_writes_what_ieee_division_writes(rng, device, harness_arch, monkeypatch):
+    """RCP_DIV, the GPU's value path (one correctly rounded reciprocal per vector, then q0 = a·y and one FMA
+    residual step per element), writes the codes that IEEE division per element writes, on vectors built to
+    put codes on and beside half steps at every scale. On the interpreter it runs where tl.fma rounds once;
+    on a GPU it is the default path and is checked at a real size."""
+    gpu = torch.device(device).type == "cuda"
+    t, h, d = (2048, 8, 128) if gpu else (16, 4, 16)
+    if not gpu:
+        if not _fma_rounds_once(device):
+            pytest.skip(f"this Triton's interpreter ({triton.__version__}) rounds tl.fma twice")
+        monkeypatch.setattr(store_mod, "gpu_paths", lambda device_type, fmt: (False, True))
+    value = _half_step_values(rng, t, h, d)
+    key = torch.zeros_like(value)
+    cache = torch.full((t // 16, 16, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    slots = torch.randperm(t, generator=rng)
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, torch.full_like(cache, POISON), slots, "e4nv", harness_arch)
+    got = _flat(cache)
+    bad = (got[..., d:] != want[..., d:]).any(-1)
+    n = int(bad.sum())
+    assert n == 0, f"{n} of {t * h} vectors differ from IEEE division, e.g. slot/head {bad.nonzero()[0].tolist()}"
+
+
+def test_src_words_ok_needs_8_byte_rows(device):
+    """Token and head strides and the start must all fall on 8-byte boundaries; the last dim unit-stride."""
+    x = torch.zeros(4, 3, 16, dtype=torch.bfloat16, device=device)
+    assert store_mod.src_words_ok(x)
+    assert store_mod.src_words_ok(x[::2])  # token stride 96 elements
+    assert store_mod.src_words_ok(x.transpose(0, 1).contiguous().transpose(0, 1))  # heads-major
+    assert not store_mod.src_words_ok(_shifted(x, 1))
+    assert not store_mod.src_words_ok(x[:, :, 2:10])  # start 4 bytes in
+    assert not store_mod.src_words_ok(torch.zeros(4, 3, 18, dtype=torch.bfloat16, device=device)[..., :16])
+    assert not store_mod.src_words_ok(x[..., ::2])
+    f = torch.zeros(4, 3, 16, dtype=torch.float32, device=device)
+    assert store_mod.src_words_ok(f) and not store_mod.src_words_ok(f[:, :, 1:9])
+
+
+class _Launches:
+    """Stands in for a Triton kernel: records ``kernel[grid](*args, **kwargs)`` instead of launching."""
+
+    def __init__(self):
+        self.kwargs = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.kwargs.append(kwargs)
+
+
+def test_words_grid_keeps_int32_counts_and_cuda_grid_limits():
+    """Where the word kernel cannot count in int32, or would need more than 65,535 head groups, the general
+    kernel takes the call (None); just inside each limit the word kernel still runs."""
+    assert store_mod.words_grid(1000, 8, 4096, 1, 8) == (1000, 1)
+    assert store_mod.words_grid(1001, 6, 4096, 4, 2) == (251, 3)
+    assert store_mod.words_grid(10, 8, 2**31 - 1, 1, 8) == (10, 1)
+    assert store_mod.words_grid(10, 8, 2**31, 1, 8) is None
+    assert store_mod.words_grid(2**31 - 9, 8, 4096, 8, 1) == (2**28 - 1, 8)
+    assert store_mod.words_grid(2**31 - 8, 8, 4096, 8, 1) is None
+    assert store_mod.words_grid(5, 65535, 4096, 8, 1) == (1, 65535)
+    assert store_mod.words_grid(5, 65537, 4096, 8, 1) is None
+    assert store_mod.words_grid(5, 65536 * 2, 4096, 4, 2) is None
+
+
+def test_head_groups_beyond_grid_y_launch_the_general_kernel(device, monkeypatch):
+    """65,537 heads (odd: one head per program) would need 65,537 head groups: the general kernel runs."""
+    words, general = _Launches(), _Launches()
+    monkeypatch.setattr(store_mod, "_store_k8v4_words_kernel", words)
+    monkeypatch.setattr(store_mod, "_store_k8v4_kernel", general)
+    monkeypatch.setattr(store_mod, "resolve_fp8_format", lambda device, fmt: "e4nv")  # it asks the real kernel
+    h = 65537
+    key = torch.zeros(1, h, 8, device=device)
+    cache = torch.zeros(1, 2, h, slot_bytes(8), dtype=torch.uint8, device=device)
+    tq_store_k8v4(key, key, cache, torch.tensor([1], device=device))
+    assert (len(words.kwargs), len(general.kwargs)) == (0, 1)
+    tq_store_k8v4(key[:, :65536], key[:, :65536], cache[:, :, :65536], torch.tensor([1], device=device))
+    assert (len(words.kwargs), len(general.kwargs)) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "kd, vd, d",
+    # every branch of words_launch_config; the mixed case takes the wider (value) element
+    [("bf16", None, 128), ("fp16", None, 96), ("fp32", None, 80), ("bf16", None, 256), ("bf16", "fp32", 128)],
+)
+@pytest.mark.parametrize("fmt", ["e4nv", "e4b15"])
+def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, device, monkeypatch):
+    """The AOT spec of the word kernel (benchmarks/store_sass.py) carries the constexprs and warps that
+    tq_store_k8v4 launches it with, and its signature names every argument of the kernel."""
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    params = list(inspect.signature(store_mod._store_k8v4_words_kernel.fn).parameters)
+    launches = _Launches()
+    monkeypatch.setattr(store_mod, "_store_k8v4_words_kernel", launches)
+    key = torch.zeros(2, 3, d, dtype=dt[kd], device=device)
+    value = torch.zeros(2, 3, d, dtype=dt[vd or kd], device=device)
+    cache = torch.zeros(1, 4, 3, slot_bytes(d), dtype=torch.uint8, device=device)
+    tq_store_k8v4(key, value, cache, torch.tensor([0, 1], device=device), fp8_format=fmt)
+    (launched,) = launches.kwargs
+    sig, constexprs, warps = store_mod.words_compile_spec(
+        kd, fmt, head_dim=d, value_dtype=vd, num_heads=3, block_size=4, gpu=torch.device(device).type == "cuda"
+    )
+    assert {**constexprs, "num_warps": warps} == launched
+    assert list(sig) == [n for n in params if n not in constexprs]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(key_dtype="int8", fmt="e4nv"), "key_dtype/value_dtype must be one of"),
+     (dict(key_dtype="bf16", fmt="e4nv", value_dtype="fp64"), "key_dtype/value_dtype must be one of"),
+     (dict(key_dtype="bf16", fmt="e5m2"), "fmt must be one of"),
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=12), "head_dim must be a positive multiple of 8"),
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=0), "head_dim must be a positive multiple of 8"),
+     (dict(key_dtype="bf16", fmt="e4nv", head_dim=True), "head_dim must be a positive multiple of 8"),
+     (dict(key_dtype="bf16", fmt="e4nv", num_heads=0), "num_heads must be a positive int, got 0"),
+     (dict(key_dtype="bf16", fmt="e4nv", num_heads=2.0), "num_heads must be a positive int, got 2.0"),
+     (dict(key_dtype="bf16", fmt="e4nv", block_size=True), "block_size must be a positive int, got True"),
+     (dict(key_dtype="bf16", fmt="e4nv", gpu="yes"), "gpu must be a bool, got str")],
+)
+def test_words_compile_spec_refuses_bad_arguments(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match) as info:
+        store_mod.words_compile_spec(**kwargs)
+    assert info.type is (TypeError if "gpu" in kwargs else ValueError)
+
+
+def test_words_compile_spec_follows_heads_and_block_size():
+    """The head grouping and the block shift are part of the launched kernel: 6 heads at 8 rows per program
+    are 2 heads x 4 tokens; a power-of-two block is a shift, another size a division (-1)."""
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4nv", num_heads=6, block_size=64)
+    assert (c["HEADS"], c["TOKS"], c["BS_LOG2"]) == (2, 4, 6)
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4nv", num_heads=1, block_size=48)
+    assert (c["HEADS"], c["TOKS"], c["BS_LOG2"]) == (1, 8, -1)
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4b15", gpu=True)
+    assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, True)  # no cvt instruction for e4b15
+    _, c, _ = store_mod.words_compile_spec("fp16", "e4nv", gpu=False)
+    assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, False)
+
+
+# --- GPU: no host sync, CUDA-graph capture ---------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_store_and_load_capture_in_a_cuda_graph(rng, device, harness_arch, tolerance):
+    """The default call does no host sync and allocates nothing for the store, so it records into a CUDA
+    graph; replaying after new data is copied into the static inputs writes what an eager call writes."""
+    t, h, d, nb, bs = 1024, 8, 128, 128, 16
+    key, value = _inputs(rng, t, h, d, torch.bfloat16)
+    key2, value2 = _inputs(rng, t, h, d, torch.bfloat16)
+    slots = torch.randperm(nb * bs, generator=rng)[:t]
+    slots2 = torch.randperm(nb * bs, generator=rng)[:t]
+    s_key, s_value, s_slots = key.to(device), value.to(device), slots.to(device)
+    cache = torch.zeros(nb, bs, h, slot_bytes(d), dtype=torch.uint8, device=device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up (compiles) off the capture
+        tq_store_k8v4(s_key, s_value, cache, s_slots)
+        tq_load_k8v4(cache, s_slots, head_dim=d)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        tq_store_k8v4(s_key, s_value, cache, s_slots)
+        k_out, v_out = tq_load_k8v4(cache, s_slots, head_dim=d)
+    s_key.copy_(key2.to(device))
+    s_value.copy_(value2.to(device))
+    s_slots.copy_(slots2.to(device))
+    cache.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = torch.zeros_like(cache)
+    tq_store_k8v4(key2.to(device), value2.to(device), eager, slots2.to(device))
+    k_eager, v_eager = tq_load_k8v4(eager, slots2.to(device), head_dim=d)
+    torch.cuda.synchronize()
+    assert torch.equal(cache, eager), "the replayed store wrote other bytes than an eager call"
+    assert torch.equal(k_out.nan_to_num(), k_eager.nan_to_num()) and torch.equal(v_out, v_eager)
+    want = _expect(key2, value2, torch.zeros_like(cache), slots2, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+@pytest.mark.gpu
+def test_default_store_does_not_sync(device, monkeypatch):
+    """Any host read of device data on the hot path would go through a sync: make one an error and call."""
+    t, h, d = 64, 4, 128
+    key = torch.randn(t, h, d, device=device, dtype=torch.bfloat16)
+    cache = torch.zeros(8, 16, h, slot_bytes(d), dtype=torch.uint8, device=device)
+    slots = torch.arange(t, device=device)
+    tq_store_k8v4(key, key, cache, slots)  # compile first
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        tq_store_k8v4(key, key, cache, slots)
+        tq_load_k8v4(cache, slots, head_dim=d)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
