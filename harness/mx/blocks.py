@@ -1,0 +1,174 @@
+"""Block quantization to MXFP8/MXFP6/MXFP4 (OCP MX v1.0) and NVFP4, in the byte layout kernels consume.
+
+Why: a block-scaled GEMM test needs operands quantized exactly as ``tl.dot_scaled``, cuBLAS or CUTLASS read them —
+FP4 two codes per byte with the FIRST element in the LOW nibble, one scale per ``block`` consecutive elements along
+the reduction axis — and a dequantization computed exactly, to judge the kernel against.
+
+Blocks run along ``axis`` (default the last, K). A size along ``axis`` that is not a multiple of ``block`` is an
+error unless ``pad=True``: then it is zero-padded to one, the zeros encode to +0 codes and leave every amax as it
+was, and the returned codes, scales and dequantized values cover the padded length (slice them back yourself).
+Packing needs an even ``block``. Non-finite inputs propagate through the scale: a block holding NaN or ±inf gets
+the NaN scale (MX) or saturates (NVFP4, whose ue4m3 scale keeps only NaN).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.mx.formats import MXFormat, _check_codes, _check_float, _element_format, decode, e8m0_scale, encode
+
+__all__ = ["pack_fp4", "unpack_fp4", "quantize_mx", "dequantize_mx", "quantize_nvfp4", "dequantize_nvfp4"]
+
+_E4M3_MAX, _E2M1_MAX = 448.0, 6.0
+
+
+def _axis(t: torch.Tensor, axis: int, arg: str) -> int:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{arg}: expected a torch.Tensor; got {type(t).__name__}")
+    if not isinstance(axis, int) or not -t.dim() <= axis < t.dim():
+        raise ValueError(f"axis: expected an int in [{-t.dim()}, {t.dim()}) for {arg} of shape {tuple(t.shape)}; "
+                         f"got {axis!r}")
+    return axis % t.dim()
+
+
+def _check_block(block: int, pack: bool) -> None:
+    if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+        raise ValueError(f"block: expected a positive int; got {block!r}")
+    if pack and block % 2:
+        raise ValueError(f"block: packing two FP4 codes per byte (pack=True) needs an even block; got {block}")
+
+
+def pack_fp4(codes: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    """Two e2m1 codes per byte along ``axis``: element 2i in the low nibble, 2i+1 in the high one."""
+    c = _check_codes(codes, _element_format("e2m1"))
+    ax = _axis(c, axis, "codes")
+    if c.shape[ax] % 2:
+        raise ValueError(f"codes: packing needs an even size along axis {axis}; got shape {tuple(c.shape)}")
+    c = c.movedim(ax, -1)
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).to(torch.uint8).movedim(-1, ax)
+
+
+def unpack_fp4(packed: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    """The inverse of :func:`pack_fp4`: one e2m1 code per byte, twice as long along ``axis``."""
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8:
+        got = packed.dtype if isinstance(packed, torch.Tensor) else type(packed).__name__
+        raise ValueError(f"packed: expected a torch.uint8 tensor; got {got}")
+    ax = _axis(packed, axis, "packed")
+    p = packed.movedim(ax, -1)
+    return torch.stack((p & 0xF, p >> 4), dim=-1).flatten(-2).movedim(-1, ax)
+
+
+def _blocks(x: torch.Tensor, block: int, axis: int, pad: bool, pack: bool) -> tuple[torch.Tensor, int]:
+    """``x`` with ``axis`` moved last and split into (..., n // block, block), zero-padded when ``pad``."""
+    _check_float(x, "x")
+    _check_block(block, pack)
+    ax = _axis(x, axis, "x")
+    xt = x.movedim(ax, -1)
+    n = xt.shape[-1]
+    if n % block:
+        if not pad:
+            raise ValueError(f"x: size {n} along axis {axis} is not a multiple of block={block} "
+                             "(pass pad=True to zero-pad)")
+        xt = torch.nn.functional.pad(xt, (0, block - n % block))
+    return xt.reshape(*xt.shape[:-1], -1, block), ax
+
+
+def _finish(codes: torch.Tensor, f: MXFormat, ax: int, pack: bool) -> torch.Tensor:
+    codes = codes.flatten(-2)
+    if pack and f.name == "e2m1":
+        codes = pack_fp4(codes)
+    return codes.movedim(-1, ax)
+
+
+def _encode_elements(y: torch.Tensor, f: MXFormat) -> torch.Tensor:
+    if f.name in ("e4m3", "e5m2"):  # MXFP8: torch's own cast, saturated first (satfinite)
+        dtype = torch.float8_e4m3fn if f.name == "e4m3" else torch.float8_e5m2
+        return y.float().clamp(-f.max_finite, f.max_finite).to(dtype).view(torch.uint8)
+    return encode(y, f.name)
+
+
+def _decode_elements(codes: torch.Tensor, f: MXFormat, ax: int, pack: bool) -> torch.Tensor:
+    if f.name in ("e4m3", "e5m2"):
+        if codes.dtype != torch.uint8:
+            raise ValueError(f"codes: expected a torch.uint8 tensor of {f.name} codes; got {codes.dtype}")
+        return codes.view(torch.float8_e4m3fn if f.name == "e4m3" else torch.float8_e5m2).float()
+    if pack and f.name == "e2m1":
+        codes = unpack_fp4(codes, ax)
+    return decode(codes, f.name)
+
+
+def _expand(scales: torch.Tensor, values: torch.Tensor, block: int, ax: int) -> torch.Tensor:
+    s = scales.movedim(ax, -1).repeat_interleave(block, -1).movedim(-1, ax) if scales.dim() else scales
+    if s.shape != values.shape:
+        raise ValueError(f"scales: shape {tuple(scales.shape)} does not fit codes of {tuple(values.shape)} elements "
+                         f"at block={block} along axis {ax} (expected {block}x fewer along that axis)")
+    return s
+
+
+def quantize_mx(x: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32, scale_rule: str = "floor",
+                axis: int = -1, pack: bool = True, pad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as (element codes, e8m0 scale codes), both uint8; scales have ``x``'s shape with ``axis`` divided by
+    ``block``.
+
+    ``fmt``: "e2m1" (MXFP4, packed two per byte when ``pack``), "e2m3"/"e3m2" (MXFP6, one per byte),
+    ``torch.float8_e4m3fn``/``torch.float8_e5m2`` (MXFP8, their bytes). ``scale_rule``: see :func:`e8m0_scale`.
+    Elements are x / scale, exact, then rounded RNE with saturation, as OCP MX §6.3 and the hardware do (MXFP8
+    rounds through float32 first, which only matters for a float64 ``x``).
+    """
+    f = _element_format(fmt)
+    xb, ax = _blocks(x, block, axis, pad, pack and f.name == "e2m1")
+    scales = e8m0_scale(xb.abs().amax(-1), f, scale_rule)
+    y = xb.double() / decode(scales, "e8m0").double().unsqueeze(-1)
+    return _finish(_encode_elements(y, f), f, ax, pack), scales.movedim(-1, ax)
+
+
+def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32,
+                  axis: int = -1, pack: bool = True) -> torch.Tensor:
+    """The float32 values of :func:`quantize_mx` output: element times 2^(scale - 127), exact (NaN scale: NaN)."""
+    f = _element_format(fmt)
+    _check_block(block, pack and f.name == "e2m1")
+    ax = _axis(codes, axis, "codes")
+    values = _decode_elements(codes, f, ax, pack)
+    return values * _expand(decode(scales, "e8m0"), values, block, ax)
+
+
+def _global_scale(x: torch.Tensor, global_scale: float | torch.Tensor | None) -> torch.Tensor:
+    if global_scale is None:
+        amax = x.abs().amax().float() if x.numel() else torch.zeros((), device=x.device)
+        if not torch.isfinite(amax):
+            raise ValueError("x: has NaN or inf, so the default global_scale (amax / (448 * 6)) is undefined; "
+                             "pass global_scale")
+        return torch.where(amax > 0, amax / (_E4M3_MAX * _E2M1_MAX), 1.0)
+    g = torch.as_tensor(global_scale, dtype=torch.float32, device=x.device)
+    if g.dim() or not torch.isfinite(g) or g <= 0:
+        raise ValueError(f"global_scale: expected a finite positive scalar; got {global_scale!r}")
+    return g
+
+
+def quantize_nvfp4(x: torch.Tensor, *, global_scale: float | torch.Tensor | None = None, block: int = 16,
+                   axis: int = -1, pack: bool = True, pad: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``x`` as NVFP4: (e2m1 codes, ue4m3 block-scale codes, the fp32 global scale as a 0-dim tensor).
+
+    Decoding is e2m1 * ue4m3 * global_scale. The default global scale, amax(|x|) / (448 * 6) (1 for an all-zero
+    ``x``), lets the largest block scale reach e4m3's max. Block scale: fp32 ``amax_b / 6 / global_scale``, RNE and
+    saturated to ue4m3 (the torchao order of operations). Elements: x / (block scale * global scale) computed
+    exactly, RNE and saturated to e2m1; a block whose scale is 0 encodes +0. Kernels that multiply by an fp32
+    reciprocal instead can differ from this by one e2m1 step where x / scale sits on a rounding boundary.
+    """
+    xb, ax = _blocks(x, block, axis, pad, pack)
+    g = _global_scale(xb, global_scale)
+    scales = encode(xb.float().abs().amax(-1) / _E2M1_MAX / g, "ue4m3")
+    s = (decode(scales, "ue4m3").double() * g.double()).unsqueeze(-1)
+    y = torch.where(s > 0, xb.double() / s, 0.0)
+    return _finish(encode(y, "e2m1"), _element_format("e2m1"), ax, pack), scales.movedim(-1, ax), g
+
+
+def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: float | torch.Tensor, *,
+                     block: int = 16, axis: int = -1, pack: bool = True) -> torch.Tensor:
+    """The float32 values of :func:`quantize_nvfp4` output: (e2m1 * ue4m3, exact) * global_scale, one rounding."""
+    _check_block(block, pack)
+    ax = _axis(codes, axis, "codes")
+    values = _decode_elements(codes, _element_format("e2m1"), ax, pack)
+    g = torch.as_tensor(global_scale, dtype=torch.float32, device=values.device)
+    return values * _expand(decode(scales, "ue4m3"), values, block, ax) * g

@@ -1,0 +1,180 @@
+"""harness.mx.blocks: FP4 packing, and MX/NVFP4 quantize -> dequantize against a reference computed apart (Python
+powers of two for the scales, ml_dtypes for every rounding)."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from harness.mx import dequantize_mx, dequantize_nvfp4, pack_fp4, quantize_mx, quantize_nvfp4, unpack_fp4
+
+pytestmark = pytest.mark.lane_independent
+
+# element format -> (ml_dtypes type, emax, max)
+ELEM = {"e2m1": (ml_dtypes.float4_e2m1fn, 2, 6.0), "e2m3": (ml_dtypes.float6_e2m3fn, 2, 7.5),
+        "e3m2": (ml_dtypes.float6_e3m2fn, 4, 28.0), torch.float8_e4m3fn: (ml_dtypes.float8_e4m3fn, 8, 448.0),
+        torch.float8_e5m2: (ml_dtypes.float8_e5m2, 15, 57344.0)}
+
+
+def _operand(rows: int, k: int, block: int, seed: int = 0) -> torch.Tensor:
+    """Gaussian blocks each at its own magnitude (so scales differ), plus an all-zero block and a lone spike."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, k, generator=g)
+    mag = torch.randint(-12, 13, (rows, k // block), generator=g).float().exp2().repeat_interleave(block, 1)
+    x = x * mag
+    x[0, :block] = 0.0
+    x[1, 3] = 1000.0
+    return x
+
+
+def _mx_ref(x: torch.Tensor, elem, block: int) -> torch.Tensor:
+    """OCP MX v1.0 §6.3 written out: scale 2^(floor(log2 amax) - emax), elements RNE-saturated by ml_dtypes."""
+    ml, emax, top = ELEM[elem]
+    out = np.empty(x.shape, dtype=np.float32)
+    xs = x.double().numpy()
+    for i in range(x.shape[0]):
+        for j in range(0, x.shape[1], block):
+            b = xs[i, j:j + block]
+            amax = np.abs(b).max()
+            e = -127 if amax == 0 else max(-127, math.frexp(amax)[1] - 1 - emax)
+            q = np.clip(b / 2.0**e, -top, top).astype(ml).astype(np.float64)
+            out[i, j:j + block] = q * 2.0**e
+    return torch.from_numpy(out)
+
+
+def test_pack_puts_the_first_element_in_the_low_nibble_and_unpacks_back():
+    codes = torch.tensor([[0x1, 0x2, 0xF, 0x0], [0x7, 0x8, 0x3, 0xC]], dtype=torch.uint8)
+    assert pack_fp4(codes).tolist() == [[0x21, 0x0F], [0x87, 0xC3]]
+    assert pack_fp4(codes, axis=0).tolist() == [[0x71, 0x82, 0x3F, 0xC0]]
+    g = torch.Generator().manual_seed(1)
+    c = torch.randint(0, 16, (6, 10, 4), generator=g).to(torch.uint8)
+    for axis in (-1, 0, 1):
+        assert torch.equal(unpack_fp4(pack_fp4(c, axis), axis), c)
+
+
+@pytest.mark.parametrize("elem", list(ELEM), ids=str)
+def test_mx_dequantize_of_quantize_is_the_spec_computed_apart(elem):
+    x = _operand(5, 96, 32)
+    codes, scales = quantize_mx(x, elem)
+    assert codes.dtype == scales.dtype == torch.uint8 and scales.shape == (5, 3)
+    assert codes.shape == ((5, 48) if elem == "e2m1" else (5, 96))
+    got, want = dequantize_mx(codes, scales, elem), _mx_ref(x, elem, 32)
+    assert torch.equal(got, want), (got - want).abs().max()
+    assert len(scales.unique()) > 1
+
+
+@pytest.mark.parametrize("elem", ["e2m1", torch.float8_e4m3fn], ids=str)
+def test_mx_blocks_along_another_axis_are_the_transpose(elem):
+    x = _operand(4, 64, 16, seed=3)
+    codes, scales = quantize_mx(x, elem, block=16)
+    codes_t, scales_t = quantize_mx(x.T.contiguous(), elem, block=16, axis=0)
+    assert torch.equal(codes_t, codes.T) and torch.equal(scales_t, scales.T)
+    assert torch.equal(dequantize_mx(codes_t, scales_t, elem, block=16, axis=0), dequantize_mx(codes, scales, elem,
+                                                                                              block=16).T)
+
+
+def test_mx_pack_layout_and_scale_rules_pinned():
+    x = torch.tensor([[1.0, 2.0, -0.5, 0.0, 4.0, 0.0, 0.0, 0.0]])
+    codes, scales = quantize_mx(x, "e2m1", block=8)  # amax 4: scale 2^(2 - 2) = 1
+    assert scales.tolist() == [[127]] and codes.tolist() == [[0x42, 0x09, 0x06, 0x00]]
+    codes, scales = quantize_mx(x, "e2m1", block=8, pack=False)
+    assert codes.tolist() == [[0x2, 0x4, 0x9, 0x0, 0x6, 0x0, 0x0, 0x0]]
+    y = torch.full((1, 8), 7.0)
+    assert [quantize_mx(y, "e2m1", block=8, scale_rule=r)[1].item() for r in ("floor", "ceil", "even", "rceil")] \
+        == [127, 128, 128, 128]
+    assert dequantize_mx(*quantize_mx(y, "e2m1", block=8), "e2m1", block=8).unique().tolist() == [6.0]  # clipped
+
+
+def test_mx_nan_or_inf_makes_only_its_own_block_nan():
+    x = _operand(2, 64, 32)
+    x[1, 40], x[0, 5] = math.nan, math.inf
+    codes, scales = quantize_mx(x, "e2m1")
+    assert scales[0, 0] == scales[1, 1] == 0xFF and scales[0, 1] != 0xFF and scales[1, 0] != 0xFF
+    out = dequantize_mx(codes, scales, "e2m1")
+    assert out[0, :32].isnan().all() and out[1, 32:].isnan().all() and not out[0, 32:].isnan().any()
+    assert quantize_mx(x, "e2m1", pack=False)[0][1, 40] == 0x7  # elements saturate: NaN -> +max (satfinite)
+
+
+def test_pad_zero_pads_to_a_whole_block_and_without_it_the_size_is_refused():
+    x = _operand(3, 64, 32)[:, :45]
+    with pytest.raises(ValueError, match=r"x: size 45 along axis -1 is not a multiple of block=32 \(pass pad=True"):
+        quantize_mx(x, "e2m1")
+    codes, scales = quantize_mx(x, "e2m1", pad=True)
+    padded = torch.nn.functional.pad(x, (0, 19))
+    assert codes.shape == (3, 32) and torch.equal(dequantize_mx(codes, scales, "e2m1"), _mx_ref(padded, "e2m1", 32))
+
+
+def _nvfp4_ref(x: torch.Tensor, block: int, g: float | None) -> torch.Tensor:
+    """NVFP4 written out: global fp32 amax / 2688, block scales fp32 amax_b / 6 / g rounded by ml_dtypes to e4m3
+    (clamped to 448), elements x / (s * g) exact in float64 then rounded by ml_dtypes to e2m1 (clamped to 6)."""
+    x32 = x.numpy()
+    if g is None:
+        g = np.float32(np.abs(x32).max()) / np.float32(2688.0)
+    g = np.float32(g)
+    out = np.empty(x.shape, dtype=np.float32)
+    for i in range(x.shape[0]):
+        for j in range(0, x.shape[1], block):
+            b = x32[i, j:j + block]
+            s = np.float32(np.minimum(np.float32(np.abs(b).max()) / np.float32(6.0) / g, np.float32(448.0)))
+            s = np.float32(s.astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+            if s == 0:
+                e = np.zeros(block, np.float32)
+            else:
+                e = np.clip(b.astype(np.float64) / (np.float64(s) * np.float64(g)), -6, 6)
+                e = e.astype(ml_dtypes.float4_e2m1fn).astype(np.float32)
+            out[i, j:j + block] = (e * s) * g
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize("g", [None, 0.015625, 0.37])
+def test_nvfp4_dequantize_of_quantize_is_the_recipe_computed_apart(g):
+    x = _operand(4, 64, 16, seed=5) * 1e-3
+    codes, scales, gs = quantize_nvfp4(x, global_scale=g)
+    assert codes.shape == (4, 32) and scales.shape == (4, 4) and gs.dtype == torch.float32 and gs.dim() == 0
+    got, want = dequantize_nvfp4(codes, scales, gs), _nvfp4_ref(x, 16, g)
+    assert torch.equal(got, want), (got - want).abs().max()
+    assert (scales[0, 0] == 0) and (codes[0, :8] == 0).all()  # the zero block
+
+
+def test_nvfp4_block_scale_divides_by_6_then_by_the_global_scale():
+    x = torch.zeros(1, 16)
+    x[0, 0] = 0.019511720165610313  # fp32 (amax / 6) / g and amax / (6 * g) round to different e4m3 codes
+    assert quantize_nvfp4(x, global_scale=0.37)[1].item() == 0x4
+
+
+def test_nvfp4_nan_rides_the_block_scale_and_zero_input_gets_unit_global_scale():
+    x = _operand(2, 32, 16)
+    x[1, 20] = math.nan
+    codes, scales, _ = quantize_nvfp4(x, global_scale=0.5)
+    assert scales[1, 1] == 0x7F and dequantize_nvfp4(codes, scales, 0.5)[1, 16:].isnan().all()
+    assert quantize_nvfp4(torch.zeros(2, 16))[2].item() == 1.0
+
+
+def test_bad_inputs_name_the_argument_and_what_was_expected():
+    x = torch.ones(2, 32)
+    c, s = quantize_mx(x, "e2m1")
+    cases = [
+        (lambda: quantize_mx(x, "e8m0"), r"fmt: expected an element format, one of e2m1, e2m3, e3m2, "
+                                         r"torch.float8_e4m3fn, torch.float8_e5m2; got 'e8m0'"),
+        (lambda: quantize_mx(x, "e2m1", block=0), r"block: expected a positive int; got 0"),
+        (lambda: quantize_mx(x, "e2m1", block=15, pad=True), r"block: packing .* needs an even block; got 15"),
+        (lambda: quantize_mx(x, "e2m1", axis=2), r"axis: expected an int in \[-2, 2\) for x of shape \(2, 32\); got 2"),
+        (lambda: quantize_mx(x.long(), "e2m1"), r"x: expected a floating-point torch.Tensor; got torch.int64"),
+        (lambda: quantize_mx(x, "e2m1", scale_rule="up"), r"rule: expected one of floor, ceil, even, rceil"),
+        (lambda: dequantize_mx(c, s[:, :0], "e2m1"), r"scales: shape \(2, 0\) does not fit codes of \(2, 32\)"),
+        (lambda: dequantize_mx(c.float(), s, "e2m1"), r"packed: expected a torch.uint8 tensor; got torch.float32"),
+        (lambda: dequantize_mx(c.float(), s, torch.float8_e5m2, pack=False), r"codes: expected a torch.uint8"),
+        (lambda: pack_fp4(torch.zeros(3, dtype=torch.uint8)), r"codes: packing needs an even size along axis -1"),
+        (lambda: pack_fp4(torch.full((2,), 16, dtype=torch.uint8)), r"codes: e2m1 codes are 4-bit"),
+        (lambda: quantize_nvfp4(x, global_scale=-1.0), r"global_scale: expected a finite positive scalar; got -1.0"),
+        (lambda: quantize_nvfp4(x, global_scale=math.nan), r"global_scale: expected a finite positive scalar"),
+        (lambda: quantize_nvfp4(torch.full((1, 16), math.inf)), r"x: has NaN or inf, .*pass global_scale"),
+        (lambda: quantize_nvfp4(x, block=12), r"x: size 32 along axis -1 is not a multiple of block=12"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
