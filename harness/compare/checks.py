@@ -9,15 +9,8 @@ Which row judges: a check reports the op and dtype it was given, else the row's 
 ``tol.dtype``, set when the row came from the table), else the compared dtype. The identity travels once,
 on the row.
 
-NaN never passes unless the caller says so (``equal_nan=True`` / ``nan_equal=True``, and then only NaN
-facing NaN at the same index), and ``max_mismatch`` never covers a NaN mismatch: it is meant for rounding
-outliers, and a NaN is not one. Inf must match exactly; FP8 NaN/inf codes never pass a ULP rule (hardware
-casts saturate, so a special code in a kernel's output is a bug, not rounding).
-
-A float comparison takes a float rule (rtol/atol), an FP8 one a code rule (max_ulp): a row of the other kind
-is refused rather than read as "exact" (see ``Tolerance.kind``). Inputs that cannot be compared (not a
-tensor, on the meta device, sparse, complex, bool, the wrong dtype) raise a TypeError/ValueError naming the
-argument; a shape mismatch is a failed comparison (an AssertionError), as in ``torch.testing``.
+The rules (NaN, inf, ``max_mismatch``, which kind of row) are the public asserts' and are stated once, in
+:mod:`harness.compare`.
 """
 
 from __future__ import annotations
