@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,10 +106,14 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
     for k, v in launch.options:
         args += [f"--{k.replace('_', '-')}", str(v)]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    # A cache of its own: the caller holds this launch's lock in the shared cache (launch_outcome), so a
+    # child reading the shared one would wait for it forever, and a clean process must not read back anyway.
+    with tempfile.TemporaryDirectory(prefix="harness-fresh-") as own_cache:
+        env["HARNESS_COMPILE_CACHE"] = own_cache
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     return r.returncode == 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -304,6 +305,22 @@ def test_a_fresh_process_confirms_only_what_really_fails():
     (bf16 straight to e4b15) does not."""
     assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is True
     assert dc.fresh_process_compiles(_probe_launch("bf16", "float8e4b15"), "sm80") is False
+
+
+def test_the_fresh_process_never_waits_for_the_lock_its_caller_holds(tmp_path, monkeypatch):
+    """launch_outcome holds the launch's lock in the shared cache while a Triton-3.6 ptxas failure is confirmed
+    in a fresh process; a child reading that cache waited for the lock forever (the CI's 3.6 lane hung). The
+    child gets a cache of its own."""
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "shared"))
+    seen = []
+
+    def run(args, **kw):
+        seen.append(kw["env"].get("HARNESS_COMPILE_CACHE"))
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(dc.subprocess, "run", run)
+    assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is True
+    assert seen and seen[0] and Path(seen[0]) != dc.cache_dir() and Path(seen[0]) != tmp_path / "shared"
 
 
 @pytest.mark.parametrize("old_triton, kind, fresh_ok, want_ok, asks", [
