@@ -24,10 +24,21 @@ from typing import Any
 import pytest
 
 from harness.arch import interpreting
-from harness.compile import cache
+from harness.compile import autotune, cache
+from harness.compile.disk_cache import cache_dir, representative
 from harness.compile.findings import Report, check
-from harness.compile.launches import SECTION, CaptureState, Launch
-from harness.compile.message import Finding, format_capture_failure, format_finding, group, render_matrix
+from harness.compile.launches import SECTION, Captured, CaptureState, Launch
+from harness.compile.message import (
+    MATRIX_LEGEND,
+    Finding,
+    format_capture_failure,
+    format_capture_totals,
+    format_compile_stats,
+    format_finding,
+    group,
+    render_matrix,
+)
+from harness.compile.personality import personality, same_answers
 from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available
 from harness.plugin import session_of
 
@@ -69,6 +80,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --harness-compile-launches: compile every distinct launch; by default launches differing only "
              "in integer constexprs other than 0/1 (sizes) are compiled once",
     )
+    group.addoption(
+        "--harness-autotune", dest="harness_autotune", choices=("first", "each"), default="first",
+        help="interpreter lane: how @triton.autotune kernels run (the autotuner's benchmarking needs a GPU): "
+             "first (default) runs the first config, each runs every config in turn (for kernels that overwrite "
+             "their output); launch capture compiles every config either way",
+    )
     parser.addini(_INI, type="bool", default=False,
                   help="compile every interpreted kernel launch for the compile-matrix targets (see "
                        "--harness-compile-launches)")
@@ -82,6 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER)
     config.stash[_targets_key] = _option_targets(config)  # a bad list is a usage error now, not at collection
     session_of(config).add_section("compile_stats", _Stats())
+    if interpreting():
+        session_of(config).on_close(autotune.install(config.getoption("harness_autotune", default="first")))
     _configure_capture(config)
 
 
@@ -185,14 +204,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     total = s.sections["compile_stats"].total()
     if not total.get("compiles") and not total.get("hits"):
         return
-    n = int(total["compiles"])
-    avg = total["seconds"] / n if n else 0.0
-    terminalreporter.write_line(
-        f"harness: compile matrix: {n} compiles ({int(total['failures'])} refused, "
-        f"{int(total.get('ptxas', 0))} ptxas failures) "
-        f"in {total['seconds']:.1f}s "
-        f"(avg {avg:.2f}s, slowest {total['slowest']:.2f}s), {int(total['hits'])} cache hits"
-    )
+    terminalreporter.write_line(format_compile_stats(total))
 
 
 # --- launch capture ----------------------------------------------------------------------------------------
@@ -247,7 +259,9 @@ class _Capture:
         self.widen_targets = widen_targets
         self.all_configs = bool(config.getoption("harness_compile_all_configs"))
         self.widen = not config.getoption("harness_no_widen")
-        self.seen: set[Any] = set()
+        self.done: dict[Any, set[str]] = {}  # configuration (or launch) -> targets compiled for it
+        self.base_keys: set[Any] = set()  # configurations some test launched as run (not only in a replay)
+        self.not_replayed: dict[str, str] = {}
         self.report_ = Report()
         self.seconds = 0.0
         self.worker_reports: list[dict[str, Any]] = []
@@ -256,13 +270,17 @@ class _Capture:
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         failure: BaseException | None = None
         result = None
-        with self.state.capture() as launches:
+        code = getattr(getattr(item, "obj", None), "__code__", None)
+        with self.state.queries.watching(), self.state.capture(code) as launches:
+            self.state.queries.asked = False
             try:
                 result = yield
             except BaseException as e:
                 failure = e
+            replayed = self._replay(launches)
+            launches.close()
         # Compiled outside the except block: a compile error must not carry the test's failure as its context.
-        findings = self._check(item, launches)
+        findings = self._check(item, launches, replayed)
         if failure is not None:
             raise failure  # still compiled and reported; the test's own failure wins
         if findings:
@@ -270,29 +288,62 @@ class _Capture:
             raise AssertionError(format_capture_failure(findings, self.targets))
         return result
 
-    def _check(self, item: pytest.Item, launches: list[Launch]) -> list[Finding]:
+    def _replay(self, block: Captured) -> list[tuple[tuple[str, ...], Launch]]:
+        """Each launcher call that asked ``torch.cuda`` about the device, made again as each CUDA target
+        (:mod:`harness.compile.personality`); the launches each made, with the targets that make them."""
+        out: list[tuple[tuple[str, ...], Launch]] = []
+        for call in block.replays:
+            pending = [p for p in (personality(t) for t in self.targets) if p is not None]
+            while pending:
+                p = pending.pop(0)
+                error = None
+                with self.state.capture() as got, self.state.queries.as_device(p) as transcript:
+                    try:
+                        call.call()
+                    except (Exception, pytest.skip.Exception, pytest.fail.Exception) as e:
+                        error = e  # the launcher's later steps may need real results; its launches count
+                same = [q for q in pending if same_answers(q, transcript)]
+                pending = [q for q in pending if q not in same]
+                targets = (p.target, *(q.target for q in same))
+                if error is not None and not got:
+                    name = getattr(call.fn, "__qualname__", "?")
+                    self.not_replayed[name] = f"as {p.target}: {type(error).__name__}: {error}"[:200]
+                out += [(targets, launch) for launch in got]
+        return out
+
+    def _check(self, item: pytest.Item, launches: list[Launch],
+               replayed: list[tuple[tuple[str, ...], Launch]]) -> list[Finding]:
         findings: list[Finding] = []
         t0 = time.perf_counter()
         for launch in launches:
+            self.base_keys.add(launch if self.all_configs else launch.config_key())
+        for targets, launch in [(self.targets, x) for x in launches] + replayed:
             key = launch if self.all_configs else launch.config_key()
-            if key in self.seen:
+            done = self.done.setdefault(key, set())
+            todo = tuple(t for t in targets if t not in done)
+            if not todo:
                 continue
-            self.seen.add(key)
-            findings += check(launch, self.targets, widen=self.widen, test=item.nodeid, report=self.report_,
-                              widen_targets=self.widen_targets, declarations=self.state.declarations)
+            done.update(todo)
+            if not self.all_configs:
+                launch = representative(launch)
+            # A launch only a device personality makes (a branch no test ran) is widened on every target that
+            # makes it: it is where a host-side arch branch hides its bug.
+            wt = None if key not in self.base_keys else self.widen_targets
+            findings += check(launch, todo, widen=self.widen, test=item.nodeid, report=self.report_,
+                              widen_targets=wt, declarations=self.state.declarations)
         self.seconds += time.perf_counter() - t0
         return findings
 
     def to_worker(self) -> dict[str, Any]:
-        return {"report": self.report_.to_dict(), "seconds": self.seconds}
+        return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed}
 
     def merge(self, data: dict[str, Any]) -> None:
         self.worker_reports.append(data)
 
     def merged(self) -> tuple[Report, float]:
         rep = Report()
-        rep.merge(self.report_.to_dict())
         seconds = self.seconds
+        rep.merge(self.report_.to_worker())
         for d in self.worker_reports:
             rep.merge(d["report"])
             seconds += float(d.get("seconds", 0.0))
@@ -311,16 +362,23 @@ class _Capture:
         tr.write_sep("-", "harness: compile matrix of captured launches")
         if not rep.cells:
             tr.write_line("no kernel launches captured")
-        for line in render_matrix(rep.cells, self.targets):
-            tr.write_line(line)
+        else:
+            for line in render_matrix(rep.count_cells(), self.targets):
+                tr.write_line(line)
+            tr.write_line(MATRIX_LEGEND)
         scope = "widening off" if not self.widen else (
             f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
-        tr.write_line(f"{rep.compiles} compiles ({rep.cached} from the disk cache) in {seconds:.1f}s ({scope})")
+        tr.write_line(format_capture_totals(rep.compiles, rep.cached, seconds, scope, str(cache_dir())))
         for f, ts in group(rep.findings):
             for line in format_finding(f, ts).splitlines():
                 tr.write_line(line)
         for k, why in sorted(self.state.skipped.items()):
             tr.write_line(f"not captured: {k}: {why}")
+        not_replayed = dict(self.not_replayed)
+        for d in self.worker_reports:
+            not_replayed.update(d.get("not_replayed", {}))
+        for k, why in sorted(not_replayed.items()):
+            tr.write_line(f"not replayed: {k} {why}")
 
 
 def _enabled(config: pytest.Config) -> bool:

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     names = [t.name for t in targets]
     findings = check(launch, names, widen=not args.no_widen, report=rep)
     print(f"{launch.kernel}({launch.sig_text()})" + (f" constexprs {dict(launch.constexprs)}" if consts else ""))
-    for line in render_matrix(rep.cells, names):
+    for line in render_matrix(rep.count_cells(), names):
         print(line)
     for f, ts in group(findings):
         print(format_finding(f, ts))

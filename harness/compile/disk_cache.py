@@ -28,10 +28,11 @@ from harness.compile.launches import Launch, constexpr_text
 from harness.compile.matrix import compile_matrix
 from harness.versions import triton_at_least, triton_version
 
-__all__ = ["Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process_compiles", "launch_outcome"]
+__all__ = ["Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process_compiles", "launch_outcome",
+           "representative"]
 
 #: Bumped when what a cache entry holds (or how its error line is written) changes.
-CACHE_FORMAT = "harness-launch-2"
+CACHE_FORMAT = "harness-launch-3"
 
 
 def cache_dir() -> Path:
@@ -85,7 +86,7 @@ def compile_launch(launch: Launch, target: str) -> Outcome:
     res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs), targets=[target],
                          options=dict(launch.options))[target]
     if isinstance(res, BaseException):
-        out = Outcome(False, error_kind(res), error_line(res))
+        out = Outcome(False, error_kind(res), error_line(res, launch.fn))
         if out.kind == "ptxas" and not triton_at_least(3, 7) and fresh_process_compiles(launch, target):
             return Outcome(True)
         return out
@@ -131,17 +132,54 @@ def launch_outcome(launch: Launch, target: str, directory: Path | None = None) -
         hit = _read(path)
         if hit is not None:
             return hit
+        # A ptxas failure is kept too: on Triton 3.6 compile_launch has confirmed it in a fresh process (the
+        # e5m2 lowering latch, harness.compile.cache.E5m2Latch, cannot have caused it), on 3.7+ it stands.
         out = compile_launch(launch, target)
-        if out.kind == "ptxas":
-            # Not kept: on Triton 3.6 a ptxas failure can come from the process's state (the e5m2 lowering is
-            # latched by the first compile, harness.compile.cache.E5m2Latch), so a cached one could report a
-            # false finding in every later session. Findings are rare; compiling them again is cheap.
-            return out
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"ok": out.ok, "kind": out.kind, "line": out.line, "kernel": launch.kernel,
                                    "sig": launch.sig_text(), "target": target}))
         os.replace(tmp, path)
     return out
+
+
+def representative(launch: Launch, directory: Path | None = None) -> Launch:
+    """The launch that stands for every launch of its configuration (:meth:`Launch.config_key`: the same but for
+    integer sizes): the first one any process recorded for the configuration, kept on disk beside the outcomes.
+    Why: which launch of a configuration an xdist worker meets first changes from run to run, and compiling
+    whichever it was made warm reruns compile again; reading the recorded one back makes every run and every
+    worker compile the same launch, whose outcome is then in the cache."""
+    sizes = launch.sizes()
+    if not sizes:
+        return launch
+    d = directory or cache_dir()
+    h = hashlib.sha256()
+    for part in (CACHE_FORMAT, "group", _source_hash(launch.file), repr(launch.config_key()), triton_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    key = h.hexdigest()[:32]
+    path = d / "groups" / key[:2] / f"{key}.json"
+
+    def recorded() -> Launch | None:
+        try:
+            got = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(got, dict) or set(got) != set(sizes) or not all(isinstance(v, int) for v in got.values()):
+            return None
+        return launch.with_types({}, got)
+
+    hit = recorded()
+    if hit is not None:
+        return hit
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(path.with_suffix(".lock")):
+        hit = recorded()
+        if hit is not None:
+            return hit
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(sizes))
+        os.replace(tmp, path)
+    return launch
 
 
 def _read(path: Path) -> Outcome | None:

@@ -8,10 +8,13 @@ need the one line a human reads, extracted the same way.
 
 from __future__ import annotations
 
+import inspect
+import os
 import re
 import traceback
+from typing import Any
 
-__all__ = ["describe_error", "error_kind", "error_line", "error_summary"]
+__all__ = ["describe_error", "error_kind", "error_line", "error_summary", "source_location"]
 
 
 def describe_error(exc: BaseException) -> str:
@@ -54,9 +57,44 @@ def error_kind(exc: BaseException) -> str:
 _PTXAS_ERR = re.compile(r"^ptxas\s+(?:\S+?\.ptx)?,?\s*(line \d+);?\s*error\s*:\s*(.*)$", re.M)
 
 
-def error_line(exc: BaseException) -> str:
+def source_location(exc: BaseException, fn: Any) -> str | None:
+    """Where a ``CompilationError`` points, as ``file.py:LINE:COL`` of the kernel's source file: Triton
+    counts lines from the ``def`` of the function it was compiling (``at 5:27``), which may be ``fn`` or a
+    ``@triton.jit`` helper in its module. ``None`` when the error has no location or the function is not found."""
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        src, node = getattr(e, "src", None), getattr(e, "node", None)
+        if isinstance(src, str) and hasattr(node, "lineno"):
+            break
+        e = e.__cause__ or e.__context__
+    else:
+        return None
+    if e is None:
+        return None
+    m = re.search(r"^def\s+(\w+)", src, re.M)
+    pyfn = getattr(fn, "fn", fn)
+    if m is None or pyfn is None:
+        return None
+    cands = [pyfn] + [getattr(v, "fn", None) for v in getattr(pyfn, "__globals__", {}).values()]
+    target = next((c for c in cands if inspect.isfunction(c) and c.__name__ == m.group(1)), None)
+    if target is None:
+        return None
+    try:
+        lines, start = inspect.getsourcelines(target)
+        path = inspect.getsourcefile(target) or ""
+    except (OSError, TypeError):
+        return None
+    first = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("def ")), 0)
+    return f"{os.path.basename(path)}:{start + first + node.lineno - 1}:{node.col_offset}"
+
+
+def error_line(exc: BaseException, fn: Any = None) -> str:
     """The compiler's own reason in one line: ptxas's first ``error`` line (temp file name dropped), the
-    frontend's "... not supported ..." message, or the failing assert of a lowering helper."""
+    frontend's "... not supported ..." message, or the failing assert of a lowering helper. With ``fn`` (the
+    kernel), a frontend error's location is ``file.py:LINE:COL`` of the source file (:func:`source_location`),
+    not Triton's line count from the ``def``."""
     if error_kind(exc) == "ptxas":
         text = describe_error(exc)
         m = _PTXAS_ERR.search(text)
@@ -70,6 +108,9 @@ def error_line(exc: BaseException) -> str:
     at = next((i for i, ln in enumerate(lines) if ln.strip() == "^"), None)
     if at is not None and at > 0:  # a CompilationError: name the kernel line the caret points at
         where = lines[0].split(":", 1)[-1].strip().rstrip(":")
+        loc = source_location(exc, fn) if fn is not None else None
+        if loc is not None:
+            where = f"at {loc}"
         why = [ln.removeprefix("caused by ").strip() for ln in lines[at + 1:] if ln.strip()]
         head = next((ln for ln in lines[:at] if "not supported" in ln or "Error" in ln and ln is not lines[0]), "")
         reason = " | ".join(x for x in [head.strip(), *why[-1:]] if x)

@@ -24,6 +24,7 @@ Public API: :class:`Launch`, :func:`launch_from_args`, :func:`variants`, :func:`
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 import threading
@@ -37,14 +38,17 @@ from harness.session import current
 
 __all__ = [
     "FP8_FORMAT_OF_TYPE",
+    "FP8_WIDEN",
     "SECTION",
     "WIDEN_DTYPES",
     "CaptureState",
+    "Captured",
     "Declarations",
     "Launch",
     "capture",
     "constexpr_text",
     "expect_compile_failure",
+    "atomic_pointers",
     "launch_from_args",
     "state",
     "variants",
@@ -81,6 +85,8 @@ class Launch:
     constexprs: tuple[tuple[str, Any], ...]
     options: tuple[tuple[str, int], ...] = ()
     fn: Any = field(default=None, compare=False, hash=False, repr=False)
+    #: constexprs an autotune config set (tiles): never collapsed as sizes by :meth:`config_key`.
+    pinned: tuple[str, ...] = field(default=(), compare=False, hash=False, repr=False)
 
     @property
     def sig(self) -> dict[str, str]:
@@ -109,12 +115,26 @@ class Launch:
         while 0/1 flags and every other value (``tl.dtype``, floats, bools, strings) select code paths. An
         enum constexpr with values above 1 is collapsed too: ``--harness-compile-all-configs`` keeps every one.
         """
-        consts = tuple((k, "<int>" if _is_size(v) else constexpr_text(v)) for k, v in self.constexprs)
+        consts = tuple((k, "<int>" if _is_size(v) and k not in self.pinned else constexpr_text(v))
+                       for k, v in self.constexprs)
         return (self.kernel, self.file, self.signature, consts, self.options)
 
-    def with_types(self, changes: Mapping[str, str]) -> Launch:
+    def sizes(self) -> dict[str, int]:
+        """The constexprs :meth:`config_key` collapses (integer sizes not set by an autotune config)."""
+        return {k: v for k, v in self.constexprs if _is_size(v) and k not in self.pinned}
+
+    def with_types(self, changes: Mapping[str, str], consts: Mapping[str, Any] | None = None) -> Launch:
         sig = tuple((k, changes.get(k, v)) for k, v in self.signature)
-        return Launch(self.kernel, self.file, sig, self.constexprs, self.options, self.fn)
+        cs = self.constexprs if not consts else tuple((k, consts.get(k, v)) for k, v in self.constexprs)
+        return Launch(self.kernel, self.file, sig, cs, self.options, self.fn, self.pinned)
+
+    def with_config(self, consts: Mapping[str, Any], options: Mapping[str, int]) -> Launch:
+        """This launch with an autotune config applied: its constexprs pinned (never collapsed as sizes)."""
+        cs = tuple((k, consts.get(k, v)) for k, v in self.constexprs)
+        opts = dict(self.options)
+        opts.update({k: int(v) for k, v in options.items() if k in _LAUNCH_OPTIONS and v is not None})
+        return Launch(self.kernel, self.file, self.signature, cs, tuple(sorted(opts.items())), self.fn,
+                      tuple(sorted(set(self.pinned) | set(consts))))
 
 
 def _is_size(v: Any) -> bool:
@@ -146,6 +166,7 @@ def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
     bound = inspect.signature(pyfn).bind(*args, **call_kwargs)
     bound.apply_defaults()
     is_cexpr = {p.name: bool(p.is_constexpr) for p in jit.params}
+    annotated = {p.name: _scalar_annotation(p) for p in jit.params}
     types = _torch_types()
     sig: list[tuple[str, str]] = []
     consts: list[tuple[str, Any]] = []
@@ -158,6 +179,8 @@ def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
             if ty is None:
                 raise ValueError(f"{jit.__name__}: argument {name!r} has dtype {v.dtype}, which has no Triton type")
             sig.append((name, "*" + ty))
+        elif annotated.get(name) and isinstance(v, (bool, int, float)):
+            sig.append((name, annotated[name]))  # Triton's launcher types it by the annotation too
         elif isinstance(v, bool):
             sig.append((name, "i1"))
         elif isinstance(v, int):
@@ -171,28 +194,147 @@ def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
     return Launch(kernel, inspect.getsourcefile(pyfn) or "", tuple(sig), tuple(consts), opts, fn)
 
 
-def variants(launch: Launch) -> list[tuple[str, Launch]]:
-    """Widened variants: each floating-point tensor argument alone in each other source dtype, then all of
-    them together in each source dtype; ``(label, launch)`` with labels like ``key_ptr=bf16`` / ``all=bf16``;
-    duplicates of the launch or of each other dropped."""
-    ptrs = launch.float_pointers()
-    out: list[tuple[str, Launch]] = []
-    seen = {launch.signature}
-    for p in ptrs:
-        for d in WIDEN_DTYPES:
-            v = launch.with_types({p: "*" + d})
-            if v.signature not in seen:
-                seen.add(v.signature)
-                out.append((f"{p}={d}", v))
-    if len(ptrs) > 1:
-        for d in WIDEN_DTYPES:
-            v = launch.with_types({p: "*" + d for p in ptrs})
-            if v.signature not in seen:
-                seen.add(v.signature)
-                out.append((f"all={d}", v))
+_SCALAR_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32",
+                           "fp64"})
+
+
+def _scalar_annotation(param: Any) -> str | None:
+    """A scalar's annotated Triton type (``n: tl.int64`` → ``i64``): Triton's launcher types the argument by it."""
+    a = getattr(param, "annotation", "")
+    return a if isinstance(a, str) and a in _SCALAR_TYPES else None
+
+
+#: The FP8 formats an FP8 tensor argument or ``tl.dtype`` constexpr is widened to (the NVIDIA ones).
+FP8_WIDEN: tuple[str, ...] = ("fp8e4nv", "fp8e5", "fp8e4b15")
+
+
+def _dtype_type(v: Any) -> str | None:
+    """The type string of a ``tl.dtype`` constexpr among the widened ones (``tl.bfloat16`` → ``bf16``)."""
+    name = getattr(v, "name", None)
+    if type(v).__name__ != "dtype" or not isinstance(name, str):
+        return None
+    return name if name in WIDEN_DTYPES or name in FP8_WIDEN else None
+
+
+def _tl_dtype(ty: str) -> Any:
+    import triton.language as tl  # only when a dtype constexpr is widened: triton is loaded already
+
+    return {"fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32, "fp8e4nv": tl.float8e4nv,
+            "fp8e5": tl.float8e5, "fp8e4b15": tl.float8e4b15}[ty]
+
+
+def atomic_pointers(fn: Any) -> frozenset[str]:
+    """Pointer arguments of ``fn`` that reach the pointer operand of a ``tl.atomic_*`` call (directly or through
+    local pointer arithmetic). Their element type is the kernel's contract: Triton refuses most atomics on
+    16-bit floats (``atomic_max does not support fp16``), so widening them reports what cannot be written."""
+    return _atomic_pointers(getattr(fn, "fn", fn))
+
+
+_ATOMIC_CACHE: dict[Any, frozenset[str]] = {}
+
+
+def _atomic_pointers(pyfn: Any) -> frozenset[str]:
+    import ast
+    import textwrap
+
+    code = getattr(pyfn, "__code__", None)
+    if code is None:
+        return frozenset()
+    hit = _ATOMIC_CACHE.get(code)
+    if hit is not None:
+        return hit
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(pyfn)))
+    except (OSError, TypeError, SyntaxError):
+        _ATOMIC_CACHE[code] = frozenset()
+        return frozenset()
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    flows: dict[str, set[str]] = {}  # local name -> names its value is computed from
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        flows.setdefault(n.id, set()).update(names)
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if isinstance(name, str) and name.startswith("atomic_"):
+                ptr = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"),
+                                                          None)
+                if ptr is not None:
+                    used |= {n.id for n in ast.walk(ptr) if isinstance(n, ast.Name)}
+    seen: set[str] = set()
+    todo = list(used)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        todo += flows.get(n, ())
+    out = frozenset(seen & params)
+    _ATOMIC_CACHE[code] = out
     return out
 
 
+def variants(launch: Launch) -> list[tuple[str, Launch]]:
+    """Widened variants, each a launch the kernel's callers could make:
+
+    - each floating-point tensor argument alone in each other source dtype (fp16/bf16/fp32), then all of them
+      together (``key_ptr=bf16``, ``all=bf16``); each FP8 tensor argument in each other FP8 format
+      (``out_ptr=fp8e5``);
+    - a ``tl.dtype`` constexpr equal to a widened pointer's element type changes with it (torchao's
+      ``input_dtype: tl.constexpr`` set from the tensor's dtype: ``x_ptr=bf16+input_dtype``); when several
+      pointers share that type, only the ``all=`` variants change it;
+    - an FP8 ``tl.dtype`` constexpr no pointer is coupled to (a store's output format) in each other FP8 format
+      (``FMT=fp8e5``);
+    - pointers that reach a ``tl.atomic_*`` call keep their type (:func:`atomic_pointers`).
+
+    Duplicates of the launch or of each other are dropped."""
+    sig = launch.sig
+    atomic = atomic_pointers(launch.fn) if launch.fn is not None else frozenset()
+    floats = [p for p in launch.float_pointers() if p not in atomic]
+    fp8s = [k for k, v in launch.signature if v.startswith("*") and v[1:] in FP8_WIDEN and k not in atomic]
+    dtype_consts = {k: t for k, v in launch.constexprs if (t := _dtype_type(v)) is not None}
+    ptr_types = [sig[p][1:] for p in floats + fp8s]
+
+    def coupled(p: str) -> list[str]:  # the constexprs that follow pointer p alone
+        ty = sig[p][1:]
+        return [k for k, t in dtype_consts.items() if t == ty] if ptr_types.count(ty) == 1 else []
+
+    out: list[tuple[str, Launch]] = []
+    seen = {(launch.signature, launch.constexprs)}
+
+    def add(label: str, v: Launch) -> None:
+        ident = (v.signature, v.constexprs)
+        if ident not in seen:
+            seen.add(ident)
+            out.append((label, v))
+
+    for group, dtypes in ((floats, WIDEN_DTYPES), (fp8s, FP8_WIDEN)):
+        for p in group:
+            cs = coupled(p)
+            for d in dtypes:
+                add(f"{p}={d}" + "".join(f"+{c}" for c in cs),
+                    launch.with_types({p: "*" + d}, {c: _tl_dtype(d) for c in cs}))
+    if len(floats) > 1:
+        launched = {sig[p][1:] for p in floats}
+        cs = [k for k, t in dtype_consts.items() if t in launched]
+        for d in WIDEN_DTYPES:
+            add(f"all={d}" + "".join(f"+{c}" for c in cs),
+                launch.with_types({p: "*" + d for p in floats}, {c: _tl_dtype(d) for c in cs}))
+    followers = {c for p in floats + fp8s for c in coupled(p)}
+    if len(floats) > 1:
+        followers |= {k for k, t in dtype_consts.items() if t in {sig[p][1:] for p in floats}}
+    for c, t in dtype_consts.items():
+        if c in followers or t not in FP8_WIDEN or any(sig[p][1:] == t for p in fp8s):
+            continue
+        for d in FP8_WIDEN:
+            add(f"{c}={d}", launch.with_types({}, {c: _tl_dtype(d)}))
+    return out
 
 
 # --- capture and declarations: per session -----------------------------------------------------------------
@@ -229,24 +371,50 @@ class Declarations:
         return None
 
 
+class Captured(list):  # noqa: FURB189 - a list with what a replay needs
+    """The launches one :meth:`CaptureState.capture` block saw (a list, in order, duplicates included), and the
+    launcher calls that asked ``torch.cuda`` about the device (:attr:`replays`, for
+    :mod:`harness.compile.personality`)."""
+
+    def __init__(self, test_code: Any = None) -> None:
+        super().__init__()
+        self.test_code = test_code
+        self.replays: list[Any] = []
+        self._frames: list[Any] = []  # kept alive while the block is open: their ids name the calls
+
+    def add_replay(self, frame: Any, call: Any) -> None:
+        if not any(f is frame for f in self._frames):
+            self._frames.append(frame)
+            self.replays.append(call)
+
+    def close(self) -> None:
+        self._frames.clear()
+
+
 class CaptureState:
     """What launch capture keeps for one session: the open :func:`capture` blocks (the innermost one takes a
-    launch), the launches that could not be typed (kernel → why; the summary lists them) and the
-    :class:`Declarations`. The harness plugin registers one per pytest session as its ``compile_launches``
-    section."""
+    launch), the launches that could not be typed (kernel → why; the summary lists them), the
+    :class:`Declarations` and the device queries of the running test
+    (:class:`harness.compile.personality.DeviceQueries`). The harness plugin registers one per pytest session
+    as its ``compile_launches`` section."""
 
     def __init__(self) -> None:
+        from harness.compile.personality import DeviceQueries
+
         self._lock = threading.Lock()
-        self._sinks: list[list[Launch]] = []
+        self._sinks: list[Captured] = []
         self.skipped: dict[str, str] = {}
         self.declarations = Declarations()
+        self.queries = DeviceQueries()
 
     @contextlib.contextmanager
-    def capture(self) -> Iterator[list[Launch]]:
+    def capture(self, test_code: Any = None) -> Iterator[Captured]:
         """Record every interpreted kernel launch inside the block (in order, duplicates included); a nested
-        block takes the launches made inside it, the outer one does not see them."""
+        block takes the launches made inside it, the outer one does not see them. With ``test_code`` (the test
+        function's code object), the launcher calls that asked ``torch.cuda`` about the device before a launch
+        are kept for replay."""
         _install()
-        got: list[Launch] = []
+        got = Captured(test_code)
         with self._lock:
             self._sinks.append(got)
         try:
@@ -255,9 +423,50 @@ class CaptureState:
             with self._lock:  # by identity: two blocks' lists may be equal
                 del self._sinks[next(i for i, x in enumerate(self._sinks) if x is got)]
 
-    def _sink(self) -> list[Launch] | None:
+    def _sink(self) -> Captured | None:
         with self._lock:
             return self._sinks[-1] if self._sinks else None
+
+    def record(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+        """Take one interpreted launch into the innermost block (with every config of an autotuner running
+        it); ``True`` when the kernel must not run (a replay under a device personality records only)."""
+        sink = self._sink()
+        if sink is None:
+            return False
+        from harness.compile.autotune import config_values, configs_in_flight
+
+        try:
+            launch = launch_from_args(fn, args, kwargs)
+        except Exception as e:  # never break the test over capture; say so in the summary
+            self.skipped[getattr(fn, "__name__", "?")] = f"{type(e).__name__}: {e}"
+            return self.queries.active is not None
+        configs = configs_in_flight()
+        if configs:
+            for c in configs:
+                sink.append(launch.with_config(*config_values(c)))
+        else:
+            sink.append(launch)
+        if self.queries.active is not None:
+            return True
+        if self.queries.asked and sink.test_code is not None:
+            from harness.compile.personality import replay_root
+
+            root = replay_root(sink.test_code, _skip_files())
+            if root is not None:
+                sink.add_replay(*root)
+        return False
+
+
+@functools.cache
+def _skip_files() -> tuple[str, ...]:
+    """Where a launcher is not: Triton's runtime (a test launching a kernel itself) and the harness."""
+    import os
+
+    import triton
+
+    import harness
+
+    return (os.path.dirname(triton.__file__), os.path.dirname(harness.__file__))
 
 
 _PROCESS = CaptureState()  # outside any pytest session: python -m harness compile, a script
@@ -301,15 +510,8 @@ def _install() -> None:
         return
 
     def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
-        st = state()
-        sink = st._sink()
-        if sink is not None and not warmup:
-            try:
-                launch = launch_from_args(self, args, kwargs)
-            except Exception as e:  # never break the test over capture; say so in the summary
-                st.skipped[getattr(self, "__name__", "?")] = f"{type(e).__name__}: {e}"
-            else:
-                sink.append(launch)
+        if not warmup and state().record(self, args, kwargs):
+            return None  # a replay under a device personality: the launch is recorded, not run
         return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     run._harness_capture = True  # type: ignore[attr-defined]

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MAX_ASM_LINES", "AsmMismatch", "Cells", "CompileFailure", "CompileProblem", "Finding",
-           "format_asm_mismatch", "format_capture_failure", "format_compile_failure", "format_finding", "group",
+__all__ = ["MATRIX_LEGEND", "MAX_ASM_LINES", "AsmMismatch", "Cells", "CompileFailure", "CompileProblem", "Finding",
+           "format_asm_mismatch", "format_capture_failure", "format_capture_totals", "format_compile_failure",
+           "format_compile_stats", "format_finding", "group",
            "render_matrix"]
 
 #: Cap on the assembly lines a failed ``assert_ptx_contains`` / ``assert_ptx_lacks`` shows.
@@ -170,3 +171,28 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
     for k, n in zip(kernels, names, strict=True):
         lines.append("  ".join([n.ljust(w0)] + [cell(k, t).ljust(w) for t, w in zip(ts, widths, strict=True)]))
     return [ln.rstrip() for ln in lines]
+
+
+#: What the cells of :func:`render_matrix` mean (printed under the matrix).
+MATRIX_LEGEND = ("ok: every compile for the target succeeded; ok*: the launches compile, some variants were refused "
+                 "as the arch model predicts (e4nv below sm89) or as declared (expect_compile_failure); expected: "
+                 "the launch itself is such a refusal; FAIL n: n findings; -: not compiled for the target")
+
+
+def format_capture_totals(distinct: int, cached: int, seconds: float, scope: str, directory: str) -> str:
+    """Launch capture's one totals line: distinct compiles (each launch or variant on each target, counted once
+    over xdist workers), how many of them this run compiled and how many it read back from the disk cache."""
+    return (f"{distinct} distinct compiles: {distinct - cached} compiled, {cached} read from the disk cache "
+            f"({directory}) in {seconds:.1f}s ({scope})")
+
+
+def format_compile_stats(total: Mapping[str, float]) -> str:
+    """The compile matrix's process counters (every ``triton.compile`` call, launch capture's and the
+    ``compile_target`` tests'), worded so they cannot be read as the disk cache's: repeats answered from the
+    process's own memo are ``in-process repeats``."""
+    n = int(total.get("compiles", 0))
+    avg = total.get("seconds", 0.0) / n if n else 0.0
+    return (f"harness: triton.compile ran {n} times ({int(total.get('failures', 0))} refused, "
+            f"{int(total.get('ptxas', 0))} ptxas failures) in {total.get('seconds', 0.0):.1f}s "
+            f"(avg {avg:.2f}s, slowest {total.get('slowest', 0.0):.2f}s); "
+            f"{int(total.get('hits', 0))} in-process repeats answered from memory")

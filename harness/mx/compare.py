@@ -1,0 +1,274 @@
+"""``assert_mx_close``: block-scaled tensors (codes + scales [+ NVFP4's global scale]) against a reference.
+
+Three rules side by side, because each misses what another sees:
+
+* **block scales**: equal, or within ``scale_ulp`` codes (e8m0 / ue4m3 steps). A wrong scale rule or layout moves
+  scales; element codes alone would not show it (a block at twice the scale has half the codes).
+* **element codes**: within ``max_ulp`` steps of the element format, in the blocks whose scales are equal (codes of
+  blocks at different scales are not comparable; those blocks are judged by the global rule only); up to
+  ``floor(max_mismatch * n)`` may break it.
+* **global error**: rel-L2 of the dequantized tensors (``max_rel_l2``) and, given the ``source`` the codes were
+  quantized from, an SQNR floor (``min_sqnr_db``): the check that still bites when every element is "one code
+  off".
+
+The check returns an :class:`~harness.mx.message.MxMismatch` record (or None) and reports to the session summary;
+only :func:`assert_mx_close` raises, once, with ``__tracebackhide__``. With ``source=`` a failure also says which
+known convention (scale rule, rounding, saturation) produced the actual and the expected codes
+(:mod:`harness.mx.diagnose`). Blocks run along the last axis; FP4 codes are packed two per byte along it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from harness import summary
+from harness.mx import diagnose
+from harness.mx.formats import ULP_FAR, decode, ulp_distance
+from harness.mx.layouts import unswizzle_scales
+from harness.mx.message import MAX_ROWS, BlockRow, ElemRow, MxMismatch, format_mx_mismatch
+from harness.mx.schemes import Scheme, get_scheme
+from harness.session import current_arch
+from harness.text import Msg
+from harness.tolerances import Tolerance
+
+__all__ = ["assert_mx_close", "check_mx"]
+
+LAYOUTS = ("linear", "swizzled")
+_HIST = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3+", 3, (1 << 16) - 1), ("far/NaN", 1 << 16, 1 << 62))
+
+
+def _parts(q: Any, scheme: Scheme, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    want = 3 if scheme.name == "nvfp4" else 2
+    what = "(codes, scales, global_scale)" if want == 3 else "(codes, scales)"
+    if not isinstance(q, (tuple, list)) or len(q) != want:
+        got = f"a {type(q).__name__} of {len(q)}" if isinstance(q, (tuple, list)) else type(q).__name__
+        raise TypeError(f"{name}: {scheme.name} is compared as a tuple {what}, as quantize returns it; got {got}")
+    for part, t in zip(("codes", "scales"), q[:2], strict=False):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8:
+            got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+            raise TypeError(f"{name}: its {part} must be a torch.uint8 tensor of codes; got {got}")
+    g = None
+    if want == 3:
+        g = torch.as_tensor(q[2], dtype=torch.float32).detach().cpu()
+        if g.numel() != 1:
+            raise ValueError(f"{name}: its global_scale must be one value; got shape {tuple(g.shape)}")
+    return q[0].detach().cpu(), q[1].detach().cpu(), g
+
+
+def _scales(s: torch.Tensor, layout: str, elems: torch.Tensor, block: int, name: str) -> torch.Tensor:
+    if layout not in LAYOUTS:
+        raise ValueError(f"{name}: expected one of {', '.join(LAYOUTS)}; got {layout!r}")
+    if layout == "linear":
+        return s
+    if elems.dim() != 2:
+        raise ValueError(f"{name}='swizzled' needs 2-D codes (rows, K); got shape {tuple(elems.shape)}")
+    return unswizzle_scales(s, elems.shape[0], elems.shape[1] // block)
+
+
+def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat //= size
+    return tuple(reversed(out))
+
+
+def _elem_ulp(a: torch.Tensor, e: torch.Tensor, scheme: Scheme) -> torch.Tensor:
+    if scheme.elem_name in ("e4m3", "e5m2"):
+        from harness import fp8
+
+        return fp8.ulp_distance(a, e, "e4nv" if scheme.elem_name == "e4m3" else "e5m2")
+    return ulp_distance(a, e, scheme.elem_name)
+
+
+def _elem_values(codes: torch.Tensor, scheme: Scheme) -> torch.Tensor:
+    if scheme.elem_name in ("e4m3", "e5m2"):
+        return codes.view(scheme.elem).float()
+    return decode(codes, scheme.elem_name)
+
+
+def _tol(tol: Tolerance | None, max_ulp: int | None, max_mismatch: float | None) -> Tolerance:
+    from harness.compare.checks import EXPLICIT, check_tol
+
+    if tol is not None:
+        if max_ulp is not None or max_mismatch is not None:
+            raise ValueError("assert_mx_close: pass either tol= or max_ulp=/max_mismatch=, not both")
+        return check_tol(tol, "codes")
+    return Tolerance(max_ulp=0 if max_ulp is None else max_ulp, max_mismatch=max_mismatch or 0.0, key=EXPLICIT)
+
+
+def _check_limit(v: Any, name: str, *, integer: bool = False) -> None:
+    ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+    if v is not None and (not ok or isinstance(v, bool) or not math.isfinite(v) or v < 0):
+        raise ValueError(f"{name}: expected {'an int' if integer else 'a finite number'} >= 0; got {v!r}")
+
+
+def _global(a: torch.Tensor, e: torch.Tensor, src: torch.Tensor | None) -> tuple[float, float | None, float | None]:
+    fin = torch.isfinite(a) & torch.isfinite(e)
+    a64, e64 = a.double()[fin], e.double()[fin]
+    num, den = float((a64 - e64).square().sum()), float(e64.square().sum())
+    rel = math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
+    if src is None:
+        return rel, None, None
+
+    def sqnr(q: torch.Tensor) -> float:
+        ok = torch.isfinite(q) & torch.isfinite(src)
+        s64 = src.double()[ok]
+        noise = float((q.double()[ok] - s64).square().sum())
+        signal = float(s64.square().sum())
+        return math.inf if noise == 0 else (-math.inf if signal == 0 else 10 * math.log10(signal / noise))
+
+    return rel, sqnr(a), sqnr(e)
+
+
+def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_ulp: int = 0,
+             max_rel_l2: float | None = None, min_sqnr_db: float | None = None, source: torch.Tensor | None = None,
+             layout: str = "linear", expected_layout: str = "linear", op: str = "", dtype: str = "") -> MxMismatch | None:
+    """The comparison behind :func:`assert_mx_close`; None when every rule holds."""
+    from harness.compare.checks import row_identity
+
+    sch = get_scheme(scheme)
+    _check_limit(scale_ulp, "scale_ulp", integer=True)
+    _check_limit(max_rel_l2, "max_rel_l2")
+    if min_sqnr_db is not None and not (isinstance(min_sqnr_db, (int, float)) and math.isfinite(min_sqnr_db)):
+        raise ValueError(f"min_sqnr_db: expected a finite number; got {min_sqnr_db!r}")
+    ac, as_, ag = _parts(actual, sch, "actual")
+    ec, es, eg = _parts(expected, sch, "expected")
+    ae, ee = sch.element_codes(ac), sch.element_codes(ec)
+    op, dtype = row_identity(tol, op, dtype, "")
+    arch = current_arch().name
+    m = MxMismatch(scheme=sch.name, op=op, dtype=dtype, arch=arch, tol=tol, scale_ulp=scale_ulp,
+                   max_ulp=tol.max_ulp or 0, max_rel_l2=max_rel_l2, min_sqnr_db=min_sqnr_db)
+    if ae.shape != ee.shape:
+        m.shapes["element codes"] = (tuple(ae.shape), tuple(ee.shape))
+    else:
+        as_ = _scales(as_, layout, ae, sch.block, "layout")
+        es = _scales(es, expected_layout, ee, sch.block, "expected_layout")
+        want = (*ae.shape[:-1], ae.shape[-1] // sch.block) if ae.dim() else ()
+        for what, s in (("actual scales", as_), ("expected scales", es)):
+            if tuple(s.shape) != tuple(want) or ae.shape[-1] % sch.block:
+                m.shapes[what] = (tuple(s.shape), tuple(want))
+    if source is not None and not m.shapes:
+        if not isinstance(source, torch.Tensor) or not source.is_floating_point():
+            raise TypeError(f"source: expected the floating-point tensor that was quantized; got "
+                            f"{getattr(source, 'dtype', type(source).__name__)}")
+        if tuple(source.shape) != tuple(ae.shape):
+            raise ValueError(f"source: shape {tuple(source.shape)} is not the element shape {tuple(ae.shape)}")
+    if m.shapes:
+        summary.record(op=op, dtype=dtype, arch=arch, n=ee.numel(), tol=tol, passed=False)
+        return m
+
+    # block scales
+    sd = torch.where(as_ == es, 0, ulp_distance(as_, es, sch.scale))  # identical codes (NaN too) are 0 apart
+    m.n_blocks = sd.numel()
+    m.k_blocks = int((sd > scale_ulp).sum())
+    m.n_diff_blocks = int((sd > 0).sum())
+    if m.n_blocks:
+        i = int(sd.reshape(-1).argmax())
+        m.worst_scale_ulp, m.worst_scale_index = int(sd.reshape(-1)[i]), _index(i, sd.shape)
+    if ag is not None and not (float(ag) == float(eg) or (math.isnan(float(ag)) and math.isnan(float(eg)))):
+        m.global_scales = (float(ag), float(eg))
+    # elements, in blocks whose scales are equal
+    same = (as_ == es).repeat_interleave(sch.block, -1)
+    ud = _elem_ulp(ae, ee, sch)
+    ud = torch.where(ae == ee, 0, ud)  # identical codes (NaN ones too) are 0 apart
+    bad = (ud > m.max_ulp) & same
+    m.n_elems, m.n_compared, m.k_elems = ee.numel(), int(same.sum()), int(bad.sum())
+    m.allowed_k = math.floor(tol.max_mismatch * m.n_compared + 1e-9)
+    cmp = torch.where(same, ud, -1)
+    if m.n_compared:
+        j = int(cmp.reshape(-1).argmax())
+        m.worst_ulp, m.worst_ulp_index = int(cmp.reshape(-1)[j]), _index(j, ud.shape)
+    # global error over the dequantized values
+    def deq(c: torch.Tensor, s: torch.Tensor, g: torch.Tensor | None) -> torch.Tensor:
+        v = _elem_values(c, sch) * decode(s, sch.scale).repeat_interleave(sch.block, -1)
+        return v * g if g is not None else v
+
+    av, ev = deq(ae, as_, ag), deq(ee, es, eg)
+    src = None if source is None else source.detach().cpu()
+    m.rel_l2, m.sqnr_db, m.sqnr_expected_db = _global(av, ev, src)
+    nan_a, nan_e = torch.isnan(av), torch.isnan(ev)
+    nan_ok = bool(torch.equal(nan_a, nan_e))
+    if not nan_ok:
+        m.nan_counts = (int(nan_a.sum()), int(nan_e.sum()))
+    passed = (m.k_blocks == 0 and m.global_scales is None and m.k_elems <= m.allowed_k and nan_ok
+              and (max_rel_l2 is None or m.rel_l2 <= max_rel_l2)
+              and (min_sqnr_db is None or (m.sqnr_db is not None and m.sqnr_db >= min_sqnr_db)))
+    summary.record(op=op, dtype=dtype, arch=arch, n=m.n_elems, worst_ulp=m.worst_ulp, tol=tol, passed=passed,
+                   worst_abs=float((av - ev).abs()[torch.isfinite(av - ev)].max()) if m.n_elems and
+                   bool(torch.isfinite(av - ev).any()) else None)
+    if passed:
+        return None
+    m.hist = {label: int(((ud >= lo) & (ud <= hi) & same).sum()) for label, lo, hi in _HIST}
+    bad_blocks = (sd > scale_ulp).reshape(-1).nonzero().reshape(-1)
+    order = torch.sort(sd.reshape(-1)[bad_blocks], descending=True, stable=True).indices[:MAX_ROWS]
+    sa_v, se_v = decode(as_, sch.scale).reshape(-1), decode(es, sch.scale).reshape(-1)
+    for i in bad_blocks[order].tolist():
+        m.block_rows.append(BlockRow(_index(i, sd.shape), int(as_.reshape(-1)[i]), int(es.reshape(-1)[i]),
+                                     float(sa_v[i]), float(se_v[i]), int(sd.reshape(-1)[i])))
+    bad_el = bad.reshape(-1).nonzero().reshape(-1)
+    order = torch.sort(ud.reshape(-1)[bad_el], descending=True, stable=True).indices[:MAX_ROWS]
+    for i in bad_el[order].tolist():
+        m.elem_rows.append(ElemRow(_index(i, ud.shape), int(ae.reshape(-1)[i]), int(ee.reshape(-1)[i]),
+                                   float(av.reshape(-1)[i]), float(ev.reshape(-1)[i]), int(ud.reshape(-1)[i])))
+    if src is not None:
+        m.diagnosis = _diagnose(sch, src, ae, ee, as_, es, ag, eg)
+    return m
+
+
+def _diagnose(sch: Scheme, src: torch.Tensor, ae: torch.Tensor, ee: torch.Tensor, as_: torch.Tensor,
+              es: torch.Tensor, ag: torch.Tensor | None, eg: torch.Tensor | None) -> list[str]:
+    """Which convention the scales and the elements of each side are (elements judged with the scales as given)."""
+    blocks = src.float().reshape(*src.shape[:-1], -1, sch.block)
+    amax = blocks.abs().amax(-1)
+    lines = []
+    if not torch.equal(as_, es):
+        lines.append(diagnose.describe(as_, es, diagnose.scale_conventions(amax, sch, ag), "block scales"))
+    same = as_ == es
+    if not bool(same.any()):
+        return lines
+    s = decode(as_, sch.scale).double() * (float(ag) if ag is not None else 1.0)
+    scaled = torch.where(s.unsqueeze(-1) > 0, blocks.double() / s.unsqueeze(-1), 0.0)
+    keep = same.unsqueeze(-1).expand_as(scaled)
+    x, a_codes, e_codes = scaled[keep], ae.reshape(scaled.shape)[keep], ee.reshape(scaled.shape)[keep]
+    if torch.equal(a_codes, e_codes):
+        return lines
+    if sch.elem_name in ("e4m3", "e5m2"):
+        conv = diagnose.fp8_conventions(x.float(), "e4nv" if sch.elem_name == "e4m3" else "e5m2")
+    else:
+        recip = None
+        if sch.name == "nvfp4":
+            r = (1.0 / s.float()).unsqueeze(-1).expand_as(scaled)
+            recip = (blocks.float() * r)[keep].double()
+        conv = diagnose.element_conventions(x, sch.elem_name, reciprocal=recip)
+    lines.append(diagnose.describe(a_codes, e_codes, conv, "elements (blocks with equal scales)"))
+    return lines
+
+
+def assert_mx_close(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance | None = None,
+                    max_ulp: int | None = None, max_mismatch: float | None = None, scale_ulp: int = 0,
+                    max_rel_l2: float | None = None, min_sqnr_db: float | None = None,
+                    source: torch.Tensor | None = None, layout: str = "linear", expected_layout: str = "linear",
+                    op: str = "", dtype: str = "", msg: Msg = None) -> None:
+    """Assert that block-scaled ``actual`` is ``expected`` within the rules of the module docstring.
+
+    ``actual`` / ``expected``: ``(codes, scales)`` (MX) or ``(codes, scales, global_scale)`` (NVFP4), as
+    ``harness.mx.quantize_mx`` / ``quantize_nvfp4`` return them. ``scheme``: ``mxfp4``, ``nvfp4``, ... or an
+    ``mx_case``. ``tol``: a code row of the table (its max_ulp and max_mismatch apply to elements), or
+    ``max_ulp=`` / ``max_mismatch=`` (default 0: bit-exact). ``layout``: how actual's scales are laid out
+    (``swizzled``: the 128x4 layout, unswizzled here). ``source``: the tensor both were quantized from; it adds
+    the SQNR figures and, on failure, the diagnosis line. ``msg``: a str becomes the first line; a callable gets the
+    report.
+    """
+    __tracebackhide__ = True
+    t = _tol(tol, max_ulp, max_mismatch)
+    m = check_mx(actual, expected, scheme, tol=t, scale_ulp=scale_ulp, max_rel_l2=max_rel_l2,
+                 min_sqnr_db=min_sqnr_db, source=source, layout=layout, expected_layout=expected_layout, op=op,
+                 dtype=dtype)
+    if m is not None:
+        if msg is not None:
+            m.msg = msg
+        raise AssertionError(format_mx_mismatch(m))
