@@ -38,7 +38,7 @@ from harness.compile.message import (
     group,
     render_matrix,
 )
-from harness.compile.personality import personality, same_answers
+from harness.compile.personality import device_personality, same_answers
 from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available
 from harness.plugin import session_of
 
@@ -293,7 +293,7 @@ class _Capture:
         (:mod:`harness.compile.personality`); the launches each made, with the targets that make them."""
         out: list[tuple[tuple[str, ...], Launch]] = []
         for call in block.replays:
-            pending = [p for p in (personality(t) for t in self.targets) if p is not None]
+            pending = [p for p in (device_personality(t) for t in self.targets) if p is not None]
             while pending:
                 p = pending.pop(0)
                 error = None

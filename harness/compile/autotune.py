@@ -63,7 +63,10 @@ def install(mode: str) -> Callable[[], None]:
         raise ValueError(f"--harness-autotune={mode!r}: expected one of {', '.join(MODES)}")
     from triton.runtime.autotuner import Autotuner  # only on the interpreter lane, when the session starts
 
-    orig = Autotuner.run
+    previous = Autotuner.run
+    # An outer session's wrapper (a pytester session nested in a test) is replaced, not wrapped: it would narrow
+    # the configs capture sees to the one this wrapper runs.
+    orig = getattr(previous, "_harness_orig", previous)
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         configs = list(self.configs)
@@ -86,11 +89,11 @@ def install(mode: str) -> Callable[[], None]:
                     self.configs = saved
             return ret
 
-    run._harness_autotune = mode  # type: ignore[attr-defined]
+    run._harness_orig = orig  # type: ignore[attr-defined]
     Autotuner.run = run
 
     def undo() -> None:
         if Autotuner.__dict__.get("run") is run:
-            Autotuner.run = orig
+            Autotuner.run = previous
 
     return undo

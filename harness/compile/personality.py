@@ -17,7 +17,7 @@ import get_device_capability``) before the session keeps the real function and i
 whose answers to the queries a replay made equal another's reuses that replay (a launcher asking only
 ``is_available()`` is replayed once for every GPU target).
 
-Public API: :class:`Personality`, :func:`personality`, :class:`DeviceQueries`, :class:`ReplayCall`,
+Public API: :class:`Personality`, :func:`device_personality`, :class:`DeviceQueries`, :class:`ReplayCall`,
 :func:`replay_root`.
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 
 from harness.compile.targets import parse_target
 
-__all__ = ["QUERIES", "DeviceQueries", "Personality", "ReplayCall", "personality", "replay_root"]
+__all__ = ["QUERIES", "DeviceQueries", "Personality", "ReplayCall", "device_personality", "replay_root"]
 
 #: The ``torch.cuda`` functions a personality answers.
 QUERIES: tuple[str, ...] = ("is_available", "device_count", "current_device", "get_device_capability",
@@ -85,7 +85,7 @@ class Personality:
         raise KeyError(query)
 
 
-def personality(target: str) -> Personality | None:
+def device_personality(target: str) -> Personality | None:
     """The personality of a CUDA target, ``None`` for a ROCm one (capture does not steer ``torch.cuda`` as a
     ROCm build: replays cover CUDA targets only)."""
     t = parse_target(target)
