@@ -1,11 +1,13 @@
-"""Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]`` and
+"""Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``,
+``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness report merge OUT IN...`` and
 ``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (``-h`` at every level).
 
 One argparse tree: each feature package declares its subcommand in its ``cli`` module
-(``harness.golden.cli``, ``harness.compile.cli``: ``PARSER_KWARGS``, ``add_arguments``, ``run``) and this
-module mounts them. Parsing is argparse's at every level, so an unknown command or option is a usage error
-(exit 2) naming it, with one exception by design: every argument ``golden regen`` does not know is pytest's,
-passed through in order (see ``harness.golden.cli``).
+(``harness.golden.cli``, ``harness.compile.cli``: ``PARSER_KWARGS``, ``add_arguments``, ``run``; the report's
+in ``harness.plugin.report``, beside its writer) and this module mounts them. Parsing is argparse's at every
+level, so an unknown command or option is a usage error (exit 2) naming it, with one exception by design:
+every argument ``golden regen`` does not know is pytest's, passed through in order (see
+``harness.golden.cli``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 
 from harness.compile import cli as compile_cli
 from harness.golden import cli as golden_cli
+from harness.plugin import report as report_cli
 
 PROG = "python -m harness"
 
@@ -31,6 +34,9 @@ def parser() -> argparse.ArgumentParser:
     compile_ = commands.add_parser("compile", **compile_cli.PARSER_KWARGS)
     compile_cli.add_arguments(compile_)
     compile_.set_defaults(run=compile_cli.run)
+    report = commands.add_parser("report", **report_cli.PARSER_KWARGS)
+    report_cli.add_arguments(report)
+    report.set_defaults(run=report_cli.run)
     return top
 
 

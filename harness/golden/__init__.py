@@ -8,7 +8,8 @@ feature's logic sits beside it:
 * :mod:`harness.golden.files`: golden names and paths, safe reads and writes, the ``.npz`` format;
 * :mod:`harness.golden.fixture`: the ``Golden`` fixture object that carries out one check;
 * :mod:`harness.golden.message`: every failure text of a check, from one function;
-* :mod:`harness.golden.cli`: ``python -m harness golden regen``.
+* :mod:`harness.golden.unused`: the unused-golden rule, for one run and for the union of shards' records;
+* :mod:`harness.golden.cli`: ``python -m harness golden regen`` and ``golden unused``.
 
 Registered by ``harness.plugin``. This session's golden state is the session's ``golden`` section
 (:class:`_Run`, a ``harness.session.Section``); under xdist it reaches the controller in the session's one
@@ -23,6 +24,11 @@ with tests passed or failed (not interrupted or a usage error). A golden file is
 checked or loaded it, unless its directory belongs to a selected test that did not pass (failed, skipped,
 never ran: its checks may not have been reached) or to a module skipped at collection. Any other run is
 silent.
+
+Shards (``pytest --splits N --group i``, pytest-split) deselect, so each is silent; with
+``--golden-record=PATH`` each writes its bookkeeping (the suite it collected, its selection, the goldens it
+used, which golden tests passed) and ``python -m harness golden unused RECORD...`` judges the union by the
+same rule (:mod:`harness.golden.unused`).
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.golden.decide import run_mode
+from harness.golden.unused import RECORD_KIND, RECORD_VERSION, unused_files
 from harness.plugin import session_key, session_of
 
 if TYPE_CHECKING:
@@ -57,6 +64,9 @@ class _Run:
         self.all_dirs: dict[str, str] = {}       # nodeid -> golden dir, every collected golden test
         self.items: dict[str, str] = {}          # the same for the selected ones
         self.deselected = 0
+        self.recording = bool(config.getoption("golden_record"))
+        self.collected: list[str] = []           # every collected test, before deselection (when recording)
+        self.selected: set[str] = set()          # the tests this run selected (when recording)
         self.skipped_modules: set[str] = set()   # module stems skipped at collection
         self.skipped_dirs: set[str] = set()      # other collectors skipped (disables the unused report)
         self.passed: set[str] = set()
@@ -89,9 +99,13 @@ class _Run:
             self.checked += s.checked
 
     def to_worker(self) -> dict[str, Any]:
-        return {"used": sorted(self.used), "changes": self.changes, "checked": self.checked,
-                "items": self.items, "deselected": self.deselected,
-                "skipped_modules": sorted(self.skipped_modules), "skipped_dirs": sorted(self.skipped_dirs)}
+        d = {"used": sorted(self.used), "changes": self.changes, "checked": self.checked,
+             "items": self.items, "deselected": self.deselected,
+             "skipped_modules": sorted(self.skipped_modules), "skipped_dirs": sorted(self.skipped_dirs)}
+        if self.recording:  # the whole suite's node ids travel only when a record is asked for
+            d["collected"] = self.collected
+            d["selected"] = sorted(self.selected)
+        return d
 
     def report(self) -> None:
         return None  # goldens have their own output: --golden-changes and the terminal summary
@@ -105,6 +119,9 @@ class _Run:
         self.deselected = max(self.deselected, int(d.get("deselected", 0)))
         self.skipped_modules.update(d.get("skipped_modules", ()))
         self.skipped_dirs.update(d.get("skipped_dirs", ()))
+        if not self.collected:  # every worker collects the whole suite
+            self.collected = list(d.get("collected", ()))
+        self.selected.update(d.get("selected", ()))
 
 
 _FIXTURE = pytest.StashKey["Golden"]()
@@ -126,6 +143,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="report golden files no test used (only on a run of the whole suite)")
     group.addoption("--golden-changes", dest="golden_changes", metavar="PATH", default=None,
                     help="write the goldens created/rewritten in this run as JSON to PATH")
+    group.addoption("--golden-record", dest="golden_record", metavar="PATH", default=None,
+                    help="write this run's golden bookkeeping as JSON to PATH, for 'python -m harness golden "
+                         "unused RECORD...' to judge unused goldens over the union of shards (--splits)")
     parser.addini("golden_dir", type="string", default="golden",
                   help="directory of golden files, relative to the rootdir (default: golden)")
 
@@ -160,6 +180,8 @@ class _Tracker:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         run = self.run
         run.items = {i.nodeid: run.all_dirs[i.nodeid] for i in session.items if i.nodeid in run.all_dirs}
+        if run.recording:
+            run.selected = {i.nodeid for i in session.items}
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if not report.skipped or not report.nodeid or "::" in report.nodeid:
@@ -189,6 +211,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = _run_of(config)
     if run is None:
         return
+    if run.recording:  # first (tryfirst), so before -k/-m/--deselect and shards (pytest-split) deselect
+        run.collected = [i.nodeid for i in items]
     golden_items = [i for i in items if _uses_golden(i)]
     if not golden_items:
         return
@@ -250,15 +274,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 
 # -------------------------------------------------------------------------------------- session end
 
-def _partial_reason(config: pytest.Config, run: _Run) -> str | None:
-    """Why this run is not the whole suite (None when it is)."""
+def _partial_reason(config: pytest.Config, run: _Run, *, count_deselected: bool = True) -> str | None:
+    """Why this run is not the whole suite (None when it is); ``count_deselected=False``: why it is not a
+    shard of the whole suite (a record's union is checked for coverage where it is judged)."""
     opt = config.option
     for dest, flag in (("keyword", "-k"), ("markexpr", "-m"), ("lf", "--lf"), ("stepwise", "--sw"),
                        ("deselect", "--deselect"), ("ignore", "--ignore"), ("ignore_glob", "--ignore-glob"),
                        ("collectonly", "--collect-only")):
         if getattr(opt, dest, None):
             return f"{flag} given"
-    if run.deselected:
+    if run.deselected and count_deselected:
         return f"{run.deselected} tests deselected"
     if run.skipped_dirs:
         return f"collection skipped in {', '.join(sorted(run.skipped_dirs))}"
@@ -289,6 +314,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         data = {"version": _CHANGES_VERSION, "mode": run.mode, "checked": run.checked,
                 "changes": sorted(run.changes, key=lambda c: c["path"])}
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path = config.getoption("golden_record")
+    if path:
+        _write_record(config, run, int(exitstatus), path)
     if config.getoption("golden_unused") == "off":
         return
     if int(exitstatus) not in (int(pytest.ExitCode.OK), int(pytest.ExitCode.TESTS_FAILED)):
@@ -303,24 +331,36 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _unused(run: _Run) -> list[str]:
-    if not run.root.is_dir():
-        return []
-    passed = run.passed - run.not_passed
-    blocked = {d for n, d in run.items.items() if n not in passed}
-    out = []
-    for p in sorted(run.root.rglob("*.npz")):
-        if not p.is_file():
-            continue
-        rel = run.rel(p)
-        parent = rel.rsplit("/", 1)[0]
-        try:
-            stem = p.relative_to(run.root).parts[0]
-        except (ValueError, IndexError):
-            stem = ""
-        if rel in run.used or parent in blocked or stem in run.skipped_modules:
-            continue
-        out.append(rel)
-    return out
+    return unused_files(run.root, run.rootdir, used=run.used, items=run.items, passed=run.passed - run.not_passed,
+                        skipped_modules=run.skipped_modules)
+
+
+def _write_record(config: pytest.Config, run: _Run, exitstatus: int, path: str) -> None:
+    """This run's golden record (``harness.golden.unused`` reads and judges it): written by the controller,
+    after every worker's part has been merged."""
+    items = run.items
+    if int(exitstatus) in (int(pytest.ExitCode.OK), int(pytest.ExitCode.TESTS_FAILED)):
+        partial = _partial_reason(config, run, count_deselected=False)
+    else:
+        partial = f"session ended with {pytest.ExitCode(int(exitstatus)).name}"
+    try:  # relative to the rootdir, so shards on other machines' checkouts agree
+        golden_dir = run.root.relative_to(run.rootdir).as_posix()
+    except ValueError:
+        golden_dir = run.root.as_posix()
+    data = {
+        "kind": RECORD_KIND, "version": RECORD_VERSION, "exitstatus": int(exitstatus), "partial": partial,
+        "golden_dir": golden_dir,
+        "collected": run.collected, "selected": sorted(run.selected), "items": items,
+        "used": sorted(run.used),
+        "passed": sorted(n for n in run.passed if n in items),
+        "not_passed": sorted(n for n in run.not_passed if n in items),
+        "skipped_modules": sorted(run.skipped_modules),
+    }
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -335,9 +375,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                       f"{len(run.changes) - created} rewritten")
         for c in sorted(run.changes, key=lambda c: c["path"]):
             tr.write_line(f"  {c['action']:<9} {c['path']}  ({c['summary']})")
+    record = config.getoption("golden_record")
+    if record and run.collected:
+        if not run.changes and run.mode != "regen-all":
+            tr.write_sep("=", "golden")
+        tr.write_line(f"golden record: {record} ({len(run.selected)} of {len(run.collected)} tests selected; "
+                      f"judge the shards' union with: python -m harness golden unused RECORD...)")
     if run.unused:
         mode = config.getoption("golden_unused")
-        if not run.changes:
+        if not run.changes and not (record and run.collected):
             tr.write_sep("=", "golden")
         tr.write_line(f"{len(run.unused)} golden file(s) used by no test (--golden-unused={mode}):",
                       red=mode == "fail", yellow=mode == "warn")

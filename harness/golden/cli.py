@@ -1,4 +1,5 @@
-"""``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``.
+"""``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]`` and
+``python -m harness golden unused [--rootdir DIR] RECORD...``.
 
 Why a subprocess: a regen run is an ordinary pytest run with ``--golden-regen-all`` (``--failed``:
 ``--golden-regen``, only failing checks), so its normal progress output streams through and every pytest
@@ -10,6 +11,11 @@ Every argument ``regen`` does not know is pytest's (a test selection, ``-k``, ``
 order; an unknown one is reported by pytest. A ``--`` right after regen's own options is dropped
 (``regen -- --failed`` gives pytest ``--failed``). ``harness.__main__`` mounts this under its one argparse
 tree (:data:`PARSER_KWARGS`, :func:`add_arguments`, :func:`run`), as it does ``harness.compile.cli``.
+
+``unused`` is the merge step of a sharded run: each shard ran with ``--golden-record=PATH``; this judges
+the union of their records (:func:`harness.golden.unused.judge`) and exits 0 when every golden file was
+used, 1 listing the unused ones, 2 when the records are not the whole suite (a shard missing, narrowed with
+``-k``, interrupted, or from another suite), never passing silently.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PARSER_KWARGS", "add_arguments", "regen_goldens", "run"]
+from harness.golden.unused import judge, load_record
+
+__all__ = ["PARSER_KWARGS", "add_arguments", "regen_goldens", "run", "unused_goldens"]
 
 REGEN_DESCRIPTION = """\
 Re-capture golden files by running pytest with --golden-regen-all over the given selection (default: the
@@ -33,38 +41,72 @@ pytest's, forwarded in order (a test selection, -k EXPR, -n N, ...); '--' ends r
 """
 
 #: How ``python -m harness`` declares the subcommand (``add_parser("golden", **PARSER_KWARGS)``).
-PARSER_KWARGS: dict[str, Any] = dict(help="golden files: regen", allow_abbrev=False,
+UNUSED_DESCRIPTION = """\
+Judge unused golden files over the union of shards: each shard of the suite ran with
+--golden-record=PATH (pytest --splits N --group i --golden-record=golden-i.json); give every shard's
+record. Exit status: 0 every golden file was used, 1 unused files (listed), 2 the records are not the
+whole suite (a shard missing, narrowed by -k/-m/paths, interrupted, or another suite's).
+"""
+
+PARSER_KWARGS: dict[str, Any] = dict(help="golden files: regen, unused", allow_abbrev=False,
                                      description="Golden files (see README: Goldens).")
 
 
 class _PytestArgs(argparse.ArgumentParser):
-    """The ``regen`` parser: what it does not know is pytest's, kept in order as ``pytest_args``.
+    """A ``golden`` subcommand parser; with ``pytest_args=True`` (``regen``) what it does not know is pytest's,
+    kept in order as ``pytest_args``; without (``unused``) it is as strict as argparse.
 
     ``parse_known_args`` is where a subcommand parser hands back the arguments it did not consume; taking
     them here (instead of a REMAINDER positional, which stops working when pytest's part starts with an
     option such as ``-k``) keeps every level above strict."""
 
+    def __init__(self, *args: Any, pytest_args: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pass_through = pytest_args
+
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        if not self.pass_through:
+            return super().parse_known_args(args, namespace)
         ns, rest = super().parse_known_args(args, namespace)
         ns.pytest_args = rest[1:] if rest[:1] == ["--"] else rest
         return ns, []
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``golden`` parser's subcommands (``regen``)."""
+    """The ``golden`` parser's subcommands (``regen``, ``unused``)."""
     commands = p.add_subparsers(dest="golden_command", metavar="COMMAND", required=True, parser_class=_PytestArgs)
     regen = commands.add_parser(
-        "regen", help="re-capture goldens with pytest and print what changed", allow_abbrev=False,
+        "regen", help="re-capture goldens with pytest and print what changed", allow_abbrev=False, pytest_args=True,
         usage=f"{p.prog} regen [-h] [--failed] [--changes PATH] [--] [pytest args...]",
         description=REGEN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     regen.add_argument("--failed", action="store_true",
                        help="only rewrite goldens whose check fails (pytest --golden-regen); those tests fail")
     regen.add_argument("--changes", metavar="PATH", help="keep the machine-readable change list (JSON) at PATH")
+    unused = commands.add_parser(
+        "unused", help="judge unused goldens over the union of shards' --golden-record files",
+        allow_abbrev=False, description=UNUSED_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    unused.add_argument("records", nargs="+", metavar="RECORD", help="a shard's --golden-record file")
+    unused.add_argument("--rootdir", metavar="DIR", default=".",
+                        help="the checkout whose golden dir is judged (default: the current directory)")
 
 
 def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
+    if args.golden_command == "unused":
+        return unused_goldens(args.records, rootdir=args.rootdir)
     return regen_goldens(args.pytest_args, failed_only=args.failed, changes=args.changes)
+
+
+def unused_goldens(records: Sequence[str], *, rootdir: str = ".") -> int:
+    """``golden unused``: judge the union of the shards' records; prints the verdict, returns its status."""
+    try:
+        loaded = [(path, load_record(path)) for path in records]
+    except ValueError as e:
+        print(f"golden unused: {e}", file=sys.stderr)
+        return 2
+    verdict = judge(loaded, rootdir)
+    print(verdict.message(), flush=True)
+    return verdict.exit_code
 
 
 def _summary(data: dict[str, Any]) -> list[str]:

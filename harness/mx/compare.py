@@ -26,7 +26,7 @@ import torch
 
 from harness import summary
 from harness.mx import diagnose
-from harness.mx.formats import ULP_FAR, decode, ulp_distance
+from harness.mx.formats import decode, ulp_distance
 from harness.mx.layouts import unswizzle_scales
 from harness.mx.message import MAX_ROWS, BlockRow, ElemRow, MxMismatch, format_mx_mismatch
 from harness.mx.schemes import Scheme, get_scheme
@@ -126,7 +126,8 @@ def _global(a: torch.Tensor, e: torch.Tensor, src: torch.Tensor | None) -> tuple
 
 def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_ulp: int = 0,
              max_rel_l2: float | None = None, min_sqnr_db: float | None = None, source: torch.Tensor | None = None,
-             layout: str = "linear", expected_layout: str = "linear", op: str = "", dtype: str = "") -> MxMismatch | None:
+             layout: str = "linear", expected_layout: str = "linear", op: str = "", dtype: str = ""
+             ) -> MxMismatch | None:
     """The comparison behind :func:`assert_mx_close`; None when every rule holds."""
     from harness.compare.checks import row_identity
 

@@ -1,8 +1,9 @@
 """pytest plugin entry point (``pytest11: harness``); disable with ``-p no:harness``.
 
 The session-wide glue: options, markers, lane and arch, the one :class:`~harness.session.Session` (pushed at
-the start, popped at the end), collection-time gating, the dtype-case axis, fixtures, GPU pinning of xdist
-workers, the one xdist hand-off and the one ``--harness-report`` writer. The feature packages
+the start, popped at the end), collection-time gating, the dtype-case and mx-case axes, fixtures, GPU pinning of xdist
+workers, the one xdist hand-off and the one ``--harness-report`` writer (:mod:`harness.plugin.report`, which
+also merges shards' reports). The feature packages
 (:mod:`harness.golden`, :mod:`harness.compile`, :mod:`harness.interp`) are plugins of their own, registered
 from here; each keeps its state as a section of the session.
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import os
 import sys
 from typing import Any
@@ -27,7 +27,7 @@ import pytest
 from harness import session as sessions
 from harness import summary, tolerances
 from harness.arch import ENV_ARCH, Arch, detect_arch, interpreting, parse_arch
-from harness.plugin import gpus
+from harness.plugin import gpus, report
 from harness.session import Session
 
 #: This config's session (pushed in ``pytest_load_initial_conftests``, popped at the config's cleanup).
@@ -48,6 +48,7 @@ _MARKERS = (
     "arch(*names): runs only on these exact arch families (sm86 counts as sm80; sm90 is not sm80)",
     "min_arch(name): runs on this arch or newer of the same kind",
     "dtype_cases(src=None, fmt=None): restrict the dtype_case fixture (e.g. src=['bf16'], fmt=['e4nv'])",
+    "mx_cases(src=None, fmt=None, rule=None): choose the mx_case axis (e.g. fmt=['nvfp4'], rule=['floor', 'rceil'])",
     "harness_op(name): the op whose tolerance row the tolerance fixture and golden checks use",
     "tolerance(**fields): override fields of the resolved tolerance for this test (rtol=, max_ulp=, ...)",
     "unreported: this test's checks stay out of the session report (self-tests whose failures are deliberate)",
@@ -284,6 +285,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "mx_case" in metafunc.fixturenames:
+        _parametrize_mx(metafunc)
     if "dtype_case" not in metafunc.fixturenames:
         return
     from harness.plugin.cases import cases  # here, not at the top: it imports torch
@@ -301,6 +304,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         marks = [pytest.mark.skip(reason=reason)] if reason else []
         params.append(pytest.param(case, id=case.id, marks=marks))
     metafunc.parametrize("dtype_case", params)
+
+
+def _parametrize_mx(metafunc: pytest.Metafunc) -> None:
+    from harness.plugin.cases import mx_cases  # here, not at the top: it imports torch
+
+    m = metafunc.definition.get_closest_marker("mx_cases")
+    kwargs = dict(m.kwargs) if m else {}
+    unknown = set(kwargs) - {"src", "fmt", "rule"}
+    if (m and m.args) or unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: mx_cases takes keywords src=, fmt= and rule= only")
+    try:
+        params = [pytest.param(c, id=c.id) for c in mx_cases(**kwargs)]
+    except ValueError as e:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {e}") from None
+    metafunc.parametrize("mx_case", params)
 
 
 # --- fixtures ---------------------------------------------------------------------------------------------
@@ -393,6 +411,8 @@ def tolerance(request: pytest.FixtureRequest, harness_arch: Arch) -> ToleranceRe
     callspec = getattr(node, "callspec", None)
     if callspec is not None and "dtype_case" in callspec.params:
         dtype = callspec.params["dtype_case"].id
+    elif callspec is not None and "mx_case" in callspec.params:
+        dtype = callspec.params["mx_case"].id
     m = node.get_closest_marker("tolerance")
     overrides = dict(m.kwargs) if m else {}
     return ToleranceResolver(harness_arch, harness_op(node), dtype, overrides)
@@ -427,16 +447,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     path = config.getoption("harness_report")
     if path:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(s.report(), f, indent=1, sort_keys=True, default=_json_default)
-        os.replace(tmp, path)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, set):
-        return sorted(o)
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+        report.write(path, s.report())  # shards' reports merge with python -m harness report merge
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -104,7 +104,10 @@ def test_help_lists_the_commands_and_options(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [(["nonsense"], "argument COMMAND: invalid choice: 'nonsense'"),
-     (["golden", "regenerate"], "argument COMMAND: invalid choice: 'regenerate' (choose from 'regen')"),
+     (["golden", "regenerate"], "argument COMMAND: invalid choice: 'regenerate' (choose from 'regen', 'unused')"),
+     (["golden", "unused"], "the following arguments are required: RECORD"),
+     (["golden", "unused", "r.json", "-k", "x"], "unrecognized arguments: -k x"),
+     (["report", "merge", "out.json"], "the following arguments are required: IN"),
      ([], "the following arguments are required: COMMAND"),
      (["golden"], "the following arguments are required: COMMAND"),
      (["--bogus", "golden", "regen"], "unrecognized arguments: --bogus"),

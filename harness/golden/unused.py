@@ -1,0 +1,193 @@
+"""Which golden files no test used: the one judgement, for a whole-suite run and for the union of shards.
+
+Why a module of its own: the judgement is made in two places, and they must apply one rule. A run of the
+whole suite judges itself at its end (``harness.golden``, ``--golden-unused``). A suite split into shards
+(pytest-split's ``--splits N --group i``, one CI job each) cannot: every shard deselects the others' tests,
+so each one alone would call the others' goldens unused. Each shard therefore writes its bookkeeping to a
+*golden record* (``--golden-record=PATH``: the suite it collected, the tests it selected, the golden files
+its tests checked or loaded, which golden tests passed), and ``python -m harness golden unused RECORD...``
+(:func:`judge`) judges the union, once.
+
+The rule (:func:`unused_files`): a golden file is unused when no test checked or loaded it, unless its
+directory belongs to a selected test that did not pass (failed, skipped, never ran: its checks may not have
+been reached) or its module was skipped at collection. The union of records is judged only when it is the
+whole suite: every record collected the same tests, their selections together cover all of them, and no
+record is narrower for another reason (``-k``, ``-m``, a path argument...) or ended interrupted. Anything
+else is a verdict that could not judge (exit 2), never a silent pass.
+
+Pure: no torch, no pytest (the merge step runs anywhere the checkout is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RECORD_KIND", "RECORD_VERSION", "Verdict", "judge", "load_record", "unused_files"]
+
+RECORD_KIND = "harness-golden-record"
+#: Bumped when the record's fields change.
+RECORD_VERSION = 1
+
+#: How many node ids a verdict lists before "... and N more".
+SHOWN = 10
+
+
+def _rel(path: Path, rootdir: Path) -> str:
+    p = Path(os.path.abspath(path))
+    try:
+        return p.relative_to(Path(os.path.abspath(rootdir))).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def unused_files(root: Path, rootdir: Path, *, used: Iterable[str], items: Mapping[str, str],
+                 passed: Iterable[str], skipped_modules: Iterable[str]) -> list[str]:
+    """Golden files under ``root`` (paths relative to ``rootdir``) that no test used.
+
+    ``used``: files checked or loaded; ``items``: selected golden tests -> their golden directory;
+    ``passed``: tests that passed (and failed or skipped in no phase); ``skipped_modules``: module stems skipped
+    at collection."""
+    if not root.is_dir():
+        return []
+    used, passed, skipped = set(used), set(passed), set(skipped_modules)
+    blocked = {d for n, d in items.items() if n not in passed}
+    out = []
+    for p in sorted(root.rglob("*.npz")):
+        if not p.is_file():
+            continue
+        rel = _rel(p, rootdir)
+        parent = rel.rsplit("/", 1)[0]
+        try:
+            stem = p.relative_to(root).parts[0]
+        except (ValueError, IndexError):
+            stem = ""
+        if rel in used or parent in blocked or stem in skipped:
+            continue
+        out.append(rel)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ records
+
+def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """One shard's record; a ``ValueError`` naming the file when it is not one this version writes."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read a golden record ({e})") from None
+    if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:
+        raise ValueError(f"{path}: not a golden record (written by pytest --golden-record=PATH)")
+    if data.get("version") != RECORD_VERSION:
+        raise ValueError(f"{path}: golden record version {data.get('version')!r}, this harness reads "
+                         f"{RECORD_VERSION}: write the records and judge them with one harness version")
+    return data
+
+
+def _listed(nodeids: Sequence[str]) -> str:
+    shown = ", ".join(nodeids[:SHOWN])
+    return shown + (f" ... and {len(nodeids) - SHOWN} more" if len(nodeids) > SHOWN else "")
+
+
+@dataclass
+class Verdict:
+    """What :func:`judge` found over a set of records; :meth:`message` is its text, :attr:`exit_code` its
+    status (0 every golden used, 1 unused files, 2 not judged)."""
+
+    records: int
+    tests: int = 0
+    golden_tests: int = 0
+    files_used: int = 0
+    unused: list[str] = field(default_factory=list)
+    problem: str | None = None        # why the union could not be judged
+    overlap: list[str] = field(default_factory=list)  # tests selected by more than one record
+
+    @property
+    def exit_code(self) -> int:
+        if self.problem is not None:
+            return 2
+        return 1 if self.unused else 0
+
+    def message(self) -> str:
+        head = f"golden unused: {self.records} record(s)"
+        if self.problem is not None:
+            return f"{head}: not judged: {self.problem}"
+        lines = [f"{head}, {self.tests} tests ({self.golden_tests} with goldens), "
+                 f"{self.files_used} golden file(s) used"]
+        if self.overlap:
+            lines.append(f"note: {len(self.overlap)} test(s) ran in more than one shard: {_listed(self.overlap)}")
+        if self.unused:
+            lines.append(f"{len(self.unused)} golden file(s) used by no test of any shard:")
+            lines.extend(f"  {rel}" for rel in self.unused)
+        else:
+            lines.append("every golden file was used")
+        return "\n".join(lines)
+
+
+def _status_name(status: Any) -> str:
+    names = {0: "OK", 1: "TESTS_FAILED", 2: "INTERRUPTED", 3: "INTERNAL_ERROR", 4: "USAGE_ERROR",
+             5: "NO_TESTS_COLLECTED"}
+    return names.get(status, str(status))
+
+
+def judge(records: Sequence[tuple[str, Mapping[str, Any]]], rootdir: str | os.PathLike[str]) -> Verdict:
+    """Judge the union of ``records`` (``(name, record)`` pairs, as :func:`load_record` reads them) against the
+    golden files under ``rootdir``."""
+    v = Verdict(records=len(records))
+    if not records:
+        v.problem = "no records given"
+        return v
+    first_name, first = records[0]
+    for name, r in records:
+        status = r.get("exitstatus")
+        if status not in (0, 1):
+            v.problem = f"{name} ended with {_status_name(status)}: its tests' outcomes are not known"
+            return v
+        if r.get("partial"):
+            v.problem = f"{name} is not a shard of the whole suite ({r['partial']})"
+            return v
+        if r.get("golden_dir") != first.get("golden_dir"):
+            v.problem = (f"{name} records golden dir {r.get('golden_dir')!r}, {first_name} "
+                         f"{first.get('golden_dir')!r}")
+            return v
+        if set(r.get("collected", ())) != set(first.get("collected", ())):
+            mine, theirs = set(r.get("collected", ())), set(first.get("collected", ()))
+            odd = sorted(mine ^ theirs)
+            v.problem = (f"{name} and {first_name} collected different suites ({len(mine)} and {len(theirs)} "
+                         f"tests; {len(odd)} in one only: {_listed(odd)}): run every shard on one checkout "
+                         f"with the same options")
+            return v
+    collected = set(first.get("collected", ()))
+    seen: dict[str, int] = {}
+    for _, r in records:
+        for n in r.get("selected", ()):
+            seen[n] = seen.get(n, 0) + 1
+    missing = sorted(collected - set(seen))
+    if missing:
+        v.problem = (f"{len(missing)} of the suite's {len(collected)} tests ran in no shard: {_listed(missing)} "
+                     f"(is a shard's record missing?)")
+        return v
+    v.overlap = sorted(n for n, k in seen.items() if k > 1)
+    used: set[str] = set()
+    items: dict[str, str] = {}
+    passed: set[str] = set()
+    not_passed: set[str] = set()
+    skipped_modules: set[str] = set()
+    for _, r in records:
+        used.update(r.get("used", ()))
+        items.update(r.get("items", {}))
+        passed.update(r.get("passed", ()))
+        not_passed.update(r.get("not_passed", ()))
+        skipped_modules.update(r.get("skipped_modules", ()))
+    root_dir = Path(rootdir)
+    golden_dir = Path(str(first.get("golden_dir") or "golden"))
+    root = golden_dir if golden_dir.is_absolute() else root_dir / golden_dir
+    v.tests, v.golden_tests, v.files_used = len(collected), len(items), len(used)
+    v.unused = unused_files(root, root_dir, used=used, items=items, passed=passed - not_passed,
+                            skipped_modules=skipped_modules)
+    return v

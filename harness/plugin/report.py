@@ -1,0 +1,153 @@
+"""The ``--harness-report`` JSON: written once per session (:func:`write`, by :mod:`harness.plugin`), merged
+across the shards of a split suite (:func:`merge`, ``python -m harness report merge OUT IN...``).
+
+Why a merge: a suite split into shards (pytest-split's ``--splits N --group i``, one CI job each) writes one
+report per shard, and the question "how close to its tolerance is each op × dtype × arch" is about the whole
+suite. Merging does what the xdist hand-off does within one run: the observations of every shard are put
+together and the rows are computed from them by the one code that computes them for a single run
+(:class:`harness.summary.Collector`), so the merged rows are the rows of one run of the whole suite. The
+observations come sorted by test (a single run's order is its workers' order anyway).
+
+Other keys are each feature's section (``harness.session.Section.report``). ``compile_launches``: its settings
+(targets, widening) must agree; cell counts, compiles, cached and seconds add up, findings are put together.
+The key holds counts, not which compile each one was, so a compile two shards both ran or read back from a
+shared cache counts in each (a single run counts it once). A key with no merge rule must be equal in every
+report, else the merge fails naming it: a report that cannot be merged faithfully is not written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.summary import Collector
+
+__all__ = ["PARSER_KWARGS", "add_arguments", "merge", "merge_files", "run", "write"]
+
+#: The observation part's format (``harness.summary.Collector.report``).
+VERSION = 1
+
+#: Keys of a ``compile_launches`` report that are settings: equal in every shard, kept once.
+_LAUNCH_SETTINGS = ("targets", "widen", "widen_targets")
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, set):
+        return sorted(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def write(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
+    """Write a report atomically (a reader never sees half a file)."""
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``compile_launches`` key over shards: settings equal, cell counts, compiles, cached and seconds added,
+    findings put together (each once). The key holds counts, not which compile each was, so a compile that two
+    shards both ran (or read back) counts once per shard."""
+    first = parts[0]
+    for p in parts[1:]:
+        for k in _LAUNCH_SETTINGS:
+            if p.get(k) != first.get(k):
+                raise ValueError(f"compile_launches: the reports ran with different {k} ({first.get(k)!r} and "
+                                 f"{p.get(k)!r}): run every shard with the same options")
+    known = {*_LAUNCH_SETTINGS, "seconds", "cells", "findings", "compiles", "cached"}
+    for p in parts:
+        extra = sorted(set(p) - known)
+        if extra:
+            raise ValueError(f"compile_launches: no merge rule for {', '.join(extra)}")
+    cells: dict[tuple[str, str], dict[str, int]] = {}
+    findings: list[Any] = []
+    for p in parts:
+        for c in p.get("cells", ()):
+            cell = cells.setdefault((c["kernel"], c["target"]), {})
+            for k, v in c.items():
+                if k not in ("kernel", "target"):
+                    cell[k] = cell.get(k, 0) + int(v)
+        findings.extend(f for f in p.get("findings", ()) if f not in findings)
+    return {**{k: first.get(k) for k in _LAUNCH_SETTINGS},
+            "seconds": round(sum(float(p.get("seconds", 0.0)) for p in parts), 3),
+            "compiles": sum(int(p.get("compiles", 0)) for p in parts),
+            "cached": sum(int(p.get("cached", 0)) for p in parts),
+            "cells": [{"kernel": k, "target": t, **v} for (k, t), v in sorted(cells.items())],
+            "findings": findings}
+
+
+_RULES = {"compile_launches": _merge_launches}
+_OBSERVATION_KEYS = ("version", "rows", "observations")
+
+
+def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One report of the union of ``reports`` (each a ``--harness-report`` JSON); ``ValueError`` when they
+    cannot be merged faithfully (another format version, different settings, a differing key with no rule)."""
+    if not reports:
+        raise ValueError("no reports to merge")
+    for i, r in enumerate(reports):
+        if r.get("version") != VERSION:
+            raise ValueError(f"report {i + 1}: version {r.get('version')!r}, this harness merges {VERSION}")
+    col = Collector()
+    observations = [o for r in reports for o in r.get("observations", ())]
+    col.merge(sorted(observations, key=lambda o: o.get("test", "")))
+    out = col.report()
+    keys = sorted({k for r in reports for k in r} - set(_OBSERVATION_KEYS))
+    for k in keys:
+        parts = [r[k] for r in reports if k in r]
+        rule = _RULES.get(k)
+        if rule is not None:
+            out[k] = rule(parts)
+        elif len(parts) == len(reports) and all(p == parts[0] for p in parts):
+            out[k] = parts[0]
+        else:
+            raise ValueError(f"report key {k!r} differs between the reports and has no merge rule")
+    return out
+
+
+def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
+    """Read ``inputs``, merge them, write ``out``; returns the merged report."""
+    reports = []
+    for path in inputs:
+        try:
+            with open(path, encoding="utf-8") as f:
+                reports.append(json.load(f))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: cannot read a harness report ({e})") from None
+    merged = merge(reports)
+    write(out, merged)
+    return merged
+
+
+# ------------------------------------------------------------------------------------------ command line
+
+#: How ``python -m harness`` declares the subcommand (``add_parser("report", **PARSER_KWARGS)``).
+PARSER_KWARGS: dict[str, Any] = dict(help="--harness-report files: merge", allow_abbrev=False,
+                                     description="--harness-report JSON files (see README: Shards).")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``report`` parser's subcommands (``merge``)."""
+    commands = p.add_subparsers(dest="report_command", metavar="COMMAND", required=True)
+    m = commands.add_parser("merge", help="merge the reports of several shards into one", allow_abbrev=False,
+                            description="Merge --harness-report JSON files of the shards of one suite into OUT: "
+                                        "the rows are those of one run of the whole suite.")
+    m.add_argument("out", metavar="OUT", help="the merged report to write")
+    m.add_argument("inputs", nargs="+", metavar="IN", help="a shard's --harness-report file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
+    try:
+        merged = merge_files(args.out, args.inputs)
+    except ValueError as e:
+        print(f"report merge: {e}", file=sys.stderr)
+        return 2
+    checks = sum(r["checks"] for r in merged["rows"])
+    print(f"report merge: {len(args.inputs)} report(s), {len(merged['rows'])} rows, {checks} checks -> {args.out}")
+    return 0
