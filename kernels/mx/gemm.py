@@ -1,0 +1,154 @@
+"""``scaled_gemm``: C = A · Bᵀ for MXFP4 or NVFP4 operands (as ``quantize_fp4`` writes them) via ``tl.dot_scaled``.
+
+A is (M, K) and B is (N, K), both packed along K with scales per block along K, linear or swizzled. C is fp32;
+NVFP4 multiplies it by both global scales at the end. What ``tl.dot_scaled`` does with these operands depends on
+the target and the Triton version (read from the PTX of each, ``tests/kernels/mx/test_mx_lowering.py``): native
+block-scaled MMA on sm100 (``tcgen05.mma ... block_scale``) and sm120 (``mma.sync ... block_scale``), an emulation
+through bf16 MMA elsewhere. Refused here, with the reason, rather than left to fail deep in the compiler:
+
+* NVFP4 (ue4m3 scales) on sm90 with Triton < 3.9: Triton 3.6 stops in ``TritonGPUAccelerateMatmul``
+  ("PassManager::run failed"); 3.9 emulates it. Versions between were not checked, so they are refused too.
+* NVFP4 below sm89: its ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on.
+* On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6); and NVFP4 on every
+  interpreter checked (3.9 decodes every ``dot_scaled`` scale as e8m0, so an NVFP4 product would be silently
+  wrong).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._interpreter import runs_on_interpreter
+from kernels.mx import _checks
+from kernels.mx.layout import BLOCK, cdiv, swizzled_size
+
+__all__ = ["scaled_gemm", "gemm_refusal", "BM", "BN", "BK"]
+
+BM, BN, BK = 128, 128, 128
+
+
+@triton.jit
+def _scale_offsets(rows, cols, stride, scale_cols, SWIZZLED: tl.constexpr):
+    r = rows.to(tl.int64)
+    if SWIZZLED:
+        tile = (r // 128)[:, None] * (scale_cols // 4) + (cols // 4)[None, :]
+        return tile * 512 + ((r % 32) * 16 + (r % 128 // 32) * 4)[:, None] + (cols % 4)[None, :]
+    return r[:, None] * stride + cols[None, :]
+
+
+@triton.jit
+def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, N, K, stride_a, stride_b, stride_c,
+                        stride_as, stride_bs, a_scale_cols, b_scale_cols, BM: tl.constexpr, BN: tl.constexpr,
+                        BK: tl.constexpr, GROUP: tl.constexpr, NVFP4: tl.constexpr, SWIZZLED: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    kk = tl.arange(0, BK // 2)
+    ks = tl.arange(0, BK // GROUP)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k0 in range(0, K, BK):
+        kb = k0 // 2 + kk
+        a = tl.load(a_ptr + rm.to(tl.int64)[:, None] * stride_a + kb[None, :],
+                    mask=(rm[:, None] < M) & (kb[None, :] < K // 2), other=0)
+        b = tl.load(b_ptr + rn.to(tl.int64)[None, :] * stride_b + kb[:, None],
+                    mask=(rn[None, :] < N) & (kb[:, None] < K // 2), other=0)
+        sc = k0 // GROUP + ks
+        sa = tl.load(as_ptr + _scale_offsets(rm, sc, stride_as, a_scale_cols, SWIZZLED),
+                     mask=(rm[:, None] < M) & (sc[None, :] < K // GROUP), other=0)
+        sb = tl.load(bs_ptr + _scale_offsets(rn, sc, stride_bs, b_scale_cols, SWIZZLED),
+                     mask=(rn[:, None] < N) & (sc[None, :] < K // GROUP), other=0)
+        if NVFP4:
+            sa = sa.to(tl.float8e4nv, bitcast=True)
+            sb = sb.to(tl.float8e4nv, bitcast=True)
+        acc = tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1", acc)
+    if NVFP4:
+        acc = acc * (tl.load(ga_ptr).to(tl.float32) * tl.load(gb_ptr).to(tl.float32))
+    tl.store(c_ptr + rm.to(tl.int64)[:, None] * stride_c + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _triton_version() -> tuple[int, int]:
+    parts = triton.__version__.split(".")
+    return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+
+
+def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] | None,
+                 version: tuple[int, int] | None = None) -> str | None:
+    """Why ``scaled_gemm`` refuses ``scheme`` here (module docstring), or None when it runs."""
+    v = _triton_version() if version is None else version
+    vs = f"{v[0]}.{v[1]}"
+    if interpreter:
+        from triton.runtime import interpreter as interp
+
+        if not hasattr(interp.InterpreterBuilder, "create_dot_scaled"):
+            return f"the Triton {vs} interpreter has no tl.dot_scaled"
+        if scheme == "nvfp4":
+            return (f"the Triton {vs} interpreter decodes every tl.dot_scaled scale as e8m0, so NVFP4's ue4m3 scales "
+                    f"would give a wrong product; run it on a GPU")
+        return None
+    if capability is None:
+        return "no GPU capability"
+    if capability < (8, 0):
+        return f"sm{capability[0]}{capability[1]}: Triton supports tl.dot_scaled on sm80 and newer"
+    if scheme == "nvfp4" and capability < (8, 9):
+        return f"sm{capability[0]}{capability[1]}: NVFP4's ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on"
+    if scheme == "nvfp4" and capability[0] == 9 and v < (3, 9):
+        return (f"sm90 with Triton {vs}: NVFP4 tl.dot_scaled fails to compile (Triton 3.6: PassManager::run failed in "
+                f"TritonGPUAccelerateMatmul; 3.9 emulates it)")
+    return None
+
+
+def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear",
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """C (M, N) fp32 = A (M, K) · B (N, K)ᵀ for ``quantize_fp4`` outputs ``a`` and ``b`` of ``scheme`` whose scales
+    are in ``layout``. Raises ``NotImplementedError`` naming the reason where this target, Triton or interpreter
+    cannot run it (:func:`gemm_refusal`), ``ValueError``/``TypeError`` naming the argument for bad operands."""
+    _checks.scheme_rule(scheme, None if scheme == "nvfp4" else "floor")
+    if layout not in ("linear", "swizzled"):
+        raise ValueError(f"layout: expected 'linear' or 'swizzled'; got {layout!r}")
+    qa = _checks.operand("a", a, scheme)
+    qb = _checks.operand("b", b, scheme, qa[0].device)
+    (M, kh), (N, kh_b) = qa[0].shape, qb[0].shape
+    if kh != kh_b:
+        raise ValueError(f"b: K = {2 * kh_b} but a has K = {2 * kh} (codes are packed two per byte)")
+    group = BLOCK[scheme]
+    K = 2 * kh
+    if K % group:
+        raise ValueError(f"a: K = {K} is not a multiple of the {scheme} block ({group})")
+    cols = K // group
+    for name, q, rows in (("a", qa, M), ("b", qb, N)):
+        want = (rows, cols) if layout == "linear" else (swizzled_size(rows, cols)[0] * swizzled_size(rows, cols)[1],)
+        if tuple(q[1].shape) != want:
+            raise ValueError(f"{name}: its {layout} scales must have shape {want}; got {tuple(q[1].shape)}")
+        if layout == "linear" and cols > 1 and q[1].stride(1) != 1:
+            raise ValueError(f"{name}: its scales need unit stride along K; got strides {tuple(q[1].stride())}")
+        if layout == "swizzled" and not q[1].is_contiguous():
+            raise ValueError(f"{name}: its swizzled scales must be contiguous")
+    device = qa[0].device
+    interp = runs_on_interpreter(_scaled_gemm_kernel)
+    cap = None if interp or device.type != "cuda" else torch.cuda.get_device_capability(device)
+    why = gemm_refusal(scheme, interpreter=interp, capability=cap)
+    if why is not None:
+        raise NotImplementedError(f"scaled_gemm({scheme}): {why}")
+    if out is None:
+        out = torch.empty((M, N), dtype=torch.float32, device=device)
+    elif (not isinstance(out, torch.Tensor) or out.dtype != torch.float32 or tuple(out.shape) != (M, N)
+          or out.device != device or (N > 1 and out.stride(1) != 1)):
+        got = f"{out.dtype} {tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"out: expected a float32 ({M}, {N}) tensor on {device} with unit stride along N; got {got}")
+    if M and N:
+        g_a = qa[2].reshape(1) if scheme == "nvfp4" else out
+        g_b = qb[2].reshape(1) if scheme == "nvfp4" else out
+        if K == 0:
+            out.zero_()
+            return out
+        s_a = 0 if layout == "swizzled" else qa[1].stride(0)
+        s_b = 0 if layout == "swizzled" else qb[1].stride(0)
+        grid = (cdiv(M, BM), cdiv(N, BN))
+        _scaled_gemm_kernel[grid](qa[0], qa[1], qb[0], qb[1], out, g_a, g_b, M, N, K, qa[0].stride(0),
+                                  qb[0].stride(0), out.stride(0), s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4,
+                                  BM=BM, BN=BN, BK=BK, GROUP=group, NVFP4=scheme == "nvfp4",
+                                  SWIZZLED=layout == "swizzled")
+    return out

@@ -1,0 +1,173 @@
+"""``quantize_fp4``: fp16/bf16/fp32 activations to packed e2m1 codes plus block scales (MXFP4 or NVFP4).
+
+The same bits as ``harness.mx.quantize_mx`` / ``quantize_nvfp4`` (checked bit for bit on the interpreter and the
+H200), computed so that no step depends on a GPU's approximate arithmetic:
+
+* amax is exact (fp32 max of |x|); a NaN anywhere in a block is found apart from the max (NaN-propagation of a
+  max reduction differs between targets) and makes the block's amax NaN.
+* MXFP4 scale: the e8m0 rule on amax's fp32 bits (floor/ceil/even read exponent and mantissa; rceil divides by 6
+  with ``div_rn``, IEEE); a NaN or inf amax gives the NaN scale 0xFF, whose whole block is coded +max (0x7).
+  Elements are x * 2^-scale, exact (a power of two; the only inexact products are fp32 subnormals, far below
+  e2m1's smallest step).
+* NVFP4 scale: ue4m3 of ``amax / 6 / global_scale`` (two ``div_rn``), rounded to nearest even and saturated to
+  448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements are
+  x / (scale * global_scale) in fp64 (the product is exact there, the quotient correctly rounded), as the
+  reference computes them; a block whose scale is 0 or NaN is coded 0.
+* e2m1 rounding: seven comparisons against the midpoints of its grid, ties to even, saturating; NaN -> +max.
+
+Every bad input is a ``ValueError``/``TypeError`` naming the argument, raised before anything is launched; stores
+are masked to the rows and blocks that exist, so ``out=`` buffers are written exactly where the layout says.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.mx import _checks
+from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
+
+__all__ = ["quantize_fp4", "launch_config"]
+
+
+@triton.jit
+def _e8m0_code(amax, RULE: tl.constexpr):
+    """The e8m0 scale code (int32) of a block of absolute maximum ``amax`` (fp32, >= 0 or NaN) for e2m1."""
+    bits = amax.to(tl.int32, bitcast=True)
+    expf = (bits >> 23) & 0xFF
+    mant = bits & 0x7FFFFF
+    if RULE == 3:  # rceil: 2^ceil(log2(fp32(amax / 6)))
+        q = tl.math.div_rn(amax, 6.0)
+        qb = q.to(tl.int32, bitcast=True)
+        qe = (qb >> 23) & 0xFF
+        qm = qb & 0x7FFFFF
+        e = qe - 127 + (qm != 0).to(tl.int32)
+        e = tl.where(qe == 0, tl.where(qm > 0x400000, -126, -127), e)
+    else:  # floor(log2 amax) - emax(e2m1) = 2, moved up by ceil / even
+        e = expf - 127 - 2
+        if RULE == 1:
+            e += (mant != 0).to(tl.int32)
+        if RULE == 2:
+            e += (mant >= 0x600000).to(tl.int32)  # significand >= 1.75 rounds to the next binade in e2m1
+        e = tl.where(expf == 0, -127, e)  # fp32 subnormal amax: far below every clamp
+    e = tl.where(amax == 0, -127, e)
+    e = tl.minimum(tl.maximum(e, -127), 127)
+    return tl.where(expf == 0xFF, 0xFF, e + 127)  # inf or NaN: the NaN scale
+
+
+@triton.jit
+def _ue4m3_code(q):
+    """ue4m3 code (int32) of ``q`` (fp32, >= 0, inf or NaN): round to nearest even, saturate to 448, NaN -> 0x7F."""
+    qb = q.to(tl.int32, bitcast=True)
+    qe = (qb >> 23) & 0xFF
+    m24 = (qb & 0x7FFFFF) | 0x800000
+    e = qe - 127
+    # normal results (q >= 2^-6): keep 3 of the 23 mantissa bits; subnormal ones: a fixed 2^-9 grid
+    d = tl.where(e >= -6, 20, 14 - e)
+    d = tl.minimum(d, 25)  # beyond 24 dropped bits everything rounds to 0
+    n = (m24 + (1 << (d - 1)) - 1 + ((m24 >> d) & 1)) >> d
+    code = tl.where(e >= -6, (e + 7) * 8 + n - 8, n)
+    code = tl.where(qe == 0, 0, tl.minimum(code, 0x7E))  # fp32 subnormal q (< 2^-126) rounds to 0
+    return tl.where(q != q, 0x7F, code)
+
+
+@triton.jit
+def _ue4m3_value(code):
+    c = code.to(tl.int32)
+    e = c >> 3
+    m = (c & 7).to(tl.float32)
+    v = tl.where(e == 0, m * 0.001953125, (8.0 + m) * tl.exp2((e - 10).to(tl.float32)))
+    return tl.where(c == 0x7F, float("nan"), v)
+
+
+@triton.jit
+def _e2m1_code(y):
+    """e2m1 code (int32) of ``y``: RNE on its grid 0, .5, 1, 1.5, 2, 3, 4, 6, saturating; NaN -> +max (0x7)."""
+    a = tl.abs(y)
+    c = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32) + (a >= 1.75).to(tl.int32)
+         + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a > 5.0).to(tl.int32))
+    sign = (y.to(tl.float32).to(tl.int32, bitcast=True) >> 31) & 1
+    return tl.where(y != y, 7, c | (sign << 3))
+
+
+@triton.jit
+def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, stride_x, stride_c, stride_s,
+                         scale_rows, scale_cols, ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
+                         RULE: tl.constexpr, SWIZZLED: tl.constexpr):
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
+    j = tl.arange(0, BLOCK)
+    r64 = r.to(tl.int64)
+    real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
+    x_off = r64[:, None, None] * stride_x + (b * BLOCK)[None, :, None] + j[None, None, :]
+    x = tl.load(x_ptr + x_off, mask=real[:, :, None], other=0.0).to(tl.float32)
+    has_nan = tl.max((x != x).to(tl.int32), axis=2) > 0
+    amax = tl.where(has_nan, float("nan"), tl.max(tl.abs(x), axis=2))
+    if RULE == 4:
+        g = tl.load(gs_ptr).to(tl.float32)
+        scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
+        s = _ue4m3_value(scode).to(tl.float64) * g.to(tl.float64)  # exact in fp64
+        y = tl.where(s[:, :, None] > 0, x.to(tl.float64) / s[:, :, None], 0.0)
+        codes = _e2m1_code(y)
+    else:
+        scode = _e8m0_code(amax, RULE)
+        inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
+        codes = _e2m1_code(x * inv[:, :, None])
+        codes = tl.where((scode == 0xFF)[:, :, None], 7, codes)
+    pairs = tl.reshape(codes, (ROWS, BLOCKS, BLOCK // 2, 2))
+    lo, hi = tl.split(pairs)
+    packed = (lo | (hi << 4)).to(tl.uint8)
+    jj = tl.arange(0, BLOCK // 2)
+    c_off = r64[:, None, None] * stride_c + (b * (BLOCK // 2))[None, :, None] + jj[None, None, :]
+    tl.store(codes_ptr + c_off, packed, mask=real[:, :, None])
+    if SWIZZLED:
+        # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
+        tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
+        s_off = tile * 512 + ((r % 32) * 16 + (r % 128 // 32) * 4)[:, None] + (b % 4)[None, :]
+        in_grid = (r[:, None] < scale_rows) & (b[None, :] < scale_cols)
+        tl.store(scales_ptr + s_off, tl.where(real, scode, 0).to(tl.uint8), mask=in_grid)
+    else:
+        tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
+
+
+def launch_config(scheme: str) -> tuple[int, int, int]:
+    """(rows per program, blocks per program, num_warps): 2,048 elements per program."""
+    blocks = 128 // BLOCK[scheme]
+    return 16, blocks, 4
+
+
+def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,
+                 global_scale: torch.Tensor | None = None, layout: str = "linear",
+                 out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
+    """Quantize ``x`` (rows, K), fp16/bf16/fp32 with a unit stride along K, to ``scheme`` blocks along K.
+
+    Returns ``(codes, scales)`` for ``mxfp4`` and ``(codes, scales, global_scale)`` for ``nvfp4``: codes uint8
+    (rows, K / 2); scales uint8 (rows, K / block) when ``layout="linear"``, or the flat swizzled buffer
+    (``swizzled_size(rows, K / block)`` bytes) when ``"swizzled"``. ``scale_rule`` (mxfp4): floor (default, OCP),
+    ceil, even, rceil. ``global_scale`` (nvfp4, required): a one-element fp32 tensor on x's device, finite and > 0
+    (``kernels.mx.reference.nvfp4_global_scale(x)`` is the usual amax / 2688). ``out``: (codes, scales) buffers to
+    write instead of allocating, of exactly those shapes, dtype and device.
+    """
+    rule = _checks.scheme_rule(scheme, scale_rule)
+    _checks.activations(x)
+    block = BLOCK[scheme]
+    rows, k = x.shape
+    if k % block:
+        raise ValueError(f"x: K = {k} is not a multiple of the {scheme} block ({block}); pad it with zeros")
+    if layout not in ("linear", "swizzled"):
+        raise ValueError(f"layout: expected 'linear' or 'swizzled'; got {layout!r}")
+    n_blocks = k // block
+    scale_shape = (rows, n_blocks) if layout == "linear" else (swizzled_size(rows, n_blocks)[0]
+                                                              * swizzled_size(rows, n_blocks)[1],)
+    g = _checks.global_scale(global_scale, scheme, x.device)
+    codes, scales = _checks.outputs(out, (rows, k // 2), scale_shape, x.device, layout)
+    if rows and n_blocks:
+        srows, scols = swizzled_size(rows, n_blocks) if layout == "swizzled" else (rows, n_blocks)
+        rp, bp, warps = launch_config(scheme)
+        grid = (cdiv(srows, rp), cdiv(scols, bp))
+        _quantize_fp4_kernel[grid](
+            x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0),
+            scales.stride(0), srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=block, RULE=RULE_CODE[rule],
+            SWIZZLED=layout == "swizzled", num_warps=warps)
+    return (codes, scales) if g is None else (codes, scales, g.reshape(()))

@@ -1,0 +1,128 @@
+"""scaled_gemm over quantize_fp4 outputs: against the float64 reference on the interpreter (MXFP4) and the GPU
+(MXFP4, NVFP4), linear and swizzled scales; refusals are clear errors, pinned per (target, Triton, interpreter);
+H200 goldens of the quantized operands and the product."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mx_inputs import activations
+
+from harness import assert_close_tol
+
+GEMM_SHAPES = {"m37-n45-k160": (37, 45, 160), "m130-n67-k256": (130, 67, 256)}
+
+
+def _operands(scheme, m, n, k, rng, device, layout="linear"):
+    from kernels.mx import quantize_fp4
+    from kernels.mx.reference import nvfp4_global_scale
+
+    a, b = activations(m, k, rng, specials=False), activations(n, k, rng, specials=False)
+    out = []
+    for t in (a, b):
+        g = nvfp4_global_scale(t).to(device) if scheme == "nvfp4" else None
+        out.append(quantize_fp4(t.to(device), scheme, global_scale=g, layout=layout))
+    return out
+
+
+def _check(scheme, qa, qb, c, tolerance, linear=None):
+    from kernels.mx.reference import dequantize_fp4, scaled_gemm_reference
+
+    qa_l, qb_l = linear or (qa, qb)
+    cpu = [tuple(t.cpu() for t in q) for q in (qa_l, qb_l)]
+    want = scaled_gemm_reference(cpu[0], cpu[1], scheme)
+    da = dequantize_fp4(cpu[0][0], cpu[0][1], scheme, cpu[0][2] if scheme == "nvfp4" else None)
+    db = dequantize_fp4(cpu[1][0], cpu[1][1], scheme, cpu[1][2] if scheme == "nvfp4" else None)
+    scale = da.abs() @ db.abs().T
+    assert_close_tol(c.cpu().double(), want, tolerance("mx.gemm", dtype=scheme), scale=scale)
+
+
+@pytest.mark.parametrize("layout", ["linear", "swizzled"])
+@pytest.mark.parametrize("shape", list(GEMM_SHAPES))
+@pytest.mark.parametrize("scheme", ["mxfp4", "nvfp4"])
+def test_gemm_matches_the_float64_reference(scheme, shape, layout, rng, device, harness_lane, tolerance):
+    from kernels._interpreter import runs_on_interpreter
+    from kernels.mx import gemm_refusal, scaled_gemm
+    from kernels.mx.gemm import _scaled_gemm_kernel
+
+    m, n, k = GEMM_SHAPES[shape]
+    cap = torch.cuda.get_device_capability() if harness_lane == "gpu" else None
+    why = gemm_refusal(scheme, interpreter=runs_on_interpreter(_scaled_gemm_kernel), capability=cap)
+    qa, qb = _operands(scheme, m, n, k, rng, device, layout)
+    if why is not None:
+        with pytest.raises(NotImplementedError, match=rf"scaled_gemm\({scheme}\): "):
+            scaled_gemm(qa, qb, scheme, layout=layout)
+        return
+    c = scaled_gemm(qa, qb, scheme, layout=layout)
+    linear = None
+    if layout == "swizzled":
+        from harness.mx import unswizzle_scales
+
+        kb = k // (32 if scheme == "mxfp4" else 16)
+        linear = tuple((q[0], unswizzle_scales(q[1].cpu(), q[0].shape[0], kb), *q[2:]) for q in (qa, qb))
+    _check(scheme, qa, qb, c, tolerance, linear)
+
+
+def test_refusals_are_pinned_per_target_version_and_interpreter():
+    from kernels.mx import gemm_refusal
+
+    assert gemm_refusal("mxfp4", interpreter=False, capability=(9, 0), version=(3, 6)) is None
+    assert "PassManager::run failed" in gemm_refusal("nvfp4", interpreter=False, capability=(9, 0), version=(3, 6))
+    assert gemm_refusal("nvfp4", interpreter=False, capability=(9, 0), version=(3, 9)) is None
+    assert gemm_refusal("nvfp4", interpreter=False, capability=(10, 0), version=(3, 6)) is None
+    assert "lowers from sm89 on" in gemm_refusal("nvfp4", interpreter=False, capability=(8, 0), version=(3, 9))
+    assert "sm80 and newer" in gemm_refusal("mxfp4", interpreter=False, capability=(7, 5), version=(3, 9))
+
+
+@pytest.mark.interp_only
+def test_nvfp4_on_the_interpreter_is_refused_with_the_reason():
+    from kernels.mx import quantize_fp4, scaled_gemm
+
+    g = torch.ones(1)
+    q = quantize_fp4(torch.ones(4, 32), "nvfp4", global_scale=g)
+    with pytest.raises(NotImplementedError, match=r"scaled_gemm\(nvfp4\): the Triton [\d.]+ interpreter"):
+        scaled_gemm(q, q, "nvfp4")
+
+
+def test_bad_operands_name_the_argument(device):
+    from kernels.mx import quantize_fp4, scaled_gemm
+
+    qa = quantize_fp4(torch.ones(4, 64, device=device))
+    qb = quantize_fp4(torch.ones(5, 32, device=device))
+    for call, err, text in [
+        (lambda: scaled_gemm(qa, qb), ValueError, r"b: K = 32 but a has K = 64"),
+        (lambda: scaled_gemm(qa[0], qa), TypeError, r"a: mxfp4 operands are \(codes, scales\)"),
+        (lambda: scaled_gemm(qa, qa, "nvfp4"), TypeError, r"a: nvfp4 operands are \(codes, scales, global_scale\)"),
+        (lambda: scaled_gemm(qa, qa, layout="swizzled"), ValueError, r"a: its swizzled scales must have shape"),
+        (lambda: scaled_gemm(qa, (qa[0], qa[1].float())), TypeError, r"b: its scales must be a torch.uint8"),
+        (lambda: scaled_gemm(qa, qa, out=torch.empty(4, 5, device=device)), ValueError,
+         r"out: expected a float32 \(4, 4\)"),
+        (lambda: scaled_gemm(qa, qa, "fp4"), ValueError, r"scheme: expected one of mxfp4, nvfp4"),
+    ]:
+        with pytest.raises(err, match=text):
+            call()
+
+
+@pytest.mark.gpu
+@pytest.mark.arch("sm90")
+@pytest.mark.mx_cases(rule=["floor", "rceil", "nvfp4"])
+def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden):
+    """Operands as the H200 quantized them (specials included in A) and the product of finite ones."""
+    from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
+    from kernels.mx.reference import nvfp4_global_scale
+
+    a = activations(130, 256, rng).to(mx_case.src)
+    b = activations(67, 256, rng, specials=False).to(mx_case.src)
+    rule = None if mx_case.fmt == "nvfp4" else mx_case.scale_rule
+    qs = []
+    for name, t in (("a", a), ("b", b)):
+        g = nvfp4_global_scale(t).to(device) if mx_case.fmt == "nvfp4" else None
+        q = quantize_fp4(t.to(device), mx_case.fmt, scale_rule=rule, global_scale=g)
+        golden.check(f"{name}_codes", q[0].cpu())
+        golden.check(f"{name}_scales", q[1].cpu())
+        qs.append(q)
+    if gemm_refusal(mx_case.fmt, interpreter=False, capability=torch.cuda.get_device_capability()) is None:
+        a_fin = activations(130, 256, rng, specials=False).to(mx_case.src).to(device)
+        g = nvfp4_global_scale(a_fin) if mx_case.fmt == "nvfp4" else None
+        qa = quantize_fp4(a_fin, mx_case.fmt, scale_rule=rule, global_scale=g)
+        golden.check("product", scaled_gemm(qa, qs[1], mx_case.fmt).cpu())

@@ -1,0 +1,51 @@
+"""dot_scaled_lowering over sm90/sm100/sm120 with the shipped GEMM: native block-scaled MMA on Blackwell (tcgen05
+on sm100, mma.sync on sm120), the emulated path on Hopper; NVFP4 on sm90 refused by Triton < 3.9 as the launcher
+says."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.compile.matrix import compile_kernel
+from harness.mx.lowering import dot_scaled_lowering, native_instructions
+
+pytestmark = pytest.mark.lane_independent
+
+EXPECTED = {"sm90": "emulated", "sm100": "native", "sm120": "native"}
+
+
+def _compile(scheme: str, target: str, swizzled: bool = False):
+    from kernels.mx.gemm import BK, BM, BN, _scaled_gemm_kernel
+
+    sig = dict(a_ptr="*u8", as_ptr="*u8", b_ptr="*u8", bs_ptr="*u8", c_ptr="*fp32", ga_ptr="*fp32", gb_ptr="*fp32",
+               M="i32", N="i32", K="i32", stride_a="i32", stride_b="i32", stride_c="i32", stride_as="i32",
+               stride_bs="i32", a_scale_cols="i32", b_scale_cols="i32")
+    consts = dict(BM=BM, BN=BN, BK=BK, GROUP=32 if scheme == "mxfp4" else 16, NVFP4=scheme == "nvfp4",
+                  SWIZZLED=swizzled)
+    return compile_kernel(_scaled_gemm_kernel, signature=sig, constexprs=consts, target=target)
+
+
+@pytest.mark.parametrize("target", list(EXPECTED))
+@pytest.mark.parametrize("scheme", ["mxfp4", "nvfp4"])
+def test_native_or_emulated_per_target(scheme, target):
+    from kernels.mx import gemm_refusal
+
+    cap = (int(target[2:-1]), int(target[-1]))
+    if gemm_refusal(scheme, interpreter=False, capability=cap) is not None:
+        with pytest.raises(Exception, match="PassManager::run failed"):
+            _compile(scheme, target)
+        return
+    compiled = _compile(scheme, target)
+    assert dot_scaled_lowering(compiled) == EXPECTED[target], native_instructions(compiled)[:2]
+    if EXPECTED[target] == "native":
+        kind = "mxf4" if scheme == "mxfp4" else "mxf4nvf4"
+        assert any(f"kind::{kind}" in ln for ln in native_instructions(compiled))
+
+
+def test_swizzled_scales_lower_the_same_way():
+    assert dot_scaled_lowering(_compile("mxfp4", "sm100", swizzled=True)) == "native"
+
+
+def test_a_kernel_without_ptx_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"compiled: expected a compiled CUDA kernel with PTX"):
+        dot_scaled_lowering(object())

@@ -1,0 +1,102 @@
+"""quantize_fp4 bit for bit against harness.mx (and the shipped reference against it), on the interpreter and the
+GPU; out= buffers written exactly where the layout says (guard bytes); every bad input named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mx_inputs import SHAPES, activations
+
+from harness.mx import assert_mx_close, swizzle_scales
+
+pytestmark = pytest.mark.harness_op("mx.quantize")
+
+
+def _quantize(x, mx_case, layout="linear", out=None):
+    from kernels.mx import quantize_fp4
+    from kernels.mx.reference import nvfp4_global_scale
+
+    rule = None if mx_case.fmt == "nvfp4" else mx_case.scale_rule
+    g = nvfp4_global_scale(x) if mx_case.fmt == "nvfp4" else None
+    return quantize_fp4(x, mx_case.fmt, scale_rule=rule, global_scale=g, layout=layout, out=out)
+
+
+def _want(x, mx_case):
+    from kernels.mx.reference import nvfp4_global_scale
+
+    g = nvfp4_global_scale(x.cpu()).reshape(()) if mx_case.fmt == "nvfp4" else None
+    return mx_case.scheme.quantize(x.cpu(), scale_rule=mx_case.scale_rule, global_scale=g)
+
+
+@pytest.mark.mx_cases(rule=["floor", "ceil", "even", "rceil", "nvfp4"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_quantize_is_bit_exact_against_harness_mx(mx_case, shape, rng, device, tolerance):
+    x = activations(*SHAPES[shape], rng).to(mx_case.src)
+    got = _quantize(x.to(device), mx_case)
+    assert_mx_close(got, _want(x, mx_case), mx_case, tol=tolerance(kind="codes"), source=x.float())
+
+
+@pytest.mark.mx_cases(src="bf16")
+def test_swizzled_scales_are_the_linear_ones_swizzled_padding_zero(mx_case, rng, device):
+    x = activations(*SHAPES["r130-k160"], rng).to(mx_case.src)
+    got = _quantize(x.to(device), mx_case, layout="swizzled")
+    want = _want(x, mx_case)
+    assert torch.equal(got[1].cpu(), swizzle_scales(want[1]))
+    assert_mx_close(tuple(t.cpu() for t in got), want, mx_case, layout="swizzled")
+
+
+@pytest.mark.mx_cases(src="fp32")
+@pytest.mark.parametrize("layout", ["linear", "swizzled"])
+def test_out_buffers_are_written_exactly_in_bounds(mx_case, layout, rng, device):
+    from kernels.mx import BLOCK, swizzled_size
+
+    rows, k = 37, 96
+    x = activations(rows, k, rng).to(device)
+    guard = 64
+    cbuf = torch.full((rows * k // 2 + guard,), 0xA5, dtype=torch.uint8, device=device)
+    cols = k // BLOCK[mx_case.fmt]
+    n_s = rows * cols if layout == "linear" else swizzled_size(rows, cols)[0] * swizzled_size(rows, cols)[1]
+    sbuf = torch.full((n_s + guard,), 0xA5, dtype=torch.uint8, device=device)
+    codes = cbuf[: rows * k // 2].view(rows, k // 2)
+    scales = sbuf[:n_s].view(rows, cols) if layout == "linear" else sbuf[:n_s]
+    _quantize(x, mx_case, layout, out=(codes, scales))
+    assert (cbuf[-guard:] == 0xA5).all() and (sbuf[-guard:] == 0xA5).all()
+    want = _want(x, mx_case)
+    assert torch.equal(codes.cpu(), want[0])
+    assert torch.equal(scales.cpu(), want[1] if layout == "linear" else swizzle_scales(want[1]))
+
+
+def test_the_shipped_reference_dequantizes_as_harness_mx():
+    from harness.mx import SCHEMES
+    from kernels.mx.reference import dequantize_fp4
+
+    x = activations(37, 96, torch.Generator().manual_seed(3))
+    for name in ("mxfp4", "nvfp4"):
+        q = SCHEMES[name].quantize(x)
+        got = dequantize_fp4(q[0], q[1], name, q[2] if name == "nvfp4" else None).float()
+        assert torch.equal(got.nan_to_num(7.0), SCHEMES[name].dequantize(q).nan_to_num(7.0))
+
+
+def test_bad_inputs_name_the_argument(device):
+    from kernels.mx import quantize_fp4
+
+    x = torch.ones(4, 64, device=device)
+    g = torch.ones(1, device=device)
+    u8 = torch.zeros(4, 32, dtype=torch.uint8, device=device)
+    for call, err, text in [
+        (lambda: quantize_fp4(x, "mxfp6"), ValueError, r"scheme: expected one of mxfp4, nvfp4; got 'mxfp6'"),
+        (lambda: quantize_fp4(x, scale_rule="round"), ValueError, r"scale_rule: expected one of floor, ceil"),
+        (lambda: quantize_fp4(x, "nvfp4", scale_rule="floor", global_scale=g), ValueError, r"scale_rule: nvfp4's"),
+        (lambda: quantize_fp4(x, "nvfp4"), ValueError, r"global_scale: nvfp4 needs a one-element float32 tensor"),
+        (lambda: quantize_fp4(x, global_scale=g), ValueError, r"global_scale: only nvfp4 has one"),
+        (lambda: quantize_fp4(x.long(), "mxfp4"), TypeError, r"x: expected dtype float16, bfloat16 or float32"),
+        (lambda: quantize_fp4(x[0], "mxfp4"), ValueError, r"x: expected a 2-D \(rows, K\) tensor; got shape \(64,\)"),
+        (lambda: quantize_fp4(x.T, "mxfp4"), ValueError, r"x: expected unit stride along K"),
+        (lambda: quantize_fp4(x[:, :48], "mxfp4"), ValueError, r"x: K = 48 is not a multiple of the mxfp4 block"),
+        (lambda: quantize_fp4(x, layout="tiled"), ValueError, r"layout: expected 'linear' or 'swizzled'"),
+        (lambda: quantize_fp4(x, out=(u8, u8)), ValueError, r"out\[1\] \(scales\): expected shape \(4, 2\)"),
+        (lambda: quantize_fp4(x, out=(u8.float(), u8)), TypeError, r"out\[0\] \(codes\): expected a torch.uint8"),
+        (lambda: quantize_fp4(x, out=u8), TypeError, r"out: expected a \(codes, scales\) pair"),
+    ]:
+        with pytest.raises(err, match=text):
+            call()
