@@ -21,7 +21,7 @@ from typing import Any
 from harness.compile.disk_cache import cache_dir
 from harness.compile.findings import Report, check
 from harness.compile.launches import Launch
-from harness.compile.message import format_finding, group, render_matrix
+from harness.compile.message import MATRIX_LEGEND, format_capture_totals, format_finding, group, render_matrix
 from harness.compile.signature import prepare
 from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets
 
@@ -113,15 +113,58 @@ def _load_kernel(spec: str) -> Any:
     return obj
 
 
+#: The flags the CLI's errors name where the Python API's would say ``signature=`` / ``constexprs=``.
+FLAG_NAMES = ("--sig NAME=TYPE", "--const NAME=VALUE")
+
+
+def _unwrap(obj: Any, consts: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The ``@triton.jit`` function under ``@triton.autotune`` / ``@triton.heuristics`` and the autotune configs.
+    A heuristic computes its value from the call's arguments, which a signature does not have: it must be given
+    with ``--const``."""
+    configs: list[Any] = []
+    while hasattr(obj, "fn") and type(obj).__name__ in ("Autotuner", "Heuristics"):
+        if type(obj).__name__ == "Autotuner":
+            configs = list(obj.configs)
+        else:
+            missing = [k for k in obj.values if k not in consts]
+            if missing:
+                raise UsageError(f"{', '.join(missing)}: computed by @triton.heuristics from the call's arguments; "
+                                 f"give {'each' if len(missing) > 1 else 'it'} with --const NAME=VALUE")
+        obj = obj.fn
+    return obj, configs
+
+
+def _defaults(fn: Any, consts: dict[str, Any], configs: list[Any]) -> dict[str, Any]:
+    """``consts`` plus the Python defaults of constexpr parameters not given (``BLOCK: tl.constexpr = 128``) and
+    placeholders for what every autotune config sets."""
+    import inspect
+
+    from harness.compile.autotune import config_values
+
+    pyfn = getattr(fn, "fn", fn)
+    from_configs = set.intersection(*(set(config_values(c)[0]) for c in configs)) if configs else set()
+    out = dict(consts)
+    for name, p in inspect.signature(pyfn).parameters.items():
+        if name in out:
+            continue
+        if name in from_configs:
+            out[name] = config_values(configs[0])[0][name]
+        elif p.default is not inspect.Parameter.empty and "constexpr" in str(p.annotation):
+            out[name] = p.default
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
     try:
-        fn = _load_kernel(args.kernel)
+        obj = _load_kernel(args.kernel)
         sig = dict(_pairs(args.sig, "--sig"))
         consts = {k: _const_value(k, v) for k, v in _pairs(args.const, "--const")}
+        fn, configs = _unwrap(obj, consts)
+        consts = _defaults(fn, consts, configs)
         targets = parse_targets(args.targets or DEFAULT_TARGETS)
         check_targets(targets)
-        jit, full_sig, consts = prepare(fn, sig, consts)
+        jit, full_sig, consts = prepare(fn, sig, consts, FLAG_NAMES)
     except (UsageError, ValueError, TypeError) as e:
         print(f"harness compile: {e}", file=sys.stderr)
         return 2
@@ -129,15 +172,29 @@ def run(args: argparse.Namespace) -> int:
                         if v is not None))
     pyfn = jit.fn
     launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", getattr(pyfn.__code__, "co_filename", ""),
-                       tuple((k, v) for k, v in full_sig.items() if v != "constexpr"),
-                       tuple((k, consts[k]) for k in jit.arg_names if k in consts), opts, fn)
+                    tuple((k, v) for k, v in full_sig.items() if v != "constexpr"),
+                    tuple((k, consts[k]) for k in jit.arg_names if k in consts), opts, fn)
+    from harness.compile.autotune import config_values
+
+    given = {k for k, _ in _pairs(args.const, "--const")}
+    launches = [launch]
+    if configs:  # every config of the autotuner, each its (constexprs, num_warps, num_stages)
+        launches = list(dict.fromkeys(
+            launch.with_config({k: v for k, v in config_values(c)[0].items() if k not in given},
+                               {k: v for k, v in config_values(c)[1].items() if (k, v) not in opts})
+            for c in configs))
     rep = Report()
     names = [t.name for t in targets]
-    findings = check(launch, names, widen=not args.no_widen, report=rep)
-    print(f"{launch.kernel}({launch.sig_text()})" + (f" constexprs {dict(launch.constexprs)}" if consts else ""))
+    findings = []
+    for one in launches:
+        findings += check(one, names, widen=not args.no_widen, report=rep)
+    print(f"{launch.kernel}({launch.sig_text()})" + (f" constexprs {dict(launch.constexprs)}" if consts else "")
+          + (f", {len(launches)} autotune configs" if configs else ""))
     for line in render_matrix(rep.count_cells(), names):
         print(line)
+    print(MATRIX_LEGEND)
     for f, ts in group(findings):
         print(format_finding(f, ts))
-    print(f"{rep.compiles} compiles ({rep.cached} from the disk cache {cache_dir()})")
+    print(format_capture_totals(rep.compiles, rep.cached, 0.0, "widening off" if args.no_widen else "widened",
+                                str(cache_dir())).replace(" in 0.0s", ""))
     return 1 if findings else 0

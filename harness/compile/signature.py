@@ -94,55 +94,62 @@ def _check_constexpr(kernel: str, arg: str, value: Any) -> None:
     )
 
 
+#: How the Python API names its two inputs in messages; ``python -m harness compile`` passes its flags instead.
+API_NAMES: tuple[str, str] = ("signature=", "constexprs=")
+
+
 def _normalise(
-    jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
+    jit: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None,
+    names: tuple[str, str] = API_NAMES,
 ) -> tuple[dict[str, str], dict[str, Any]]:
+    sig_name, const_name = names
     if not isinstance(signature, Mapping):
         raise TypeError(
             f"signature must be a dict of argument name -> type string, got {type(signature).__name__}"
         )
     constexprs = dict(constexprs or {})
-    names = list(jit.arg_names)
+    arg_names = list(jit.arg_names)
     is_cexpr = {p.name: bool(p.is_constexpr) for p in jit.params}
     kernel = jit.__name__
-    unknown = [k for k in list(signature) + list(constexprs) if k not in names]
+    unknown = [k for k in list(signature) + list(constexprs) if k not in arg_names]
     if unknown:
-        raise ValueError(f"{kernel}: unknown argument(s) {sorted(set(unknown))}; the kernel takes {names}")
+        raise ValueError(f"{kernel}: unknown argument(s) {sorted(set(unknown))}; the kernel takes {arg_names}")
     for k, v in signature.items():
         if not isinstance(v, str) or not v:
             raise ValueError(
                 f"{kernel}: signature[{k!r}] must be a type string like '*fp16' or 'i32', got {v!r}"
             )
         if v == "constexpr" and k not in constexprs:
-            raise ValueError(f"{kernel}: signature[{k!r}] is 'constexpr' but constexprs has no value for it")
+            raise ValueError(f"{kernel}: {sig_name} gives {k!r} as 'constexpr' but {const_name} has no value for it")
         if v != "constexpr":
             _check_type(kernel, k, v)
     for k, v in constexprs.items():
         _check_constexpr(kernel, k, v)
     sig: dict[str, str] = {}
     missing = []
-    for n in names:
+    for n in arg_names:
         if n in constexprs:
             sig[n] = "constexpr"
         elif n in signature:
             if is_cexpr.get(n):
                 raise ValueError(
-                    f"{kernel}: {n!r} is tl.constexpr; give its value in constexprs=, not a type"
+                    f"{kernel}: {n!r} is tl.constexpr; give its value in {const_name}, not a type in {sig_name}"
                 )
             sig[n] = signature[n]
         else:
             missing.append(n)
     if missing:
-        raise ValueError(f"{kernel}: no type (signature=) or value (constexprs=) for argument(s) {missing}")
+        raise ValueError(f"{kernel}: no type ({sig_name}) or value ({const_name}) for argument(s) {missing}")
     return sig, constexprs
 
 
 def prepare(
-    fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None
+    fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None,
+    names: tuple[str, str] = API_NAMES,
 ) -> tuple[Any, dict[str, str], dict[str, Any]]:
     """``(jit, signature, constexprs)`` ready for ``triton.compile``: ``fn`` as a ``JITFunction`` (an
     interpreted kernel rebuilt), every argument typed in kernel order (``"constexpr"`` for the constexprs).
     ``ValueError``/``TypeError`` naming the argument for anything the compiler would choke on."""
     jit = as_jit(fn)
-    sig, consts = _normalise(jit, signature, constexprs)
+    sig, consts = _normalise(jit, signature, constexprs, names)
     return jit, sig, consts

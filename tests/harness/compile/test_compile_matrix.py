@@ -250,7 +250,7 @@ def test_compile_failure_text_from_a_record():
         ({"signature": {**SIG, "n": ""}, "constexprs": E4NV}, r"signature\['n'\] must be a type string"),
         (
             {"signature": {**SIG, "BLOCK": "constexpr"}, "constexprs": {"FMT": 0, "VIA_FP32": 1}},
-            r"signature\['BLOCK'\] is 'constexpr' but constexprs has no value",
+            r"signature= gives 'BLOCK' as 'constexpr' but constexprs= has no value",
         ),
     ],
 )

@@ -8,6 +8,7 @@ CPU test runs (the patterns, not their code). Not a test module: the pytester te
 - ``copy_i64``: ``n: tl.int64``, typed i64 by Triton's launcher whatever its value.
 - ``store_fp8``: stores into an FP8 tensor of any format (``out_ptr.dtype.element_ty``).
 - ``scale_tuned``: ``@triton.autotune`` over four configs (two tiles x two warp counts).
+- ``copy_even``: ``@triton.heuristics`` for ``EVEN`` and a constexpr with a default (``BLOCK = 64``).
 """
 
 import torch
@@ -79,3 +80,13 @@ def scale(x, s):
     y = torch.empty_like(x)
     scale_tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel(), s)
     return y
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def copy_even(x_ptr, y_ptr, n, EVEN: tl.constexpr, BLOCK: tl.constexpr = 64):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+    else:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
