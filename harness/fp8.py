@@ -11,6 +11,8 @@ Codes are ``torch.uint8`` tensors. :func:`ulp_distance` maps sign-magnitude code
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +23,8 @@ from harness.arch import Arch, parse_arch, supports_format
 __all__ = [
     "FP8Format", "FORMATS", "ULP_FAR", "get_format", "encode", "decode", "ulp_distance", "is_nan_code",
     "is_inf_code", "as_codes", "upcast_fp32", "FORMAT_OF_DTYPE", "IMITATES_ATTR", "interpreter_imitates",
-    "rz_f16_bits",
+    "rz_f16_bits", "BF16_EXACT_ATTR", "interpreter_bf16_exact", "Lowering", "LOWERINGS", "KNOWN_LOWERING_VERSIONS",
+    "lowering_for", "lowering_version",
 ]
 
 #: Distance reported when either side is NaN (or an inf against anything else): beyond any finite distance.
@@ -119,7 +122,8 @@ def upcast_fp32(x: torch.Tensor, *, arch: str | Arch | None = None) -> torch.Ten
     """``x.to(tl.float32)`` as ``arch`` computes it, bit for bit (NaN payloads included).
 
     Hardware: exact. The interpreter: fp16 goes through numpy's cast (exact, a signalling NaN keeps its
-    payload unquieted, unlike torch's CPU cast); bf16, which numpy lacks, through Triton's own converter.
+    payload unquieted, unlike torch's CPU cast); bf16, which numpy lacks, exactly while ``harness.interp.arith``
+    is installed (the plugin's default), else through Triton's own converter (wrong for bf16 subnormals).
     Both measured against an interpreted kernel on all 65,536 patterns (tests/test_fp8_interp.py).
     """
     if not isinstance(x, torch.Tensor) or x.dtype not in _SRC_OK:
@@ -132,6 +136,8 @@ def upcast_fp32(x: torch.Tensor, *, arch: str | Arch | None = None) -> torch.Ten
     if x.dtype == torch.float16:
         out = x.detach().cpu().numpy().astype("float32")
         return torch.from_numpy(out).to(x.device)
+    if interpreter_bf16_exact():
+        return x.float()
     import triton.language as tl
 
     out = _interp_convert(x, tl.float32)
@@ -139,14 +145,17 @@ def upcast_fp32(x: torch.Tensor, *, arch: str | Arch | None = None) -> torch.Ten
 
 
 def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = None,
-           via: torch.dtype | None = None) -> torch.Tensor:
+           via: torch.dtype | None = None, triton: str | None = None) -> torch.Tensor:
     """The codes a Triton ``x.to(<fmt>)`` produces on ``arch`` (default sm90), as uint8, same shape/device.
 
-    CUDA arches: what Triton 3.6's lowering for that target computes. sm90+: round to nearest even (e4b15:
+    CUDA arches: what the lowering of Triton ``triton`` (default: the installed one, :mod:`harness.versions`)
+    for that target computes, from :data:`LOWERINGS` (data, one row per (Triton versions, capabilities, source,
+    format), each with its source). In short: sm90+ (and sm89 on Triton 3.9): round to nearest even (e4b15:
     ties away from zero), saturate to ``sat_max`` (inf too), NaN → 0x7f for e4nv/e5m2, NaN → ±sat_max by its
-    sign bit for e4b15 (it has no NaN). sm89: the same, but fp32 sources go through ``cvt.rz.f16.f32`` first
-    (two roundings). Before sm89: e5m2 in software (ties away, no saturation). Tables of each target's PTX
-    run on an H200 pin this (golden/test_fp8_targets). Other kinds (ROCm): the sm90 rules.
+    sign bit for e4b15 (it has no NaN). sm89 on Triton 3.6-3.8: fp32 sources go through ``cvt.rz.f16.f32``
+    first (two roundings). Before sm89, e5m2 in software: Triton 3.6-3.8 ties away, no saturation; Triton 3.9
+    RNE, saturating. A Triton the model has never seen gets one warning and the nearest known model
+    (:func:`lowering_version`). Other kinds (ROCm): the sm90 rules.
     ``arch="interp"``: what this process's Triton interpreter computes: the imitated GPU's codes while
     :mod:`harness.interp.casts` is installed (the plugin's default on the interpreter lane), else the
     interpreter's own converter, applied to ``x`` in *its* dtype — which is not any hardware's result.
@@ -174,7 +183,7 @@ def encode(x: torch.Tensor, fmt: str | FP8Format, *, arch: str | Arch | None = N
     if not ok:
         raise ValueError(f"encode(fmt={f.name!r}, arch={a.name!r}): {reason}")
     if a.kind == "cuda":
-        return _encode_nvidia(x, f, a.cc or 0)
+        return _encode_nvidia(x, f, a.cc or 0, triton)
     return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
 
 
@@ -190,24 +199,147 @@ def _encode_hw(xf: torch.Tensor, f: FP8Format, *, nan_sign: torch.Tensor | None 
     return codes
 
 
-# --- NVIDIA: what Triton 3.6's lowering computes per target (PTX read per target; tables measured on an H200
-# for sm75/80/86/89/90, golden/test_fp8_targets, docs/MEASUREMENTS.md). Three building blocks:
-#   * hardware ``cvt.rn.satfinite.{e4m3,e5m2}x2.{f32,f16x2}`` (sm89+): one correct rounding, saturating;
-#   * ``cvt.rz.f16.f32``: fp32 sources of a software or f16x2 conversion are first truncated to fp16;
-#   * software sequences on the fp16 / bf16 bit patterns (emulated below instruction by instruction).
+# --- NVIDIA: what each Triton version's lowering computes per target, as DATA (LOWERINGS) plus one evaluator
+# (_encode_nvidia). Building blocks, named in each row's recipe:
+#   to16 (how a non-fp16 source reaches the fp16 pattern a software or f16x2 step reads):
+#     ``exact``      no fp16 step: the final step reads the exact value (bf16 -> f32 is exact);
+#     ``rz``         ``cvt.rz.f16.f32`` (fp32, and bf16 via its exact f32);
+#     ``rn``         ``cvt.rn.f16.f32`` (Triton 3.9, bf16 before Ada: one RNE rounding, overflow to inf);
+#     ``rz_sticky``  Triton 3.9's fp32 -> e5m2 before Ada: ``lop3 x | ((x + 0xffff) & 0x10000)`` (bits 0-15
+#                    folded into bit 16, a sticky bit) and then ``cvt.rz.f16x2.f32``;
+#     ``bits``       no conversion: the software step reads the source's own bf16 pattern;
+#   final:
+#     ``hw``         ``cvt.rn.satfinite.{e4m3,e5m2}x2.{f32,f16x2}``: one RNE rounding, saturating, NaN -> 0x7f;
+#     ``sw_e5m2_away``      Triton 3.6-3.8's software f16 -> e5m2: ties away, no saturation;
+#     ``sw_e5m2_rne_sat``   Triton 3.9's software f16 -> e5m2: ``min.f16x2`` to 57344, RNE on the pattern, NaN
+#                           -> 0x7f with the fp16 sign bit (``set.nan.f16x2`` gives 1.0 = 0x3c00, ORed in);
+#     ``sw_bf16_e5m2``      Triton 3.6-3.8's software bf16 -> e5m2 (clamped on the pattern, wraps);
+#     ``sw_e4b15``          the software f16 -> e4b15 of every version: ties away, saturating at 1.75.
 
-def _encode_nvidia(x: torch.Tensor, f: FP8Format, cc: int) -> torch.Tensor:
-    if f.name == "e4b15":  # software on every target, from fp16 (fp32 truncated to fp16 first)
-        return _sw_f16_to_e4b15(_bits16(x) if x.dtype == torch.float16 else rz_f16_bits(x.float()))
-    if cc >= 90 or (x.dtype == torch.bfloat16 and cc >= 89):  # bf16 -> f32 exactly, then the f32 cvt
+
+@dataclass(frozen=True)
+class Lowering:
+    """One row of the cast-lowering model: what Triton versions ``triton`` (inclusive (major, minor) range)
+    compile ``src -> fmt`` to for CUDA capabilities ``cc`` (inclusive range), as a recipe ``(to16, final)``
+    (the building blocks above), and where that fact comes from."""
+
+    triton: tuple[tuple[int, int], tuple[int, int]]
+    cc: tuple[int, int]
+    src: str  # "fp16", "bf16", "fp32" or "*"
+    fmt: str  # "e4nv", "e5m2", "e4b15" or "*"
+    to16: str
+    final: str
+    source: str
+
+
+_PTX_36_38 = ("PTX of Triton 3.6.0, 3.7.1 and 3.8.0 (identical conversion bodies) for sm80/sm89/sm90, derived "
+              "2026-12-04 (scripts/compile_fp8_target_ptx.py); 3.6 measured on an H200 (golden/test_fp8_targets)")
+_PTX_39 = ("PTX of Triton 3.9.0 for sm80/sm89/sm90, derived 2026-12-04 (scripts/compile_fp8_target_ptx.py); "
+           "H200 tables pending (scripts/capture_fp8_lowering_tables.sh)")
+_V36_38 = ((3, 6), (3, 8))
+_V39 = ((3, 9), (3, 9))
+_ANY_CC = (0, 999)
+
+#: The model, first matching row wins. Capabilities between and beyond the derived targets (sm75, sm86,
+#: sm100, sm120) take their range's row: same lowering code path in Triton's NVIDIA backend (by ``>= 89`` /
+#: ``>= 90`` capability checks), not separately derived.
+LOWERINGS: tuple[Lowering, ...] = (
+    # e4b15: software from fp16 on every target and version (bf16 only through fp32: refused directly)
+    Lowering(_V36_38, _ANY_CC, "*", "e4b15", "rz", "sw_e4b15", _PTX_36_38),
+    Lowering(_V39, _ANY_CC, "*", "e4b15", "rz", "sw_e4b15", _PTX_39),
+    # Triton 3.6-3.8
+    Lowering(_V36_38, (90, 999), "*", "*", "exact", "hw", _PTX_36_38),
+    Lowering(_V36_38, (89, 89), "fp32", "*", "rz", "hw", _PTX_36_38),  # f16x2 cvt after cvt.rz.f16.f32
+    Lowering(_V36_38, (89, 89), "*", "*", "exact", "hw", _PTX_36_38),
+    Lowering(_V36_38, (0, 88), "bf16", "e5m2", "bits", "sw_bf16_e5m2", _PTX_36_38),
+    Lowering(_V36_38, (0, 88), "*", "e5m2", "rz", "sw_e5m2_away", _PTX_36_38),
+    # Triton 3.9: one cvt.rn.satfinite.*.f32 from sm89 (fp32 no longer through fp16); software RNE before Ada
+    Lowering(_V39, (89, 999), "*", "*", "exact", "hw", _PTX_39),
+    Lowering(_V39, (0, 88), "bf16", "e5m2", "rn", "sw_e5m2_rne_sat", _PTX_39),
+    Lowering(_V39, (0, 88), "fp32", "e5m2", "rz_sticky", "sw_e5m2_rne_sat", _PTX_39),
+    Lowering(_V39, (0, 88), "fp16", "e5m2", "rz", "sw_e5m2_rne_sat", _PTX_39),
+)
+
+#: The Triton versions the model knows, (first, last) (major, minor), with the name warnings use.
+KNOWN_LOWERING_VERSIONS: tuple[tuple[tuple[int, int], tuple[int, int], str], ...] = (
+    (_V36_38[0], _V36_38[1], "3.6-3.8"),
+    (_V39[0], _V39[1], "3.9"),
+)
+
+_SRC_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+_warned_versions: set[str] = set()
+
+
+def lowering_version(triton: str | None = None) -> tuple[int, int]:
+    """The (major, minor) whose lowering ``encode`` models for Triton ``triton`` (default: the installed one,
+    from :mod:`harness.versions`). A version the model has never seen is mapped to the nearest known one,
+    with one ``RuntimeWarning`` per version naming it."""
+    from harness.versions import triton_version
+
+    text = triton_version() if triton is None else str(triton)
+    m = re.match(r"(\d+)\.(\d+)", text)
+    v = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    for lo, hi, _ in KNOWN_LOWERING_VERSIONS:
+        if lo <= v <= hi:
+            return v
+    first, last = KNOWN_LOWERING_VERSIONS[0], KNOWN_LOWERING_VERSIONS[-1]
+    lo, _, name = first if v < first[0] else last
+    if text not in _warned_versions:
+        _warned_versions.add(text)
+        known = ", ".join(n for _, _, n in KNOWN_LOWERING_VERSIONS)
+        warnings.warn(f"harness.fp8: no FP8 cast-lowering model for Triton {text} (models: Triton {known}); "
+                      f"encode(arch=smXY) uses the nearest, Triton {name}'s, which may not be what this Triton "
+                      f"compiles (derive it: scripts/compile_fp8_target_ptx.py)", RuntimeWarning, stacklevel=3)
+    return lo
+
+
+def lowering_for(src: str, fmt: str, cc: int, *, triton: str | None = None) -> Lowering:
+    """The :data:`LOWERINGS` row for casting ``src`` (fp16/bf16/fp32) to ``fmt`` on capability ``cc`` with
+    Triton ``triton`` (default: installed). ``LookupError`` when no row matches (e4nv below sm89)."""
+    v = lowering_version(triton)
+    f = get_format(fmt).name
+    for row in LOWERINGS:
+        if row.triton[0] <= v <= row.triton[1] and row.cc[0] <= cc <= row.cc[1] and row.src in ("*", src) \
+                and row.fmt in ("*", f):
+            return row
+    raise LookupError(f"no FP8 cast lowering for {src} -> {f} on sm{cc} with Triton {v[0]}.{v[1]}")
+
+
+def _encode_nvidia(x: torch.Tensor, f: FP8Format, cc: int, triton: str | None) -> torch.Tensor:
+    src = _SRC_NAME[x.dtype]
+    row = lowering_for(src, f.name, cc, triton=triton)
+    if row.final == "hw" and row.to16 == "exact":  # bf16 -> f32 exactly, then the f32 cvt
         return _encode_hw(x.float(), f, nan_sign=torch.signbit(x) if x.dtype != torch.float32 else None)
-    if cc >= 89:  # f16x2 cvt: fp16 directly, fp32 after cvt.rz.f16.f32 (a double rounding)
-        h = _bits16(x) if x.dtype == torch.float16 else rz_f16_bits(x)
+    if row.to16 == "bits":
+        h = _bits16(x)
+    elif x.dtype == torch.float16:
+        h = _bits16(x)
+    elif row.to16 == "rz":
+        h = rz_f16_bits(x.float())
+    elif row.to16 == "rn":
+        h = _rn_f16_bits(x.float())
+    elif row.to16 == "rz_sticky":
+        b = x.float().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+        b = b | ((b + 0xFFFF) & 0x10000)
+        h = rz_f16_bits(_u32_as_f32(b))
+    else:  # pragma: no cover - a row naming an unknown step is a bug in LOWERINGS
+        raise AssertionError(f"LOWERINGS row {row}: unknown to16 {row.to16!r}")
+    if row.final == "hw":
         return _encode_hw(h.to(torch.int16).view(torch.float16).float(), f)
-    # before Ada: e5m2 in software (e4nv is refused by supports_format above)
-    if x.dtype == torch.bfloat16:
-        return _sw_bf16_to_e5m2(_bits16(x))
-    return _sw_f16_to_e5m2(_bits16(x) if x.dtype == torch.float16 else rz_f16_bits(x))
+    if row.final == "sw_e5m2_away":
+        return _sw_f16_to_e5m2(h)
+    if row.final == "sw_e5m2_rne_sat":
+        return _sw_f16_to_e5m2_rne_sat(h)
+    if row.final == "sw_bf16_e5m2":
+        return _sw_bf16_to_e5m2(h)
+    if row.final == "sw_e4b15":
+        return _sw_f16_to_e4b15(h)
+    raise AssertionError(f"LOWERINGS row {row}: unknown final step {row.final!r}")  # pragma: no cover
+
+
+def _u32_as_f32(b: torch.Tensor) -> torch.Tensor:
+    """int64 tensor of uint32 patterns -> float32 with those bits."""
+    return torch.where(b >= 1 << 31, b - (1 << 32), b).to(torch.int32).view(torch.float32)
 
 
 def _bits16(x: torch.Tensor) -> torch.Tensor:
@@ -223,6 +355,23 @@ def rz_f16_bits(x: torch.Tensor) -> torch.Tensor:
     away = h.float().abs() > xf.abs()
     bits = torch.where(away & torch.isfinite(xf), bits - 1, bits)
     return torch.where(torch.isnan(xf), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _rn_f16_bits(xf: torch.Tensor) -> torch.Tensor:
+    """``cvt.rn.f16.f32``: round to nearest even (beyond 65520 -> inf); NaN -> canonical 0x7fff."""
+    bits = _bits16(xf.to(torch.float16))
+    return torch.where(torch.isnan(xf), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _sw_f16_to_e5m2_rne_sat(h: torch.Tensor) -> torch.Tensor:
+    # Triton 3.9 (sm < 89): a = |h| min.f16x2 0x7b00 (NaN -> 0x7b00, inf -> 57344); a += 0x7f + bit 8 (RNE on
+    # the pattern); a |= 0x3c00 for NaN (set.nan.f16x2 writes 1.0); OR the sign of h; the high byte.
+    a = h & 0x7FFF
+    nan = a > 0x7C00
+    a = torch.where(nan | (a > 0x7B00), torch.full_like(a, 0x7B00), a)
+    a = a + 0x7F + ((a >> 8) & 1)
+    a = torch.where(nan, a | 0x3C00, a)
+    return (((a | (h & 0x8000)) >> 8) & 0xFF).to(torch.uint8)
 
 
 def _sw_f16_to_e5m2(h: torch.Tensor) -> torch.Tensor:
@@ -282,6 +431,21 @@ def _encode_interp(x: torch.Tensor, f: FP8Format) -> torch.Tensor:
 #: The attribute by which a converter that replaced the interpreter's own names the arch whose casts it computes
 #: (``harness.interp.casts`` sets it on its wrapper); read here, so the codec never imports the shim.
 IMITATES_ATTR = "harness_imitates"
+
+
+#: The attribute by which the interpreter builder's ``cast_impl`` says bf16 -> fp32 is exact
+#: (``harness.interp.arith`` sets it on its wrapper); read here, so the codec never imports the shim.
+BF16_EXACT_ATTR = "harness_bf16_exact"
+
+
+def interpreter_bf16_exact() -> bool:
+    """Whether this process's Triton interpreter converts bf16 exactly now (``harness.interp.arith`` installed)."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    return bool(getattr(getattr(builder, "cast_impl", None), BF16_EXACT_ATTR, False))
 
 
 def interpreter_imitates() -> Arch | None:
