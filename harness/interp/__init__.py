@@ -2,7 +2,8 @@
 GPU computes for the length of the session.
 
 Each shim is a module beside this one (:mod:`harness.interp.casts`: FP8 conversions as the assumed arch's
-lowering; :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break
+lowering; :mod:`harness.interp.arith`: bf16 arithmetic, reductions, atomics and conversions as the GPU computes
+them, and one warning per kernel and op for what no shim covers; :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break
 later AOT compiles). They are installed when the session is configured and removed, innermost first, when it
 ends, so a pytester session nested in a test leaves the outer session's patches as they were.
 """
@@ -22,6 +23,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="interpreter lane: gpu (default) makes its FP8 casts those of --harness-arch (a CUDA arch; else "
              "sm90), refusing what that compiler refuses; off: the interpreter's own casts",
     )
+    group.addoption(
+        "--harness-interp-arith", dest="harness_interp_arith", choices=("gpu", "off"), default="gpu",
+        help="interpreter lane: gpu (default) makes bf16 arithmetic, reductions, atomics and conversions the "
+             "GPU's and warns once per kernel and op about ops known to differ; off: the interpreter's own",
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after harness.plugin chose the lane and the arch
@@ -29,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     s = session_of(config)
     if s.lane != "interp":
         return
-    from harness.interp import casts  # here, not at the top: it imports torch and triton
+    from harness.interp import arith, casts  # here, not at the top: they import torch and triton
 
     if config.getoption("harness_interp_casts", default="gpu") == "gpu":
         handle = casts.install(casts.target_for(s.arch))
@@ -38,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
         cm = casts.suspended()
         cm.__enter__()
         s.on_close(lambda: cm.__exit__(None, None, None))
+    if config.getoption("harness_interp_arith", default="gpu") == "gpu":
+        arith_handle = arith.install(casts.target_for(s.arch))
+        s.on_close(lambda: arith.uninstall(arith_handle))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

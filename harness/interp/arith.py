@@ -1,0 +1,482 @@
+"""Make the Triton interpreter's bf16 arithmetic compute what a GPU computes, and warn about the ops it does not.
+
+Why: the interpreter stores bf16 as raw ``uint16`` (numpy has no bf16) and then does numpy arithmetic on the bit
+patterns: ``1.5 * 2`` gives 0 and ``3 * -1`` gives -3.7e19, comparisons order negative numbers after positive
+ones, ``-x`` is an integer negation, ``tl.sum`` adds integers, fp32 -> bf16 truncates. The GPU (Triton 3.6-3.9
+PTX for sm80/sm90, derived 2026-12-04 with ``scripts/probe_bf16_lowering.py``) computes bf16 ``+ - *`` as one
+correctly rounded operation (``fma.rn.bf16`` on sm80, ``add/sub/mul.bf16`` on sm90), ``tl.fma`` as
+``fma.rn.bf16`` (one rounding), ``tl.maximum/minimum`` as ``max/min.bf16``, comparisons exactly (``setp``),
+``tl.max/min`` reductions in fp32 (exact), ``tl.sum``/``tl.cumsum`` as bf16 adds (each rounded), ``/`` in fp32
+(Triton promotes bf16 division: ``cvt.f32.bf16``, ``div.full.f32``, ``cvt.rn.bf16.f32``), conversions with
+``cvt.rn`` (RNE), ``atomic_add`` as one rounding per update. :func:`install` wraps the interpreter's builder
+methods that see bf16 operands (``binary_op``, ``ternary_op``'s clamp, ``create_fma``, ``create_fneg``,
+``cast_impl``, ``create_fp_to_fp``, ``create_atomic_rmw``) and its ``sum``/``min_max``/``cumsum``/``cumprod``
+reductions, so that every bf16 value is computed in fp32 (exact for these operands) and rounded back once,
+with RNE. For ``+ - *`` an fp32 result rounded again to bf16 equals one rounding of the exact value (24 >= 2*8+2
+bits: double rounding is innocuous); ``fma`` is rounded to odd in fp32 first, which makes its second rounding
+exact too.
+
+What stays different is reported, never silent: ops known to differ from the GPU (:data:`KNOWN_DIFFERENT`:
+fp32 ``/`` = ``div.full.f32``, MUFU approximations, ``tl.dot``, the GPU's reduction order for bf16 sums, fp
+contraction of ``a * b + c``) get one ``RuntimeWarning`` per kernel, op and dtype. An interpreter whose builder
+the shim does not recognize gets one warning and no patch.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.arch import Arch, parse_arch
+from harness.fp8 import BF16_EXACT_ATTR
+
+__all__ = ["install", "uninstall", "active", "KNOWN_DIFFERENT", "BF16_EXACT_ATTR", "bf16_to_f32", "f32_to_bf16",
+           "f64_to_bf16"]
+
+
+#: Interpreter ops known to compute something else than the GPU, which no shim covers: (builder op, dtype
+#: name or "*") -> what the GPU does. A shim that makes one exact removes its row.
+KNOWN_DIFFERENT: dict[tuple[str, str], str] = {
+    ("create_fdiv", "fp32"): "the GPU's fp32 `/` is div.full.f32 (approximate: 27.6% of quotients 1-2 ulp off, "
+                             "H200); the interpreter divides exactly (tl.math.div_rn is exact on both)",
+    ("create_exp", "fp32"): "tl.exp lowers to ex2.approx.f32 (MUFU) on the GPU; the interpreter uses numpy's exp",
+    ("create_exp2", "fp32"): "tl.exp2 lowers to ex2.approx.f32 (MUFU); the interpreter uses numpy's exp2",
+    ("create_log", "fp32"): "tl.log lowers to lg2.approx.f32 (MUFU); the interpreter uses numpy's log",
+    ("create_log2", "fp32"): "tl.log2 lowers to lg2.approx.f32 (MUFU); the interpreter uses numpy's log2",
+    ("create_sin", "fp32"): "tl.sin lowers to sin.approx.f32 (MUFU); the interpreter uses numpy's sin",
+    ("create_cos", "fp32"): "tl.cos lowers to cos.approx.f32 (MUFU); the interpreter uses numpy's cos",
+    ("create_sqrt", "fp32"): "tl.sqrt lowers to sqrt.approx.f32 (MUFU); the interpreter is correctly rounded "
+                             "(tl.math.sqrt_rn is exact on both)",
+    ("create_rsqrt", "fp32"): "tl.math.rsqrt lowers to rsqrt.approx.f32 (MUFU); the interpreter computes 1/sqrt",
+    ("create_dot", "*"): "tl.dot accumulates in the tensor cores' order and precision (tf32 for fp32 inputs by "
+                         "default); the interpreter uses numpy's matmul",
+    ("create_dot_scaled", "*"): "tl.dot_scaled accumulates in the tensor cores' order; the interpreter uses "
+                                "numpy's matmul",
+    ("sum", "bf16"): "tl.sum of bf16 adds in bf16 on the GPU, in its layout's tree order; the interpreter adds "
+                     "in bf16 (each add rounded, as there) but sequentially, so sums can round differently",
+    ("scan", "bf16"): "tl.cumsum/cumprod of bf16 round each step in bf16 on the GPU in its scan order; the "
+                      "interpreter steps sequentially",
+    ("fma_contraction", "*"): "a product fed into + or - is contracted to one fma by the GPU compiler (fp "
+                              "fusion, on by default through Triton 3.9): one rounding there, two here",
+}
+
+_lock = threading.Lock()
+_tls = threading.local()
+
+
+def bf16_to_f32(u: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) -> float32, exactly (NaN payloads kept)."""
+    return (np.asarray(u).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def f32_to_bf16(f: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bit patterns (uint16): ``cvt.rn.bf16.f32``, RNE, overflow to inf, NaN -> 0x7fff."""
+    b = np.ascontiguousarray(f, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + np.uint64(0x7FFF) + ((b >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FFF), r).astype(np.uint16)
+
+
+def _odd_f32(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounded to odd (a second RNE rounding to bf16 is then the correct one)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x.astype(np.float32)
+        inexact = np.isfinite(r) & (r.astype(np.float64) != x)
+        even = (r.view(np.uint32) & np.uint32(1)) == 0
+        fix = inexact & even
+        toward = np.where(x > r.astype(np.float64), np.float32(np.inf), np.float32(-np.inf))
+        return np.where(fix, np.nextafter(r, toward), r).astype(np.float32)
+
+
+def f64_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 patterns with one RNE rounding of the float64 value."""
+    return f32_to_bf16(_odd_f32(x))
+
+
+def _fma_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    # fma.rn.bf16: a*b is exact in float64 (16 significant bits); a*b + c once, exactly or rounded to odd
+    # via TwoSum, then rounded to odd in fp32, then RNE to bf16.
+    p = bf16_to_f32(a).astype(np.float64) * bf16_to_f32(b).astype(np.float64)
+    cc = bf16_to_f32(c).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + cc
+        bb = s - p
+        err = (p - (s - bb)) + (cc - bb)
+        finite = np.isfinite(s) & np.isfinite(err)
+        even = (s.view(np.uint64) & np.uint64(1)) == 0
+        nudge = finite & (err != 0) & even
+        s = np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return f64_to_bf16(s)
+
+
+# --- which kernel runs (for one warning per kernel) ---------------------------------------------------------
+
+
+def _kernel_name() -> str:
+    stack = getattr(_tls, "kernels", None)
+    return stack[-1] if stack else "?"
+
+
+@dataclass
+class _Installed:
+    target: Arch
+    originals: list[tuple[Any, str, Any]]
+    warned: set[tuple[str, str, str]] = field(default_factory=set)
+    previous: _Installed | None = None
+
+
+_current: _Installed | None = None
+
+
+def active() -> Arch | None:
+    """The arch whose bf16 arithmetic the interpreter computes now, or ``None`` when the shim is off."""
+    return _current.target if _current is not None else None
+
+
+def _warn(op: str, dtype: str) -> None:
+    state = _current
+    if state is None:
+        return
+    key = (_kernel_name(), op, dtype)
+    reason = KNOWN_DIFFERENT.get((op, dtype)) or KNOWN_DIFFERENT.get((op, "*"))
+    if reason is None or key in state.warned:
+        return
+    state.warned.add(key)
+    warnings.warn(f"harness: interpreter op {op.removeprefix('create_')} on {dtype} in kernel {key[0]} is not "
+                  f"what the GPU computes: {reason}", RuntimeWarning, stacklevel=4)
+
+
+# --- the builder wrappers -----------------------------------------------------------------------------------
+
+_BINARY_F32 = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+               "fmod": np.fmod}
+_SELECT_OPS = {"maximum", "minimum", "fmax", "fmin"}  # the result is one operand: no rounding
+
+
+def _dtype_name(tl: Any, t: Any) -> str:
+    names = {tl.bfloat16: "bf16", tl.float16: "fp16", tl.float32: "fp32", tl.float64: "fp64"}
+    return names.get(getattr(t, "scalar", t), str(t))
+
+
+def _select_zero_sign(op: str, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    # max(+0, -0) = +0 and min(+0, -0) = -0, whichever order (PTX max/min.bf16; not H200-measured)
+    both_zero = (a == 0) & (b == 0)
+    if op in ("maximum", "fmax"):
+        z = np.where(np.signbit(a) & np.signbit(b), np.float32(-0.0), np.float32(0.0))
+    else:
+        z = np.where(np.signbit(a) | np.signbit(b), np.float32(-0.0), np.float32(0.0))
+    return np.where(both_zero, z, r)
+
+
+def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any]:
+    B = itp.InterpreterBuilder
+    TH = itp.TensorHandle
+    bf16 = tl.bfloat16
+    orig_binary = B.binary_op
+    orig_ternary = B.ternary_op
+    orig_fma = B.create_fma
+    orig_cast = B.cast_impl
+    orig_fp_to_fp = B.create_fp_to_fp
+    orig_rmw = B.create_atomic_rmw
+    orig_fmul = B.create_fmul
+    orig_fadd = B.create_fadd
+    orig_fsub = B.create_fsub
+    RTZ = getattr(getattr(itp, "_ir", None), "ROUNDING_MODE", None)
+    RTZ = getattr(RTZ, "RTZ", None)
+
+    def is_bf16(h: Any) -> bool:
+        return getattr(h.dtype, "scalar", h.dtype) == bf16
+
+    def binary_op(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
+        if not (is_bf16(lhs) and is_bf16(rhs)):
+            return orig_binary(self, lhs, rhs, op)
+        a, b = bf16_to_f32(lhs.data), bf16_to_f32(rhs.data)
+        name = getattr(op, "__name__", "")
+        with np.errstate(all="ignore"):
+            r = op(a, b)
+        if r.dtype == np.bool_:  # comparisons: exact on fp32 values
+            return TH(r, tl.int1)
+        if name in _SELECT_OPS:
+            return TH(f32_to_bf16(_select_zero_sign(name, a, b, r)), bf16)
+        if name not in _BINARY_F32:
+            raise NotImplementedError(f"harness.interp.arith: bf16 {name} is not modelled")
+        return TH(f32_to_bf16(r), bf16)
+
+    def ternary_op(self: Any, lhs: Any, rhs: Any, other: Any, op: Any) -> Any:
+        # clamp (np.clip) on bf16: the result is one of the operands; tl.where (np.where) selects bit patterns
+        if op is np.clip and is_bf16(other):
+            with np.errstate(all="ignore"):
+                r = np.clip(bf16_to_f32(lhs.data), bf16_to_f32(rhs.data), bf16_to_f32(other.data))
+            return TH(f32_to_bf16(r), bf16)
+        return orig_ternary(self, lhs, rhs, other, op)
+
+    orig_clampf = B.create_clampf
+
+    def create_clampf(self: Any, arg: Any, lo: Any, hi: Any, propagate_nans: Any) -> Any:
+        # tt.clampf: max then min (max/min.{f32,bf16}: a NaN operand gives the other), or the .NaN forms when
+        # propagating. Triton 3.6's interpreter clips, propagating NaN whatever the mode, for every dtype (and
+        # 3.6 clamps bf16 in fp32); 3.9's does this for every dtype already.
+        if not str(getattr(propagate_nans, "name", propagate_nans)).endswith("NONE"):
+            return orig_clampf(self, arg, lo, hi, propagate_nans)
+        return self.binary_op(self.binary_op(arg, lo, np.fmax), hi, np.fmin)
+
+    def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
+        if is_bf16(z):
+            return TH(_fma_bf16(*np.broadcast_arrays(x.data, y.data, z.data)), bf16)
+        return orig_fma(self, x, y, z)
+
+    def create_fneg(self: Any, arg: Any) -> Any:
+        if is_bf16(arg):
+            return TH((arg.data ^ np.uint16(0x8000)).astype(np.uint16), bf16)
+        return orig_fneg(self, arg)
+
+    orig_fneg = getattr(B, "create_fneg", None)
+
+    def to_f32_handle(src: Any) -> Any:
+        return TH(bf16_to_f32(src.data), tl.float32)
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s == bf16 and d == bf16:
+            return TH(src.data, bf16)
+        if s == bf16:  # bf16 -> anything: through its exact fp32 value
+            return to_f32_handle(src) if d == tl.float32 else orig_cast(self, to_f32_handle(src), dst_type)
+        if d == bf16:
+            data = np.asarray(src.data)
+            if s == tl.float32:
+                return TH(f32_to_bf16(data), bf16)
+            if s in (tl.float16, tl.float64):
+                return TH(f64_to_bf16(data.astype(np.float64)), bf16)
+            if data.dtype.kind in "iub":
+                # sm90+: cvt.rn.bf16.s32, one rounding; before sm90: cvt.rn.f32.s32 then cvt.rn.bf16.f32
+                one = (target.cc or 0) >= 90
+                return TH(f64_to_bf16(data.astype(np.float64)) if one else f32_to_bf16(data.astype(np.float32)),
+                          bf16)
+        return orig_cast(self, src, dst_type)
+
+    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s == bf16 and d == tl.float32:
+            return to_f32_handle(src)
+        if s == tl.float32 and d == bf16:
+            if RTZ is not None and rounding_mode == RTZ:  # cvt.rz.bf16.f32: truncate; NaN canonical
+                bits = (np.ascontiguousarray(src.data, np.float32).view(np.uint32) >> np.uint32(16))
+                return TH(np.where(np.isnan(src.data), np.uint16(0x7FFF), bits.astype(np.uint16)), bf16)
+            return TH(f32_to_bf16(src.data), bf16)
+        return orig_fp_to_fp(self, src, dst_type, rounding_mode)
+
+    def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        if not (is_bf16(val) and rmwOp == itp._ir.ATOMIC_OP.FADD):
+            return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
+        # one correctly rounded add per update, in element order (atom.add.noftz.bf16 / a CAS loop)
+        ptrs, vals, msk = np.broadcast_arrays(ptr.data, val.data, mask.data)
+        old = np.zeros(ptrs.shape, dtype=np.uint16)
+        one = np.ones((1,), dtype=bool)
+        for idx in np.ndindex(ptrs.shape):
+            if not msk[idx]:
+                continue
+            p = np.asarray([ptrs[idx]], dtype=np.uint64)
+            cur = itp._interpreter.load(p, one, np.zeros((1,), np.uint16), np.dtype(np.uint16))
+            old[idx] = cur[0]
+            new = f32_to_bf16(bf16_to_f32(cur) + bf16_to_f32(np.asarray([vals[idx]], np.uint16)))
+            itp._interpreter.store(p, new, one)
+        return TH(old, bf16)
+
+    def create_fmul(self: Any, lhs: Any, rhs: Any) -> Any:
+        out = orig_fmul(self, lhs, rhs)
+        out.attr["harness_product"] = True
+        return out
+
+    def contracted(name: str, orig: Any) -> Any:
+        def fn(self: Any, lhs: Any, rhs: Any) -> Any:
+            if lhs.attr.get("harness_product") or rhs.attr.get("harness_product"):
+                _warn("fma_contraction", _dtype_name(tl, lhs.dtype))
+            return orig(self, lhs, rhs)
+
+        fn.__name__ = name
+        return fn
+
+    def warned(name: str) -> Any:
+        orig = getattr(B, name)
+
+        def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _warn(name, _dtype_name(tl, args[0].dtype))
+            return orig(self, *args, **kwargs)
+
+        fn.__name__ = name
+        return fn
+
+    cast_impl.__dict__[BF16_EXACT_ATTR] = True
+    out: dict[tuple[Any, str], Any] = {
+        (B, "binary_op"): binary_op, (B, "ternary_op"): ternary_op, (B, "create_fma"): create_fma,
+        (B, "create_clampf"): create_clampf,
+        (B, "cast_impl"): cast_impl, (B, "create_fp_to_fp"): create_fp_to_fp,
+        (B, "create_atomic_rmw"): create_atomic_rmw, (B, "create_fmul"): create_fmul,
+        (B, "create_fadd"): contracted("create_fadd", orig_fadd),
+        (B, "create_fsub"): contracted("create_fsub", orig_fsub),
+    }
+    if orig_fneg is not None:
+        out[(B, "create_fneg")] = create_fneg
+    # Triton 3.6's interpreter maps maxnumf/minnumf (tl.maximum/minimum's default, max.f32/max.bf16 on the GPU:
+    # a NaN operand gives the other) to NaN-propagating np.maximum/minimum, for every dtype; 3.9 uses fmax/fmin
+    out[(B, "create_maxnumf")] = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)
+    out[(B, "create_minnumf")] = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)
+    if not hasattr(B, "get_bf16"):  # Triton 3.6: bf16 scalar constants (x * 0.1) fail without it
+        out[(B, "get_bf16")] = lambda self, value: self.cast_impl(self.get_fp32(value), tl.bfloat16)
+    for name in {op for op, _ in KNOWN_DIFFERENT if op.startswith("create_")} - {"create_fadd", "create_fsub"}:
+        if hasattr(B, name):
+            out[(B, name)] = warned(name)
+    out.update(_reduce_wrappers(itp, tl))
+    out[(itp.GridExecutor, "__call__")] = _grid_call(itp.GridExecutor.__call__)
+    return out
+
+
+def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
+    R, S = itp.ReduceOps, itp.ScanOps
+    bf16 = tl.bfloat16
+    orig_sum, orig_min_max = R.sum, R.min_max
+    orig_cumsum, orig_cumprod = S.cumsum, S.cumprod
+
+    def seq(data: np.ndarray, axis: int, op: Any, keep: bool, scan: bool) -> np.ndarray:
+        x = np.moveaxis(bf16_to_f32(data), axis, 0)
+        acc = x[0].astype(np.float32)
+        steps = [f32_to_bf16(acc)]
+        for k in range(1, x.shape[0]):
+            with np.errstate(all="ignore"):
+                acc = bf16_to_f32(f32_to_bf16(op(acc, x[k])))
+            steps.append(f32_to_bf16(acc))
+        if scan:
+            return np.moveaxis(np.stack(steps), 0, axis)
+        r = steps[-1]
+        return np.expand_dims(r, axis) if keep else r
+
+    def r_sum(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
+        if input.dtype.scalar != bf16:
+            return orig_sum(self, input)
+        _warn("sum", "bf16")
+        data = input.handle.data
+        if self.axis is None:
+            out = seq(data.reshape(-1), 0, np.add, False, scan=False)
+            out = out.reshape((1,) * data.ndim) if self.keep_dims else out.reshape(())
+        else:
+            out = seq(data, self.axis, np.add, self.keep_dims, scan=False)
+        return self.to_tensor(out, input.dtype)
+
+    def r_min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
+        inp = input[0] if isinstance(input, tuple) else input
+        if inp.dtype.scalar != bf16:
+            return orig_min_max(self, input, val_reduce_op, idx_reduce_op)
+        f = bf16_to_f32(inp.handle.data)
+        val = idx = None
+        if val_reduce_op:  # max.f32 / min.f32 of the exact values, back exactly
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
+                v = val_reduce_op(f, axis=self.axis, keepdims=self.keep_dims)
+            val = self.to_tensor(f32_to_bf16(np.asarray(v, np.float32)), inp.dtype)
+        if idx_reduce_op:
+            idx = self.to_tensor(idx_reduce_op(f, axis=self.axis, keepdims=self.keep_dims), tl.int32)
+        if val is not None and idx is not None:
+            return val, idx
+        return val if val is not None else idx
+
+    def scan(orig: Any, op: Any) -> Any:
+        def fn(self: Any, input: Any) -> Any:  # noqa: A002
+            if input.dtype.scalar != bf16:
+                return orig(self, input)
+            _warn("scan", "bf16")
+            return [self.to_tensor(seq(input.handle.data, self.axis, op, False, scan=True), input.dtype)]
+
+        return fn
+
+    return {(R, "sum"): r_sum, (R, "min_max"): r_min_max, (S, "cumsum"): scan(orig_cumsum, np.add),
+            (S, "cumprod"): scan(orig_cumprod, np.multiply)}
+
+
+def _grid_call(orig: Any) -> Any:
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stack = getattr(_tls, "kernels", None)
+        if stack is None:
+            stack = _tls.kernels = []
+        stack.append(getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?")))
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            stack.pop()
+
+    return __call__
+
+
+# --- install / uninstall ------------------------------------------------------------------------------------
+
+_REQUIRED = {
+    "InterpreterBuilder": ("binary_op", "ternary_op", "create_fma", "cast_impl", "create_fp_to_fp", "create_maxnumf",
+                           "create_minnumf", "get_fp32", "create_clampf",
+                           "create_atomic_rmw", "create_fmul", "create_fadd", "create_fsub", "create_fdiv",
+                           "create_dot"),
+    "ReduceOps": ("sum", "min_max", "to_tensor"),
+    "ScanOps": ("cumsum", "cumprod"),
+    "GridExecutor": ("__call__",),
+}
+
+
+def _layout_problem(itp: Any, tl: Any) -> str | None:
+    for cls, names in _REQUIRED.items():
+        c = getattr(itp, cls, None)
+        if c is None:
+            return f"no triton.runtime.interpreter.{cls}"
+        missing = [n for n in names if not callable(getattr(c, n, None))]
+        if missing:
+            return f"{cls} lacks {missing}"
+    if not hasattr(tl, "bfloat16") or not hasattr(itp, "_interpreter") or not hasattr(itp, "_ir"):
+        return "no tl.bfloat16 / interpreter runtime"
+    if itp._get_np_dtype(tl.bfloat16) != np.dtype(np.uint16):
+        return "bf16 is not stored as uint16"
+    return None
+
+
+def install(target: str | Arch | None = None) -> _Installed | None:
+    """Make the interpreter's bf16 arithmetic the GPU's (integer -> bf16 conversions as ``target`` lowers them;
+    default sm90) and arm the warnings of :data:`KNOWN_DIFFERENT`. Returns the handle for :func:`uninstall`, or
+    ``None`` after one warning when this Triton's interpreter is not understood. Installs nest."""
+    global _current
+    t = parse_arch("sm90" if target is None else target)
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as itp
+    except ImportError as e:
+        warnings.warn(f"harness: Triton's interpreter is not importable ({e}); its bf16 arithmetic stays as is",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    problem = _layout_problem(itp, tl)
+    if problem:
+        warnings.warn(f"harness: cannot make the interpreter's bf16 arithmetic GPU-exact on this Triton "
+                      f"({problem}); its own (bf16 computed on bit patterns) stays in use", RuntimeWarning,
+                      stacklevel=2)
+        return None
+    with _lock:
+        wrappers = _make_wrappers(itp, tl, t)
+        originals = [(obj, name, obj.__dict__.get(name)) for (obj, name) in wrappers]
+        for (obj, name), fn in wrappers.items():
+            setattr(obj, name, fn)
+        _current = _Installed(t, originals, previous=_current)
+        return _current
+
+
+def uninstall(handle: _Installed | None) -> None:
+    """Undo one :func:`install` (``None`` is a no-op); handles must be undone in reverse order."""
+    global _current
+    if handle is None:
+        return
+    with _lock:
+        if handle is not _current:
+            raise RuntimeError("interp.arith.uninstall: handles must be undone in reverse install order")
+        for obj, name, original in reversed(handle.originals):
+            if original is None:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, original)
+        _current = handle.previous
