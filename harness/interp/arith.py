@@ -24,8 +24,10 @@ the shim does not recognize gets one warning and no patch.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +36,8 @@ import numpy as np
 from harness.arch import Arch, parse_arch
 from harness.fp8 import BF16_EXACT_ATTR
 
-__all__ = ["install", "uninstall", "active", "KNOWN_DIFFERENT", "BF16_EXACT_ATTR", "bf16_to_f32", "f32_to_bf16",
+__all__ = ["install", "uninstall", "suspended", "active", "KNOWN_DIFFERENT", "BF16_EXACT_ATTR", "bf16_to_f32",
+           "f32_to_bf16",
            "f64_to_bf16"]
 
 
@@ -464,6 +467,30 @@ def install(target: str | Arch | None = None) -> _Installed | None:
             setattr(obj, name, fn)
         _current = _Installed(t, originals, previous=_current)
         return _current
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """The interpreter's own bf16 arithmetic inside the block (to measure or model it), the shim's after."""
+    global _current
+    with _lock:
+        saved = _current
+        replaced = []
+        if saved is not None:
+            replaced = [(obj, name, obj.__dict__.get(name)) for obj, name, _ in saved.originals]
+            for obj, name, original in reversed(saved.originals):
+                if original is None:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, original)
+        _current = None
+    try:
+        yield
+    finally:
+        with _lock:
+            _current = saved
+            for obj, name, wrapper in replaced:
+                setattr(obj, name, wrapper)
 
 
 def uninstall(handle: _Installed | None) -> None:

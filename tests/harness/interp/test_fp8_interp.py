@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from harness import fp8
+from harness.interp import arith as interp_arith
 from harness.interp import casts as interp_casts
 
 pytestmark = pytest.mark.lane_independent  # the same on every lane: the GPU lane skips it
@@ -103,7 +104,8 @@ def test_encode_interp_matches_interpreter_kernel(interpreter_casts, src, fmt, v
     inputs, casts = interpreter_casts
     x = inputs[src]
     want = casts[f"{src}_{fmt}_{int(via)}"]
-    with interp_casts.suspended():  # the child runs without the plugin: model the interpreter's own casts
+    # the child runs without the plugin: model the interpreter's own casts and bf16 conversion
+    with interp_casts.suspended(), interp_arith.suspended():
         got = fp8.encode(x, fmt, arch="interp", via=torch.float32 if via else None).numpy()
     bad = np.nonzero(got != want)[0]
     assert len(bad) == 0, f"{len(bad)} codes differ, e.g. " + ", ".join(
@@ -117,7 +119,7 @@ def test_upcast_interp_matches_interpreter_kernel(interpreter_casts, src):
     inputs, casts = interpreter_casts
     x = inputs[src]
     want = casts[f"{src}_fp32_bits"]
-    with interp_casts.suspended():
+    with interp_casts.suspended(), interp_arith.suspended():
         got = fp8.upcast_fp32(x, arch="interp").view(torch.int32).numpy()
     bad = np.nonzero(got != want)[0]
     assert len(bad) == 0, f"{len(bad)} of {len(want)} differ, e.g. " + ", ".join(
