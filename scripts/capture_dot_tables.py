@@ -188,7 +188,7 @@ def capture(outdir: Path) -> None:
 
 # --- compare (anywhere) -------------------------------------------------------------------------------------
 
-def model_case(c: dict, arch: str = "sm90") -> torch.Tensor:
+def model_case(c: dict, arch: str = "sm90", instr: str = "wgmma") -> torch.Tensor:
     """What harness.tensor_cores says the case's kernel computes: one dot per BK step, like the kernel."""
     from harness.tensor_cores import dot
 
@@ -197,7 +197,7 @@ def model_case(c: dict, arch: str = "sm90") -> torch.Tensor:
     first = acc is None
     for k0 in range(0, c["K"], c["BK"]):
         out = dot(a[:, k0:k0 + c["BK"]], b[k0:k0 + c["BK"]], None if first else out, arch=arch,
-                  input_precision=c["ip"], max_num_imprecise_acc=c["mnia"])
+                  input_precision=c["ip"], max_num_imprecise_acc=c["mnia"], instr=instr)
         first = False
     return out
 
@@ -209,7 +209,8 @@ def compare(npz: Path) -> dict:
     for c in meta["cases"]:
         gpu = torch.from_numpy(z[c["name"]])
         try:
-            mod = model_case(c).view(torch.int32)
+            instr = "mma" if any(i.startswith("mma.sync") for i in meta["instr"][c["name"]]) else "wgmma"
+            mod = model_case(c, instr=instr).view(torch.int32)
         except NotImplementedError as e:
             rows[c["name"]] = {"error": str(e)}
             continue

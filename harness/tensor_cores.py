@@ -1,0 +1,302 @@
+"""What the tensor cores compute for ``tl.dot``: a reference model, per arch and operand format.
+
+Public API: :func:`dot`, :data:`MODELS`, :class:`BlockFMA`, :func:`model_for`.
+
+A tensor-core instruction computes ``d = sum_{i < n} a_i * b_i + c`` for a block of ``n`` products (the
+instruction's k) in one step, and a length-K dot chains the blocks in k order, feeding each result back as ``c``.
+One step (Fasi, Higham, Mikaitis & Pranesh 2021; Khattak & Mikaitis, arXiv 2512.07004, whose FP8 form
+``mmaemu`` implements):
+
+- the products are exact; input exponents are clamped at the format's emin (subnormals keep a denormalised
+  significand); zero products take no part in the maximum;
+- every product and ``c`` is aligned to the block's largest exponent ``E`` (clamped below at ``min_exp``) and
+  truncated toward zero to ``frac`` fraction bits below ``2^E`` (``frac`` = 23 + the extra alignment bits);
+- the aligned terms are summed exactly; the sum is truncated to ``frac_out`` fraction bits of its own exponent
+  (fp32 subnormals below 2^-126); a zero result is +0.
+
+Each fact is a row of :data:`MODELS` with its source: ``measured`` (H200 outputs of plain Triton kernels, bit for
+bit) or ``published`` ("published, not measured here"). Everything is evaluated exactly in float64 torch, so the
+result does not depend on the machine.
+
+What Triton wraps around the instruction is modelled from its lowering (PTX of Triton 3.6 and 3.9 for sm90):
+
+- FP8 with ``max_num_imprecise_acc`` <= the tile's K: runs of ``ceil(max / 32)`` wgmma instructions start from
+  zero and are added to the fp32 accumulator with ``add.f32`` (round to nearest even); the default on sm90 is
+  2^30 (never);
+- ``input_precision="tf32"`` feeds the fp32 bit patterns to the tf32 instruction (no conversion: the hardware
+  reads the top 19 bits); ``"tf32x3"`` is ``big = cvt.rna.tf32(x)``, ``small = x - big``, then
+  ``dot(a_small, b_big, 0)``, ``dot(a_big, b_small, ...)``, NaNs of that replaced by 0, ``add.f32`` to the
+  accumulator, then ``dot(a_big, b_big, ...)`` (Triton's F32DotTC pass); ``"ieee"`` is one ``fma.rn.f32`` per k,
+  in k order (the FMA dot);
+- small tiles (M < 64 per warpgroup, or ``num_warps`` not a multiple of 4) get ``mma.sync`` instead of ``wgmma``
+  (``instr="mma"``): FP8 operands are then converted to fp16 and run through the fp16 instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["BlockFMA", "MODELS", "model_for", "dot"]
+
+
+@dataclass(frozen=True)
+class BlockFMA:
+    """One tensor-core instruction's numerics (see the module docstring)."""
+
+    nfma: int         #: products per block: the instruction's k
+    frac: int         #: fraction bits kept below the block's alignment exponent
+    frac_out: int     #: fraction bits of the block result (truncated)
+    min_exp: int      #: lower clamp of the alignment exponent
+    source: str       #: where the numbers come from
+    measured: bool    #: True: checked bit for bit on an H200 here; False: published, not measured here
+
+    def __repr__(self) -> str:
+        tag = "measured" if self.measured else "published, not measured here"
+        return f"BlockFMA(k={self.nfma}, frac={self.frac}, frac_out={self.frac_out}, min_exp={self.min_exp}; {tag})"
+
+
+_KM = "Khattak & Mikaitis, arXiv 2512.07004, toolbox models/{}.m"
+_H200_DOT = "H200, plain Triton 3.6 tl.dot (scripts/capture_dot_tables.py, docs/MEASUREMENTS.md 2026-12-04)"
+
+#: (arch, operand kind, instruction) -> the instruction's numerics. kind: fp16, bf16, tf32, fp8 (any pair of
+#: e4m3/e5m2). instruction: "wgmma" (sm90 warpgroup MMA) or "mma" (mma.sync / HMMA).
+MODELS: dict[tuple[str, str, str], BlockFMA] = {
+    # FP8: mmaemu's "hopper" preset (k=32, 13 fraction bits, truncated; c in the alignment). mmaemu validated it
+    # on cuBLAS FP8 GEMMs (H100); checked here against wgmma m64nNk32 of Triton's tl.dot on the H200.
+    ("sm90", "fp8", "wgmma"): BlockFMA(32, 13, 13, -132, "mmaemu 0.1.0 preset 'hopper'; " + _H200_DOT, True),
+    # fp16/bf16: H100 fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133
+    ("sm90", "fp16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC"), False),
+    ("sm90", "bf16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC"), False),
+    ("sm90", "tf32", "wgmma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)", False),
+    ("sm90", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)", False),
+    ("sm90", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)", False),
+    ("sm90", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)", False),
+    # A100: fma=8, neab=1 (24 fraction bits), rz; tf32 fma=4 (Fasi et al. 2021 for the 8-term fp16 block)
+    ("sm80", "fp16", "mma"): BlockFMA(8, 24, 23, -133, _KM.format("A100TC"), False),
+    ("sm80", "bf16", "mma"): BlockFMA(8, 24, 23, -133, _KM.format("A100TC"), False),
+    ("sm80", "tf32", "mma"): BlockFMA(4, 24, 23, -133, _KM.format("A100TC") + " (tf32: fma=4)", False),
+    # Ada FP8 mma.sync m16n8k32: mmaemu's "ada" preset (validated by mmaemu on an RTX 4060, not here)
+    ("sm89", "fp8", "mma"): BlockFMA(16, 13, 13, -132, "mmaemu 0.1.0 preset 'ada' (RTX 4060)", False),
+}
+
+_EMIN = {"fp16": -14, "bf16": -126, "tf32": -126, "e4m3": -6, "e5m2": -14}
+_FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+_NEG = -100000.0
+
+
+def _kind(dt: torch.dtype) -> str:
+    if dt in _FP8:
+        return _FP8[dt]
+    return {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}.get(dt, str(dt))
+
+
+def model_for(arch: str, kind: str, instr: str = "wgmma") -> BlockFMA:
+    """The row of :data:`MODELS`; sm90 FP8 under ``mma.sync`` is the fp16 instruction (Triton upcasts)."""
+    if arch in ("sm80", "sm86", "sm87", "sm89") and kind != "fp8":
+        arch, instr = "sm80", "mma"  # no wgmma before sm90: the A100 model stands in (published)
+    if kind in ("e4m3", "e5m2"):
+        kind = "fp8"
+    if arch == "sm90" and kind == "fp8" and instr == "mma":
+        kind = "fp16"
+    try:
+        return MODELS[(arch, kind, instr if arch == "sm90" else "mma")]
+    except KeyError:
+        raise NotImplementedError(f"harness.tensor_cores: no model of {kind} dots on {arch} ({instr}); modelled: "
+                                  f"{sorted(set(MODELS))}") from None
+
+
+# --- exact helpers (float64) ----------------------------------------------------------------------------------
+
+def _exp(x: torch.Tensor, emin: float | None = None) -> torch.Tensor:
+    """floor(log2|x|) (clamped below at emin) for x != 0; _NEG for 0. frexp is exact."""
+    e = (torch.frexp(x)[1] - 1).to(torch.float64)
+    if emin is not None:
+        e = e.clamp_min(emin)
+    return torch.where(x != 0, e, torch.full_like(e, _NEG))
+
+
+def _pow2(e: torch.Tensor) -> torch.Tensor:
+    return ((e.to(torch.int64) + 1023) << 52).view(torch.float64)
+
+
+def _truncate(d: torch.Tensor, bits: int) -> torch.Tensor:
+    """d truncated toward zero to ``bits`` fraction bits of its own exponent (fp32 grid below 2^-126); +0 for 0."""
+    ed = _exp(d).clamp_min(-126)
+    out = torch.trunc(d * _pow2(bits - ed)) * _pow2(ed - bits)
+    return torch.where(d != 0, out, torch.zeros_like(d))
+
+
+def _tf32_rz(x: torch.Tensor) -> torch.Tensor:
+    """fp32 -> the tf32 the instruction reads: the top 19 bits (truncation); float64 out."""
+    return (x.float().view(torch.int32) & -8192).view(torch.float32).double()
+
+
+def _tf32_rna(x: torch.Tensor) -> torch.Tensor:
+    """cvt.rna.tf32.f32: round to 10 fraction bits, ties away from zero (fp32 bits out; finite inputs)."""
+    i = x.float().view(torch.int32)
+    r = ((i + 0x1000) & -8192)
+    return torch.where(torch.isfinite(x.float()), r, i).view(torch.float32)
+
+
+# --- the chain ------------------------------------------------------------------------------------------------
+
+def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_a: int, emin_b: int) -> torch.Tensor:
+    """A [M, K], B [K, N] float64 finite values, C [M, N] float64 (fp32 values, may be inf/NaN): the chain of block
+    steps over k, float64 holding fp32 values."""
+    M, K = A.shape
+    ea_all, eb_all = _exp(A, emin_a), _exp(B.T, emin_b)
+    acc = C
+    for k0 in range(0, K, p.nfma):
+        a, b = A[:, k0:k0 + p.nfma], B[k0:k0 + p.nfma].T
+        prod = a[:, None, :] * b[None, :, :]
+        ep = ea_all[:, None, k0:k0 + p.nfma] + eb_all[None, :, k0:k0 + p.nfma]
+        ep = torch.where(prod != 0, ep, torch.full_like(ep, _NEG))
+        fin = torch.isfinite(acc)
+        c = torch.where(fin, acc, torch.zeros_like(acc))
+        E = torch.maximum(ep.amax(-1), _exp(c)).clamp_min(p.min_exp)
+        iq = _pow2(p.frac - E)
+        s = torch.trunc(prod * iq[..., None]).sum(-1) + torch.trunc(c * iq)
+        d = _truncate(s * _pow2(E - p.frac), p.frac_out)
+        d = d.float().double()  # the accumulator is fp32 between instructions: overflow is inf
+        acc = torch.where(fin, d, acc + prod.sum(-1))  # inf/NaN accumulators stay what IEEE says
+    return acc
+
+
+def _ieee_naive(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """C + sum_k A*B elementwise in float64 (never a BLAS, which may skip inf * 0): the IEEE class of the result."""
+    return (A[:, :, None] * B[None, :, :]).sum(1) + C
+
+
+def _with_specials(A, B, C, body) -> torch.Tensor:
+    """Run ``body`` on finite operands; outputs whose row/column holds inf/NaN get the IEEE value (NaN, +-inf)."""
+    fa, fb = torch.isfinite(A), torch.isfinite(B)
+    out = body(torch.where(fa, A, 0.0), torch.where(fb, B, 0.0), C)
+    rows, cols = ~fa.all(1), ~fb.all(0)
+    if bool(rows.any()) or bool(cols.any()):
+        hit = rows[:, None] | cols[None, :]
+        ieee = _ieee_naive(A, B, C).float().double()
+        ieee = torch.where(torch.isfinite(ieee), out, ieee)  # a finite IEEE value keeps the chain's
+        out = torch.where(hit, ieee, out)
+    return out
+
+
+def _fma_f32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """fma.rn.f32 on float64 tensors holding fp32 values: the product is exact in float64, the sum rounded to odd
+    in float64 (so the final rounding to fp32 is correct)."""
+    p = a * b
+    s = p + c
+    bp = s - c
+    err = (p - bp) + (c - (s - bp))  # TwoSum
+    odd = (s.view(torch.int64) & 1) == 1
+    fix = (err != 0) & ~odd & torch.isfinite(s) & (s != 0)
+    toward = torch.where(err > 0, torch.full_like(s, float("inf")), torch.full_like(s, float("-inf")))
+    s = torch.where(fix, torch.nextafter(s, toward), s)
+    return s.float().double()
+
+
+def _fma_dot(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    acc = C
+    for k in range(A.shape[1]):
+        acc = _fma_f32(A[:, k:k + 1], B[k:k + 1, :], acc)
+    return acc
+
+
+def _fp8_mmaemu(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, preset: str) -> torch.Tensor:
+    """mmaemu's chain for FP8 a [M, K], b [K, N] (torch float8 dtypes), C fp32-valued float64 [M, N]."""
+    from mmaemu.model import chain, specials
+
+    fa, fb = _FP8[a.dtype], _FP8[b.dtype]
+    a_u8 = a.contiguous().view(torch.uint8)
+    b_u8 = b.T.contiguous().view(torch.uint8)
+    a_s, _ = specials.sanitize(a_u8, fa)
+    b_s, _ = specials.sanitize(b_u8, fb)
+    finite_c = torch.isfinite(C)
+    if not bool((C != 0).any()) and a.shape[1] % 16 == 0:
+        out = chain.chain_gemm(a_s, b_s, fmt_a=fa, fmt_b=fb, preset=preset)
+    else:
+        av = a_s.view(a.dtype)[:, None, :].expand(a.shape[0], b.shape[1], a.shape[1])
+        bv = b_s.view(b.dtype)[None, :, :].expand(a.shape[0], b.shape[1], a.shape[1])
+        out = chain.dot(av, bv, torch.where(finite_c, C, 0.0).float(), preset=preset)
+    out = specials.nonfinite_patch(out, a_u8, b_u8, fa, fb).double()
+    if not bool(finite_c.all()):  # an inf/NaN accumulator: IEEE
+        out = torch.where(finite_c, out, C + _ieee_naive(a.double(), b.double(), torch.zeros_like(C)))
+    return out
+
+
+def _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc) -> torch.Tensor:
+    preset = "hopper" if arch == "sm90" else "ada"
+    K = a.shape[1]
+    m = max_num_imprecise_acc
+    if arch != "sm90" or m is None or m > K:
+        return _fp8_mmaemu(a, b, C, preset)
+    # Triton's partial accumulator: runs of wgmma from zero, each added to the fp32 accumulator (add.f32)
+    step = 32 * max(1, -(-m // 32))
+    acc = C
+    zero = torch.zeros_like(C)
+    for k0 in range(0, K, step):
+        part = _fp8_mmaemu(a[:, k0:k0 + step], b[k0:k0 + step], zero, preset)
+        acc = (acc.float() + part.float()).double()
+    return acc
+
+
+def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, arch: str,
+        out_dtype: torch.dtype = torch.float32, input_precision: str | None = None,
+        max_num_imprecise_acc: int | None = None, instr: str = "wgmma") -> torch.Tensor:
+    """``tl.dot(a, b, acc)`` as the tensor cores of ``arch`` compute it for one tile: a [M, K], b [K, N]
+    (fp16, bf16, fp32, float8_e4m3fn / float8_e5m2, mixed FP8 pairs), acc fp32 [M, N] or None. Returns fp32.
+
+    ``input_precision`` (fp32 operands): "tf32" (default), "tf32x3", "ieee". ``max_num_imprecise_acc``: as
+    ``tl.dot``'s (FP8 on sm90; None = Triton's default there, never promote). ``instr``: "wgmma" (what Triton
+    emits for warpgroup tiles on sm90) or "mma" (mma.sync: small tiles, other archs).
+    Raises NotImplementedError for a combination no row of :data:`MODELS` covers (fp16 accumulators, int8...).
+    """
+    if out_dtype != torch.float32:
+        raise NotImplementedError("harness.tensor_cores.dot models fp32 accumulators only")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"expected a [M, K] and b [K, N], got {tuple(a.shape)} and {tuple(b.shape)}")
+    ka, kb = _kind(a.dtype), _kind(b.dtype)
+    M, N = a.shape[0], b.shape[1]
+    C = torch.zeros((M, N), dtype=torch.float64) if acc is None else acc.to(torch.float32).double()
+    if ka in ("e4m3", "e5m2") and kb in ("e4m3", "e5m2"):
+        if not (arch == "sm90" and instr == "mma"):
+            model_for(arch, "fp8", instr)  # refuses an arch without a model
+            return _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc).float()
+        ka = kb = "fp16"  # mma.sync on sm90: Triton converts FP8 operands to fp16 (exact)
+    if ka != kb:
+        raise NotImplementedError(f"harness.tensor_cores.dot: mixed operands {ka} x {kb} are not modelled")
+    if ka == "fp32":
+        ip = input_precision or "tf32"
+        A, B = a.float().double(), b.float().double()
+        if ip == "ieee":
+            return _with_specials(A, B, C, _fma_dot).float()
+        p = model_for(arch, "tf32", instr)
+        if ip == "tf32":
+            return _with_specials(_tf32_rz(A), _tf32_rz(B), C,
+                                  lambda x, y, c: _chain(x, y, c, p, -126, -126)).float()
+        if ip == "tf32x3":
+            return _tf32x3(A, B, C, p).float()
+        raise NotImplementedError(f"input_precision={ip!r} is not modelled")
+    if ka not in ("fp16", "bf16"):
+        raise NotImplementedError(f"harness.tensor_cores.dot: {ka} operands are not modelled")
+    p = model_for(arch, ka, instr)
+    A, B = a.float().double(), b.float().double()
+    return _with_specials(A, B, C, lambda x, y, c: _chain(x, y, c, p, _EMIN[ka], _EMIN[ka])).float()
+
+
+def _tf32x3(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA) -> torch.Tensor:
+    """Triton's F32DotTC split (see the module docstring)."""
+    a_big, b_big = _tf32_rna(A), _tf32_rna(B)
+    a_small = (A.float() - a_big).double()
+    b_small = (B.float() - b_big).double()
+    a_big, b_big = a_big.double(), b_big.double()
+
+    def tc(x, y, c):
+        return _with_specials(_tf32_rz(x), _tf32_rz(y), c, lambda u, v, w: _chain(u, v, w, p, -126, -126))
+
+    zero = torch.zeros_like(C)
+    d1 = tc(a_big, b_small, tc(a_small, b_big, zero))
+    d1 = torch.where(torch.isnan(d1), zero, d1)
+    d2 = (C.float() + d1.float()).double()
+    return tc(a_big, b_big, d2)

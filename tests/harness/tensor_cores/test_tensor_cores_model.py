@@ -1,0 +1,110 @@
+"""harness.tensor_cores: the block-FMA model's facts, each pinned by a vector that only it explains, and the
+generic evaluator against mmaemu's FP8 chain (the implementation validated on the H200)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness import tensor_cores as tc
+
+FP8_PAIRS = [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
+DT = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    return x.float().view(torch.int32)
+
+
+@pytest.mark.parametrize("fa,fb", FP8_PAIRS)
+@pytest.mark.parametrize("with_acc", [False, True], ids=["noacc", "acc"])
+def test_generic_chain_equals_mmaemu_on_fp8(fa: str, fb: str, with_acc: bool) -> None:
+    g = torch.Generator().manual_seed(7)
+    a = (torch.randn(32, 96, generator=g) * 8).to(DT[fa])
+    b = (torch.randn(96, 24, generator=g) * 8).to(DT[fb])
+    acc = torch.randn(32, 24, generator=g) * 64 if with_acc else None
+    got = tc.dot(a, b, acc, arch="sm90")
+    p = tc.MODELS[("sm90", "fp8", "wgmma")]
+    C = torch.zeros(32, 24, dtype=torch.float64) if acc is None else acc.double()
+    emin = {"e4m3": -6, "e5m2": -14}
+    ours = tc._chain(a.double(), b.double(), C, p, emin[fa], emin[fb]).float()
+    assert torch.equal(_bits(got), _bits(ours))
+
+
+def test_fp16_alignment_truncates_beyond_25_fraction_bits() -> None:
+    # 1*1 and fifteen products 2^-13 * 2^-13 = 2^-26: below the 25 kept fraction bits of the block (E = 0)
+    a = torch.tensor([[1.0] + [2.0**-13] * 15], dtype=torch.float16)
+    b = a.T.contiguous()
+    got = tc.dot(a, b, arch="sm90")
+    exact = torch.tensor(1 + 15 * 2.0**-26, dtype=torch.float64).float()
+    assert got.item() == 1.0 and exact.item() != 1.0
+
+
+def test_fp16_keeps_25_fraction_bits_and_truncates_the_sum() -> None:
+    # products 1 and 2^-25 (kept), the sum 1 + 2^-25 truncated to fp32 (23 bits): 1.0; three of them: 1 + 3 * 2^-25
+    # -> 1 + 2^-23 truncated (RNE would give the same), seven: 1 + 7 * 2^-25 = 1 + 1.75 ulp -> 1 + 1 ulp (RNE: 2)
+    a = torch.tensor([[1.0] + [2.0**-12] * 7 + [0.0] * 8], dtype=torch.float16)
+    b = torch.tensor([[1.0] + [2.0**-13] * 7 + [0.0] * 8], dtype=torch.float16).T.contiguous()
+    got = tc.dot(a, b, arch="sm90").item()
+    assert got == 1 + 2.0**-23
+
+
+def _one_big_after_small(n_small: int, k: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    v = [2.0**-13] * n_small + [1.0] + [0.0] * (k - n_small - 1)
+    a = torch.tensor([v], dtype=torch.float16)
+    return a, a.T.contiguous()
+
+
+def test_fp16_blocks_are_16_products() -> None:
+    # sixteen 2^-26 products before a 1*1 product: summed exactly in their own block (2^-22), then kept next to 1;
+    # in one 32-product block they would align to 1 and vanish
+    a, b = _one_big_after_small(16)
+    assert tc.dot(a, b, arch="sm90").item() == 1 + 2.0**-22
+    # eight of them in the same 16-block as the 1: truncated away (a k=8 block would keep them: 1 + 2^-23)
+    a, b = _one_big_after_small(8)
+    assert tc.dot(a, b, arch="sm90").item() == 1.0
+
+
+def test_ieee_is_one_fma_per_k() -> None:
+    a = torch.tensor([[1 + 2.0**-12]], dtype=torch.float32)
+    acc = torch.tensor([[-(1 + 2.0**-11)]])
+    got = tc.dot(a, a, acc, arch="sm90", input_precision="ieee").item()
+    assert got == 2.0**-24  # mul then add: 0
+
+
+def test_tf32_reads_the_top_19_bits() -> None:
+    a = torch.tensor([[1 + 2.0**-11 + 2.0**-12]], dtype=torch.float32)  # 11th/12th fraction bits: dropped
+    one = torch.tensor([[1.0]], dtype=torch.float32)
+    assert tc.dot(a, one, arch="sm90").item() == 1.0
+    assert tc.dot(a, one, arch="sm90", input_precision="ieee").item() == 1 + 2.0**-11 + 2.0**-12
+
+
+def test_fp8_max_num_imprecise_acc_adds_runs_in_fp32() -> None:
+    # 64 products of 1 * 2^-9 after a 2^16 accumulator: in the chain each block aligns to 2^16 and the 13 kept
+    # bits drop every product; with promotion every 32 the runs are summed from zero and added with add.f32
+    a = torch.full((1, 64), 2.0**-9).to(torch.float8_e4m3fn)
+    b = torch.ones((64, 1)).to(torch.float8_e4m3fn)
+    acc = torch.tensor([[2.0**16]])
+    assert tc.dot(a, b, acc, arch="sm90").item() == 2.0**16
+    assert tc.dot(a, b, acc, arch="sm90", max_num_imprecise_acc=32).item() == 2.0**16 + 64 * 2.0**-9
+
+
+def test_specials_follow_ieee() -> None:
+    a = torch.tensor([[1.0, float("inf")], [1.0, 2.0]], dtype=torch.bfloat16)
+    b = torch.tensor([[1.0, 1.0], [1.0, 0.0]], dtype=torch.bfloat16)
+    got = tc.dot(a, b, arch="sm90")
+    assert got[0, 0].item() == float("inf") and torch.isnan(got[0, 1]) and got[1, 0].item() == 3.0
+
+
+def test_unmodelled_combinations_raise() -> None:
+    a = torch.ones(4, 16, dtype=torch.float16)
+    with pytest.raises(NotImplementedError, match="no model"):
+        tc.dot(a, a.T, arch="sm100")
+    with pytest.raises(NotImplementedError, match="fp32 accumulators"):
+        tc.dot(a, a.T, arch="sm90", out_dtype=torch.float16)
+
+
+def test_models_name_their_source() -> None:
+    for key, m in tc.MODELS.items():
+        assert m.source, key
+        assert ("measured" in repr(m)) and (m.measured or "published, not measured here" in repr(m))
