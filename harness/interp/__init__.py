@@ -47,6 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("harness_interp_arith", default="gpu") == "gpu":
         arith_handle = arith.install(casts.target_for(s.arch))
         s.on_close(lambda: arith.uninstall(arith_handle))
+    from harness.interp import dots  # tl.dot as the tensor cores of the assumed arch compute it
+
+    dots_handle = dots.install(casts.target_for(s.arch))
+    s.on_close(lambda: dots.uninstall(dots_handle))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,0 +1,122 @@
+"""Interpreter shim: ``tl.dot`` as the tensor cores of the run's arch compute it (:mod:`harness.tensor_cores`).
+
+Triton's interpreter (3.6 through 3.9: ``InterpreterBuilder.create_dot(self, a, b, d, input_precision,
+max_num_imprecise_acc)``) computes ``np.matmul`` on the stored arrays: exact-ish for fp16/FP8, garbage for bf16
+(it multiplies the raw uint16 patterns). :func:`install` replaces that method for fp32 accumulators with fp16,
+bf16, fp32 or FP8 operands (every e4m3/e5m2 pair) by :func:`harness.tensor_cores.dot` for the run's arch; anything
+else (int8, fp16 accumulators, an arch without a model, ``tf32x3``, which the model does not yet reproduce) goes to
+the method it replaced, which warns through :mod:`harness.interp.arith`.
+
+Assumptions, stated where they matter: the interpreter passes ``max_num_imprecise_acc=0`` by default, so 0 is
+taken as Triton's GPU default (sm90: never promote); an explicit 0 cannot be told apart. The instruction is
+``wgmma`` for tiles with M a multiple of 64 on sm90 (``num_warps`` a multiple of 4, which the interpreter does not
+see) and ``mma.sync`` otherwise; only FP8 operands compute differently under the two (and FP8 under ``mma.sync``
+is not yet exact: it warns).
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["install", "uninstall", "installed"]
+
+_ATTR = "_harness_dots"
+_PARAMS = ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")
+
+
+def _problem(itp: Any) -> str | None:
+    cls = getattr(itp, "InterpreterBuilder", None)
+    fn = getattr(cls, "create_dot", None)
+    if fn is None:
+        return "no triton.runtime.interpreter.InterpreterBuilder.create_dot"
+    try:
+        params = tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "create_dot has no inspectable signature"
+    if params != _PARAMS and params != ("self", "args", "kwargs"):  # the latter: another shim's forwarder
+        return f"create_dot takes {params}, expected {_PARAMS}"
+    return None
+
+
+def _torch_of(tl: Any, h: Any) -> torch.Tensor | None:
+    dt = h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
+    data = np.ascontiguousarray(h.data)
+    if dt == tl.float16:
+        return torch.from_numpy(data.view(np.float16).copy())
+    if dt == tl.float32:
+        return torch.from_numpy(data.view(np.float32).copy())
+    if dt == tl.bfloat16:
+        return torch.from_numpy(data.view(np.int16).copy()).view(torch.bfloat16)
+    if dt == tl.float8e4nv:
+        return torch.from_numpy(data.view(np.uint8).copy()).view(torch.float8_e4m3fn)
+    if dt == tl.float8e5:
+        return torch.from_numpy(data.view(np.uint8).copy()).view(torch.float8_e5m2)
+    return None
+
+
+def install(arch: Any) -> dict | None:
+    """Route the interpreter's ``tl.dot`` through the model of ``arch`` (an :class:`harness.arch.Arch` or name);
+    returns the handle :func:`uninstall` takes, or ``None`` after one warning when the interpreter is not
+    understood."""
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    from harness import tensor_cores
+
+    problem = _problem(itp)
+    if problem is not None:
+        warnings.warn(f"harness.interp.dots: this Triton's interpreter is not understood ({problem}); tl.dot keeps "
+                      "the interpreter's numpy matmul", RuntimeWarning, stacklevel=2)
+        return None
+    name = getattr(arch, "name", arch)
+    cls = itp.InterpreterBuilder
+    orig = cls.create_dot
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+        ta, tb = _torch_of(tl, a), _torch_of(tl, b)
+        acc_dt = d.dtype.scalar if hasattr(d.dtype, "scalar") else d.dtype
+        ip = str(input_precision).lower().rsplit(".", 1)[-1] if input_precision is not None else None
+        if ta is None or tb is None or acc_dt != tl.float32 or (ip is not None and "x3" in ip):
+            return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
+        mnia = max_num_imprecise_acc or None
+        acc = torch.from_numpy(np.ascontiguousarray(d.data, dtype=np.float32))
+        fp8 = ta.dtype.itemsize == 1
+        try:
+            if ta.dim() == 2:
+                ta, tb, acc = ta[None], tb[None], acc[None]
+            instr = "wgmma" if ta.shape[1] % 64 == 0 else "mma"
+            ipx = ip if ta.dtype == torch.float32 else None
+            outs = [tensor_cores.dot(x, y, c, arch=name, input_precision=ipx, max_num_imprecise_acc=mnia, instr=instr)
+                    for x, y, c in zip(ta, tb, acc, strict=True)]
+        except NotImplementedError:
+            return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
+        if fp8 and instr == "mma":
+            from harness.interp import arith
+
+            arith._warn("create_dot", "fp8 under mma.sync")
+        out = torch.stack(outs).reshape(d.data.shape).numpy()
+        return itp.TensorHandle(out, acc_dt)
+
+    create_dot.__dict__[_ATTR] = True
+    cls.create_dot = create_dot
+    return {"cls": cls, "orig": orig, "patched": create_dot}
+
+
+def uninstall(handle: dict | None) -> None:
+    """Undo :func:`install` (handles are undone innermost first, as sessions close)."""
+    if handle is None:
+        return
+    if handle["cls"].create_dot is handle["patched"]:
+        handle["cls"].create_dot = handle["orig"]
+
+
+def installed() -> bool:
+    """Whether the interpreter's ``tl.dot`` is routed through the model now."""
+    from triton.runtime import interpreter as itp
+
+    return getattr(itp.InterpreterBuilder.create_dot, _ATTR, False)
