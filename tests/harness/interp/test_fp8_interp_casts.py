@@ -159,7 +159,15 @@ def test_other_target_emulated_and_refused(golden):
         cause = info.value if isinstance(info.value, interp_casts.CastRefusedError) else info.value.__cause__
         assert isinstance(cause, interp_casts.CastRefusedError) and "e4nv needs sm89" in str(cause)
         got = _run_cast(x, "e5m2", False)
-        assert torch.equal(got, rows["fp16_e5m2"]), _mismatch(got, rows["fp16_e5m2"], x)
+        # the table is Triton 3.6's lowering; a newer installed Triton lowers sm80 e5m2 its own way
+        # (harness.fp8.LOWERINGS), which the interpreter then follows: the table holds where the models agree
+        want = rows["fp16_e5m2"]
+        if fp8.lowering_version() != fp8.lowering_version("3.6"):
+            model = fp8.encode(x, "e5m2", arch="sm80")
+            same = model == fp8.encode(x, "e5m2", arch="sm80", triton="3.6")
+            assert torch.equal(got[same], want[same]), _mismatch(got[same], want[same], x[same])
+            want = model
+        assert torch.equal(got, want), _mismatch(got, want, x)
     finally:
         interp_casts.uninstall(handle)
     assert interp_casts.active_target().name == "sm90"
