@@ -47,6 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("harness_interp_arith", default="gpu") == "gpu":
         arith_handle = arith.install(casts.target_for(s.arch))
         s.on_close(lambda: arith.uninstall(arith_handle))
+    from harness.interp import approx_math  # fp32 `/` and tl.math as the GPU approximates them
+
+    if approx_math.applies_to(s.arch):
+        math_handle = approx_math.install()
+        s.on_close(lambda: approx_math.uninstall(math_handle))
     from harness.interp import dots  # tl.dot as the tensor cores of the assumed arch compute it
 
     dots_handle = dots.install(casts.target_for(s.arch))
