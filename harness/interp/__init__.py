@@ -1,11 +1,19 @@
 """pytest glue of the interpreter shims: on the interpreter lane, make Triton's interpreter compute what the
 GPU computes for the length of the session.
 
-Each shim is a module beside this one (:mod:`harness.interp.casts`: FP8 conversions as the assumed arch's
-lowering; :mod:`harness.interp.arith`: bf16 arithmetic, reductions, atomics and conversions as the GPU computes
-them, and one warning per kernel and op for what no shim covers; :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break
-later AOT compiles). They are installed when the session is configured and removed, innermost first, when it
-ends, so a pytester session nested in a test leaves the outer session's patches as they were.
+Each shim is a module beside this one:
+
+- :mod:`harness.interp.casts`: FP8 conversions as the assumed arch's lowering;
+- :mod:`harness.interp.arith`: bf16 arithmetic, reductions, atomics and conversions as the GPU computes them,
+  and one warning per kernel and op for what no shim covers;
+- :mod:`harness.interp.approx_math`: fp32 ``/`` and the ``tl.math`` approximations as the H200 computes them;
+- :mod:`harness.interp.dots`: ``tl.dot`` as the assumed arch's tensor cores compute it
+  (:mod:`harness.tensor_cores`);
+- :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break later AOT
+  compiles.
+
+They are installed when the session is configured and removed, innermost first, when it ends, so a pytester
+session nested in a test leaves the outer session's patches as they were.
 """
 
 from __future__ import annotations

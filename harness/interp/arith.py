@@ -36,9 +36,8 @@ import numpy as np
 from harness.arch import Arch, parse_arch
 from harness.fp8 import BF16_EXACT_ATTR
 
-__all__ = ["install", "uninstall", "suspended", "active", "KNOWN_DIFFERENT", "BF16_EXACT_ATTR", "bf16_to_f32",
-           "f32_to_bf16",
-           "f64_to_bf16"]
+__all__ = ["install", "uninstall", "suspended", "active", "warn_once", "KNOWN_DIFFERENT", "BF16_EXACT_ATTR",
+           "bf16_to_f32", "f32_to_bf16", "f64_to_bf16"]
 
 
 #: Interpreter ops known to compute something else than the GPU, which no shim covers: (builder op, dtype
@@ -140,7 +139,7 @@ def active() -> Arch | None:
     return _current.target if _current is not None else None
 
 
-def _warn(op: str, dtype: str) -> None:
+def warn_once(op: str, dtype: str) -> None:
     state = _current
     if state is None:
         return
@@ -297,7 +296,7 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
     def contracted(name: str, orig: Any) -> Any:
         def fn(self: Any, lhs: Any, rhs: Any) -> Any:
             if lhs.attr.get("harness_product") or rhs.attr.get("harness_product"):
-                _warn("fma_contraction", _dtype_name(tl, lhs.dtype))
+                warn_once("fma_contraction", _dtype_name(tl, lhs.dtype))
             return orig(self, lhs, rhs)
 
         fn.__name__ = name
@@ -307,7 +306,7 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
         orig = getattr(B, name)
 
         def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _warn(name, _dtype_name(tl, args[0].dtype))
+            warn_once(name, _dtype_name(tl, args[0].dtype))
             return orig(self, *args, **kwargs)
 
         fn.__name__ = name
@@ -360,7 +359,7 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
     def r_sum(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
         if input.dtype.scalar != bf16:
             return orig_sum(self, input)
-        _warn("sum", "bf16")
+        warn_once("sum", "bf16")
         data = input.handle.data
         if self.axis is None:
             out = seq(data.reshape(-1), 0, np.add, False, scan=False)
@@ -390,7 +389,7 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
         def fn(self: Any, input: Any) -> Any:  # noqa: A002
             if input.dtype.scalar != bf16:
                 return orig(self, input)
-            _warn("scan", "bf16")
+            warn_once("scan", "bf16")
             return [self.to_tensor(seq(input.handle.data, self.axis, op, False, scan=True), input.dtype)]
 
         return fn

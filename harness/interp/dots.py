@@ -16,16 +16,19 @@ is not yet exact: it warns).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["install", "uninstall", "installed"]
+__all__ = ["install", "installed", "suspended", "uninstall"]
 
 _ATTR = "_harness_dots"
+_REPLACED = "_harness_dots_replaced"
 _PARAMS = ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")
 
 
@@ -98,11 +101,12 @@ def install(arch: Any) -> dict | None:
         if fp8 and instr == "mma":
             from harness.interp import arith
 
-            arith._warn("create_dot", "fp8 under mma.sync")
+            arith.warn_once("create_dot", "fp8 under mma.sync")
         out = torch.stack(outs).reshape(d.data.shape).numpy()
         return itp.TensorHandle(out, acc_dt)
 
     create_dot.__dict__[_ATTR] = True
+    create_dot.__dict__[_REPLACED] = orig  # what suspended() puts back
     cls.create_dot = create_dot
     return {"cls": cls, "orig": orig, "patched": create_dot}
 
@@ -113,6 +117,23 @@ def uninstall(handle: dict | None) -> None:
         return
     if handle["cls"].create_dot is handle["patched"]:
         handle["cls"].create_dot = handle["orig"]
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """The interpreter's own ``tl.dot`` (numpy matmul) inside the block, the model's after: to measure or model
+    what the interpreter does without the shim."""
+    from triton.runtime import interpreter as itp
+
+    cls = itp.InterpreterBuilder
+    current = own = cls.create_dot
+    while getattr(own, _ATTR, False):  # installs nest: each model-routed method keeps the one it replaced
+        own = own.__dict__[_REPLACED]
+    cls.create_dot = own
+    try:
+        yield
+    finally:
+        cls.create_dot = current
 
 
 def installed() -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from harness.mx.formats import RZ, decode, e8m0_scale, encode
+from harness.mx.formats import RZ, e8m0_scale, encode
 
 __all__ = ["Match", "describe", "diagnose_fp8", "element_conventions", "fp8_conventions", "fp8_policy_msg", "match",
            "scale_conventions"]
