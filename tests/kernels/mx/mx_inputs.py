@@ -11,9 +11,11 @@ import torch
 SHAPES = {"r37-k96": (37, 96), "r130-k160": (130, 160)}
 
 
-def activations(rows: int, k: int, rng: torch.Generator, *, specials: bool = True) -> torch.Tensor:
+def activations(rows: int, k: int, rng: torch.Generator, *, specials: bool = True, max_exp: int = 30) -> torch.Tensor:
+    """Block magnitudes 2^-max_exp .. 2^max_exp (per 16 elements) times randn; with ``specials``, rows 0-3 hold
+    zeros, rule boundaries, NaN, ±inf and subnormals."""
     x = torch.randn(rows, k, generator=rng)
-    mag = torch.randint(-30, 31, (rows, k // 16), generator=rng).float().exp2().repeat_interleave(16, 1)
+    mag = torch.randint(-max_exp, max_exp + 1, (rows, k // 16), generator=rng).float().exp2().repeat_interleave(16, 1)
     x = x * mag
     if specials and rows > 3 and k >= 64:
         x[0, :32] = 0.0
