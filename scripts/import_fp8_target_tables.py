@@ -1,6 +1,6 @@
 """Turn the H200 capture of ``capture_fp8_target_tables.py`` into golden files (the only way they are made).
 
-    python scripts/import_fp8_target_tables.py CAPTURE_DIR [--targets sm80,sm89,sm90]
+    python scripts/import_fp8_target_tables.py CAPTURE_DIR [--targets sm80,sm89,sm90] [--suffix -t3.9]
 
 For each target and source dtype it writes ``golden/test_fp8_targets/test_encode_matches_target_table/
 <target>-<src>/codes.npz``: uint8 codes, one row per (format, via fp32) case in the row order the metadata
@@ -8,6 +8,10 @@ lists, and once ``.../inputs/fp32_inputs.npz`` (the fp32 sample's bit patterns).
 capture's own (device, date, driver, Triton whose lowering was compiled, command, refused cases). Only the
 ``aligned`` variant is imported: it is what a launch with torch tensors compiles to, and the capture found
 the unaligned one identical on every case (the script checks that and refuses otherwise).
+
+``--suffix`` imports the tables of another Triton's lowering beside the first ones (``<target>-<src>-t3.9``):
+the fp32 sample is the same seed, so the existing ``fp32_inputs`` must equal the capture's (checked, not
+rewritten).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.golden.files import to_stored, write_golden  # noqa: E402
+from harness.golden.files import read_golden, to_stored, write_golden  # noqa: E402
 
 GOLDEN = ROOT / "golden" / "test_fp8_targets" / "test_encode_matches_target_table"
 SRCS = ("fp16", "bf16", "fp32")
@@ -38,6 +42,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("capture", type=Path)
     ap.add_argument("--targets", default="sm80,sm89,sm90")
+    ap.add_argument("--suffix", default="", help="param id suffix for another Triton's tables, e.g. -t3.9")
+    ap.add_argument("--note", default="", help="what else the metadata should say about the capture")
     args = ap.parse_args()
     inputs = None
     for target in args.targets.split(","):
@@ -63,11 +69,18 @@ def main() -> None:
             meta.update(name="codes", arch=target, target=target, src=src, rows=rows, refused=refused,
                         harness_version="0.1.0", test={"module": "test_fp8_targets",
                                                        "test": "test_encode_matches_target_table",
-                                                       "param": f"{target}-{src}"},
+                                                       "param": f"{target}-{src}{args.suffix}"},
                         imported_by="python scripts/import_fp8_target_tables.py CAPTURE_DIR")
+            if args.note:
+                meta["note"] = args.note
             t = torch.from_numpy(np.stack(codes)) if codes else torch.zeros((0, 0), dtype=torch.uint8)
-            write_golden(GOLDEN / f"{target}-{src}" / "codes.npz", to_stored(t), meta)
+            write_golden(GOLDEN / f"{target}-{src}{args.suffix}" / "codes.npz", to_stored(t), meta)
             print(target, src, rows, "refused:", sorted(refused))
+    if args.suffix:
+        known, _ = read_golden(GOLDEN / "inputs" / "fp32_inputs.npz")
+        if not np.array_equal(known.numpy().view(np.uint32), inputs):
+            raise SystemExit("the capture's fp32 sample differs from golden .../inputs/fp32_inputs.npz")
+        return
     meta = {k: cap_meta[k] for k in ("date", "command", "device", "fp32_seed")}
     meta.update(name="fp32_inputs", arch="sm90", harness_version="0.1.0",
                 imported_by="python scripts/import_fp8_target_tables.py CAPTURE_DIR")

@@ -1,7 +1,8 @@
 """``encode(arch=smXY, triton=V)`` against what each target's Triton V lowering computes, measured on an H200.
 
 The table's own Triton (``triton_lowering`` in its metadata) picks the model, so both CI lanes check every
-table. Tables of Triton 3.6 are in; those of 3.9 come from ``scripts/capture_fp8_lowering_tables.sh``.
+table: Triton 3.6's (ids ``sm80-fp16``) and 3.9's (ids ``sm80-fp16-t3.9``, captured on 2026-12-04 with
+``scripts/capture_fp8_lowering_tables.sh``; its PTX ``.version`` lowered so the H200 image's driver loads it).
 
 The tables (golden/test_fp8_targets, made only by scripts/capture_fp8_target_tables.py on the GPU and
 scripts/import_fp8_target_tables.py) hold the codes of a plain cast kernel compiled for sm80, sm89 and sm90
@@ -18,7 +19,8 @@ from harness.tolerances import Tolerance
 
 EXACT = Tolerance(max_ulp=0, key="fp8_target_table/exact", note="encode(arch=target) claims bit-exactness")
 SRCS = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-CASES = [(t, s) for t in ("sm80", "sm89", "sm90") for s in SRCS]
+LOWERINGS = {"": "3.6.0", "-t3.9": "3.9.0"}  # param id suffix -> the Triton whose PTX the table ran
+CASES = [(t, s, v) for v in LOWERINGS for t in ("sm80", "sm89", "sm90") for s in SRCS]
 
 
 def _inputs(src: str, golden) -> torch.Tensor:
@@ -29,10 +31,11 @@ def _inputs(src: str, golden) -> torch.Tensor:
 
 
 @pytest.mark.harness_op("fp8_cast")
-@pytest.mark.parametrize("target, src", CASES, ids=[f"{t}-{s}" for t, s in CASES])
-def test_encode_matches_target_table(target, src, golden):
+@pytest.mark.parametrize("target, src, suffix", CASES, ids=[f"{t}-{s}{v}" for t, s, v in CASES])
+def test_encode_matches_target_table(target, src, suffix, golden):
     table, meta = golden.load("codes")
     assert meta["target"] == target and meta["src"] == src and meta["device"] == "NVIDIA H200"
+    assert meta["triton_lowering"] == LOWERINGS[suffix]
     x = _inputs(src, golden)
     assert table.shape == (len(meta["rows"]), x.numel())
     checked = 0
