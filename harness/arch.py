@@ -18,6 +18,7 @@ __all__ = [
     "parse_arch",
     "detect_arch",
     "supports_format",
+    "supports_scaled_dot",
     "interpreting",
     "ENV_ARCH",
 ]
@@ -191,3 +192,17 @@ def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
         ok = a.name == "gfx950" or re.fullmatch(r"gfx12[0-9][0-9a-f]", a.name) is not None
         return ok, "" if ok else f"{name} needs gfx950 or gfx12xx on ROCm (running on {a.name})"
     return False, f"{name} is not supported by Triton on ROCm (running on {a.name})"
+
+
+def supports_scaled_dot(arch: Arch | str, scale: str) -> tuple[bool, str]:
+    """Whether Triton compiles ``tl.dot_scaled`` with ``scale`` scales (``"e8m0"``: MX, ``"e4m3"``: NVFP4) on
+    ``arch``, beyond what :func:`supports_format` says of the scale's FP8 type; the reason is a ready skip message.
+    Launch capture's scale widening asks it (:func:`harness.compile.findings.expected_reason`)."""
+    a = parse_arch(arch) if isinstance(arch, str) else arch
+    if scale == "e4m3" and a.kind == "cuda" and 90 <= (a.cc or 0) < 100 and not triton_at_least(3, 9):
+        # Triton 3.6 refuses NVFP4 dot_scaled for sm90, measured 2026-12-04 (triton.compile and the H200:
+        # "PassManager::run failed" in TritonGPUAccelerateMatmul); 3.9 emulates it; 3.7/3.8 unmeasured, assumed
+        # like 3.6 (kernels/mx/gemm.py refuses the same range).
+        return False, (f"NVFP4 tl.dot_scaled (e4m3 scales) does not compile for {a.name} with triton "
+                       f"{triton_version()} (Triton 3.6 refuses it for sm90, measured 2026-12-04)")
+    return True, ""

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.arch import supports_format
+from harness.arch import supports_format, supports_scaled_dot
 from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
-from harness.compile.launches import FP8_FORMAT_OF_TYPE, Declarations, Launch, state, variants
+from harness.compile.launches import FP8_FORMAT_OF_TYPE, Declarations, Launch, scale_pointers, state, variants
 from harness.compile.message import Finding
 
 __all__ = ["Report", "check", "expected_reason"]
@@ -29,7 +29,8 @@ _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 
 def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Declarations) -> str | None:
     """Why a failure is expected: the arch model refuses an FP8 format the launch uses on ``target``
-    (``e4nv`` below sm89...), Triton itself refused the type for the arch, or the kernel is among
+    (``e4nv`` below sm89...) or its ``tl.dot_scaled`` scale type (NVFP4's e4m3 on sm90 before Triton 3.9),
+    Triton itself refused the type for the arch, or the kernel is among
     ``declarations``."""
     if out.ok:
         return None
@@ -39,6 +40,10 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
         fmts.add(FP8_FORMAT_OF_TYPE[m.group(1)])
     for f in sorted(fmts):
         ok, why = supports_format(target, f)
+        if not ok:
+            return why
+    for scale in sorted(set(scale_pointers(launch).values())):
+        ok, why = supports_scaled_dot(target, scale)
         if not ok:
             return why
     return declarations.reason(launch, target, out.line)

@@ -39,6 +39,7 @@ from harness.session import current
 __all__ = [
     "FP8_FORMAT_OF_TYPE",
     "FP8_WIDEN",
+    "SCALE_TYPES",
     "SECTION",
     "WIDEN_DTYPES",
     "CaptureState",
@@ -50,6 +51,7 @@ __all__ = [
     "expect_compile_failure",
     "atomic_pointers",
     "launch_from_args",
+    "scale_pointers",
     "state",
     "variants",
 ]
@@ -230,54 +232,145 @@ def atomic_pointers(fn: Any) -> frozenset[str]:
     return _atomic_pointers(getattr(fn, "fn", fn))
 
 
-_ATOMIC_CACHE: dict[Any, frozenset[str]] = {}
+_TRACE_CACHE: dict[Any, _Trace | None] = {}
 
 
-def _atomic_pointers(pyfn: Any) -> frozenset[str]:
+@dataclass(frozen=True)
+class _Trace:
+    """What a kernel's source says about its parameters: which names each local is computed from, which names
+    reach a ``tl.atomic_*`` pointer, each ``tl.dot_scaled`` scale operand's names with its operand's format (a
+    string literal, or the name of the constexpr holding it), and the names that divide (``BK // GROUP``)."""
+
+    params: frozenset[str]
+    flows: Mapping[str, frozenset[str]]
+    atomic: frozenset[str]
+    scales: tuple[tuple[frozenset[str], tuple[str, str]], ...]  # (names, ("lit"|"name", text))
+    divisors: frozenset[str]
+
+    def params_reaching(self, names: frozenset[str] | set[str]) -> frozenset[str]:
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            todo += self.flows.get(n, ())
+        return frozenset(seen & self.params)
+
+
+def _arg(node: Any, index: int, keyword: str) -> Any:
+    if len(node.args) > index:
+        return node.args[index]
+    return next((k.value for k in node.keywords if k.arg == keyword), None)
+
+
+def _trace(pyfn: Any) -> _Trace | None:
     import ast
     import textwrap
 
     code = getattr(pyfn, "__code__", None)
     if code is None:
-        return frozenset()
-    hit = _ATOMIC_CACHE.get(code)
-    if hit is not None:
-        return hit
+        return None
+    if code in _TRACE_CACHE:
+        return _TRACE_CACHE[code]
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(pyfn)))
     except (OSError, TypeError, SyntaxError):
-        _ATOMIC_CACHE[code] = frozenset()
-        return frozenset()
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        _TRACE_CACHE[code] = None
+        return None
+
+    def names(node: Any) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
     flows: dict[str, set[str]] = {}  # local name -> names its value is computed from
-    used: set[str] = set()
+    atomic: set[str] = set()
+    scales: list[tuple[frozenset[str], tuple[str, str]]] = []
+    divisors: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            used = names(node.value)
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
-                        flows.setdefault(n.id, set()).update(names)
+                for n in names(t):
+                    flows.setdefault(n, set()).update(used)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.right, ast.Name):
+            divisors.add(node.right.id)
         elif isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             if isinstance(name, str) and name.startswith("atomic_"):
-                ptr = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"),
-                                                          None)
+                ptr = _arg(node, 0, "pointer")
                 if ptr is not None:
-                    used |= {n.id for n in ast.walk(ptr) if isinstance(n, ast.Name)}
-    seen: set[str] = set()
-    todo = list(used)
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        todo += flows.get(n, ())
-    out = frozenset(seen & params)
-    _ATOMIC_CACHE[code] = out
+                    atomic |= names(ptr)
+            elif name == "dot_scaled":  # dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, ...)
+                for i, side in ((1, "lhs"), (4, "rhs")):
+                    scale, fmt = _arg(node, i, f"{side}_scale"), _arg(node, i + 1, f"{side}_format")
+                    if scale is None or fmt is None:
+                        continue
+                    if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
+                        scales.append((frozenset(names(scale)), ("lit", fmt.value)))
+                    elif isinstance(fmt, ast.Name):
+                        scales.append((frozenset(names(scale)), ("name", fmt.id)))
+    params = frozenset(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    out = _Trace(params, {k: frozenset(v) for k, v in flows.items()}, frozenset(), tuple(scales),
+                 frozenset(divisors) & params)
+    out = _Trace(params, out.flows, out.params_reaching(atomic), out.scales, out.divisors)
+    _TRACE_CACHE[code] = out
     return out
+
+
+def _atomic_pointers(pyfn: Any) -> frozenset[str]:
+    t = _trace(pyfn)
+    return frozenset() if t is None else t.atomic
+
+
+#: The scale types of a ``tl.dot_scaled`` e2m1 operand, by the scale pointer's type: MX's e8m0 (bytes, one scale
+#: per 32 elements along K) and NVFP4's e4m3 (``float8e4nv``, one per 16). Triton takes the scale type from the
+#: scale tensor's dtype and the group from its shape (3.6 asserts it: ``lhs_scale must be a tensor of shape``);
+#: the format string stays ``"e2m1"``.
+SCALE_TYPES: dict[str, tuple[str, int]] = {"*u8": ("e8m0", 32), "*fp8e4nv": ("e4m3", 16)}
+
+
+def scale_pointers(launch: Launch) -> dict[str, str]:
+    """Pointer arguments of the launch that reach a ``tl.dot_scaled`` scale operand of an e2m1 operand (directly or
+    through loads and local arithmetic), each with its scale type (``as_ptr`` → ``"e8m0"``): the launch's scale
+    type, which :func:`variants` widens. A format held in a constexpr is read from the launch."""
+    t = _trace(getattr(launch.fn, "fn", launch.fn)) if launch.fn is not None else None
+    if t is None:
+        return {}
+    consts = dict(launch.constexprs)
+    sig = launch.sig
+    out: dict[str, str] = {}
+    for used, (how, text) in t.scales:
+        fmt = text if how == "lit" else getattr(consts.get(text), "value", consts.get(text))
+        if fmt != "e2m1":
+            continue
+        for p in t.params_reaching(used):
+            if sig.get(p) in SCALE_TYPES:
+                out[p] = SCALE_TYPES[sig[p]][0]
+    return out
+
+
+def _scale_variant(launch: Launch, scales: Mapping[str, str], divisors: frozenset[str]) -> tuple[str, Launch] | None:
+    """The launch with its other scale type (e8m0 ↔ e4m3): every scale pointer retyped together, and the group
+    constexprs (integer constexprs the kernel divides by, equal to the launch's group size) set to the other
+    group. ``None`` when the scale pointers disagree, or when a divisor already holds the other group (the
+    kernel converts its scales itself, as ``kernels/mx/gemm.py`` does under ``NVFP4``)."""
+    sig = launch.sig
+    kinds = {sig[p] for p in scales}
+    if len(kinds) != 1:
+        return None
+    (src,) = kinds
+    dst = next(k for k in SCALE_TYPES if k != src)
+    src_group, (dst_name, dst_group) = SCALE_TYPES[src][1], SCALE_TYPES[dst]
+    ints = {k: v for k, v in launch.constexprs if k in divisors and isinstance(v, int) and not isinstance(v, bool)}
+    if dst_group in ints.values():
+        return None
+    groups = sorted(k for k, v in ints.items() if v == src_group)
+    ptrs = sorted(scales)
+    label = f"scales={dst_name}(" + ",".join(ptrs) + f"={dst[1:]}" + "".join(f",{g}={dst_group}" for g in groups) + ")"
+    return label, launch.with_types({p: dst for p in ptrs}, {g: dst_group for g in groups})
 
 
 def variants(launch: Launch) -> list[tuple[str, Launch]]:
@@ -291,13 +384,18 @@ def variants(launch: Launch) -> list[tuple[str, Launch]]:
       pointers share that type, only the ``all=`` variants change it;
     - an FP8 ``tl.dtype`` constexpr no pointer is coupled to (a store's output format) in each other FP8 format
       (``FMT=fp8e5``);
-    - pointers that reach a ``tl.atomic_*`` call keep their type (:func:`atomic_pointers`).
+    - pointers that reach a ``tl.atomic_*`` call keep their type (:func:`atomic_pointers`);
+    - the scale pointers of a ``tl.dot_scaled`` on e2m1 operands (:func:`scale_pointers`) in the other scale
+      type, together, with the group constexpr: MX's e8m0 bytes per 32 ↔ NVFP4's e4m3 per 16
+      (``scales=e4m3(as_ptr,bs_ptr=fp8e4nv,GROUP=16)``); they are never widened as FP8 tensors.
 
     Duplicates of the launch or of each other are dropped."""
     sig = launch.sig
     atomic = atomic_pointers(launch.fn) if launch.fn is not None else frozenset()
+    scales = scale_pointers(launch)
     floats = [p for p in launch.float_pointers() if p not in atomic]
-    fp8s = [k for k, v in launch.signature if v.startswith("*") and v[1:] in FP8_WIDEN and k not in atomic]
+    fp8s = [k for k, v in launch.signature if v.startswith("*") and v[1:] in FP8_WIDEN and k not in atomic
+            and k not in scales]
     dtype_consts = {k: t for k, v in launch.constexprs if (t := _dtype_type(v)) is not None}
     ptr_types = [sig[p][1:] for p in floats + fp8s]
 
@@ -334,6 +432,11 @@ def variants(launch: Launch) -> list[tuple[str, Launch]]:
             continue
         for d in FP8_WIDEN:
             add(f"{c}={d}", launch.with_types({}, {c: _tl_dtype(d)}))
+    if scales:
+        trace = _trace(getattr(launch.fn, "fn", launch.fn))
+        sv = _scale_variant(launch, scales, trace.divisors if trace is not None else frozenset())
+        if sv is not None:
+            add(*sv)
     return out
 
 
