@@ -29,6 +29,7 @@ from harness.compile.disk_cache import cache_dir, representative
 from harness.compile.findings import Report, check
 from harness.compile.launches import SECTION, Captured, CaptureState, Launch
 from harness.compile.message import (
+    LOWERING_LEGEND,
     MATRIX_LEGEND,
     Finding,
     format_capture_failure,
@@ -36,6 +37,7 @@ from harness.compile.message import (
     format_compile_stats,
     format_finding,
     group,
+    has_lowering,
     render_matrix,
 )
 from harness.compile.personality import device_personality, same_answers
@@ -363,9 +365,12 @@ class _Capture:
         if not rep.cells:
             tr.write_line("no kernel launches captured")
         else:
-            for line in render_matrix(rep.count_cells(), self.targets):
+            cells = rep.count_cells()
+            for line in render_matrix(cells, self.targets):
                 tr.write_line(line)
             tr.write_line(MATRIX_LEGEND)
+            if has_lowering(cells):
+                tr.write_line(LOWERING_LEGEND)
         scope = "widening off" if not self.widen else (
             f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
         tr.write_line(format_capture_totals(rep.compiles, rep.cached, seconds, scope, str(cache_dir())))

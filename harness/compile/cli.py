@@ -21,7 +21,15 @@ from typing import Any
 from harness.compile.disk_cache import cache_dir
 from harness.compile.findings import Report, check
 from harness.compile.launches import Launch
-from harness.compile.message import MATRIX_LEGEND, format_capture_totals, format_finding, group, render_matrix
+from harness.compile.message import (
+    LOWERING_LEGEND,
+    MATRIX_LEGEND,
+    format_capture_totals,
+    format_finding,
+    group,
+    has_lowering,
+    render_matrix,
+)
 from harness.compile.signature import prepare
 from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets
 
@@ -190,9 +198,12 @@ def run(args: argparse.Namespace) -> int:
         findings += check(one, names, widen=not args.no_widen, report=rep)
     print(f"{launch.kernel}({launch.sig_text()})" + (f" constexprs {dict(launch.constexprs)}" if consts else "")
           + (f", {len(launches)} autotune configs" if configs else ""))
-    for line in render_matrix(rep.count_cells(), names):
+    cells = rep.count_cells()
+    for line in render_matrix(cells, names):
         print(line)
     print(MATRIX_LEGEND)
+    if has_lowering(cells):
+        print(LOWERING_LEGEND)
     for f, ts in group(findings):
         print(format_finding(f, ts))
     print(format_capture_totals(rep.compiles, rep.cached, 0.0, "widening off" if args.no_widen else "widened",

@@ -19,12 +19,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compile.errors import error_kind, error_line
-from harness.compile.launches import Launch, constexpr_text
+from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
+from harness.compile.lowering import ptx_lowering
 from harness.compile.matrix import compile_matrix
 from harness.versions import triton_at_least, triton_version
 
@@ -32,7 +33,7 @@ __all__ = ["Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process
            "representative"]
 
 #: Bumped when what a cache entry holds (or how its error line is written) changes.
-CACHE_FORMAT = "harness-launch-3"
+CACHE_FORMAT = "harness-launch-4"  # 4: the tl.dot_scaled lowering
 
 
 def cache_dir() -> Path:
@@ -72,12 +73,15 @@ def cache_key(launch: Launch, target: str) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One (launch, target) compile: ``ok``, else the kind (``refused``/``ptxas``) and the compiler's line."""
+    """One (launch, target) compile: ``ok``, else the kind (``refused``/``ptxas``) and the compiler's line.
+    ``lowering``: for a kernel that calls ``tl.dot_scaled`` and compiled, ``"native"`` (block-scaled MMA in the
+    PTX) or ``"emulated"`` (:func:`harness.compile.lowering.ptx_lowering`); else empty."""
 
     ok: bool
     kind: str = ""
     line: str = ""
     cached: bool = False
+    lowering: str = ""
 
 
 def compile_launch(launch: Launch, target: str) -> Outcome:
@@ -88,9 +92,19 @@ def compile_launch(launch: Launch, target: str) -> Outcome:
     if isinstance(res, BaseException):
         out = Outcome(False, error_kind(res), error_line(res, launch.fn))
         if out.kind == "ptxas" and not triton_at_least(3, 7) and fresh_process_compiles(launch, target):
-            return Outcome(True)
+            return Outcome(True, lowering=_lowering(launch, None))
         return out
-    return Outcome(True)
+    return Outcome(True, lowering=_lowering(launch, res))
+
+
+def _lowering(launch: Launch, compiled: object) -> str:
+    """The ``tl.dot_scaled`` lowering read from ``compiled``'s PTX; empty when the kernel calls no dot_scaled
+    or there is no PTX (a compile confirmed only in a fresh process)."""
+    if not calls_dot_scaled(launch):
+        return ""
+    asm = getattr(compiled, "asm", None)
+    ptx = asm.get("ptx") if isinstance(asm, Mapping) else None
+    return ptx_lowering(ptx) if isinstance(ptx, str) else ""
 
 
 def fresh_process_compiles(launch: Launch, target: str) -> bool:
@@ -136,7 +150,8 @@ def launch_outcome(launch: Launch, target: str, directory: Path | None = None) -
         # e5m2 lowering latch, harness.compile.cache.E5m2Latch, cannot have caused it), on 3.7+ it stands.
         out = compile_launch(launch, target)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"ok": out.ok, "kind": out.kind, "line": out.line, "kernel": launch.kernel,
+        tmp.write_text(json.dumps({"ok": out.ok, "kind": out.kind, "line": out.line, "lowering": out.lowering,
+                                   "kernel": launch.kernel,
                                    "sig": launch.sig_text(), "target": target}))
         os.replace(tmp, path)
     return out
@@ -185,7 +200,8 @@ def representative(launch: Launch, directory: Path | None = None) -> Launch:
 def _read(path: Path) -> Outcome | None:
     try:
         d = json.loads(path.read_text())
-        return Outcome(bool(d["ok"]), str(d.get("kind", "")), str(d.get("line", "")), cached=True)
+        return Outcome(bool(d["ok"]), str(d.get("kind", "")), str(d.get("line", "")), cached=True,
+                       lowering=str(d.get("lowering", "")))
     except (OSError, ValueError, KeyError):
         return None
 

@@ -55,6 +55,9 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
 _NOT_WIDENABLE = re.compile(r"\batomic_\w+ does not support (fp16|bf16|fp32|fp8\w*)")
 
 _KINDS = ("ok", "expected", "failed")
+#: How a launch as run that compiled lowers its ``tl.dot_scaled`` (:attr:`Outcome.lowering`); counted beside the
+#: kinds, only for kernels that call it.
+_LOWERINGS = ("native", "emulated")
 
 
 @dataclass
@@ -63,7 +66,8 @@ class Report:
     ``ok``, ``expected`` refusals or ``failed`` (each named by its disk-cache key, so xdist workers that
     compiled or read back the same thing count it once), and the findings; plain data an xdist worker hands over
     (:meth:`to_dict`) and the controller folds in (:meth:`merge`). ``compiled`` are the distinct compiles some
-    process ran in this session, the rest of ``distinct`` were read back from the disk cache."""
+    process ran in this session, the rest of ``distinct`` were read back from the disk cache. A cell of a kernel
+    that calls ``tl.dot_scaled`` also counts its launches as run that compiled ``native`` / ``emulated``."""
 
     cells: dict[tuple[str, str], dict[str, set[str]]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
@@ -83,10 +87,10 @@ class Report:
         return None if c is None else {k: len(c[k]) for k in _KINDS}
 
     def count_cells(self) -> dict[tuple[str, str], dict[str, int]]:
-        return {k: {w: len(v[w]) for w in _KINDS} for k, v in self.cells.items()}
+        return {k: _count(v) for k, v in self.cells.items()}
 
     def bump(self, kernel: str, target: str, what: str, ident: str) -> None:
-        self.cells.setdefault((kernel, target), {k: set() for k in _KINDS})[what].add(ident)
+        self.cells.setdefault((kernel, target), {k: set() for k in _KINDS}).setdefault(what, set()).add(ident)
 
     def seen(self, ident: str, out: Outcome) -> None:
         self.distinct.add(ident)
@@ -94,13 +98,12 @@ class Report:
             self.compiled.add(ident)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cells": [{"kernel": k, "target": t, **{w: len(v[w]) for w in _KINDS}}
-                          for (k, t), v in sorted(self.cells.items())],
+        return {"cells": [{"kernel": k, "target": t, **_count(v)} for (k, t), v in sorted(self.cells.items())],
                 "findings": [f.__dict__ for f in self.findings], "compiles": self.compiles, "cached": self.cached}
 
     def to_worker(self) -> dict[str, Any]:
         """Everything :meth:`merge` needs to count each distinct compile once."""
-        return {"cells": [{"kernel": k, "target": t, **{w: sorted(v[w]) for w in _KINDS}}
+        return {"cells": [{"kernel": k, "target": t, **{w: sorted(ids) for w, ids in v.items()}}
                           for (k, t), v in sorted(self.cells.items())],
                 "findings": [f.__dict__ for f in self.findings], "distinct": sorted(self.distinct),
                 "compiled": sorted(self.compiled)}
@@ -108,14 +111,20 @@ class Report:
     def merge(self, d: Mapping[str, Any]) -> None:
         for c in d.get("cells", []):
             cell = self.cells.setdefault((c["kernel"], c["target"]), {k: set() for k in _KINDS})
-            for k in _KINDS:
-                cell[k].update(c.get(k, ()))
+            for k in (*_KINDS, *_LOWERINGS):
+                if c.get(k):
+                    cell.setdefault(k, set()).update(c[k])
         for f in d.get("findings", []):
             finding = Finding(**f)
             if finding not in self.findings:
                 self.findings.append(finding)
         self.distinct.update(d.get("distinct", ()))
         self.compiled.update(d.get("compiled", ()))
+
+
+def _count(cell: Mapping[str, set[str]]) -> dict[str, int]:
+    """A cell's counts: every kind, and a lowering only where some launch recorded one."""
+    return {**{w: len(cell[w]) for w in _KINDS}, **{w: len(cell[w]) for w in _LOWERINGS if cell.get(w)}}
 
 
 def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: str = "",
@@ -136,6 +145,8 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
         rep.seen(ident, base)
         if base.ok:
             rep.bump(launch.kernel, t, "ok", ident)
+            if base.lowering in _LOWERINGS:
+                rep.bump(launch.kernel, t, base.lowering, ident)
         elif expected_reason(launch, t, base, declared):
             rep.bump(launch.kernel, t, "expected", ident)
             continue

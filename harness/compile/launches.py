@@ -50,6 +50,7 @@ __all__ = [
     "constexpr_text",
     "expect_compile_failure",
     "atomic_pointers",
+    "calls_dot_scaled",
     "launch_from_args",
     "scale_pointers",
     "state",
@@ -239,13 +240,15 @@ _TRACE_CACHE: dict[Any, _Trace | None] = {}
 class _Trace:
     """What a kernel's source says about its parameters: which names each local is computed from, which names
     reach a ``tl.atomic_*`` pointer, each ``tl.dot_scaled`` scale operand's names with its operand's format (a
-    string literal, or the name of the constexpr holding it), and the names that divide (``BK // GROUP``)."""
+    string literal, or the name of the constexpr holding it), the names that divide (``BK // GROUP``), and whether
+    it calls ``tl.dot_scaled`` at all."""
 
     params: frozenset[str]
     flows: Mapping[str, frozenset[str]]
     atomic: frozenset[str]
     scales: tuple[tuple[frozenset[str], tuple[str, str]], ...]  # (names, ("lit"|"name", text))
     divisors: frozenset[str]
+    dot_scaled: bool = False
 
     def params_reaching(self, names: frozenset[str] | set[str]) -> frozenset[str]:
         seen: set[str] = set()
@@ -287,6 +290,7 @@ def _trace(pyfn: Any) -> _Trace | None:
     atomic: set[str] = set()
     scales: list[tuple[frozenset[str], tuple[str, str]]] = []
     divisors: set[str] = set()
+    dot_scaled = False
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             used = names(node.value)
@@ -304,6 +308,7 @@ def _trace(pyfn: Any) -> _Trace | None:
                 if ptr is not None:
                     atomic |= names(ptr)
             elif name == "dot_scaled":  # dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, ...)
+                dot_scaled = True
                 for i, side in ((1, "lhs"), (4, "rhs")):
                     scale, fmt = _arg(node, i, f"{side}_scale"), _arg(node, i + 1, f"{side}_format")
                     if scale is None or fmt is None:
@@ -315,7 +320,7 @@ def _trace(pyfn: Any) -> _Trace | None:
     params = frozenset(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     out = _Trace(params, {k: frozenset(v) for k, v in flows.items()}, frozenset(), tuple(scales),
                  frozenset(divisors) & params)
-    out = _Trace(params, out.flows, out.params_reaching(atomic), out.scales, out.divisors)
+    out = _Trace(params, out.flows, out.params_reaching(atomic), out.scales, out.divisors, dot_scaled)
     _TRACE_CACHE[code] = out
     return out
 
@@ -330,6 +335,14 @@ def _atomic_pointers(pyfn: Any) -> frozenset[str]:
 #: scale tensor's dtype and the group from its shape (3.6 asserts it: ``lhs_scale must be a tensor of shape``);
 #: the format string stays ``"e2m1"``.
 SCALE_TYPES: dict[str, tuple[str, int]] = {"*u8": ("e8m0", 32), "*fp8e4nv": ("e4m3", 16)}
+
+
+def calls_dot_scaled(launch: Launch) -> bool:
+    """Whether the launched kernel's source calls ``tl.dot_scaled`` (read as :func:`scale_pointers` reads it):
+    then its compiles record whether each target lowers it natively or emulated
+    (:func:`harness.compile.lowering.ptx_lowering`)."""
+    t = _trace(getattr(launch.fn, "fn", launch.fn)) if launch.fn is not None else None
+    return t is not None and t.dot_scaled
 
 
 def scale_pointers(launch: Launch) -> dict[str, str]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MATRIX_LEGEND", "MAX_ASM_LINES", "AsmMismatch", "Cells", "CompileFailure", "CompileProblem", "Finding",
-           "format_asm_mismatch", "format_capture_failure", "format_capture_totals", "format_compile_failure",
-           "format_compile_stats", "format_finding", "group",
+__all__ = ["LOWERING_LEGEND", "MATRIX_LEGEND", "MAX_ASM_LINES", "AsmMismatch", "Cells", "CompileFailure",
+           "CompileProblem", "Finding", "format_asm_mismatch", "format_capture_failure", "format_capture_totals",
+           "format_compile_failure", "format_compile_stats", "format_finding", "group", "has_lowering",
            "render_matrix"]
 
 #: Cap on the assembly lines a failed ``assert_ptx_contains`` / ``assert_ptx_lacks`` shows.
@@ -143,12 +143,14 @@ def format_capture_failure(findings: Sequence[Finding], targets: Iterable[str]) 
     return "\n".join(lines)
 
 
-#: Per (kernel, target) cell: how many compiles were ``ok``, ``expected`` refusals or ``failed``.
+#: Per (kernel, target) cell: how many compiles were ``ok``, ``expected`` refusals or ``failed``; for a kernel
+#: that calls ``tl.dot_scaled``, also how many launches as run compiled ``native`` / ``emulated``.
 Cells = Mapping[tuple[str, str], Mapping[str, int]]
 
 
 def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
-    """Kernel × target table: ``ok`` / ``expected`` (refusals the arch model predicts) / ``FAIL n``."""
+    """Kernel × target table: ``ok`` / ``expected`` (refusals the arch model predicts) / ``FAIL n``; an ``ok``
+    cell of a kernel calling ``tl.dot_scaled`` says how the target lowers it (``ok native`` / ``ok emul``)."""
     ts = list(targets)
     kernels = sorted({k for k, _ in cells})
     if not kernels:
@@ -161,15 +163,16 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
         if c["failed"]:
             return f"FAIL {c['failed']}"
         if c["ok"]:
-            return "ok" + ("*" if c["expected"] else "")
+            return "ok" + ("*" if c["expected"] else "") + _lowering(c)
         return "expected"
 
     names = [k.rsplit(".", 2)[-2] + "." + k.rsplit(".", 1)[-1] if k.count(".") else k for k in kernels]
     w0 = max(len("kernel"), *(len(n) for n in names))
-    widths = [max(len(t), 8) for t in ts]
+    rows = [[cell(k, t) for t in ts] for k in kernels]
+    widths = [max(len(t), 8, *(len(r[i]) for r in rows)) for i, t in enumerate(ts)]
     lines = ["  ".join(["kernel".ljust(w0)] + [t.ljust(w) for t, w in zip(ts, widths, strict=True)])]
-    for k, n in zip(kernels, names, strict=True):
-        lines.append("  ".join([n.ljust(w0)] + [cell(k, t).ljust(w) for t, w in zip(ts, widths, strict=True)]))
+    for n, row in zip(names, rows, strict=True):
+        lines.append("  ".join([n.ljust(w0)] + [c.ljust(w) for c, w in zip(row, widths, strict=True)]))
     return [ln.rstrip() for ln in lines]
 
 
@@ -177,6 +180,25 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
 MATRIX_LEGEND = ("ok: every compile for the target succeeded; ok*: the launches compile, some variants were refused "
                  "as the arch model predicts (e4nv below sm89) or as declared (expect_compile_failure); expected: "
                  "the launch itself is such a refusal; FAIL n: n findings; -: not compiled for the target")
+
+
+#: What a lowering after ``ok`` means (printed under the legend when a cell has one).
+LOWERING_LEGEND = ("native / emul: the kernel calls tl.dot_scaled and the target's PTX runs it on block-scaled MMA "
+                   "(tcgen05.mma / mma.sync ... block_scale) / on Triton's emulation (upcast plus an ordinary MMA); "
+                   "native|emul: its launches differ")
+
+
+def _lowering(c: Mapping[str, int]) -> str:
+    native, emulated = c.get("native", 0), c.get("emulated", 0)
+    if native and emulated:
+        return " native|emul"
+    return " native" if native else " emul" if emulated else ""
+
+
+def has_lowering(cells: Cells) -> bool:
+    """Whether some cell records a ``tl.dot_scaled`` lowering (then :data:`LOWERING_LEGEND` goes under the
+    matrix)."""
+    return any(c.get("native") or c.get("emulated") for c in cells.values())
 
 
 def format_capture_totals(distinct: int, cached: int, seconds: float, scope: str, directory: str) -> str:
