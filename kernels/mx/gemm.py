@@ -127,6 +127,12 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
         if layout == "swizzled" and not q[1].is_contiguous():
             raise ValueError(f"{name}: its swizzled scales must be contiguous")
     device = qa[0].device
+    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float32
+                            or tuple(out.shape) != (M, N) or out.device != device
+                            or (N > 1 and out.stride(1) != 1)):
+        got = f"{out.dtype} {tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"out: expected a float32 ({M}, {N}) tensor on {device} with unit stride along N; got {got}")
+    # every argument is checked before the refusal: a bad call is named as such wherever it runs
     interp = runs_on_interpreter(_scaled_gemm_kernel)
     cap = None if interp or device.type != "cuda" else torch.cuda.get_device_capability(device)
     why = gemm_refusal(scheme, interpreter=interp, capability=cap)
@@ -134,10 +140,6 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
         raise NotImplementedError(f"scaled_gemm({scheme}): {why}")
     if out is None:
         out = torch.empty((M, N), dtype=torch.float32, device=device)
-    elif (not isinstance(out, torch.Tensor) or out.dtype != torch.float32 or tuple(out.shape) != (M, N)
-          or out.device != device or (N > 1 and out.stride(1) != 1)):
-        got = f"{out.dtype} {tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"out: expected a float32 ({M}, {N}) tensor on {device} with unit stride along N; got {got}")
     if M and N:
         g_a = qa[2].reshape(1) if scheme == "nvfp4" else out
         g_b = qb[2].reshape(1) if scheme == "nvfp4" else out
