@@ -56,10 +56,12 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
         b = tl.load(b_ptr + rn.to(tl.int64)[None, :] * stride_b + kb[:, None],
                     mask=(rn[None, :] < N) & (kb[:, None] < K // 2), other=0)
         sc = k0 // GROUP + ks
+        # other=0.0, not 0: a float zero converts to the scale pointer's type whatever it is (u8 bytes here; also
+        # e4m3 scales passed as float8e4nv, which launch capture compiles: an int can't be cast to an FP8 type)
         sa = tl.load(as_ptr + _scale_offsets(rm, sc, stride_as, a_scale_cols, SWIZZLED),
-                     mask=(rm[:, None] < M) & (sc[None, :] < K // GROUP), other=0)
+                     mask=(rm[:, None] < M) & (sc[None, :] < K // GROUP), other=0.0)
         sb = tl.load(bs_ptr + _scale_offsets(rn, sc, stride_bs, b_scale_cols, SWIZZLED),
-                     mask=(rn[:, None] < N) & (sc[None, :] < K // GROUP), other=0)
+                     mask=(rn[:, None] < N) & (sc[None, :] < K // GROUP), other=0.0)
         if NVFP4:
             sa = sa.to(tl.float8e4nv, bitcast=True)
             sb = sb.to(tl.float8e4nv, bitcast=True)
