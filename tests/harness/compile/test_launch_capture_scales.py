@@ -1,6 +1,11 @@
-"""Scale-type widening end to end (pytester, in process): a test that launches an MXFP4 ``tl.dot_scaled`` kernel
-(e8m0 scales) on the interpreter also compiles its NVFP4 form (e4m3 scales, group 16) for every capture target,
-and the matrix says where that form compiles and where the arch model expects it refused (Triton 3.6 on sm90).
+"""Launch capture of ``tl.dot_scaled`` end to end (pytester, in process).
+
+Scale-type widening: a test that launches an MXFP4 kernel (e8m0 scales) on the interpreter also compiles its NVFP4
+form (e4m3 scales, group 16) for every capture target, and the matrix says where that form compiles and where the
+arch model expects it refused (Triton 3.6 on sm90). Lowering: the matrix says how each target lowers the launch,
+``ok emul`` on sm90 (Triton's upcast-and-MMA emulation), ``ok native`` on sm120 (``mma.sync ... block_scale``),
+read from the PTX where the disk cache compiles (``lowering`` in the cache entry) and kept in the
+``--harness-report`` cells.
 
 The inner project is tests/harness/compile/widening/mx_dot.py (copied) plus a test that launches it once with MX
 scales. Each run gets its own compile cache directory.
@@ -8,6 +13,7 @@ scales. Each run gets its own compile cache directory.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -22,6 +28,7 @@ from triton.runtime import interpreter as _interp
 from harness.compile import findings
 from harness.compile import launches as lc
 from harness.compile.disk_cache import Outcome
+from harness.compile.message import LOWERING_LEGEND, render_matrix
 from harness.versions import triton_at_least, triton_version
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,7 +73,7 @@ def test_mx_launch_compiles_its_nvfp4_form_per_target(pytester, monkeypatch, tmp
     # per target: the launch, c_ptr in fp16 and bf16, and the NVFP4 form
     result.stdout.fnmatch_lines(["8 distinct compiles: 8 compiled, *"])
     # Triton 3.6 refuses NVFP4 dot_scaled on sm90 (expected: ok*); 3.9 emulates it there; sm120 is native on both.
-    # The lowering is the MX launch's (test_launch_capture_lowering.py)
+    # The lowering is the MX launch's (test_matrix_and_report_show_native_or_emulated_per_target)
     assert _row(result, "mx_dot") == (["ok emul", "ok native"] if triton_at_least(3, 9) else ["ok* emul", "ok native"])
 
 
@@ -115,3 +122,37 @@ def test_an_unpredicted_nvfp4_refusal_is_a_finding(monkeypatch, target):
     predicted = target == "sm90" and not triton_at_least(3, 9)
     assert [f.variant for f in found] == ([] if predicted else ["scales=e4m3(as_ptr,bs_ptr=fp8e4nv,GROUP=16)"])
     assert rep.counts("mx_dot.mx_dot", target)["expected"] == int(predicted)
+
+
+@_no_dot_scaled
+def test_matrix_and_report_show_native_or_emulated_per_target(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(mx_dot=MX_DOT, test_mx=_TEST)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(cache))
+    report = tmp_path / "report.json"
+    args = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "--harness-lane=interp",
+            "--harness-compile-launches", "--harness-no-widen", "--harness-targets=sm90,sm120",
+            f"--harness-report={report}")
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([LOWERING_LEGEND, "2 distinct compiles: 2 compiled, *"])
+    assert _row(result, "mx_dot") == ["ok emul", "ok native"]
+    cells = {c["target"]: c for c in json.loads(report.read_text())["compile_launches"]["cells"]}
+    assert cells["sm90"] == {"kernel": "mx_dot.mx_dot", "target": "sm90", "ok": 1, "expected": 0, "failed": 0,
+                             "emulated": 1}
+    assert cells["sm120"]["native"] == 1 and "emulated" not in cells["sm120"]
+    entries = {json.loads(p.read_text())["target"]: json.loads(p.read_text()) for p in cache.glob("??/*.json")}
+    assert {t: e["lowering"] for t, e in entries.items()} == {"sm90": "emulated", "sm120": "native"}
+    # read back from the disk cache, the same matrix
+    again = pytester.runpytest(*args)
+    again.stdout.fnmatch_lines(["2 distinct compiles: 0 compiled, 2 read from the disk cache *"])
+    assert _row(again, "mx_dot") == ["ok emul", "ok native"]
+
+
+def test_render_matrix_cells():
+    cells = {("m.k", "sm90"): {"ok": 1, "expected": 1, "failed": 0, "emulated": 1},
+             ("m.k", "sm100"): {"ok": 2, "expected": 0, "failed": 0, "native": 1, "emulated": 1},
+             ("m.j", "sm90"): {"ok": 1, "expected": 0, "failed": 0}}
+    rows = {ln.split()[0]: re.split(r"\s{2,}", ln.strip())[1:] for ln in render_matrix(cells, ["sm90", "sm100"])}
+    assert rows["m.k"] == ["ok* emul", "ok native|emul"]
+    assert rows["m.j"] == ["ok", "-"]
