@@ -27,7 +27,7 @@ def test_generic_chain_equals_mmaemu_on_fp8(fa: str, fb: str, with_acc: bool) ->
     p = tc.MODELS[("sm90", "fp8", "wgmma")]
     C = torch.zeros(32, 24, dtype=torch.float64) if acc is None else acc.double()
     emin = {"e4m3": -6, "e5m2": -14}
-    ours = tc._chain(a.double(), b.double(), C, p, emin[fa], emin[fb]).float()
+    ours = tc.chain._chain(a.double(), b.double(), C, p, emin[fa], emin[fb]).float()
     assert torch.equal(_bits(got), _bits(ours))
 
 

@@ -1,0 +1,67 @@
+"""The tensor-core numerics as data: one :class:`BlockFMA` row per (arch, operand kind, instruction), each with
+its source (measured on the H200 here, or published and not measured here). :mod:`.chain` evaluates them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BlockFMA", "MODELS", "EMIN", "model_for"]
+
+
+@dataclass(frozen=True)
+class BlockFMA:
+    """One tensor-core instruction's numerics (see the module docstring)."""
+
+    nfma: int         #: products per block: the instruction's k
+    frac: int         #: fraction bits kept below the block's alignment exponent
+    frac_out: int     #: fraction bits of the block result (truncated)
+    min_exp: int      #: lower clamp of the alignment exponent
+    source: str       #: where the numbers come from
+    measured: bool    #: True: checked bit for bit on an H200 here; False: published, not measured here
+
+    def __repr__(self) -> str:
+        tag = "measured" if self.measured else "published, not measured here"
+        return f"BlockFMA(k={self.nfma}, frac={self.frac}, frac_out={self.frac_out}, min_exp={self.min_exp}; {tag})"
+
+
+_KM = "Khattak & Mikaitis, arXiv 2512.07004, toolbox models/{}.m"
+_H200_DOT = "H200, plain Triton 3.6 tl.dot (scripts/capture_dot_tables.py, docs/MEASUREMENTS.md 2026-12-04)"
+
+#: (arch, operand kind, instruction) -> the instruction's numerics. kind: fp16, bf16, tf32, fp8 (any pair of
+#: e4m3/e5m2). instruction: "wgmma" (sm90 warpgroup MMA) or "mma" (mma.sync / HMMA).
+MODELS: dict[tuple[str, str, str], BlockFMA] = {
+    # FP8: mmaemu's "hopper" preset (k=32, 13 fraction bits, truncated; c in the alignment). mmaemu validated it
+    # on cuBLAS FP8 GEMMs (H100); checked here against wgmma m64nNk32 of Triton's tl.dot on the H200.
+    ("sm90", "fp8", "wgmma"): BlockFMA(32, 13, 13, -132, "mmaemu 0.1.0 preset 'hopper'; " + _H200_DOT, True),
+    # fp16/bf16: H100 fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133
+    ("sm90", "fp16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC"), False),
+    ("sm90", "bf16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC"), False),
+    ("sm90", "tf32", "wgmma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)", False),
+    ("sm90", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)", False),
+    ("sm90", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)", False),
+    ("sm90", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)", False),
+    # A100: fma=8, neab=1 (24 fraction bits), rz; tf32 fma=4 (Fasi et al. 2021 for the 8-term fp16 block)
+    ("sm80", "fp16", "mma"): BlockFMA(8, 24, 23, -133, _KM.format("A100TC"), False),
+    ("sm80", "bf16", "mma"): BlockFMA(8, 24, 23, -133, _KM.format("A100TC"), False),
+    ("sm80", "tf32", "mma"): BlockFMA(4, 24, 23, -133, _KM.format("A100TC") + " (tf32: fma=4)", False),
+    # Ada FP8 mma.sync m16n8k32: mmaemu's "ada" preset (validated by mmaemu on an RTX 4060, not here)
+    ("sm89", "fp8", "mma"): BlockFMA(16, 13, 13, -132, "mmaemu 0.1.0 preset 'ada' (RTX 4060)", False),
+}
+
+#: the operand formats' smallest normal exponent (subnormals keep a denormalised significand)
+EMIN: dict[str, int] = {"fp16": -14, "bf16": -126, "tf32": -126, "e4m3": -6, "e5m2": -14}
+
+
+def model_for(arch: str, kind: str, instr: str = "wgmma") -> BlockFMA:
+    """The row of :data:`MODELS`; sm90 FP8 under ``mma.sync`` is the fp16 instruction (Triton upcasts)."""
+    if arch in ("sm80", "sm86", "sm87", "sm89") and kind != "fp8":
+        arch, instr = "sm80", "mma"  # no wgmma before sm90: the A100 model stands in (published)
+    if kind in ("e4m3", "e5m2"):
+        kind = "fp8"
+    if arch == "sm90" and kind == "fp8" and instr == "mma":
+        kind = "fp16"
+    try:
+        return MODELS[(arch, kind, instr if arch == "sm90" else "mma")]
+    except KeyError:
+        raise NotImplementedError(f"harness.tensor_cores: no model of {kind} dots on {arch} ({instr}); modelled: "
+                                  f"{sorted(set(MODELS))}") from None
