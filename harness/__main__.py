@@ -1,5 +1,6 @@
 """Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``,
-``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness report merge OUT IN...`` and
+``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness golden repack [DIR]``,
+``python -m harness report merge OUT IN...`` and
 ``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (``-h`` at every level).
 
 One argparse tree: each feature package declares its subcommand in its ``cli`` module

@@ -9,7 +9,7 @@ feature's logic sits beside it:
 * :mod:`harness.golden.fixture`: the ``Golden`` fixture object that carries out one check;
 * :mod:`harness.golden.message`: every failure text of a check, from one function;
 * :mod:`harness.golden.unused`: the unused-golden rule, for one run and for the union of shards' records;
-* :mod:`harness.golden.cli`: ``python -m harness golden regen`` and ``golden unused``.
+* :mod:`harness.golden.cli`: ``python -m harness golden regen``, ``golden unused`` and ``golden repack``.
 
 Registered by ``harness.plugin``. This session's golden state is the session's ``golden`` section
 (:class:`_Run`, a ``harness.session.Section``); under xdist it reaches the controller in the session's one

@@ -1,5 +1,5 @@
-"""``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]`` and
-``python -m harness golden unused [--rootdir DIR] RECORD...``.
+"""``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``,
+``python -m harness golden unused [--rootdir DIR] RECORD...`` and ``python -m harness golden repack [DIR]``.
 
 Why a subprocess: a regen run is an ordinary pytest run with ``--golden-regen-all`` (``--failed``:
 ``--golden-regen``, only failing checks), so its normal progress output streams through and every pytest
@@ -16,6 +16,10 @@ tree (:data:`PARSER_KWARGS`, :func:`add_arguments`, :func:`run`), as it does ``h
 the union of their records (:func:`harness.golden.unused.judge`) and exits 0 when every golden file was
 used, 1 listing the unused ones, 2 when the records are not the whole suite (a shard missing, narrowed with
 ``-k``, interrupted, or from another suite), never passing silently.
+
+``repack`` rewrites every golden under DIR in the current file layout (deflated members since 2026-12-04)
+through :func:`harness.golden.files.repack`, which replaces a file only after decoding the new bytes back to
+the same arrays and metadata; a file it cannot verify is left alone and named, and the status is then 1.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from pathlib import Path
+
 from harness.golden.unused import judge, load_record
 
-__all__ = ["PARSER_KWARGS", "add_arguments", "regen_goldens", "run", "unused_goldens"]
+__all__ = ["PARSER_KWARGS", "add_arguments", "regen_goldens", "repack_goldens", "run", "unused_goldens"]
 
 REGEN_DESCRIPTION = """\
 Re-capture golden files by running pytest with --golden-regen-all over the given selection (default: the
@@ -48,7 +54,14 @@ record. Exit status: 0 every golden file was used, 1 unused files (listed), 2 th
 whole suite (a shard missing, narrowed by -k/-m/paths, interrupted, or another suite's).
 """
 
-PARSER_KWARGS: dict[str, Any] = dict(help="golden files: regen, unused", allow_abbrev=False,
+REPACK_DESCRIPTION = """\
+Rewrite every golden file (*.npz) under DIR in the current layout (deflated members), changing no array
+and no metadata: each file is decoded, re-encoded, and replaced only when the new bytes decode to the same
+arrays and metadata. Files already in the layout are left untouched. Exit status: 0 all repacked or
+unchanged, 1 some file could not be verified (named, left as it was), 2 DIR is not a directory.
+"""
+
+PARSER_KWARGS: dict[str, Any] = dict(help="golden files: regen, unused, repack", allow_abbrev=False,
                                      description="Golden files (see README: Goldens).")
 
 
@@ -88,12 +101,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     unused.add_argument("records", nargs="+", metavar="RECORD", help="a shard's --golden-record file")
     unused.add_argument("--rootdir", metavar="DIR", default=".",
                         help="the checkout whose golden dir is judged (default: the current directory)")
+    repack_p = commands.add_parser(
+        "repack", help="rewrite goldens in the current (compressed) layout, arrays and metadata unchanged",
+        allow_abbrev=False, description=REPACK_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    repack_p.add_argument("dir", nargs="?", default="golden", metavar="DIR",
+                          help="the golden dir (default: ./golden)")
 
 
 def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
     if args.golden_command == "unused":
         return unused_goldens(args.records, rootdir=args.rootdir)
+    if args.golden_command == "repack":
+        return repack_goldens(args.dir)
     return regen_goldens(args.pytest_args, failed_only=args.failed, changes=args.changes)
 
 
@@ -107,6 +127,35 @@ def unused_goldens(records: Sequence[str], *, rootdir: str = ".") -> int:
     verdict = judge(loaded, rootdir)
     print(verdict.message(), flush=True)
     return verdict.exit_code
+
+
+def repack_goldens(directory: str | os.PathLike[str]) -> int:
+    """``golden repack``: every ``*.npz`` under ``directory``, one line per file that changed or failed, then
+    the totals; returns the exit status."""
+    from harness.golden.files import GoldenError, repack  # torch: only for this command
+
+    root = Path(directory)
+    if not root.is_dir() or root.is_symlink():
+        print(f"golden repack: {root} is not a directory (expected the golden dir)", file=sys.stderr)
+        return 2
+    done: dict[str, int] = {"repacked": 0, "unchanged": 0}
+    before = after = 0
+    refused: list[str] = []
+    for path in sorted(root.rglob("*.npz")):
+        rel = path.relative_to(root).as_posix()
+        try:
+            r = repack(path, root=root)
+        except GoldenError as e:
+            refused.append(rel)
+            print(f"  refused    {rel}: {e}", flush=True)
+            continue
+        done[r.action] += 1
+        before, after = before + r.old_size, after + r.new_size
+        if r.action == "repacked":
+            print(f"  repacked   {rel}  {r.old_size:,} -> {r.new_size:,} bytes", flush=True)
+    print(f"golden repack: {sum(done.values()) + len(refused)} files, {done['repacked']} repacked, "
+          f"{done['unchanged']} unchanged, {len(refused)} refused; {before:,} -> {after:,} bytes", flush=True)
+    return 1 if refused else 0
 
 
 def _summary(data: dict[str, Any]) -> list[str]:

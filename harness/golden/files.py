@@ -10,10 +10,16 @@ never blocks a run (:class:`GoldenPathError`, in every mode).
 File layout: ``<golden_dir>/<module stem>/<test name>/<param id or "_">/<name>.npz``; ``test name`` has no
 parameters (``Class.method`` inside a class). The file is a plain ``.npz`` (``np.load(...,
 allow_pickle=False)`` reads it) with two members: ``tensor`` (the values; bf16 as its uint16 bits, FP8 as
-uint8 codes) and ``meta`` (UTF-8 JSON as a uint8 array). The zip is written by hand, stored
-(uncompressed) with fixed dates and attributes, so the same tensor gives the same bytes on any machine.
-The loader trusts nothing in the file: each metadata field's type, the dtype/storage/format agreement and
-the array's shape are checked, and any problem is a :class:`GoldenFormatError` naming the file.
+uint8 codes) and ``meta`` (UTF-8 JSON as a uint8 array). The zip is written by hand, each member
+deflated at one fixed level (:data:`COMPRESS_LEVEL`) with fixed dates and attributes, so the same tensor gives
+the same bytes wherever the same zlib runs (the repository's goldens have a size budget; stored goldens
+took 13 MB, deflated 6 MB). The reader takes stored (the layout before 2026-12-04) and deflated members.
+The loader trusts nothing in the file: the compression method, each member's declared size (which must be
+exactly what its npy header and shape need, checked before anything is inflated, so a small file cannot
+make a run inflate gigabytes), each metadata field's type, the dtype/storage/format agreement and the
+array's shape are checked, and any problem is a :class:`GoldenFormatError` naming the file.
+:func:`repack` re-encodes a golden in the current layout and proves the decoded arrays and metadata
+unchanged before replacing it (``python -m harness golden repack``).
 Metadata (JSON, sorted keys, no timestamps): format_version, name, test (module/test/param/nodeid), op,
 dtype_case, dtype, fmt, storage, shape, seed, arch, device, torch/triton/numpy/harness versions. Float
 goldens never hold NaN (refused at write, since NaN never compares equal).
@@ -29,6 +35,7 @@ import re
 import stat
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,19 +48,23 @@ from harness.dtypes import FLOAT_DTYPES, short_name
 from harness.fp8 import FORMAT_OF_DTYPE, get_format
 
 __all__ = [
+    "COMPRESS_LEVEL",
     "FORMAT_VERSION",
     "GoldenError",
     "GoldenFormatError",
     "GoldenMissingError",
     "GoldenPathError",
+    "Repacked",
     "Stored",
     "dtype_name",
+    "decode_golden",
     "encode_golden",
     "inside",
     "item_dir_parts",
     "param_component",
     "read_golden",
     "read_stored",
+    "repack",
     "rel_path",
     "sanitize_component",
     "split_test_ref",
@@ -68,6 +79,9 @@ FORMAT_VERSION = 1
 _TENSOR_MEMBER = "tensor.npy"
 _META_MEMBER = "meta.npy"
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date zip can store: no timestamps in goldens
+#: zlib level of every member. Fixed, because the level changes the bytes; 9 because goldens are written
+#: rarely and read often, and inflating costs the same at any level.
+COMPRESS_LEVEL = 9
 _REQUIRED_META = ("format_version", "name", "dtype", "storage", "shape", "arch", "harness_version")
 
 
@@ -361,7 +375,8 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
 
 
 def encode_golden(stored: Stored, meta: dict[str, Any]) -> bytes:
-    """The file's bytes. Deterministic: stored zip entries, fixed date and attributes, sorted JSON."""
+    """The file's bytes. Deterministic: deflated members at :data:`COMPRESS_LEVEL`, fixed date and
+    attributes, sorted JSON."""
     if stored.kind == "float":
         n_nan = int(torch.isnan(stored.tensor).sum())
         if n_nan:
@@ -374,27 +389,26 @@ def encode_golden(stored: Stored, meta: dict[str, Any]) -> bytes:
     meta.update(format_version=FORMAT_VERSION, dtype=dtype_name(stored.tensor.dtype), fmt=stored.fmt,
                 storage=arr.dtype.str, shape=list(arr.shape))
     meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return _zip_members(((_TENSOR_MEMBER, _npy_bytes(arr)),
+                         (_META_MEMBER, _npy_bytes(np.frombuffer(meta_bytes, dtype=np.uint8)))))
+
+
+def _zip_members(members: Any) -> bytes:
+    """A zip of ``(name, payload)`` members in the golden layout: deflated at the fixed level, fixed date,
+    mode 0644, no zip64 (a golden is far below 4 GiB)."""
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED, allowZip64=False) as zf:
-        for member, data in ((_TENSOR_MEMBER, _npy_bytes(arr)),
-                             (_META_MEMBER, _npy_bytes(np.frombuffer(meta_bytes, dtype=np.uint8)))):
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=False) as zf:
+        for member, data in members:
             info = zipfile.ZipInfo(member, date_time=_ZIP_DATE)
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3
             info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
+            zf.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL)
     return buf.getvalue()
 
 
-def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any], *,
-                 root: str | os.PathLike[str] | None = None) -> bytes:
-    """Atomically replace ``path`` (temp file in the same dir, then ``os.replace``): readers and parallel
-    runs see the old file or the new one, never half of one. With ``root`` (the golden dir) the path must
-    stay inside it with no symlink on the way; whatever stands at ``path`` must be a regular file."""
-    data = encode_golden(stored, meta)
-    p = _walk(Path(root) if root is not None else None, Path(path), create=True)
-    assert p is not None
-    _check_file(p)
+def _replace_file(p: Path, data: bytes) -> None:
+    """Atomically put ``data`` at ``p`` (temp file in the same dir, fsync, then ``os.replace``)."""
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -409,14 +423,88 @@ def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, A
         except FileNotFoundError:
             pass
         raise
+
+
+def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, Any], *,
+                 root: str | os.PathLike[str] | None = None) -> bytes:
+    """Atomically replace ``path`` (temp file in the same dir, then ``os.replace``): readers and parallel
+    runs see the old file or the new one, never half of one. With ``root`` (the golden dir) the path must
+    stay inside it with no symlink on the way; whatever stands at ``path`` must be a regular file."""
+    data = encode_golden(stored, meta)
+    p = _walk(Path(root) if root is not None else None, Path(path), create=True)
+    assert p is not None
+    _check_file(p)
+    _replace_file(p, data)
     return data
 
 
 _MAX_META_BYTES = 1 << 20  # metadata is a few hundred bytes; anything near this is not a golden's
 
 
+#: The most an npy header may take (numpy's own reader refuses headers past 10,000 bytes by default).
+_MAX_NPY_HEADER = 1 << 16
+#: Deflate's largest expansion: one 258-byte match per 2 bits at best, about 1032:1 (RFC 1951's length
+#: codes). A member declaring more than this many bytes per compressed byte cannot be honest.
+_MAX_DEFLATE_RATIO = 1032
+_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+
+
+def _npy_prefix(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[bytes, int]:
+    """(the npy header bytes, the member's size as that header's shape and dtype need it). Reads only the
+    header: the body is inflated only once its declared size has been checked against this."""
+    with zf.open(info) as f:
+        head = f.read(10)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY":
+            raise ValueError(f"member {info.filename} is not an npy array")
+        major = head[6]
+        if major == 1:
+            hlen, fixed = int.from_bytes(head[8:10], "little"), 10
+        elif major in (2, 3):
+            head += f.read(2)
+            hlen, fixed = int.from_bytes(head[8:12], "little"), 12
+        else:
+            raise ValueError(f"member {info.filename} has npy version {major}, expected 1, 2 or 3")
+        if hlen > _MAX_NPY_HEADER:
+            raise ValueError(f"member {info.filename} declares a {hlen}-byte npy header, more than "
+                             f"{_MAX_NPY_HEADER}")
+        prefix = head + f.read(hlen)
+    if len(prefix) != fixed + hlen:
+        raise ValueError(f"member {info.filename} ends inside its npy header")
+    fp = io.BytesIO(prefix)
+    version = np.lib.format.read_magic(fp)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(fp)
+    if dtype.hasobject:
+        raise ValueError(f"member {info.filename} holds Python objects; goldens hold numbers only")
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return prefix, len(prefix) + count * dtype.itemsize
+
+
 def _read_array(zf: zipfile.ZipFile, member: str) -> np.ndarray:
-    return np.lib.format.read_array(io.BytesIO(zf.read(member)), allow_pickle=False)
+    """One npy member, size-guarded: only stored or deflated; the declared uncompressed size must be the one
+    its npy header implies, and within what its compressed size can honestly inflate to; only then is it
+    read (zipfile then stops at the declared size and checks the CRC)."""
+    info = zf.getinfo(member)
+    if info.compress_type not in _METHODS:
+        raise ValueError(f"member {member} uses zip compression method {info.compress_type}, expected stored (0) "
+                         f"or deflated (8)")
+    if info.flag_bits & 0x1:
+        raise ValueError(f"member {member} is encrypted")
+    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+        raise ValueError(f"stored member {member} declares {info.file_size} bytes but holds {info.compress_size}")
+    if info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 64:
+        raise ValueError(f"member {member} declares {info.file_size} bytes from {info.compress_size} compressed "
+                         f"bytes, past deflate's 1032:1 limit (a zip bomb, or a corrupt size)")
+    _, expected = _npy_prefix(zf, info)
+    if info.file_size != expected:
+        raise ValueError(f"member {member} declares {info.file_size} uncompressed bytes, but its npy header "
+                         f"needs {expected}")
+    data = zf.read(info)
+    if len(data) != expected:
+        raise ValueError(f"member {member} inflates to {len(data)} bytes, expected {expected}")
+    return np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
 
 
 # dtype -> how its array is stored (little-endian); the only dtypes a golden holds
@@ -516,8 +604,11 @@ def read_golden(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | 
     checked = _walk(Path(root) if root is not None else None, Path(path), create=False)
     if checked is None:
         raise GoldenMissingError(f"golden file not found: {Path(path)}")
-    p = Path(path)
-    data = _read_regular(checked)
+    return decode_golden(_read_regular(checked), Path(path))
+
+
+def _members(data: bytes, p: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(meta array, tensor array) of a golden's bytes, every member size-guarded; GoldenFormatError else."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = sorted(zf.namelist())
@@ -526,14 +617,16 @@ def read_golden(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | 
             size = zf.getinfo(_META_MEMBER).file_size
             if size > _MAX_META_BYTES:
                 raise ValueError(f"metadata member is {size} bytes, more than {_MAX_META_BYTES}")
-            bad = zf.testzip()
-            if bad is not None:
-                raise ValueError(f"CRC check failed for member {bad}")
-            meta_arr = _read_array(zf, _META_MEMBER)
-            arr = _read_array(zf, _TENSOR_MEMBER)
-    except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError) as e:
+            return _read_array(zf, _META_MEMBER), _read_array(zf, _TENSOR_MEMBER)
+    except (zipfile.BadZipFile, zlib.error, ValueError, EOFError, OSError, KeyError, SyntaxError) as e:
         raise GoldenFormatError(f"golden file {p} is truncated or corrupt ({type(e).__name__}: {e})") \
             from None
+
+
+def decode_golden(data: bytes, path: str | os.PathLike[str] = "<bytes>") -> tuple[torch.Tensor, dict[str, Any]]:
+    """:func:`read_golden` on a file's bytes (``path`` only names it in errors)."""
+    p = Path(path)
+    meta_arr, arr = _members(data, p)
     try:
         if meta_arr.dtype != np.uint8 or meta_arr.ndim != 1:
             raise ValueError("meta member is not a 1-d uint8 array")
@@ -572,3 +665,58 @@ def read_stored(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | 
     if meta.get("fmt"):
         return Stored(t, "fp8", meta["fmt"]), meta
     return Stored(t, "float" if t.dtype in FLOAT_DTYPES.values() else "int", None), meta
+
+
+@dataclass(frozen=True)
+class Repacked:
+    """What :func:`repack` did to one file: ``action`` is ``"repacked"`` or ``"unchanged"`` (already in the
+    current layout, not rewritten); sizes in bytes."""
+
+    path: Path
+    action: str
+    old_size: int
+    new_size: int
+
+
+def _same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> str | None:
+    """None when two decoded member pairs (meta, tensor) hold the same metadata and the same array bits,
+    else what differs."""
+    if json.loads(a[0].tobytes()) != json.loads(b[0].tobytes()):
+        return "the metadata"
+    x, y = a[1], b[1]
+    if x.dtype.str != y.dtype.str or x.shape != y.shape:
+        return f"the array's type ({x.dtype.str}{list(x.shape)} became {y.dtype.str}{list(y.shape)})"
+    if x.tobytes() != y.tobytes():
+        bits = [np.ascontiguousarray(v).reshape(-1).view(np.uint8).reshape(v.size, v.dtype.itemsize) for v in (x, y)]
+        return f"{int((bits[0] != bits[1]).any(axis=1).sum())} of {x.size} array elements"
+    return None
+
+
+def repack(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> Repacked:
+    """Re-encode one golden in the current layout (deflated members), without changing an array bit or a
+    metadata field: the file is read and validated as a run reads it, re-encoded, and the new bytes decoded
+    again; only when their metadata and array bits equal the old file's is the file replaced (atomically).
+    A file that cannot be read, re-encoded or verified is left as it is: :class:`GoldenError` says why."""
+    checked = _walk(Path(root) if root is not None else None, Path(path), create=False)
+    if checked is None:
+        raise GoldenMissingError(f"golden file not found: {Path(path)}")
+    old = _read_regular(checked)
+    t, meta = decode_golden(old, checked)
+    stored = Stored(t, "fp8", meta["fmt"]) if meta.get("fmt") else \
+        Stored(t, "float" if t.dtype in FLOAT_DTYPES.values() else "int", None)
+    try:
+        new = encode_golden(stored, meta)
+    except GoldenError as e:
+        raise GoldenError(f"golden file {checked} not repacked: it cannot be re-encoded ({e})") from None
+    if new == old:
+        return Repacked(checked, "unchanged", len(old), len(new))
+    try:
+        decode_golden(new, checked)
+        differs = _same(_members(old, checked), _members(new, checked))
+    except GoldenFormatError as e:
+        differs = f"the new bytes do not read back ({e})"
+    if differs is not None:
+        raise GoldenError(f"golden file {checked} not repacked: re-encoding it would change {differs}; it is left "
+                          f"as it is (re-capture it with the regen command if it is stale)")
+    _replace_file(checked, new)
+    return Repacked(checked, "repacked", len(old), len(new))
