@@ -7,6 +7,10 @@ FP8 path, bf16 × bf16 otherwise, fp32 accumulate), applies ReLU and sums over h
 
 ``tl.dot`` needs every tile dim >= 16 (32 for fp8 K on Hopper), so heads and head_dim are zero-padded
 through load masks; a zero head contributes ``relu(0) = 0``.
+
+The operands are the same on every lane. On the Triton interpreter a bf16 ``tl.dot`` is right only with
+the harness's ``tl.dot`` shim (``harness.interp.dots``, on by default in its pytest plugin): the
+interpreter's own ``tl.dot`` multiplies the raw bf16 bit patterns.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._interpreter import runs_on_interpreter
 from kernels.qsa import _checks
 from kernels.qsa.cache import IndexerKVCache
 
@@ -54,8 +57,7 @@ TILES: dict[torch.dtype, LogitsTile] = {
 
 
 @triton.jit
-def _gather_keys(kv_ptr, bt_row, cols, valid, d, d_ok, stride_kvb, stride_kvp, PAGE: tl.constexpr,
-                 UPCAST: tl.constexpr):
+def _gather_keys(kv_ptr, bt_row, cols, valid, d, d_ok, stride_kvb, stride_kvp, PAGE: tl.constexpr):
     # The [BLOCK_N, D_PAD] key tile of columns ``cols`` of page-table row ``bt_row`` (masked loads touch no
     # memory where ``valid`` is False).
     blk = tl.load(bt_row + cols // PAGE, mask=valid, other=0).to(tl.int64)
@@ -64,17 +66,13 @@ def _gather_keys(kv_ptr, bt_row, cols, valid, d, d_ok, stride_kvb, stride_kvp, P
         mask=valid[:, None] & d_ok[None, :],
         other=0.0,
     )
-    if UPCAST:  # interpreter only, see _interpreter_upcast
-        k = k.to(tl.float32)
     return k
 
 
 @triton.jit
-def _relu_head_sum(k, q_row, h, d, d_ok, H, stride_qh, UPCAST: tl.constexpr):
+def _relu_head_sum(k, q_row, h, d, d_ok, H, stride_qh):
     # Σ_h relu(k · q_h) for every column of the key tile: one [BLOCK_N, D] x [D, H] MMA, fp32 accumulation.
     q = tl.load(q_row + h[:, None] * stride_qh + d[None, :], mask=(h[:, None] < H) & d_ok[None, :], other=0.0)
-    if UPCAST:
-        q = q.to(tl.float32)
     s = tl.dot(k, tl.trans(q), out_dtype=tl.float32)
     return tl.sum(tl.maximum(s, 0.0), axis=1)
 
@@ -100,7 +98,6 @@ def _paged_logits_kernel(
     D_PAD: tl.constexpr,
     PAGE: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    UPCAST: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     start = tl.program_id(1) * BLOCK_N
@@ -113,9 +110,8 @@ def _paged_logits_kernel(
         h = tl.arange(0, H_PAD)
         d = tl.arange(0, D_PAD)
         d_ok = d < D
-        k = _gather_keys(kv_ptr, bt_ptr + req * stride_btb, cols, valid, d, d_ok, stride_kvb, stride_kvp, PAGE,
-                         UPCAST)
-        acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh, UPCAST)
+        k = _gather_keys(kv_ptr, bt_ptr + req * stride_btb, cols, valid, d, d_ok, stride_kvb, stride_kvp, PAGE)
+        acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh)
     out = tl.where(valid, acc, float("-inf"))
     tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
@@ -140,7 +136,6 @@ def _decode_logits_kernel(
     D_PAD: tl.constexpr,
     PAGE: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    UPCAST: tl.constexpr,
     L: tl.constexpr,
 ):
     # One program: request b's BLOCK_N columns against all L (MTP) rows of b. The key tile is gathered once
@@ -156,27 +151,15 @@ def _decode_logits_kernel(
     d = tl.arange(0, D_PAD)
     d_ok = d < D
     kvalid = cols < vmax  # all False past the widest row: the masked loads touch no memory
-    k = _gather_keys(kv_ptr, bt_ptr + b * stride_btb, cols, kvalid, d, d_ok, stride_kvb, stride_kvp, PAGE, UPCAST)
+    k = _gather_keys(kv_ptr, bt_ptr + b * stride_btb, cols, kvalid, d, d_ok, stride_kvb, stride_kvp, PAGE)
     for j in tl.static_range(L):
         r = b * L + j
         vis = tl.load(vis_ptr + r)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         if start < vis:
-            acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh, UPCAST)
+            acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh)
         out = tl.where(cols < vis, acc, float("-inf"))
         tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
-
-
-def _interpreter_upcast(kernel: object, dtype: torch.dtype) -> bool:
-    """Whether to upcast the dot operands to fp32: only for bf16 when ``kernel`` runs on the interpreter.
-
-    The interpreter (triton 3.9) stores bf16 as uint16 and its ``tl.dot`` multiplies those raw bit
-    patterns (no bf16 → fp32 conversion), so a bf16 dot is garbage there. Its fp8 dot converts to fp16
-    first (exact for e4m3) and is right, so the FP8 path keeps fp8 × fp8 operands on every lane. On a GPU
-    nothing is upcast. fp32 math on bf16-exact inputs equals the bf16 MMA with fp32 accumulation up to
-    summation order.
-    """
-    return dtype == torch.bfloat16 and runs_on_interpreter(kernel)
 
 
 def _check_rows(
@@ -220,7 +203,7 @@ def _out(out: object, rows: int, n_cols: int, device: torch.device) -> torch.Ten
     return _checks.writable("out", out)
 
 
-def _launch_args(kernel: object, cache: IndexerKVCache, q: torch.Tensor, tile: object) -> tuple[LogitsTile, dict]:
+def _launch_args(cache: IndexerKVCache, q: torch.Tensor, tile: object) -> tuple[LogitsTile, dict]:
     tile = TILES[cache.dtype] if tile is None else tile
     if not isinstance(tile, LogitsTile):
         raise TypeError(f"tile must be a LogitsTile or None, got {type(tile).__name__}")
@@ -231,7 +214,6 @@ def _launch_args(kernel: object, cache: IndexerKVCache, q: torch.Tensor, tile: o
         D_PAD=max(min_dim, triton.next_power_of_2(d)),
         PAGE=cache.page_size,
         BLOCK_N=tile.block_n,
-        UPCAST=_interpreter_upcast(kernel, cache.dtype),
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,
     )
@@ -266,7 +248,7 @@ def paged_logits(
             "be dropped"
         )
     out = _out(out, rows, n_cols, cache.device)
-    tile, launch = _launch_args(_paged_logits_kernel, cache, q, tile)
+    tile, launch = _launch_args(cache, q, tile)
     if rows == 0 or n_cols == 0:
         return out
     if q.stride(2) != 1:
@@ -313,7 +295,7 @@ def decode_logits(
     """
     rows = q.shape[0]
     out = _out(out, rows, n_cols, cache.device)
-    tile, launch = _launch_args(_decode_logits_kernel, cache, q, tile)
+    tile, launch = _launch_args(cache, q, tile)
     if rows == 0 or n_cols == 0:
         return out
     if q.stride(2) != 1:
