@@ -9,6 +9,11 @@ sections of the session: ``compile_stats`` (compile counters, summed over xdist 
 with capture on, the capture report, also the key of that name in ``--harness-report``). The logic lives in
 the sibling modules; every failure text in :mod:`harness.compile.message`.
 
+On the GPU lane a third section, ``triton_compiles``, counts the run's Triton compiles and its reads from
+Triton's on-disk cache (one summary line), and with ``--harness-record-launches=PATH`` writes the launch
+manifest a warm start compiles ahead of the next run (:mod:`harness.compile.warm`,
+``python -m harness compile --warm PATH``).
+
 Which targets a test gets: the marker's targets if it has ``@pytest.mark.compile_targets(...)``, else
 :data:`harness.compile.targets.DEFAULT_TARGETS`. ``--harness-targets=sm80,sm90`` replaces the default list and,
 for a marked test, narrows the marker's list to the targets in both (a test marked for sm90 only is never
@@ -18,6 +23,7 @@ is missing here are skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -42,6 +48,7 @@ from harness.compile.message import (
 )
 from harness.compile.personality import device_personality, same_answers
 from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available
+from harness.compile.warm import Listener, install_listener, write_manifest
 from harness.plugin import session_of
 
 _MARKER = (
@@ -88,6 +95,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "first (default) runs the first config, each runs every config in turn (for kernels that overwrite "
              "their output); launch capture compiles every config either way",
     )
+    group.addoption(
+        "--harness-record-launches", dest="harness_record_launches", metavar="PATH", default=None,
+        help="GPU lane: write every kernel specialization Triton compiled (or read from its cache) in this run to "
+             "PATH, the manifest `python -m harness compile --warm PATH` compiles ahead of the next run",
+    )
     parser.addini(_INI, type="bool", default=False,
                   help="compile every interpreted kernel launch for the compile-matrix targets (see "
                        "--harness-compile-launches)")
@@ -104,6 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if interpreting():
         session_of(config).on_close(autotune.install(config.getoption("harness_autotune", default="first")))
     _configure_capture(config)
+    _configure_warm(config)
 
 
 def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
@@ -203,6 +216,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     capture = _launches(config).active
     if capture is not None:
         capture.terminal_summary(terminalreporter)
+    warm_ = s.sections.get(WARM_SECTION)
+    if isinstance(warm_, _Warm):
+        for line in warm_.summary_lines():
+            terminalreporter.write_line(line)
     total = s.sections["compile_stats"].total()
     if not total.get("compiles") and not total.get("hits"):
         return
@@ -417,3 +434,93 @@ def _configure_capture(config: pytest.Config) -> None:
                                     f"({','.join(names)})")
     section.active = _Capture(config, section, names, widen)
     config.pluginmanager.register(section.active, "harness-launch-capture")
+
+
+# --- the GPU lane's compiles, and the manifest of a warm start ---------------------------------------------
+
+#: The section (and ``--harness-report`` key) of the GPU lane's Triton compile counts.
+WARM_SECTION = "triton_compiles"
+
+
+class _Warm:
+    """The ``triton_compiles`` section (GPU lane): the Triton compiles this run made and those it read from
+    Triton's on-disk cache, summed over xdist workers (what a warm start saves shows here), and with
+    ``--harness-record-launches`` the launches to write as the manifest of :mod:`harness.compile.warm`."""
+
+    def __init__(self, listener: Listener, path: str | None) -> None:
+        self.listener = listener
+        self.path = path
+        self.totals: dict[str, float] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.not_recorded: dict[str, str] = {}
+        self.written: int | None = None
+
+    def to_worker(self) -> dict[str, Any]:
+        return {"counts": self.listener.counts(), "entries": list(self.listener.entries.values()),
+                "not_recorded": dict(self.listener.not_recorded)}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        _merge(self.totals, data["counts"])
+        for e in data["entries"]:
+            self.entries.setdefault(json.dumps(e, sort_keys=True), e)
+        self.not_recorded.update(data["not_recorded"])
+
+    def counts(self) -> dict[str, float]:
+        out = dict(self.totals)
+        _merge(out, self.listener.counts())
+        return out
+
+    def report(self) -> dict[str, Any]:
+        return {**self.counts(), **({"recorded": self.written, "manifest": self.path} if self.path else {})}
+
+    def finish(self) -> None:
+        """Controller: write the manifest (the workers' launches and this process's own)."""
+        if self.path:
+            for e in self.listener.entries.values():
+                self.entries.setdefault(json.dumps(e, sort_keys=True), e)
+            self.not_recorded.update(self.listener.not_recorded)
+            self.written = write_manifest(self.path, self.entries.values())
+
+    def summary_lines(self) -> list[str]:
+        c = self.counts()
+        if not c.get("compiled") and not c.get("cached") and not self.path:
+            return []
+        lines = [f"harness: Triton compiled {int(c.get('compiled', 0))} kernels in this run "
+                 f"({c.get('seconds', 0.0):.1f}s, slowest {c.get('slowest', 0.0):.2f}s) and read "
+                 f"{int(c.get('cached', 0))} from its on-disk cache"]
+        if self.written is not None:
+            lines.append(f"harness: recorded {self.written} kernel specializations to {self.path} "
+                         f"(python -m harness compile --warm {self.path} compiles them before a run)")
+        for name, why in sorted(self.not_recorded.items()):
+            lines.append(f"not recorded: {name}: {why}")
+        return lines
+
+
+def _configure_warm(config: pytest.Config) -> None:
+    path = config.getoption("harness_record_launches", default=None)
+    if interpreting():
+        if path:
+            raise pytest.UsageError("--harness-record-launches records the kernels a GPU compiles; the interpreter "
+                                    "lane compiles none (run it with --harness-lane=gpu)")
+        return
+    listener = Listener(record=bool(path), rootdir=config.rootpath)
+    try:
+        undo = install_listener(listener)
+    except RuntimeError as e:
+        if path:
+            raise pytest.UsageError(f"--harness-record-launches: {e}") from None
+        return
+    s = session_of(config)
+    s.on_close(undo)
+    s.add_section(WARM_SECTION, _Warm(listener, path))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return
+    try:
+        section = session_of(session.config).sections.get(WARM_SECTION)
+    except KeyError:  # the session never opened (a usage error before configure)
+        return
+    if isinstance(section, _Warm):
+        section.finish()

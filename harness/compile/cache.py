@@ -7,7 +7,7 @@ compiling is the slow part of the CPU lane. Compile errors are cached results, n
 keeps outcomes on disk across processes on top of this one: :mod:`harness.compile.disk_cache`.)
 
 Public API: :class:`Compiled`, :func:`compile_memoized`, :func:`stats`, :func:`clear_cache`,
-:class:`E5m2Latch`.
+:class:`E5m2Latch`, :func:`latch_e5m2`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from harness.compile.targets import Target, parse_target, target_supported
 from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
 
-__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_memoized", "stats"]
+__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_memoized", "latch_e5m2", "stats"]
 
 
 @dataclass(frozen=True)
@@ -187,20 +187,9 @@ class E5m2Latch:
         if self.applied or first.backend != "cuda":
             return
         self.applied = True
-        if triton_at_least(3, 7):
-            return
-        import triton  # only after a compile was asked for
-        from triton.compiler import ASTSource
-
-        latch = self.target()
-        if latch is None or not target_supported(latch)[0]:  # pragma: no cover
-            return
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
-                               target=latch.gpu_target())
-        except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
-            pass
+        latch = self.target() if not triton_at_least(3, 7) else None
+        if latch is not None:
+            latch_e5m2(latch)
 
     @staticmethod
     def target() -> Target | None:
@@ -220,6 +209,24 @@ class E5m2Latch:
 
 
 _E5M2_LATCH = E5m2Latch()
+
+
+def latch_e5m2(target: Target) -> None:
+    """On Triton < 3.7, fix this process's fp16/fp32 → e5m2 lowering to ``target``'s by compiling one e5m2
+    cast for it (a no-op on a later Triton, a ROCm target or one this Triton cannot compile for). Why public:
+    ``harness.compile.warm`` fills Triton's cache for the GPU lane, and that cache's key does not hold the
+    latched lowering, so a warming process must latch the GPU's own target before its first compile."""
+    if triton_at_least(3, 7) or target.backend != "cuda" or not target_supported(target)[0]:
+        return
+    import triton  # only after a compile was asked for
+    from triton.compiler import ASTSource
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            triton.compile(ASTSource(_e5m2_latch_kernel(), {"x": "*fp32", "y": "*u8"}, {}),
+                           target=target.gpu_target())
+    except Exception:  # pragma: no cover - the workaround is best effort; the real compile reports itself
+        pass
 
 
 @functools.cache

@@ -1,4 +1,5 @@
-"""``python -m harness compile MODULE_OR_FILE::KERNEL --sig x_ptr=*fp16,n=i32 --const BLOCK=128``.
+"""``python -m harness compile MODULE_OR_FILE::KERNEL --sig x_ptr=*fp16,n=i32 --const BLOCK=128``, and
+``python -m harness compile --warm MANIFEST [--jobs N]`` (the GPU lane's warm start, :mod:`harness.compile.warm`).
 
 For repos whose kernels have no interpreter tests: compile one kernel signature (and, unless ``--no-widen``, its
 fp16/bf16/fp32 variants) for the compile-matrix targets and print the kernel × target matrix with each
@@ -13,6 +14,7 @@ import argparse
 import ast
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,14 +52,25 @@ PARSER_KWARGS: dict[str, Any] = dict(
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kernel", metavar="MODULE_OR_FILE::KERNEL", help="e.g. pkg.mod::my_kernel or path/to/mod.py::k")
-    p.add_argument("--sig", required=True, action="append", metavar="NAME=TYPE,...",
-                   help="runtime argument types (repeatable or comma-separated)")
+    p.add_argument("kernel", metavar="MODULE_OR_FILE::KERNEL", nargs="?",
+                   help="e.g. pkg.mod::my_kernel or path/to/mod.py::k (not with --warm)")
+    p.add_argument("--sig", action="append", metavar="NAME=TYPE,...",
+                   help="runtime argument types (repeatable or comma-separated); required with a kernel")
     p.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a constexpr value")
     p.add_argument("--targets", default=None, metavar="T1,T2", help="default: sm75,sm80,sm86,sm89,sm90,sm100,sm120")
     p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
     p.add_argument("--num-warps", type=int, default=None)
     p.add_argument("--num-stages", type=int, default=None)
+    warm = p.add_argument_group("warm start of a GPU run (instead of a kernel)")
+    warm.add_argument("--warm", metavar="MANIFEST", default=None,
+                      help="compile every kernel specialization a GPU run recorded (--harness-record-launches) "
+                           "into Triton's on-disk cache, in parallel processes that never touch the GPU")
+    warm.add_argument("--jobs", type=int, default=None, metavar="N",
+                      help="with --warm: compiling processes (default: the CPU count)")
+    warm.add_argument("--warm-target", default=None, metavar="T",
+                      help="with --warm: the target to compile for (default: the manifest's, e.g. sm90)")
+    warm.add_argument("--missing-ok", action="store_true",
+                      help="with --warm: a missing manifest is not an error (say so, exit 0)")
 
 
 class UsageError(Exception):
@@ -162,9 +175,48 @@ def _defaults(fn: Any, consts: dict[str, Any], configs: list[Any]) -> dict[str, 
     return out
 
 
+def run_warm(args: argparse.Namespace) -> int:
+    """``--warm MANIFEST``: :func:`harness.compile.warm.warm`, one summary line, then each entry not compiled
+    with why. Exit 0 (an entry the compiler refuses fails in the GPU run that launches it, as without a
+    warm start), 2 for a usage error."""
+    from harness.compile.warm import read_manifest, warm
+
+    given = [flag for flag, v in (("a kernel", args.kernel), ("--sig", args.sig), ("--const", args.const),
+                                  ("--targets", args.targets), ("--num-warps", args.num_warps),
+                                  ("--num-stages", args.num_stages)) if v]
+    try:
+        if given:
+            raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
+        if args.jobs is not None and args.jobs < 1:
+            raise UsageError(f"--jobs: expected a positive number of processes, got {args.jobs}")
+        if args.missing_ok and not Path(args.warm).exists():
+            print(f"harness compile --warm: no manifest {args.warm}; nothing warmed (the GPU run compiles as it "
+                  f"launches)")
+            return 0
+        header, entries = read_manifest(args.warm)
+        target = args.warm_target or header.get("target")
+        if not target:
+            raise UsageError(f"{args.warm}: the manifest names no target; give --warm-target (e.g. sm90)")
+        jobs = args.jobs or os.cpu_count() or 1
+        result = warm(entries, target=target, jobs=jobs, rootdir=Path.cwd())
+    except (UsageError, ValueError, TypeError) as e:
+        print(f"harness compile: {e}", file=sys.stderr)
+        return 2
+    from triton import knobs  # loaded by warm() already
+
+    print(result.summary(args.warm, str(knobs.cache.dir)))
+    for outcome, kernel, why in result.details:
+        print(f"  {outcome}: {kernel}: {why}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
+    if args.warm is not None:
+        return run_warm(args)
     try:
+        if args.kernel is None or not args.sig:
+            raise UsageError("expected MODULE_OR_FILE::KERNEL and --sig NAME=TYPE,... (or --warm MANIFEST)")
         obj = _load_kernel(args.kernel)
         sig = dict(_pairs(args.sig, "--sig"))
         consts = {k: _const_value(k, v) for k, v in _pairs(args.const, "--const")}

@@ -1,0 +1,219 @@
+"""The GPU lane's warm start (``harness.compile.warm``): a launch recorded from a compile is compiled again by
+``python -m harness compile --warm`` into Triton's cache, where the JIT's own specialization of the same call
+finds it. No GPU here: the "launch" is Triton's binder and ``_pack_args`` on CPU tensors, compiled for sm90 as
+``JITFunction._do_compile`` compiles it (the GPU's launch path, less the driver), each step in a process of
+its own with ``TRITON_INTERPRET=0``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.__main__ import main
+from harness.compile.warm import FORMAT, Listener, read_manifest, write_manifest
+
+pytestmark = pytest.mark.lane_independent  # compiles on the CPU only: the same on every lane
+
+ROOT = Path(__file__).resolve().parents[3]
+
+KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, s, BLOCK: tl.constexpr, OUT: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    tl.store(y_ptr + o, (tl.load(x_ptr + o, mask=m) * s).to(OUT), mask=m)
+'''
+
+# Triton's launch path without a driver: the binder JITFunction.run builds (create_function_from_signature),
+# _pack_args, then triton.compile(ASTSource(...), target, options.__dict__) as _do_compile calls it.
+LAUNCHER = '''
+import sys
+import torch
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.compiler.compiler import make_backend
+from triton.runtime.jit import create_function_from_signature
+
+from harness.compile.warm import Listener, install_listener, write_manifest
+import kmod
+
+
+def launch(fn, args, kwargs, target):
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, spec, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, options)
+    triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+
+
+listener = Listener(record=sys.argv[1] == "record")
+install_listener(listener)
+x, y = torch.zeros(1024), torch.zeros(1024, dtype=torch.bfloat16)
+sm90 = GPUTarget("cuda", 90, 32)
+launch(kmod.scale_kernel, (x, y, 1000, 2.0), dict(BLOCK=128, OUT=tl.bfloat16, num_warps=8), sm90)
+launch(kmod.scale_kernel, (x, y, 1024, 2.0), dict(BLOCK=256, OUT=tl.bfloat16), sm90)
+if sys.argv[1] == "record":
+    write_manifest(sys.argv[2], listener.entries.values())
+print("counts", listener.counts()["compiled"], listener.counts()["cached"])
+'''
+
+
+def _run(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(cwd), str(ROOT), os.environ.get("PYTHONPATH")]))}
+    p = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A project with one kernel, two launches of it recorded into ``launches.json``."""
+    d = tmp_path_factory.mktemp("warm")
+    (d / "kmod.py").write_text(KERNEL)
+    (d / "launch.py").write_text(LAUNCHER)
+    p = _run(["launch.py", "record", "launches.json"], d, d / "cache-record")
+    assert "counts 2 0" in p.stdout
+    return d
+
+
+def _counts(p: subprocess.CompletedProcess[str]) -> tuple[int, int]:
+    line = next(x for x in p.stdout.splitlines() if x.startswith("counts "))
+    compiled, cached = map(int, line.split()[1:])
+    return compiled, cached
+
+
+def test_the_manifest_holds_each_specialization_with_its_options(recorded):
+    header, entries = read_manifest(recorded / "launches.json")
+    assert header["format"] == FORMAT and header["target"] == "sm90"
+    assert len(entries) == 2
+    by_block = {dict((tuple(k), v) for k, v in e["constexprs"])[(4,)]: e for e in entries}
+    assert by_block[128]["options"] == {"num_warps": 8}  # only what differs from the backend's defaults
+    assert by_block[256]["options"] == {}
+    assert [k for k, _ in by_block[128]["signature"]] == ["x_ptr", "y_ptr", "n", "s", "BLOCK", "OUT"]
+    assert dict((tuple(k), v) for k, v in by_block[128]["constexprs"])[(5,)] == {"dtype": "bf16"}
+    # n=1000 is not a multiple of 16, n=1024 is: two specializations of the same constexprs but for BLOCK
+    attrs = {b: dict((tuple(k), v) for k, v in e["attrs"]) for b, e in by_block.items()}
+    assert attrs[256][(2,)] == [["tt.divisibility", 16]] and not attrs[128][(2,)]
+    assert all(e["module"] == "kmod" and e["qualname"] == "scale_kernel" and e["file"] for e in entries)
+
+
+def test_a_launch_after_the_warm_start_reads_the_cache(recorded, tmp_path):
+    cold = _run(["launch.py", "check"], recorded, tmp_path / "cold")
+    assert _counts(cold) == (2, 0)  # the check can tell: an empty cache compiles both
+    warm = tmp_path / "warm"
+    p = _run(["-m", "harness", "compile", "--warm", "launches.json", "--jobs", "2"], recorded, warm)
+    assert "2 launches from launches.json for sm90: 2 compiled, 0 already cached" in p.stdout
+    assert f"Triton cache {warm}" in p.stdout
+    assert _counts(_run(["launch.py", "check"], recorded, warm)) == (0, 2)
+    again = _run(["-m", "harness", "compile", "--warm", "launches.json", "--jobs", "1"], recorded, warm)
+    assert "0 compiled, 2 already cached" in again.stdout
+
+
+def test_entries_that_no_longer_fit_are_skipped_and_named(recorded, tmp_path):
+    _, entries = read_manifest(recorded / "launches.json")
+    gone = dict(entries[0], module="kmod_gone", file="kmod_gone.py")
+    renamed = dict(entries[1], signature=[["a_ptr" if k == "x_ptr" else k, v] for k, v in entries[1]["signature"]])
+    other = dict(entries[0], target="sm80")
+    write_manifest(recorded / "stale.json", [gone, renamed, other])
+    p = _run(["-m", "harness", "compile", "--warm", "stale.json", "--warm-target", "sm90", "--jobs", "2"],
+             recorded, tmp_path / "c")
+    assert "3 launches from stale.json for sm90: 0 compiled, 0 already cached, 2 skipped, 1 other target" in p.stdout
+    assert "skipped: kmod_gone.scale_kernel: ModuleNotFoundError: No module named 'kmod_gone'" in p.stdout
+    assert ("skipped: kmod.scale_kernel: ValueError: the manifest's arguments (a_ptr, y_ptr, n, s, BLOCK, OUT) "
+            "no longer match the kernel's (x_ptr, y_ptr, n, s, BLOCK, OUT)") in p.stdout
+
+
+def _bad(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "m.json"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("{", "not a launch manifest (expected JSON written by --harness-record-launches)"),
+        ('{"format": 0, "launches": []}', "manifest format 0, expected 1 (record it again)"),
+        ('{"format": 1, "launches": {}}', "'launches' must be a list of entries, got dict"),
+        ('{"format": 1, "launches": [{"module": "m"}]}', "launches[0] lacks qualname, file, target, signature"),
+    ],
+)
+def test_a_bad_manifest_is_refused_by_name(tmp_path, text, match):
+    path = _bad(tmp_path, text)
+    with pytest.raises(ValueError) as e:
+        read_manifest(path)
+    assert str(e.value).startswith(f"{path}: ") and match in str(e.value)
+
+
+def test_a_missing_manifest_names_how_to_record_one(tmp_path):
+    with pytest.raises(ValueError, match="no such manifest .*--harness-record-launches="):
+        read_manifest(tmp_path / "none.json")
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--warm", "{m}", "--sig", "x=*fp16"], "--warm compiles a manifest's launches: --sig cannot be given with it"),
+        (["k.py::k", "--warm", "{m}"], "a kernel cannot be given with it"),
+        (["--warm", "{m}", "--jobs", "0"], "--jobs: expected a positive number of processes, got 0"),
+        (["--warm", "{none}"], "no such manifest"),
+        (["--warm", "{m}", "--warm-target", "sm91"], "cannot compile for sm91"),
+        (["--warm", "{untargeted}"], "the manifest names no target; give --warm-target (e.g. sm90)"),
+        ([], "expected MODULE_OR_FILE::KERNEL and --sig NAME=TYPE,... (or --warm MANIFEST)"),
+    ],
+)
+def test_warm_usage_errors_exit_2(tmp_path, capsys, argv, match):
+    untargeted = tmp_path / "u.json"
+    write_manifest(untargeted, [])  # no launches: no target to take from them
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps({**json.loads(untargeted.read_text()), "target": "sm90"}))
+    names = {"m": str(m), "none": str(tmp_path / "none.json"), "untargeted": str(untargeted)}
+    rc = main(["compile", *[a.format(**names) for a in argv]])
+    assert rc == 2
+    assert match in capsys.readouterr().err
+
+
+def test_missing_ok_says_nothing_was_warmed(tmp_path, capsys):
+    rc = main(["compile", "--warm", str(tmp_path / "none.json"), "--missing-ok"])
+    assert rc == 0
+    assert "no manifest" in capsys.readouterr().out
+
+
+def test_a_kernel_defined_in_a_function_is_not_recorded():
+    fn = SimpleNamespace(__qualname__="test.<locals>.k", __module__="m")
+    src = SimpleNamespace(fn=SimpleNamespace(fn=fn), signature={}, constants={}, attrs={})
+    listener = Listener(record=True)
+    listener(src=src, metadata={"target": None}, times=None, cache_hit=False)
+    assert listener.counts()["compiled"] == 1 and not listener.entries
+    assert listener.not_recorded == {"test.<locals>.k": "test.<locals>.k is defined inside a function: nothing "
+                                                         "can import it"}
+
+
+def test_recording_is_refused_on_the_interpreter_lane(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    r = pytester.runpytest("-p", "no:cacheprovider", "--harness-lane=interp", "--harness-record-launches=m.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--harness-record-launches records the kernels a GPU compiles; the interpreter lane "
+                            "compiles none (run it with --harness-lane=gpu)*"])
+
+
+def test_manifest_is_one_launch_a_line(tmp_path):
+    e = {"module": "m", "qualname": "k", "file": "m.py", "target": "sm90", "signature": [["x", "*fp32"]],
+         "constexprs": [], "attrs": [], "options": {}}
+    assert write_manifest(tmp_path / "m.json", [e, dict(e), dict(e, qualname="k2")]) == 2
+    lines = (tmp_path / "m.json").read_text().splitlines()
+    assert sum(1 for x in lines if x.startswith('  {"module"')) == 2
+    assert read_manifest(tmp_path / "m.json")[1] == [e, dict(e, qualname="k2")]
