@@ -53,6 +53,7 @@ def test_fix_in_place():
 """
 
 
+@pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
 def test_importing_the_harness_patches_nothing_and_the_fix_is_explicit(tmp_path):
     test_file = tmp_path / "test_in_session.py"
     test_file.write_text(_SESSION_TEST)

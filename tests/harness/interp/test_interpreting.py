@@ -110,6 +110,7 @@ print(type(cache._norm_cast_kernel).__name__, _launched(cache.normalize_query, l
 """
 
 
+@pytest.mark.lane_independent  # a child process whose launches are captured and stopped: no device
 def test_triton_interpret_false_leaves_qsa_emulation_off(tmp_path):
     """``TRITON_INTERPRET=false`` on a GPU box: Triton makes GPU kernels, so the explicit FP8 rounding (an
     interpreter workaround) must stay off. A child process, because ``@triton.jit``

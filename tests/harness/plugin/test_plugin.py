@@ -43,6 +43,7 @@ def test_strict_markers_clean(pytester):
     pytester.runpytest("--strict-markers", "--harness-arch=interp").assert_outcomes(skipped=2)
 
 
+@pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
 def test_interp_lane_sets_env_and_device(pytester, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     pytester.makepyfile(

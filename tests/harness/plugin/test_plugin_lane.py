@@ -94,6 +94,7 @@ def test_launch():
 """
 
 
+@pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
 def test_kernel_imported_by_a_conftest_before_configure_is_refused(pytester, monkeypatch):
     """Without the check this project fails inside Triton ('0 active drivers') on a box without a GPU."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
@@ -110,6 +111,7 @@ def test_kernel_imported_by_a_conftest_before_configure_is_refused(pytester, mon
     pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
 
 
+@pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
 def test_kernel_imported_by_a_test_module_is_fine(pytester, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     pytester.makepyfile(kern=EARLY_CONFTEST)
