@@ -1,15 +1,18 @@
 """What the tensor cores compute for ``tl.dot`` (and ``tl.dot_scaled``): a public, tested reference model per
 arch and operand format, so a CPU run can compute what an H200 computes, bit for bit.
 
-Public API: :func:`dot`, :data:`MODELS`, :class:`BlockFMA`, :func:`model_for`.
+Public API: :func:`dot`, :data:`MODELS`, :class:`BlockFMA`, :func:`model_for`; :func:`error_bound`,
+:class:`ErrorBound`.
 
 Modules: :mod:`.models` (the numerics as data, each row with its source), :mod:`.chain` (the evaluator of
-``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction).
+``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction), :mod:`.bounds`
+(the worst-case error of ``tl.dot`` against exact arithmetic, derived from the rows).
 """
 
 from __future__ import annotations
 
+from harness.tensor_cores.bounds import ErrorBound, error_bound
 from harness.tensor_cores.chain import dot
 from harness.tensor_cores.models import MODELS, BlockFMA, model_for
 
-__all__ = ["BlockFMA", "MODELS", "model_for", "dot"]
+__all__ = ["BlockFMA", "ErrorBound", "MODELS", "dot", "error_bound", "model_for"]

@@ -1,0 +1,196 @@
+"""Worst-case error of ``tl.dot`` against exact arithmetic, derived from the rows of :data:`.models.MODELS`, so a
+tolerance row for a dot-based op can cite a derivation ("derived: sm90 fp8 accumulator, K=128") instead of a
+sweep's worst case times two.
+
+:func:`error_bound` returns an :class:`ErrorBound`: for ``d = dot(a, b, c)`` of one output (length ``K``),
+
+    |d - (c + sum_k a_k b_k)|  <=  alpha * sum_k |a_k|~ |b_k|~  +  beta * |c|  +  atol
+
+where ``|x|~`` is ``|x|`` raised to the operand format's smallest normal (``2^emin``; 0 stays 0): the alignment
+magnitude the tensor cores see (they clamp input exponents at emin, so a subnormal operand aligns as a normal
+one). For operands without subnormals ``sum |a|~ |b|~ = sum |a_k b_k|``: the bound is the familiar
+``alpha * sum|a_k b_k| + beta * |c|``; :meth:`ErrorBound.on` evaluates the general form on tensors. The bound
+holds for finite results (no overflow to inf, no inf/NaN operand).
+
+Derivation (block model of :mod:`.chain`; ``n`` products per instruction, ``f`` fraction bits kept below the
+block's alignment exponent ``E``, ``fo`` fraction bits of the result, ``E >= min_exp``). A length-K dot is
+``J = ceil(K / n)`` steps; step ``j`` takes ``n_j = min(n, K - (j-1) n)`` products and the accumulator
+``a_{j-1}`` (``a_0 = c``):
+
+1. Every term (``n_j`` products and ``a_{j-1}``) is truncated toward zero to a multiple of ``2^(E - f)``: an
+   error below ``2^(E - f)`` each, ``(n_j + 1) 2^(E - f)`` in all. ``2^E`` is at most the largest alignment
+   magnitude in the step (``|a|~ |b|~`` of a product, ``|a_{j-1}|``), or ``2^min_exp`` when clamped.
+2. The exact sum ``s_j`` of the truncated terms is truncated to ``fo`` fraction bits of its own exponent (the
+   fp32 grid below ``2^-126``): an error below ``2^-fo |s_j| + 2^(-126 - fo)``.
+3. Truncation toward zero never grows a magnitude, so ``|s_j|`` and ``|a_j|`` are at most
+   ``A_j = |c| + sum of |a|~ |b|~ over the first j steps``, and so is the largest term of step ``j``.
+
+Summing ``e_j <= w_j A_j + t_j`` with ``w_j = (n_j + 1) 2^-f + 2^-fo`` and ``A_j <= |c| + P`` (``P`` the whole
+sum of alignment magnitudes): ``alpha = beta = W = sum_j w_j`` (about ``K (n+1)/n 2^-f``), and
+``atol = sum_j t_j``, ``t_j = (n_j + 1) 2^(min_exp - f) + 2^(-126 - fo)`` (below ``2^-130``: underflow only).
+Inputs the instruction reads rounded add their own error: fp32 operands under ``input_precision="tf32"`` are
+read as their top 19 bits (truncated, ``|x' - x| < 2^-10 |x|``, ``|x'| <= |x|``), so ``alpha += 2^-9``.
+
+What Triton wraps around the instruction (:mod:`.chain`'s module docstring):
+
+- FP8 on sm90 with ``max_num_imprecise_acc = m <= K``: ``R = ceil(K / L)`` runs of ``L = 32 ceil(m / 32)``
+  products, each from zero (``W_L P_r`` as above), each added to the fp32 accumulator with ``add.f32``
+  (round to nearest, ``u = 2^-24`` relative, exact when subnormal). With ``E`` the total error,
+  ``E <= W_L P + R u (|c| + P + E) + R t_L``, so ``alpha = (W_L + R u) / (1 - R u)``,
+  ``beta = R u / (1 - R u)``, ``atol = R t_L / (1 - R u)``.
+- ``input_precision="ieee"`` (fp32): ``K`` ``fma.rn.f32`` in k order, the textbook recursive-sum bound
+  ``alpha = beta = gamma_K = K u / (1 - K u)``, plus ``atol = K 2^-149`` for products below the fp32 normal
+  range (each rounding then errs by up to half a subnormal step).
+- FP8 under ``mma.sync`` on sm90 is the fp16 instruction on exactly converted operands (the fp16 row).
+
+The bound is reached, not vacuous: one large product and every other product just below its block's
+truncation step (or an accumulator that large) loses all but the large one; tests/harness/tensor_cores/
+test_bounds.py builds such inputs for every row of MODELS and pins how much of the bound they reach.
+``input_precision="tf32x3"`` has no bound here: its model is not exact yet (docs/MEASUREMENTS.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from harness.tensor_cores.models import EMIN, BlockFMA, model_for
+
+__all__ = ["ErrorBound", "error_bound"]
+
+_U = 2.0 ** -24  # fp32 unit roundoff (round to nearest)
+_NAMES: dict[str, str] = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "e4m3": "e4m3", "e4nv": "e4m3",
+                          "float8e4nv": "e4m3", "e5m2": "e5m2", "float8e5": "e5m2"}
+_TORCH = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
+          torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+_FP8 = ("e4m3", "e5m2")
+
+
+@dataclass(frozen=True)
+class ErrorBound:
+    """``|dot(a, b, c) - exact| <= alpha * sum_k |a_k|~ |b_k|~ + beta * |c| + atol`` for one output (see the module
+    docstring); ``note`` names what it was derived from, for a tolerance row to cite."""
+
+    alpha: float
+    beta: float
+    atol: float
+    K: int
+    note: str
+    emin_a: int  #: the operand formats' smallest normal exponents (``|x|~`` = max(|x|, 2^emin) for x != 0)
+    emin_b: int
+
+    def __call__(self, abs_products: float, abs_c: float = 0.0) -> float:
+        """The bound for ``sum_k |a_k|~ |b_k|~ = abs_products`` (``sum |a_k b_k|`` for normal operands) and
+        ``|c| = abs_c``."""
+        return self.alpha * abs_products + self.beta * abs_c + self.atol
+
+    def on(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
+        """The bound of every output of ``dot(a, b, c)``: a [M, K], b [K, N], c [M, N] or None; float64 [M, N].
+        The sums are float64 (K <= 2^20 terms, each exact), so their own rounding, at most ``K 2^-53`` relative,
+        is added."""
+        if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0] or a.shape[1] != self.K:
+            raise ValueError(f"ErrorBound.on: expected a [M, {self.K}] and b [{self.K}, N], got {tuple(a.shape)} "
+                             f"and {tuple(b.shape)}")
+        pa, pb = _align_mag(a, self.emin_a), _align_mag(b, self.emin_b)
+        prods = pa @ pb
+        cc = torch.zeros_like(prods) if c is None else c.double().abs()
+        return (self.alpha * prods + self.beta * cc) * (1 + self.K * 2.0 ** -52) + self.atol
+
+    def __repr__(self) -> str:
+        return f"ErrorBound(alpha={self.alpha:.4g}, beta={self.beta:.4g}, atol={self.atol:.3g}; {self.note})"
+
+
+def _align_mag(x: torch.Tensor, emin: int) -> torch.Tensor:
+    v = x.double().abs()
+    return torch.where(v != 0, v.clamp_min(2.0 ** emin), v)
+
+
+def _kind(dt: object, which: str) -> str:
+    if isinstance(dt, torch.dtype) and dt in _TORCH:
+        return _TORCH[dt]
+    if isinstance(dt, str) and dt in _NAMES:
+        return _NAMES[dt]
+    raise ValueError(f"error_bound: {which} must be one of torch.float16, bfloat16, float32, float8_e4m3fn, "
+                     f"float8_e5m2 or a name {sorted(_NAMES)}, got {dt!r}")
+
+
+def _chain_terms(p: BlockFMA, K: int) -> tuple[float, float]:
+    """(W, t): the chain's relative weight ``sum_j w_j`` and absolute term ``sum_j t_j`` over ``ceil(K / n)``
+    steps."""
+    w = t = 0.0
+    for k0 in range(0, K, p.nfma):
+        nj = min(p.nfma, K - k0)
+        w += (nj + 1) * 2.0 ** -p.frac + 2.0 ** -p.frac_out
+        t += (nj + 1) * 2.0 ** (p.min_exp - p.frac) + 2.0 ** (-126 - p.frac_out)
+    return w, t
+
+
+def _describe(p: BlockFMA, arch: str, what: str, instr: str) -> str:
+    return (f"{arch} {what} accumulator ({instr} k={p.nfma}, {p.frac} fraction bits aligned, "
+            f"{p.frac_out} kept, truncated; {'measured' if p.measured else 'published'} model)")
+
+
+def error_bound(arch: str, a_dtype: object, b_dtype: object, K: int, *, instr: str = "wgmma",
+                input_precision: str | None = None, max_num_imprecise_acc: int | None = None) -> ErrorBound:
+    """The worst-case error of ``harness.tensor_cores.dot`` (what ``arch``'s tensor cores compute for ``tl.dot``
+    with an fp32 accumulator) against exact arithmetic, for a length-``K`` dot; the derivation is the module
+    docstring. ``a_dtype``/``b_dtype``: torch dtypes or names (``"bf16"``, ``"e4m3"``...); ``instr``,
+    ``input_precision`` and ``max_num_imprecise_acc`` as :func:`harness.tensor_cores.dot` takes them.
+
+    Raises ValueError for a bad argument, NotImplementedError where :func:`.dot` has no model or the bound is not
+    derived (``tf32x3``)."""
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"error_bound: K must be an int >= 1, got {K!r}")
+    if instr not in ("wgmma", "mma"):
+        raise ValueError(f"error_bound: instr must be 'wgmma' or 'mma', got {instr!r}")
+    if max_num_imprecise_acc is not None and (isinstance(max_num_imprecise_acc, bool)
+                                              or not isinstance(max_num_imprecise_acc, int)
+                                              or max_num_imprecise_acc < 0):
+        raise ValueError(f"error_bound: max_num_imprecise_acc must be an int >= 0 or None, got "
+                         f"{max_num_imprecise_acc!r}")
+    ka, kb = _kind(a_dtype, "a_dtype"), _kind(b_dtype, "b_dtype")
+    if input_precision is not None and (ka, kb) != ("fp32", "fp32"):
+        raise ValueError(f"error_bound: input_precision applies to fp32 operands only, got {ka} x {kb}")
+    if ka in _FP8 and kb in _FP8:
+        if not (arch == "sm90" and instr == "mma"):
+            p = model_for(arch, "fp8", instr)
+            m = max_num_imprecise_acc or None  # 0: Triton's default, as in harness.interp.dots
+            if arch == "sm90" and m is not None and m <= K:
+                return _promoted(p, K, m, EMIN[ka], EMIN[kb])
+            w, t = _chain_terms(p, K)
+            return ErrorBound(w, w, t, K, f"derived: {_describe(p, arch, 'fp8', instr)}, K={K}", EMIN[ka], EMIN[kb])
+        p = model_for(arch, "fp16", "mma")  # Triton converts FP8 to fp16 for mma.sync (exact)
+        w, t = _chain_terms(p, K)
+        return ErrorBound(w, w, t, K, f"derived: {_describe(p, arch, 'fp8 (as fp16)', instr)}, K={K}",
+                          EMIN[ka], EMIN[kb])
+    if ka != kb:
+        raise NotImplementedError(f"error_bound: mixed operands {ka} x {kb} are not modelled")
+    if ka == "fp32":
+        ip = input_precision or "tf32"
+        if ip == "ieee":
+            if K * _U >= 0.5:
+                raise NotImplementedError(f"error_bound: K={K} is past the recursive-sum bound's range (K u < 1/2)")
+            g = K * _U / (1 - K * _U)
+            return ErrorBound(g, g, K * 2.0 ** -149, K, f"derived: fp32 fma.rn chain (ieee), K={K}", -126, -126)
+        if ip == "tf32x3":
+            raise NotImplementedError("error_bound: tf32x3 is not derived (its model is not exact yet)")
+        if ip != "tf32":
+            raise ValueError(f"error_bound: input_precision must be 'tf32', 'tf32x3', 'ieee' or None, got {ip!r}")
+        p = model_for(arch, "tf32", instr)
+        w, t = _chain_terms(p, K)
+        return ErrorBound(w + 2.0 ** -9, w, t, K, f"derived: {_describe(p, arch, 'tf32', instr)}, K={K}", -126, -126)
+    p = model_for(arch, ka, instr)
+    w, t = _chain_terms(p, K)
+    return ErrorBound(w, w, t, K, f"derived: {_describe(p, arch, ka, instr)}, K={K}", EMIN[ka], EMIN[kb])
+
+
+def _promoted(p: BlockFMA, K: int, m: int, emin_a: int, emin_b: int) -> ErrorBound:
+    L = 32 * max(1, math.ceil(m / 32))
+    R = math.ceil(K / L)
+    w, t = _chain_terms(p, min(L, K))
+    d = 1 - R * _U
+    return ErrorBound((w + R * _U) / d, R * _U / d, R * t / d, K,
+                      f"derived: {_describe(p, 'sm90', 'fp8', 'wgmma')}, runs of {L} added with add.f32, K={K}",
+                      emin_a, emin_b)
