@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The GPU lane as run on the lent H200 (no internet): tox comes as wheels in .whl/ (see README), the
-# machine's own torch/triton are used. Logs go to $OUT (or ./gpu-logs).
-#   bash scripts/gpu_lane.sh [test|regen|bench|all]
+# The GPU lane as run on the lent H200 (no internet): wheels in .whl/ (see README) go to /tmp/site, the
+# machine's own torch/triton are used; tox when the image has it, else tox.ini's gpu steps by hand (tox_env).
+# Logs go to $OUT (or ./gpu-logs).
+#   bash scripts/gpu_lane.sh [test|regen|bench|all|profile]
+# test: `tox -e gpu`, whose first step compiles the kernels of the committed launch manifest .gpu_launches.json
+#   on every CPU core (python -m harness compile --warm; HARNESS_WARM_MANIFEST=none skips it).
+# profile: the lane cold on an empty Triton cache, recording its launches to $OUT/gpu_launches.json; then, on
+#   another empty cache, `tox -e gpu` warm-started from that manifest (docs/gpu-lane.md, "Warm start").
+#   Each step's wall time goes to $OUT/times.txt, a per-file/per-test profile of each junit to $OUT/profile-*.txt.
 set -uo pipefail
 out=${OUT:-gpu-logs}; mkdir -p "$out"
 what=${1:-all}
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site  # tox itself; the test envs see only HARNESS_GPU_SITE_PACKAGES
+        && export PYTHONPATH=/tmp/site  # tox (where carried), mmaemu, pytest-split; tox envs see HARNESS_GPU_SITE_PACKAGES
 fi
 export PYTHONUNBUFFERED=1
 HARNESS_GPU_SITE_PACKAGES=$(python3 -c 'import site; print(":".join(site.getsitepackages()))')
@@ -16,11 +22,54 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/dev
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" \
     | tee -a "$out/device.txt"
 rc=0
+
+# tox_env ENV [pytest args]: `tox -e ENV -- args` (gpu or regen), or where the image has no tox (the lent H200's
+# has none, and .whl/ carries only mmaemu and pytest-split), the same steps as tox.ini's gpu env, by hand.
+installed=0
+tox_env() {
+    local env=$1; shift
+    if python3 -m tox --version >/dev/null 2>&1; then
+        python3 -m tox -e "$env" -- "$@"; return
+    fi
+    if [ "$installed" = 0 ]; then
+        python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . || return
+        installed=1
+    fi
+    python3 -m harness compile --warm "${HARNESS_WARM_MANIFEST:-.gpu_launches.json}" --missing-ok \
+        --jobs "${HARNESS_WARM_JOBS:-0}" || return
+    if [ "$env" = regen ]; then
+        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-4} python3 -m harness golden regen "$@"
+    else
+        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-4} \
+            python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --harness-lane=gpu "$@"
+    fi
+}
+
+# profile_junit JUNIT: where a lane's summed test time went (per file, the slowest tests, the critical path).
+profile_junit() {
+    python3 - "$1" "${HARNESS_WORKERS_PER_GPU:-4}" <<'PY'
+import collections, sys, xml.etree.ElementTree as ET
+path, workers = sys.argv[1], int(sys.argv[2])
+ran = [(float(t.get("time", 0)), f"{t.get('classname')}::{t.get('name')}") for t in ET.parse(path).iter("testcase")
+       if t.find("skipped") is None]
+total = sum(t for t, _ in ran)
+print(f"{path}: {len(ran)} tests ran, {total:.0f} s summed; / {workers} workers = {total / workers:.0f} s; "
+      f"longest test {max(ran)[0]:.0f} s (the least wall time is the larger of the two)")
+files = collections.Counter()
+for t, name in ran:
+    files[name.split("::")[0]] += t
+for f, t in files.most_common(15):
+    print(f"  {t:7.1f} s  {f}")
+for t, name in sorted(ran, reverse=True)[:25]:
+    print(f"  {t:7.2f} s  {name}")
+PY
+}
+
 if [ "$what" = regen ] || [ "$what" = all ]; then
     # Twice: the second run must change no file (the goldens are deterministic on one machine).
-    python3 -m tox -e regen -- -q -n "${HARNESS_GPU_WORKERS:-4}" 2>&1 | tee "$out/regen.log"; rc=$(( rc | PIPESTATUS[0] ))
+    tox_env regen -q -n "${HARNESS_GPU_WORKERS:-4}" 2>&1 | tee "$out/regen.log"; rc=$(( rc | PIPESTATUS[0] ))
     find golden -name '*.npz' -print0 | sort -z | xargs -0 sha256sum > "$out/golden.sha256"
-    python3 -m tox -e regen -- -q -n "${HARNESS_GPU_WORKERS:-4}" 2>&1 | tee "$out/regen2.log"; rc=$(( rc | PIPESTATUS[0] ))
+    tox_env regen -q -n "${HARNESS_GPU_WORKERS:-4}" 2>&1 | tee "$out/regen2.log"; rc=$(( rc | PIPESTATUS[0] ))
     if sha256sum --quiet -c "$out/golden.sha256" >/dev/null 2>&1; then
         echo "regen twice: the second run changed no golden file" | tee -a "$out/regen2.log"
     else
@@ -30,8 +79,33 @@ if [ "$what" = regen ] || [ "$what" = all ]; then
     tar czf "$out/golden.tgz" golden  # the captured goldens, to commit from the machine that asked
 fi
 if [ "$what" = test ] || [ "$what" = all ]; then
-    python3 -m tox -e gpu -- -q --harness-report="$out/report.json" --junitxml="$out/junit.xml" 2>&1 \
+    tox_env gpu -q --harness-report="$out/report.json" --junitxml="$out/junit.xml" 2>&1 \
         | tee "$out/gpu.log"; rc=$(( rc | PIPESTATUS[0] ))
+    profile_junit "$out/junit.xml" > "$out/profile.txt" 2>&1
+fi
+if [ "$what" = profile ]; then
+    find golden -name '*.npz' -print0 | sort -z | xargs -0 sha256sum > "$out/golden.sha256"
+    cache=$(mktemp -d)
+    # 1. cold (a Triton cache of its own, no manifest), recording what the lane compiles
+    t0=$(date +%s)
+    TRITON_CACHE_DIR=$cache/cold HARNESS_WARM_MANIFEST=none tox_env gpu -q --durations=30 \
+        --harness-record-launches="$out/gpu_launches.json" --junitxml="$out/junit-cold.xml" 2>&1 \
+        | tee "$out/gpu-cold.log"; rc=$(( rc | PIPESTATUS[0] ))
+    echo "cold lane (records $out/gpu_launches.json): $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"
+    # 2. `tox -e gpu` as committed, on another empty cache: its first step is the warm start from the manifest
+    #    just recorded (its summary line, with its wall time, is in gpu-warm.log), then the lane
+    t0=$(date +%s)
+    TRITON_CACHE_DIR=$cache/warm HARNESS_WARM_MANIFEST="$out/gpu_launches.json" tox_env gpu -q \
+        --durations=30 --junitxml="$out/junit-warm.xml" 2>&1 | tee "$out/gpu-warm.log"; rc=$(( rc | PIPESTATUS[0] ))
+    echo "warm start + lane: $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"
+    profile_junit "$out/junit-cold.xml" > "$out/profile-cold.txt" 2>&1
+    profile_junit "$out/junit-warm.xml" > "$out/profile-warm.txt" 2>&1
+    if sha256sum --quiet -c "$out/golden.sha256" >/dev/null 2>&1; then
+        echo "goldens unchanged by the lane" | tee -a "$out/times.txt"
+    else
+        echo "the lane CHANGED golden files" | tee -a "$out/times.txt"; rc=1
+    fi
+    rm -rf "$cache"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
     for b in benchmarks/bench_*.py; do

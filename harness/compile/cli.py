@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="compile every kernel specialization a GPU run recorded (--harness-record-launches) "
                            "into Triton's on-disk cache, in parallel processes that never touch the GPU")
     warm.add_argument("--jobs", type=int, default=None, metavar="N",
-                      help="with --warm: compiling processes (default: the CPU count)")
+                      help="with --warm: compiling processes (default or 0: the CPU count)")
     warm.add_argument("--warm-target", default=None, metavar="T",
                       help="with --warm: the target to compile for (default: the manifest's, e.g. sm90)")
     warm.add_argument("--missing-ok", action="store_true",
@@ -187,8 +187,8 @@ def run_warm(args: argparse.Namespace) -> int:
     try:
         if given:
             raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
-        if args.jobs is not None and args.jobs < 1:
-            raise UsageError(f"--jobs: expected a positive number of processes, got {args.jobs}")
+        if args.jobs is not None and args.jobs < 0:
+            raise UsageError(f"--jobs: expected a number of processes (0: the CPU count), got {args.jobs}")
         if args.missing_ok and not Path(args.warm).exists():
             print(f"harness compile --warm: no manifest {args.warm}; nothing warmed (the GPU run compiles as it "
                   f"launches)")

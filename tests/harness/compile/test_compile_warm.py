@@ -168,7 +168,7 @@ def test_a_missing_manifest_names_how_to_record_one(tmp_path):
     [
         (["--warm", "{m}", "--sig", "x=*fp16"], "--warm compiles a manifest's launches: --sig cannot be given with it"),
         (["k.py::k", "--warm", "{m}"], "a kernel cannot be given with it"),
-        (["--warm", "{m}", "--jobs", "0"], "--jobs: expected a positive number of processes, got 0"),
+        (["--warm", "{m}", "--jobs", "-1"], "--jobs: expected a number of processes (0: the CPU count), got -1"),
         (["--warm", "{none}"], "no such manifest"),
         (["--warm", "{m}", "--warm-target", "sm91"], "cannot compile for sm91"),
         (["--warm", "{untargeted}"], "the manifest names no target; give --warm-target (e.g. sm90)"),
