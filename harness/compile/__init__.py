@@ -438,7 +438,7 @@ def _configure_capture(config: pytest.Config) -> None:
 
 # --- the GPU lane's compiles, and the manifest of a warm start ---------------------------------------------
 
-#: The section (and ``--harness-report`` key) of the GPU lane's Triton compile counts.
+#: The session section of the GPU lane's Triton compile counts.
 WARM_SECTION = "triton_compiles"
 
 
@@ -470,8 +470,8 @@ class _Warm:
         _merge(out, self.listener.counts())
         return out
 
-    def report(self) -> dict[str, Any]:
-        return {**self.counts(), **({"recorded": self.written, "manifest": self.path} if self.path else {})}
+    def report(self) -> None:
+        return None  # the terminal line says it; shards' differing counts would need a merge rule of their own
 
     def finish(self) -> None:
         """Controller: write the manifest (the workers' launches and this process's own)."""

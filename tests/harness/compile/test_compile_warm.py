@@ -217,3 +217,46 @@ def test_manifest_is_one_launch_a_line(tmp_path):
     lines = (tmp_path / "m.json").read_text().splitlines()
     assert sum(1 for x in lines if x.startswith('  {"module"')) == 2
     assert read_manifest(tmp_path / "m.json")[1] == [e, dict(e, qualname="k2")]
+
+
+AOT_TEST = '''
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def fill(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+def test_compile():
+    src = ASTSource(fill, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 32}, {(0,): [["tt.divisibility", 16]]})
+    triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
+'''
+
+
+def test_the_gpu_lane_counts_its_compiles_and_records_them(pytester, monkeypatch, tmp_path):
+    """A GPU faked for the lane choice (a plugin says torch sees one; nothing is launched, the test compiles for
+    sm90 as a launch would), in a child process: the lane's summary counts Triton's compiles and cache reads,
+    and --harness-record-launches writes them."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
+    pytester.makepyfile(test_aot=AOT_TEST, fakegpu="import torch\ntorch.cuda.is_available = lambda: True\n")
+    args = ("-p", "fakegpu", "-p", "no:cacheprovider", "--harness-lane=gpu", "--harness-arch=sm90")
+    result = pytester.runpytest_subprocess(*args, "--harness-record-launches=m.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "harness: Triton compiled 1 kernels in this run (*s, slowest *s) and read 0 from its on-disk cache",
+        "harness: recorded 1 kernel specializations to m.json (python -m harness compile --warm m.json compiles "
+        "them before a run)",
+    ])
+    _, entries = read_manifest(pytester.path / "m.json")
+    assert [(e["module"], e["qualname"], e["target"], e["options"]) for e in entries] == [
+        ("test_aot", "fill", "sm90", {"num_warps": 2})]
+    assert entries[0]["file"] == "test_aot.py"  # relative to the rootdir
+    again = pytester.runpytest_subprocess(*args)
+    again.stdout.fnmatch_lines(["harness: Triton compiled 0 kernels in this run (*) and read 1 from its on-disk cache"])
+    assert "recorded" not in again.stdout.str()
