@@ -25,9 +25,11 @@ Public API: :data:`FORMAT`, :class:`Listener`, :func:`install_listener`, :func:`
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import importlib
 import inspect
+import io
 import json
 import multiprocessing
 import os
@@ -357,7 +359,6 @@ _LATCHED: set[str] = set()
 
 def _compile_one(entry: Mapping[str, Any], target: str, rootdir: str) -> tuple[str, float, str]:
     """In a pool process: compile one entry for ``target``; (outcome, seconds, why)."""
-    kernel = f"{entry['module']}.{entry['qualname']}"
     try:
         jit = _unwrap(_resolve(entry["module"], entry["qualname"], entry["file"], Path(rootdir)))
         signature = {k: _tuples(v) for k, v in entry["signature"]}
@@ -388,9 +389,13 @@ def _compile_one(entry: Mapping[str, Any], target: str, rootdir: str) -> tuple[s
     options = {k: _tuples(v) for k, v in entry["options"].items()}
     t0 = time.perf_counter()
     try:
-        triton.compile(ASTSource(jit, signature, constexprs, attrs), target=tgt.gpu_target(), options=options or None)
+        # On a ptxas failure Triton prints the whole PTX to stdout; the error keeps the ptxas lines.
+        with contextlib.redirect_stdout(io.StringIO()):
+            triton.compile(ASTSource(jit, signature, constexprs, attrs), target=tgt.gpu_target(),
+                           options=options or None)
     except Exception as e:  # noqa: BLE001 - the compiler's refusal is an outcome: the GPU run will meet it too
-        return "failed", time.perf_counter() - t0, f"{kernel}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return "failed", time.perf_counter() - t0, f"{type(e).__name__}: {first}"
     finally:
         knobs.compilation.listener = before
     return ("cached" if hit and hit[-1] else "compiled"), time.perf_counter() - t0, ""

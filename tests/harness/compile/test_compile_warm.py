@@ -119,15 +119,19 @@ def test_a_launch_after_the_warm_start_reads_the_cache(recorded, tmp_path):
     assert _counts(_run(["launch.py", "check"], recorded, warm)) == (0, 2)
 
 
-def test_entries_that_no_longer_fit_are_skipped_and_named(recorded, tmp_path):
+def test_entries_that_no_longer_fit_or_compile_are_named(recorded, tmp_path):
     _, entries = read_manifest(recorded / "launches.json")
     gone = dict(entries[0], module="kmod_gone", file="kmod_gone.py")
     renamed = dict(entries[1], signature=[["a_ptr" if k == "x_ptr" else k, v] for k, v in entries[1]["signature"]])
     other = dict(entries[0], target="sm80")
-    write_manifest(recorded / "stale.json", [gone, renamed, other])
+    odd = dict(entries[0], constexprs=[[[4], 100] if k == [4] else [k, v] for k, v in entries[0]["constexprs"]])
+    write_manifest(recorded / "stale.json", [gone, renamed, other, odd])
     p = _run(["-m", "harness", "compile", "--warm", "stale.json", "--warm-target", "sm90", "--jobs", "1"],
              recorded, tmp_path / "c")
-    assert "3 launches from stale.json for sm90: 0 compiled, 0 already cached, 2 skipped, 1 other target" in p.stdout
+    assert ("4 launches from stale.json for sm90: 0 compiled, 0 already cached, 1 failed, 2 skipped, 1 other "
+            "target") in p.stdout
+    # the compiler's refusal is an outcome (the launch will meet it too), with its first line
+    assert "failed: kmod.scale_kernel: CompilationError: " in p.stdout
     assert "skipped: kmod_gone.scale_kernel: ModuleNotFoundError: No module named 'kmod_gone'" in p.stdout
     assert ("skipped: kmod.scale_kernel: ValueError: the manifest's arguments (a_ptr, y_ptr, n, s, BLOCK, OUT) "
             "no longer match the kernel's (x_ptr, y_ptr, n, s, BLOCK, OUT)") in p.stdout
