@@ -9,6 +9,8 @@ Each shim is a module beside this one:
 - :mod:`harness.interp.approx_math`: fp32 ``/`` and the ``tl.math`` approximations as the H200 computes them;
 - :mod:`harness.interp.dots`: ``tl.dot`` as the assumed arch's tensor cores compute it
   (:mod:`harness.tensor_cores`);
+- :mod:`harness.interp.scaled_dots`: ``tl.dot_scaled`` likewise (:func:`harness.tensor_cores.dot_scaled`), its
+  scales decoded per their type; provided on Triton 3.6, whose interpreter has none;
 - :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break later AOT
   compiles.
 
@@ -64,6 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     dots_handle = dots.install(casts.target_for(s.arch))
     s.on_close(lambda: dots.uninstall(dots_handle))
+    from harness.interp import scaled_dots  # tl.dot_scaled too (after arith, whose warning wrapper it replaces)
+
+    scaled_handle = scaled_dots.install(casts.target_for(s.arch))
+    s.on_close(lambda: scaled_dots.uninstall(scaled_handle))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,11 +1,13 @@
 """What the tensor cores compute for ``tl.dot`` (and ``tl.dot_scaled``): a public, tested reference model per
 arch and operand format, so a CPU run can compute what an H200 computes, bit for bit.
 
-Public API: :func:`dot`, :data:`MODELS`, :class:`BlockFMA`, :func:`model_for`; :func:`error_bound`,
-:class:`ErrorBound`.
+Public API: :func:`dot`, :data:`MODELS`, :class:`BlockFMA`, :func:`model_for`; :func:`dot_scaled`,
+:data:`LOWERINGS`, :class:`ScaledLowering`, :func:`lowering_for`, :class:`DotScaledRefused`;
+:func:`error_bound`, :class:`ErrorBound`.
 
 Modules: :mod:`.models` (the numerics as data, each row with its source), :mod:`.chain` (the evaluator of
-``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction), :mod:`.bounds`
+``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction), :mod:`.scaled`
+(``tl.dot_scaled``: Triton's upcast and scale multiply on sm90, then the ``tl.dot`` of :mod:`.chain`), :mod:`.bounds`
 (the worst-case error of ``tl.dot`` against exact arithmetic, derived from the rows).
 """
 
@@ -14,5 +16,7 @@ from __future__ import annotations
 from harness.tensor_cores.bounds import ErrorBound, error_bound
 from harness.tensor_cores.chain import dot
 from harness.tensor_cores.models import MODELS, BlockFMA, model_for
+from harness.tensor_cores.scaled import LOWERINGS, DotScaledRefused, ScaledLowering, dot_scaled, lowering_for
 
-__all__ = ["BlockFMA", "ErrorBound", "MODELS", "dot", "error_bound", "model_for"]
+__all__ = ["BlockFMA", "DotScaledRefused", "ErrorBound", "LOWERINGS", "MODELS", "ScaledLowering", "dot",
+           "dot_scaled", "error_bound", "lowering_for", "model_for"]

@@ -103,12 +103,15 @@ def test_bad_operands_name_the_argument(device):
             call()
 
 
-@pytest.mark.gpu
-@pytest.mark.arch("sm90")
+@pytest.mark.arch("sm90", "interp")
 @pytest.mark.mx_cases(rule=["floor", "rceil", "nvfp4"])
-def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden):
-    """Operands as the H200 quantized them (specials included in A) and the product of finite ones."""
+def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden, harness_lane):
+    """Operands as the H200 quantized them (specials included in A) and the product of finite ones. On the
+    interpreter lane (tl.dot_scaled through harness.tensor_cores.dot_scaled) the product must be the H200's bit for
+    bit: the same inputs (the seed is the test's), the same golden files."""
+    from kernels._interpreter import runs_on_interpreter
     from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
+    from kernels.mx.gemm import _scaled_gemm_kernel
     from kernels.mx.reference import nvfp4_global_scale
 
     # fp16 overflows past 2^16: the product's operands stay finite in every source dtype (the H200 run of
@@ -124,8 +127,18 @@ def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden):
         golden.check(f"{name}_codes", q[0].cpu())
         golden.check(f"{name}_scales", q[1].cpu())
         qs.append(q)
-    if gemm_refusal(mx_case.fmt, interpreter=False, capability=torch.cuda.get_device_capability()) is None:
-        a_fin = activations(130, 256, rng, specials=False, max_exp=fits).to(mx_case.src).to(device)
-        g = nvfp4_global_scale(a_fin) if mx_case.fmt == "nvfp4" else None
-        qa = quantize_fp4(a_fin, mx_case.fmt, scale_rule=rule, global_scale=g)
-        golden.check("product", scaled_gemm(qa, qs[1], mx_case.fmt).cpu())
+    interp = runs_on_interpreter(_scaled_gemm_kernel)
+    cap = None if interp else torch.cuda.get_device_capability()
+    if gemm_refusal(mx_case.fmt, interpreter=interp, capability=cap) is not None:
+        return
+    a_fin = activations(130, 256, rng, specials=False, max_exp=fits).to(mx_case.src).to(device)
+    g = nvfp4_global_scale(a_fin) if mx_case.fmt == "nvfp4" else None
+    qa = quantize_fp4(a_fin, mx_case.fmt, scale_rule=rule, global_scale=g)
+    product = scaled_gemm(qa, qs[1], mx_case.fmt).cpu()
+    if harness_lane == "gpu":
+        golden.check("product", product)
+        return
+    want, meta = golden.load("product")  # bits, not a tolerance: the shim must be the H200 (Triton 3.6) exactly
+    differ = product.view(torch.int32) != want.view(torch.int32)
+    assert not bool(differ.any()), (f"{int(differ.sum())} / {differ.numel()} product bits differ from the H200 "
+                                    f"golden ({meta.get('arch')}, Triton {meta.get('triton_version')})")

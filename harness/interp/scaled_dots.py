@@ -1,0 +1,149 @@
+"""Interpreter shim: ``tl.dot_scaled`` as the run's arch computes it (:func:`harness.tensor_cores.dot_scaled`).
+
+Why: Triton's interpreter (3.8/3.9, ``InterpreterBuilder.create_dot_scaled``) scales in fp32 and multiplies with
+numpy's matmul, so most outputs differ from what sm90's bf16 emulation computes, and it reads NVFP4's e4m3 scale
+bytes as e8m0 codes (a wrong product, silently). Triton 3.6's interpreter has no ``create_dot_scaled`` at all,
+though its ``tl.dot_scaled`` front end calls the builder's method with the same arguments as 3.9's: so the shim
+provides the method there, and a ``dot_scaled`` kernel runs on the 3.6 interpreter lane too.
+
+:func:`install` routes the method through the model, decoding each scale by its real type (uint8: e8m0, MX;
+float8e4nv: e4m3, NVFP4). Where the model says the target's compiler refuses the call
+(:class:`harness.tensor_cores.DotScaledRefused`: NVFP4 or bf16 x fp16 on sm90 with Triton 3.6) the kernel fails
+with that reason, as its compile would on the GPU. Where the model does not cover the call (an arch without a
+model, an accumulator other than fp32) the interpreter's own method runs (on 3.6: a clear refusal), with one
+warning per kernel from :mod:`harness.interp.arith`.
+
+The instruction after the upcast is ``wgmma`` for M a multiple of 64, else ``mma.sync`` (as
+:mod:`harness.interp.dots` assumes for ``tl.dot``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["DECODES_SCALE_TYPES", "install", "installed", "uninstall"]
+
+_ATTR = "_harness_scaled_dots"
+#: set on the installed method: its scales are decoded per their type (NVFP4's e4m3 too), which kernels may ask
+#: with ``getattr(InterpreterBuilder.create_dot_scaled, DECODES_SCALE_TYPES, False)``
+DECODES_SCALE_TYPES = "decodes_scale_types"
+_PARAMS = ("self", "lhs", "lhs_scale_handle", "lhs_format_enum", "rhs", "rhs_scale_handle", "rhs_format_enum",
+           "fast_math", "lhs_k_pack", "rhs_k_pack", "acc_handle")
+
+
+def _problem(itp: Any) -> str | None:
+    cls = getattr(itp, "InterpreterBuilder", None)
+    if cls is None:
+        return "no triton.runtime.interpreter.InterpreterBuilder"
+    fn = getattr(cls, "create_dot_scaled", None)
+    if fn is None:
+        return None  # Triton 3.6: provided by the shim
+    try:
+        params = tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "create_dot_scaled has no inspectable signature"
+    if params != _PARAMS and params != ("self", "args", "kwargs"):  # the latter: harness.interp.arith's wrapper
+        return f"create_dot_scaled takes {params}, expected {_PARAMS}"
+    return None
+
+
+def _dtype(h: Any) -> Any:
+    return h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
+
+
+def _operand(tl: Any, h: Any) -> torch.Tensor:
+    dt = _dtype(h)
+    data = np.ascontiguousarray(h.data)
+    if dt in (tl.bfloat16, tl.float16):
+        t = torch.from_numpy(data.view(np.int16).copy())
+        return t.view(torch.bfloat16 if dt == tl.bfloat16 else torch.float16)
+    t = torch.from_numpy(data.view(np.uint8).copy())
+    if dt == tl.float8e4nv:
+        return t.view(torch.float8_e4m3fn)
+    if dt == tl.float8e5:
+        return t.view(torch.float8_e5m2)
+    return t  # e2m1 bytes (uint8)
+
+
+def _scale(tl: Any, h: Any) -> torch.Tensor | None:
+    if h is None:
+        return None
+    t = torch.from_numpy(np.ascontiguousarray(h.data).view(np.uint8).copy())
+    return t.view(torch.float8_e4m3fn) if _dtype(h) == tl.float8e4nv else t
+
+
+def install(arch: Any) -> dict | None:
+    """Route the interpreter's ``tl.dot_scaled`` through the model of ``arch`` (an :class:`harness.arch.Arch` or
+    name); returns the handle :func:`uninstall` takes, or ``None`` after one warning when the interpreter is not
+    understood."""
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    from harness.tensor_cores import DotScaledRefused, dot_scaled
+
+    problem = _problem(itp)
+    if problem is not None:
+        warnings.warn(f"harness.interp.scaled_dots: this Triton's interpreter is not understood ({problem}); "
+                      "tl.dot_scaled keeps the interpreter's own", RuntimeWarning, stacklevel=2)
+        return None
+    name = getattr(arch, "name", arch)
+    cls = itp.InterpreterBuilder
+    had = "create_dot_scaled" in cls.__dict__
+    orig = cls.__dict__.get("create_dot_scaled")
+
+    def fallback(*args: Any) -> Any:  # the method replaced (Triton 3.9: harness.interp.arith's warning wrapper)
+        if orig is None:
+            raise NotImplementedError(f"tl.dot_scaled on the Triton interpreter: not modelled for {name} and this "
+                                      "Triton's interpreter has none of its own")
+        return orig(*args)
+
+    def create_dot_scaled(self: Any, lhs: Any, lhs_scale_handle: Any, lhs_format_enum: Any, rhs: Any,
+                          rhs_scale_handle: Any, rhs_format_enum: Any, fast_math: Any, lhs_k_pack: Any,
+                          rhs_k_pack: Any, acc_handle: Any) -> Any:
+        args = (self, lhs, lhs_scale_handle, lhs_format_enum, rhs, rhs_scale_handle, rhs_format_enum, fast_math,
+                lhs_k_pack, rhs_k_pack, acc_handle)
+        if _dtype(acc_handle) != tl.float32:
+            return fallback(*args)
+        acc = torch.from_numpy(np.ascontiguousarray(acc_handle.data, dtype=np.float32).copy())
+        a, b = _operand(tl, lhs), _operand(tl, rhs)
+        m = acc.shape[-2]
+        try:
+            out = dot_scaled(a, _scale(tl, lhs_scale_handle), lhs_format_enum.name.lower(), b,
+                             _scale(tl, rhs_scale_handle), rhs_format_enum.name.lower(), acc, arch=name,
+                             fast_math=bool(fast_math), a_k_pack=bool(lhs_k_pack), b_k_pack=bool(rhs_k_pack),
+                             instr="wgmma" if m % 64 == 0 else "mma")
+        except DotScaledRefused as e:
+            raise DotScaledRefused(f"tl.dot_scaled on {name}: {e}") from None
+        except NotImplementedError:
+            return fallback(*args)
+        return itp.TensorHandle(out.numpy().reshape(acc_handle.data.shape), tl.float32)
+
+    create_dot_scaled.__dict__[_ATTR] = True
+    create_dot_scaled.__dict__[DECODES_SCALE_TYPES] = True
+    cls.create_dot_scaled = create_dot_scaled
+    return {"cls": cls, "had": had, "orig": orig, "patched": create_dot_scaled}
+
+
+def uninstall(handle: dict | None) -> None:
+    """Undo :func:`install` (handles are undone innermost first, as sessions close)."""
+    if handle is None:
+        return
+    cls = handle["cls"]
+    if cls.__dict__.get("create_dot_scaled") is not handle["patched"]:
+        return
+    if handle["had"]:
+        cls.create_dot_scaled = handle["orig"]
+    else:
+        del cls.create_dot_scaled
+
+
+def installed() -> bool:
+    """Whether the interpreter's ``tl.dot_scaled`` is routed through the model now."""
+    from triton.runtime import interpreter as itp
+
+    return getattr(getattr(itp.InterpreterBuilder, "create_dot_scaled", None), _ATTR, False)
