@@ -62,10 +62,17 @@ def _pow2(e: torch.Tensor) -> torch.Tensor:
     return ((e.to(torch.int64) + 1023) << 52).view(torch.float64)
 
 
+def _trunc(x: torch.Tensor) -> torch.Tensor:
+    """trunc(x), toward zero. Why not ``torch.trunc``: on torch 2.13's CPU build it is slow for values of the size
+    the block sums hold (measured 2026-12-04, 16k float64: 8 ms at |x| ~ 2^25, 11 us below 4), the hot path of every
+    modelled dot; ``div``'s "trunc" rounding mode gives the same values in microseconds."""
+    return torch.div(x, 1.0, rounding_mode="trunc")
+
+
 def _truncate(d: torch.Tensor, bits: int) -> torch.Tensor:
     """d truncated toward zero to ``bits`` fraction bits of its own exponent (fp32 grid below 2^-126); +0 for 0."""
     ed = _exp(d).clamp_min(-126)
-    out = torch.trunc(d * _pow2(bits - ed)) * _pow2(ed - bits)
+    out = _trunc(d * _pow2(bits - ed)) * _pow2(ed - bits)
     return torch.where(d != 0, out, torch.zeros_like(d))
 
 
@@ -98,7 +105,7 @@ def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_
         c = torch.where(fin, acc, torch.zeros_like(acc))
         E = torch.maximum(ep.amax(-1), _exp(c)).clamp_min(p.min_exp)
         iq = _pow2(p.frac - E)
-        s = torch.trunc(prod * iq[..., None]).sum(-1) + torch.trunc(c * iq)
+        s = _trunc(prod * iq[..., None]).sum(-1) + _trunc(c * iq)
         d = _truncate(s * _pow2(E - p.frac), p.frac_out)
         d = d.float().double()  # the accumulator is fp32 between instructions: overflow is inf
         acc = torch.where(fin, d, acc + prod.sum(-1))  # inf/NaN accumulators stay what IEEE says
