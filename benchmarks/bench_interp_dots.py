@@ -1,0 +1,142 @@
+"""What the tl.dot shim costs on the CPU lane: dot-heavy kernels on the Triton interpreter with ``harness.interp.dots``
+(``tl.dot`` as the sm90 tensor cores compute it, ``harness.tensor_cores``) against the interpreter's own numpy
+matmul (``dots.suspended()``). The issue-26 budget: a dot-heavy CPU test at most 2x slower with the shim on.
+
+Usage: ``python benchmarks/bench_interp_dots.py [--repeat N] [--json PATH]``. CPU only (no GPU needed); not a test:
+nothing asserts a time. Rows: the QSA logits kernels (prefill and decode, bf16 and FP8 caches: the kernels the
+interpreter-lane QSA tests launch most) and one plain ``tl.dot`` kernel per operand type (a 128 x 128 output, K
+= 256 in BK = 64 steps). Each row is the median of ``--repeat`` timed calls after one warm-up; ``shim / plain``
+is the slowdown, with the lane's other shims (casts, bf16 arithmetic, approximate math) on in both. The bf16 rows without the shim compute garbage (the interpreter multiplies raw bf16 bit
+patterns): they are timed only as the interpreter's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton decorates any kernel
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _plain_dot(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+               IEEE: tl.constexpr):
+    m = tl.program_id(0) * BM + tl.arange(0, BM)
+    n = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        k = k0 + tl.arange(0, BK)
+        a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+        b = tl.load(b_ptr + k[:, None] * BN * tl.num_programs(1) + n[None, :])
+        if IEEE:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + m[:, None] * BN * tl.num_programs(1) + n[None, :], acc)
+
+
+def _plain_case(dtype: torch.dtype, ieee: bool = False):
+    g = torch.Generator().manual_seed(0)
+    M = N = 128
+    K = 256
+    a = torch.randn(M, K, generator=g).to(dtype)
+    b = torch.randn(K, N, generator=g).to(dtype)
+    c = torch.empty(M, N)
+
+    def run():
+        _plain_dot[(M // 64, N // 64)](a, b, c, K, BM=64, BN=64, BK=64, IEEE=ieee)
+
+    return run
+
+
+def _qsa_case(dtype: str, decode: bool):
+    import kernels.qsa as qsa
+    from kernels.qsa.inputs import build_case, decode_rows, prefill_rows
+    from kernels.qsa.logits import decode_logits
+
+    g = torch.Generator().manual_seed(1)
+    cfg = qsa.IndexerConfig(num_heads=16, head_dim=128, compress_ratio=4, token_topk=64, page_size=16,
+                            indexer_kv_dtype=dtype)
+    case = build_case(cfg, [300, 97], rng=g, device="cpu")
+    if decode:
+        _, q, vis = decode_rows(case, 2, rng=g)
+        n = int(vis.max())
+
+        def run():
+            decode_logits(case.cache, q, case.block_table, vis, decode_query_len=2, n_cols=n)
+    else:
+        _, row_req, q, vis = prefill_rows(case, [24, 10], rng=g)
+
+        def run():
+            qsa.paged_logits(case.cache, q, case.block_table, row_req, vis)
+
+    return run
+
+
+def _median_s(fn, repeat: int) -> float:
+    fn()  # warm-up: the interpreter's first call parses and patches
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5, help="timed calls per row (default 5)")
+    ap.add_argument("--json", metavar="PATH", type=Path, default=None, help="also write the rows as JSON here")
+    args = ap.parse_args()
+
+    from harness.interp import approx_math, arith, casts, dots
+    from harness.interp.jit import fix_interpreter_leak
+
+    target = casts.target_for("sm90")  # every shim the interpreter lane installs, as the pytest plugin does
+    casts.install(target)
+    arith.install(target)
+    approx_math.install()
+    fix_interpreter_leak()
+    handle = dots.install(target)
+    if handle is None:
+        raise SystemExit("harness.interp.dots does not understand this Triton's interpreter")
+    cases = [
+        ("qsa prefill logits", "bf16", _qsa_case("bf16", False)),
+        ("qsa prefill logits", "fp8", _qsa_case("fp8", False)),
+        ("qsa decode logits (MTP 2)", "bf16", _qsa_case("bf16", True)),
+        ("qsa decode logits (MTP 2)", "fp8", _qsa_case("fp8", True)),
+        ("tl.dot 128x128, K=256", "fp16", _plain_case(torch.float16)),
+        ("tl.dot 128x128, K=256", "bf16", _plain_case(torch.bfloat16)),
+        ("tl.dot 128x128, K=256", "e4m3", _plain_case(torch.float8_e4m3fn)),
+        ("tl.dot 128x128, K=256", "fp32 tf32", _plain_case(torch.float32)),
+        ("tl.dot 128x128, K=256", "fp32 ieee", _plain_case(torch.float32, ieee=True)),
+    ]
+    print(f"# Triton {triton.__version__} interpreter, torch {torch.__version__}, {os.cpu_count()} CPUs, "
+          f"median of {args.repeat}")
+    print(f"{'kernel':<28} {'operands':<10} {'shim s':>8} {'plain s':>8} {'shim / plain':>12}")
+    rows = []
+    for name, dt, fn in cases:
+        shim = _median_s(fn, args.repeat)
+        with dots.suspended():
+            plain = _median_s(fn, args.repeat)
+        rows.append({"kernel": name, "operands": dt, "shim_s": shim, "plain_s": plain, "ratio": shim / plain})
+        print(f"{name:<28} {dt:<10} {shim:>8.3f} {plain:>8.3f} {shim / plain:>12.2f}", flush=True)
+    dots.uninstall(handle)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"triton": triton.__version__, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
