@@ -1,21 +1,177 @@
 """``tq_load_k8v4``: gather (token, kv-head) slots back into float keys and values — the read-back that
 makes the store testable by round trip, and the decode side of the layout.
 
-Dequantization is exact in fp32: FP8 codes decode exactly, and ``code · scale`` (4 × 11 significant bits)
-is exact, so ``code · scale + zero`` rounds once whether or not the compiler fuses it into an FMA.
+A pure streaming dequant: a slot of ``1.5·d + 4`` bytes in, ``8·d`` bytes of fp32 out. Two kernels, the same
+bits. ``_load_k8v4_words_kernel`` (a 4-byte aligned cache, head_dim % 8 == 0: every slot field is whole
+int32 words) reads each slot as words and a program decodes a tile of ``TOKS x HEADS`` rows on a 2-D grid (no
+division finds a row's token); ``_load_k8v4_kernel`` takes the rest (odd head_dims, unaligned caches, caches
+of 2**31 slots or more) as ``[ROWS, D]`` byte tiles. One row per program, as before issue 25, left the GPU
+launch-bound: 0.64 ms per million rows whatever their size (docs/performance.md).
+
+FP8 codes decode by bit arithmetic, not by Triton's FP8 casts: an e4m3 code's 7 magnitude bits shifted left
+by 7 (sign to bit 15) are the fp16 of the same code read with bias 15, so fp16 → fp32 (exact, subnormals
+included) gives e4b15 as is and e4nv times 2**8 (exact). That is what Triton 3.6 does for e4b15 on a GPU and
+what ``cvt.f16x2.e4m3x2`` computes for e4nv, bit for bit (tests/kernels/turboquant/test_turboquant_load.py
+holds every code of both formats to the old kernel's casts); it runs unchanged on the interpreter and on
+GPUs without FP8 instructions. Codes 0x7f / 0xff (e4nv's NaN, the store's NaN in e4b15) decode to |x| =
+480 / 1.875, which no other code reaches, and become NaN.
+
+Values: ``code · scale + zero`` in fp32 is exact to one rounding: ``code · scale`` (4 × 11 significant
+bits) is exact, so it rounds once whether or not the compiler fuses it into an FMA.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
 from kernels.turboquant import _checks
-from kernels.turboquant.layout import KEY_NAN_CODE, next_pow2, value_bytes
-from kernels.turboquant.store import FMT_CODE, resolve_fp8_format
+from kernels.turboquant.layout import next_pow2, value_bytes
+from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
 
-__all__ = ["tq_load_k8v4", "load_compile_spec"]
+__all__ = [
+    "tq_load_k8v4",
+    "load_compile_spec",
+    "load_words_compile_spec",
+    "load_launch_config",
+    "load_words_launch_config",
+    "load_words_ok",
+    "NAN_ABS",
+    "MAX_GRID_Y",
+]
+
+#: |decoded value| of code 0x7f / 0xff per format before it is replaced by NaN (e4nv: 1.875 · 2**8).
+NAN_ABS: dict[str, float] = {"e4nv": 480.0, "e4b15": 1.875}
+
+#: CUDA's limit on grid.y: the word kernel's head groups beyond it go to the general kernel (a 1-D grid).
+MAX_GRID_Y = 65535
+
+
+@triton.jit
+def _f16_pair_f32(x):
+    """The two fp16 bit patterns in int32 ``x`` (element 0 in the low half) as fp32."""
+    lo = x.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    hi = (x >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _fix_key(k, KEY_FMT: tl.constexpr, NAN_ABS: tl.constexpr):
+    """A code's bias-15 fp16 value (as fp32) → the key: times 2**8 for e4nv; codes 0x7f/0xff → NaN."""
+    if KEY_FMT == 0:
+        k = k * 256.0
+    return tl.where(tl.abs(k) == NAN_ABS, float("nan"), k)
+
+
+@triton.jit
+def _key_bytes_f32(c, KEY_FMT: tl.constexpr, NAN_ABS: tl.constexpr):
+    """Key codes (int32 holding 0..255) → fp32 keys."""
+    h = ((c & 0x7F) << 7) | ((c & 0x80) << 8)
+    k = h.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return _fix_key(k, KEY_FMT, NAN_ABS)
+
+
+@triton.jit
+def _key_word_f32(w, KEY_FMT: tl.constexpr, NAN_ABS: tl.constexpr):
+    """One cache word of four key codes (byte c = element c) → four fp32 keys. Codes 0 and 2 become an f16x2
+    word by shifting left, codes 1 and 3 by shifting right: four word ops for four codes."""
+    # -0x7FFF8000 is 0x80008000 as an int32 (a literal above 2**31 would make the expression unsigned)
+    even = ((w & 0x007F007F) << 7) | ((w & 0x00800080) << 8)
+    odd = ((w >> 1) & 0x3F803F80) | (w & -0x7FFF8000)
+    k0, k2 = _f16_pair_f32(even)
+    k1, k3 = _f16_pair_f32(odd)
+    return (
+        _fix_key(k0, KEY_FMT, NAN_ABS),
+        _fix_key(k1, KEY_FMT, NAN_ABS),
+        _fix_key(k2, KEY_FMT, NAN_ABS),
+        _fix_key(k3, KEY_FMT, NAN_ABS),
+    )
+
+
+@triton.jit
+def _value(n, scale, zero, ok):
+    """4-bit codes (int32) → values; NaN in rows without data (``ok`` false), as the torch reference has it."""
+    return tl.where(ok, n.to(tl.float32) * scale + zero, float("nan"))
+
+
+@triton.jit
+def _load_k8v4_words_kernel(
+    cache_ptr,
+    slot_ptr,
+    key_out,
+    value_out,
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_ot,
+    stride_oh,
+    stride_s,
+    num_tokens,
+    num_heads,
+    block_size,
+    num_slots,
+    HEAD_DIM: tl.constexpr,
+    KW_P2: tl.constexpr,
+    VW_P2: tl.constexpr,
+    TOKS: tl.constexpr,
+    HEADS: tl.constexpr,
+    BS_LOG2: tl.constexpr,
+    KEY_FMT: tl.constexpr,
+    NAN_ABS: tl.constexpr,
+):
+    # cache_ptr is the cache as int32 words (strides in words); a program decodes TOKS tokens x HEADS heads.
+    # Key word w holds codes 4w..4w+3, value word u the nibbles of elements 8u..8u+7 (element 8u+j in bits
+    # 4j..4j+3), then one word: fp16 scale (low half) | fp16 zero (high half).
+    r = tl.arange(0, TOKS * HEADS)
+    tok = tl.program_id(0) * TOKS + r // HEADS
+    head = tl.program_id(1) * HEADS + r % HEADS
+    live = tok < num_tokens
+    tok = tok.to(tl.int64)
+    head = head.to(tl.int64)
+    slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
+    ok = (slot >= 0) & (slot < num_slots)  # rows of other slots read nothing and come back NaN
+    s = tl.where(ok, slot, 0).to(tl.int32)  # < num_slots < 2**31
+    if BS_LOG2 >= 0:
+        blk, off = s >> BS_LOG2, s & ((1 << BS_LOG2) - 1)
+    else:
+        blk, off = s // block_size, s % block_size
+    base = blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs + head * stride_ch
+    out = (tok * stride_ot + head * stride_oh)[:, None]
+    live2 = live[:, None]
+
+    # --- keys: a row without data reads the NaN code in every byte -----------------------------------------
+    w = tl.arange(0, KW_P2)
+    kw = tl.load(cache_ptr + base[:, None] + w[None, :], mask=ok[:, None] & (w < HEAD_DIM // 4)[None, :],
+                 other=0x7F7F7F7F)
+    k0, k1, k2, k3 = _key_word_f32(kw, KEY_FMT, NAN_ABS)
+    k = tl.reshape(tl.join(tl.join(k0, k2), tl.join(k1, k3)), (TOKS * HEADS, 4 * KW_P2))
+    d = tl.arange(0, 4 * KW_P2)
+    tl.store(key_out + out + d[None, :], k, mask=live2 & (d < HEAD_DIM)[None, :])
+
+    # --- values ---------------------------------------------------------------------------------------------
+    u = tl.arange(0, VW_P2)
+    vw = tl.load(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :],
+                 mask=ok[:, None] & (u < HEAD_DIM // 8)[None, :], other=0)
+    pw = tl.load(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, mask=ok, other=0)
+    sc, zr = _f16_pair_f32(pw)
+    sc, zr, ok2 = sc[:, None], zr[:, None], ok[:, None]
+    v0 = _value(vw & 0xF, sc, zr, ok2)
+    v1 = _value((vw >> 4) & 0xF, sc, zr, ok2)
+    v2 = _value((vw >> 8) & 0xF, sc, zr, ok2)
+    v3 = _value((vw >> 12) & 0xF, sc, zr, ok2)
+    v4 = _value((vw >> 16) & 0xF, sc, zr, ok2)
+    v5 = _value((vw >> 20) & 0xF, sc, zr, ok2)
+    v6 = _value((vw >> 24) & 0xF, sc, zr, ok2)
+    v7 = _value((vw >> 28) & 0xF, sc, zr, ok2)
+    # join nests as (bit 2, bit 1, bit 0) of the element index 8u + j
+    v = tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
+    v = tl.reshape(v, (TOKS * HEADS, 8 * VW_P2))
+    e = tl.arange(0, 8 * VW_P2)
+    tl.store(value_out + out + e[None, :], v, mask=live2 & (e < HEAD_DIM)[None, :])
 
 
 @triton.jit
@@ -30,87 +186,156 @@ def _load_k8v4_kernel(
     stride_ot,
     stride_oh,
     stride_s,
+    num_rows,
+    num_heads,
     block_size,
     num_slots,
     HEAD_DIM: tl.constexpr,
     D_P2: tl.constexpr,
     HALF_P2: tl.constexpr,
+    ROWS: tl.constexpr,
     KEY_FMT: tl.constexpr,
-    NAN_CODE: tl.constexpr,
+    NAN_ABS: tl.constexpr,
 ):
-    tok = tl.program_id(0).to(tl.int64)
-    head = tl.program_id(1).to(tl.int64)
-    slot = tl.load(slot_ptr + tok * stride_s).to(tl.int64)
-    ok = ((slot >= 0) & (slot < num_slots)).to(tl.int32)  # int, broadcast into masks (see the store kernel)
-    base = cache_ptr + (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
-    out = tok * stride_ot + head * stride_oh
+    # Any layout: the cache as bytes, ROWS (token, head) rows per program (row = token * num_heads + head,
+    # int64 throughout), [ROWS, D_P2] key tiles and [ROWS, HALF_P2] tiles of value bytes.
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    live = row < num_rows
+    tok = row // num_heads
+    head = row % num_heads
+    slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
+    ok = (slot >= 0) & (slot < num_slots)
+    s = tl.where(ok, slot, 0)
+    base = (s // block_size) * stride_cb + (s % block_size) * stride_cs + head * stride_ch
+    out = (tok * stride_ot + head * stride_oh)[:, None]
+    live2, ok2 = live[:, None], ok[:, None]
 
     d = tl.arange(0, D_P2)
-    dmask = d < HEAD_DIM
-    dvalid = d * 0 + ok != 0
-    codes = tl.load(base + d, mask=dmask & dvalid, other=0)
-    if KEY_FMT == 0:
-        k = codes.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-    else:
-        k = codes.to(tl.float8e4b15, bitcast=True).to(tl.float32)
-    k = tl.where((codes & 0x7F) == NAN_CODE, float("nan"), k)  # e4b15's written NaN; e4nv's own NaN
-    k = tl.where(dvalid, k, float("nan"))
-    tl.store(key_out + out + d, k, mask=dmask)
+    codes = tl.load(cache_ptr + base[:, None] + d[None, :], mask=ok2 & (d < HEAD_DIM)[None, :], other=0x7F)
+    k = _key_bytes_f32(codes.to(tl.int32), KEY_FMT, NAN_ABS)
+    tl.store(key_out + out + d[None, :], k, mask=live2 & (d < HEAD_DIM)[None, :])
 
     h = tl.arange(0, HALF_P2)
-    me = 2 * h < HEAD_DIM
-    mo = 2 * h + 1 < HEAD_DIM
-    hvalid = h * 0 + ok != 0
-    packed = tl.load(base + HEAD_DIM + h, mask=me & hvalid, other=0).to(tl.int32)
-    p = base + HEAD_DIM + (HEAD_DIM + 1) // 2
-    t = tl.arange(0, 4)
-    b = tl.load(p + t, mask=t * 0 + ok != 0, other=0).to(tl.int32)
-    s_bits = tl.sum(tl.where(t == 0, b, 0) | tl.where(t == 1, b << 8, 0), axis=0)
-    z_bits = tl.sum(tl.where(t == 2, b, 0) | tl.where(t == 3, b << 8, 0), axis=0)
-    scale = s_bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    zero = z_bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    ve = (packed & 0xF).to(tl.float32) * scale + zero
-    vo = (packed >> 4).to(tl.float32) * scale + zero
-    ve = tl.where(hvalid, ve, float("nan"))
-    vo = tl.where(hvalid, vo, float("nan"))
-    tl.store(value_out + out + 2 * h, ve, mask=me)
-    tl.store(value_out + out + 2 * h + 1, vo, mask=mo)
+    packed = tl.load(cache_ptr + base[:, None] + HEAD_DIM + h[None, :],
+                     mask=ok2 & (h < (HEAD_DIM + 1) // 2)[None, :], other=0).to(tl.int32)
+    p = cache_ptr + base + HEAD_DIM + (HEAD_DIM + 1) // 2
+    b0 = tl.load(p, mask=ok, other=0).to(tl.int32)
+    b1 = tl.load(p + 1, mask=ok, other=0).to(tl.int32)
+    b2 = tl.load(p + 2, mask=ok, other=0).to(tl.int32)
+    b3 = tl.load(p + 3, mask=ok, other=0).to(tl.int32)
+    sc, zr = _f16_pair_f32(b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
+    sc, zr = sc[:, None], zr[:, None]
+    v = tl.join(_value(packed & 0xF, sc, zr, ok2), _value(packed >> 4, sc, zr, ok2))
+    v = tl.reshape(v, (ROWS, 2 * HALF_P2))
+    e = tl.arange(0, 2 * HALF_P2)
+    tl.store(value_out + out + e[None, :], v, mask=live2 & (e < HEAD_DIM)[None, :])
 
 
-def load_compile_spec(fmt: str, *, head_dim: int = 128, slot_dtype: str = "i64") -> tuple[dict, dict]:
-    """(signature, constexprs) of the load kernel as launched — for the compile matrix."""
-    if fmt not in FMT_CODE:
-        raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
-    sig = {
-        "cache_ptr": "*u8",
-        "slot_ptr": f"*{slot_dtype}",
-        "key_out": "*fp32",
-        "value_out": "*fp32",
-        **{
-            n: "i32"
-            for n in (
-                "stride_cb",
-                "stride_cs",
-                "stride_ch",
-                "stride_ot",
-                "stride_oh",
-                "stride_s",
-                "block_size",
-                "num_slots",
-            )
-        },
+def load_words_ok(head_dim: int, kv_cache: torch.Tensor) -> bool:
+    """Whether the load may read 32-bit words: head_dim % 8 == 0 (keys, value nibbles and scale|zero are
+    whole words) and every slot starts on a 4-byte boundary."""
+    return (
+        head_dim % 8 == 0
+        and kv_cache.data_ptr() % 4 == 0
+        and kv_cache.stride(0) % 4 == 0
+        and kv_cache.stride(1) % 4 == 0
+        and kv_cache.stride(2) % 4 == 0
+    )
+
+
+def load_words_launch_config(head_dim: int) -> tuple[int, int]:
+    """(rows per program, warps) of ``_load_k8v4_words_kernel``. From the H200 sweep of 2026-12-04
+    (``bench_turboquant.py --sweep-load``, rows 2-32 x warps 1-4, 1M token-heads, docs/performance.md): 16
+    rows / 1 warp is the fastest or within 0.8 points of it at d80, d96 and d128 (91.3 / 90.3 / 90.7% of
+    copy), 8 rows / 1 warp at d256 (89.8%; 16 rows 88.8%, 32 rows / 1 warp 44%: register spills). 2 rows
+    reach 57-85%, the old one row per program 30-76%."""
+    return (16, 1) if head_dim <= 128 else (8, 1)
+
+
+def load_launch_config(head_dim: int) -> tuple[int, int]:
+    """(rows per program, warps) of ``_load_k8v4_kernel``: about 2,048 key bytes per program tile (a row of
+    head_dim 1024 alone), so its registers stay bounded."""
+    rows = max(1, min(8, 2048 // next_pow2(head_dim)))
+    return rows, 1 if rows * next_pow2(head_dim) <= 1024 else 2
+
+
+def _block_log2(block_size: int) -> int:
+    return block_size.bit_length() - 1 if block_size > 0 and block_size & (block_size - 1) == 0 else -1
+
+
+def _words_constexprs(head_dim: int, fmt: str, rows: int, *, num_heads: int, block_size: int) -> dict[str, Any]:
+    heads = heads_per_program(num_heads, rows)
+    return {
+        "HEAD_DIM": head_dim,
+        "KW_P2": next_pow2(head_dim // 4),
+        "VW_P2": next_pow2(head_dim // 8),
+        "TOKS": rows // heads,
+        "HEADS": heads,
+        "BS_LOG2": _block_log2(block_size),
+        "KEY_FMT": FMT_CODE[fmt],
+        "NAN_ABS": NAN_ABS[fmt],
     }
-    return sig, _constexprs(head_dim, fmt)
 
 
-def _constexprs(head_dim: int, fmt: str) -> dict:
+def _constexprs(head_dim: int, fmt: str, rows: int) -> dict[str, Any]:
     return {
         "HEAD_DIM": head_dim,
         "D_P2": next_pow2(head_dim),
         "HALF_P2": max(1, next_pow2(value_bytes(head_dim))),
+        "ROWS": rows,
         "KEY_FMT": FMT_CODE[fmt],
-        "NAN_CODE": KEY_NAN_CODE,
+        "NAN_ABS": NAN_ABS[fmt],
     }
+
+
+_INT_ARGS = ("stride_cb", "stride_cs", "stride_ch", "stride_ot", "stride_oh", "stride_s")
+
+
+def _signature(cache: str, slot_dtype: str, count: str) -> dict[str, str]:
+    return {"cache_ptr": cache, "slot_ptr": f"*{slot_dtype}", "key_out": "*fp32", "value_out": "*fp32",
+            **{n: "i32" for n in (*_INT_ARGS, count, "num_heads", "block_size", "num_slots")}}
+
+
+def _check_fmt(fmt: str) -> None:
+    if fmt not in FMT_CODE:
+        raise ValueError(f"fmt must be one of {sorted(FMT_CODE)}, got {fmt!r}")
+
+
+def load_compile_spec(fmt: str, *, head_dim: int = 128, slot_dtype: str = "i64") -> tuple[dict, dict]:
+    """(signature, constexprs) of ``_load_k8v4_kernel`` (the general load) as launched — for the compile
+    matrix."""
+    _check_fmt(fmt)
+    _checks.head_dim(head_dim)
+    return _signature("*u8", slot_dtype, "num_rows"), _constexprs(head_dim, fmt, load_launch_config(head_dim)[0])
+
+
+def load_words_compile_spec(fmt: str, *, head_dim: int = 128, slot_dtype: str = "i64", num_heads: int = 8,
+                            block_size: int = 16) -> tuple[dict, dict, int]:
+    """(signature, constexprs, num_warps) of ``_load_k8v4_words_kernel`` as ``tq_load_k8v4`` launches it on a
+    word-aligned cache."""
+    _check_fmt(fmt)
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 8 or head_dim % 8:
+        raise ValueError(f"head_dim must be a positive multiple of 8 for the word kernel, got {head_dim!r}")
+    for name, n in (("num_heads", num_heads), ("block_size", block_size)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be a positive int, got {n!r}")
+    rows, warps = load_words_launch_config(head_dim)
+    consts = _words_constexprs(head_dim, fmt, rows, num_heads=num_heads, block_size=block_size)
+    return _signature("*i32", slot_dtype, "num_tokens"), consts, warps
+
+
+@functools.lru_cache(maxsize=512)
+def _plan(config: Any, words: bool, head_dim: int, fmt: str, num_heads: int,
+          block_size: int) -> tuple[dict, int, int, int]:
+    """(constexprs, warps, tokens or rows per program, heads per program) of one launch: all of it that does
+    not depend on the number of tokens, computed once per key. ``config`` is the launch-config function as
+    the call found it (``load_words_launch_config`` or ``load_launch_config``): a swapped one (the
+    benchmark's sweep, tests) is a new key, so it takes effect at once."""
+    rows, warps = config(head_dim)
+    if words:
+        c = _words_constexprs(head_dim, fmt, rows, num_heads=num_heads, block_size=block_size)
+        return c, warps, c["TOKS"], c["HEADS"]
+    return _constexprs(head_dim, fmt, rows), warps, rows, 0
 
 
 def tq_load_k8v4(
@@ -134,31 +359,35 @@ def tq_load_k8v4(
     num_blocks, block_size, num_heads, _ = kv_cache.shape
     _checks.cache(kv_cache, num_kv_heads=num_heads, head_dim=d)
     _checks.tensor("slot_mapping", slot_mapping, dim=1, dtypes=_checks.INT_DTYPES)
-    _checks.same_device(kv_cache.device, slot_mapping=slot_mapping)
-    fmt = resolve_fp8_format(kv_cache.device, fp8_format)
-    n = slot_mapping.shape[0]
+    device = kv_cache.device
+    _checks.same_device(device, slot_mapping=slot_mapping)
+    fmt = resolve_fp8_format(device, fp8_format)
     if not isinstance(validate, bool):
         raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
     if validate:
         _checks.slot_values(slot_mapping, num_slots=num_blocks * block_size, unique=False)
-    key = torch.empty((n, num_heads, d), dtype=torch.float32, device=kv_cache.device)
-    value = torch.empty_like(key)
+    n = slot_mapping.shape[0]
+    key = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)
+    value = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)
     if n == 0 or num_heads == 0:
         return key, value
-    _load_k8v4_kernel[(n, num_heads)](
-        kv_cache,
-        slot_mapping,
-        key,
-        value,
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        kv_cache.stride(2),
-        key.stride(0),
-        key.stride(1),
-        slot_mapping.stride(0),
-        block_size,
-        num_blocks * block_size,
-        **_constexprs(d, fmt),
-        num_warps=1 if d <= 128 else 2,
-    )
+    num_slots = num_blocks * block_size
+    if load_words_ok(d, kv_cache) and num_slots < 2**31 and n < 2**31 - 64:
+        consts, warps, toks, heads = _plan(load_words_launch_config, True, d, fmt, num_heads, block_size)
+        if num_heads // heads <= MAX_GRID_Y:
+            kernel, cache, unit = _load_k8v4_words_kernel, kv_cache.view(torch.int32), 4
+            grid, count = (triton.cdiv(n, toks), num_heads // heads), n
+        else:  # too many head groups for grid.y
+            heads = 0
+    else:
+        heads = 0
+    if heads == 0:  # the general kernel: any layout, a 1-D grid of rows, int64 throughout
+        consts, warps, rows, _ = _plan(load_launch_config, False, d, fmt, num_heads, block_size)
+        kernel, cache, unit = _load_k8v4_kernel, kv_cache, 1
+        grid, count = (triton.cdiv(n * num_heads, rows),), n * num_heads
+    args = (cache, slot_mapping, key, value, kv_cache.stride(0) // unit, kv_cache.stride(1) // unit,
+            kv_cache.stride(2) // unit, num_heads * d, d, slot_mapping.stride(0), count, num_heads, block_size,
+            num_slots)
+    kernel[grid](*args, **consts, num_warps=warps)
     return key, value
+

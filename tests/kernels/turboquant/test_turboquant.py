@@ -540,20 +540,13 @@ def test_value_codes_measured_gpu(src, rng, device, harness_arch, tolerance):
 @pytest.mark.compile_targets("sm80", "sm90")
 @pytest.mark.parametrize("fmt", ["e4nv", "e4b15"])
 def test_load_kernel_compiles(compile_target, fmt):
+    """The load decodes FP8 by integer arithmetic (issue 25), so it builds for sm80 in e4nv too (the key format
+    is the store's concern); test_turboquant_load.py compiles both load kernels for every target."""
     from harness.compile import matrix as cm
     from kernels.turboquant.load import _load_k8v4_kernel, load_compile_spec
 
     sig, constexprs = load_compile_spec(fmt, head_dim=96)
-    if fmt == "e4nv" and compile_target.cc < 89:
-        cm.assert_compile_error(
-            _load_k8v4_kernel,
-            signature=sig,
-            constexprs=constexprs,
-            target=compile_target,
-            match=r"fp8e4nv not supported in this architecture",
-        )
-    else:
-        cm.assert_compiles(_load_k8v4_kernel, signature=sig, constexprs=constexprs, target=compile_target)
+    cm.assert_compiles(_load_k8v4_kernel, signature=sig, constexprs=constexprs, target=compile_target)
 
 
 @pytest.mark.compile_targets("sm75", "sm80", "sm89", "sm90", "sm100", "sm120")
