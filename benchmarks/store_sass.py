@@ -9,7 +9,11 @@ warp-instructions per second (H200: 4 schedulers x 132 SMs x 1.98 GHz); with one
 ``rows x instructions per row / that rate`` is a floor on the store's time. When it is above the byte floor,
 the kernel is issue-bound and only fewer instructions per row make it faster (docs/performance.md).
 
-    python benchmarks/store_sass.py [--arch 90] [--sms 132] [--ghz 1.98] [--copy-gbs 4224] [--json PATH]
+    python benchmarks/store_sass.py [--arch 90] [--sms 132] [--ghz 1.98] [--copy-gbs 4224] [--json PATH] [--op load]
+
+``--op load`` counts the load's word kernel instead (``kernels.turboquant.load``, e4nv, its launch config; bytes:
+the slot read + fp32 key and value written). Compiled without the launch's divisibility hints, so its stores
+count as 4-byte ones: an upper bound.
 
 Not a test; prints a table.
 """
@@ -28,6 +32,7 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import triton
 
+import kernels.turboquant.load as load
 import kernels.turboquant.store as store
 from harness.compile import matrix as cm
 from kernels.turboquant import slot_bytes
@@ -38,10 +43,16 @@ _BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 _LINE = re.compile(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)")
 
 
-def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int) -> tuple[collections.Counter, int, int]:
-    """(opcode counts, rows per program, warps) of the word kernel compiled for ``sm{arch}``."""
-    sig, constexprs, warps = store.words_compile_spec(dtype, fmt, head_dim=head_dim)
-    (compiled,) = cm.compile_matrix(store._store_k8v4_words_kernel, signature=sig, constexprs=constexprs,
+def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int, op: str = "store") -> tuple[collections.Counter, int, int]:
+    """(opcode counts, rows per program, warps) of the store's (or the load's) word kernel compiled for
+    ``sm{arch}``."""
+    if op == "load":
+        sig, constexprs, warps = load.load_words_compile_spec(fmt, head_dim=head_dim)
+        kernel = load._load_k8v4_words_kernel
+    else:
+        sig, constexprs, warps = store.words_compile_spec(dtype, fmt, head_dim=head_dim)
+        kernel = store._store_k8v4_words_kernel
+    (compiled,) = cm.compile_matrix(kernel, signature=sig, constexprs=constexprs,
                                     targets=[f"sm{arch}"], options={"num_warps": warps}).values()
     if isinstance(compiled, BaseException):
         raise compiled
@@ -63,18 +74,20 @@ def main() -> None:
     p.add_argument("--ghz", type=float, default=1.98, help="SM clock in GHz (H200 boost: 1.98)")
     p.add_argument("--copy-gbs", type=float, default=4224.0, help="measured copy bandwidth, GB/s (H200: 4,224)")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--op", choices=("store", "load"), default="store", help="which word kernel (default store)")
     a = p.parse_args()
     for name, v in (("--sms", a.sms), ("--ghz", a.ghz), ("--copy-gbs", a.copy_gbs)):
         if not v > 0:
             raise SystemExit(f"{name} must be > 0, got {v}")
     issue_rate = 4 * a.sms * a.ghz * 1e9  # warp-instructions per second
     rows_out = []
-    print(f"store kernel SASS, sm{a.arch}, {ROWS:,} rows; issue floor at {issue_rate / 1e12:.3f} T warp-instr/s, "
+    cases = CASES if a.op == "store" else [(d, "fp32") for d in (128, 96, 80, 256)]  # the load: fp32 out
+    print(f"{a.op} kernel SASS, sm{a.arch}, {ROWS:,} rows; issue floor at {issue_rate / 1e12:.3f} T warp-instr/s, "
           f"byte floor at {a.copy_gbs:,.0f} GB/s")
     print(f"{'case':<14} {'rows/prog':>9} {'warps':>5} {'SASS':>6} {'per row':>8} {'issue ms':>9} {'bytes ms':>9}  "
           "top opcodes")
-    for head_dim, dtype in CASES:
-        ops, rows, warps = sass_ops(head_dim, dtype, "e4nv", a.arch)
+    for head_dim, dtype in cases:
+        ops, rows, warps = sass_ops(head_dim, dtype, "e4nv", a.arch, a.op)
         total = sum(ops.values())
         per_row = total * warps / rows
         elem = _BYTES[dtype]
