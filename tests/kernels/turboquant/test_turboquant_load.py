@@ -15,7 +15,7 @@ import torch
 from tq_load_v1 import builds_on_gpu, load_v1
 
 import kernels.turboquant.load as load_mod
-from harness.compile.launches import expect_compile_failure
+from harness.compile.launches import capture
 from kernels.turboquant import reference as ref
 from kernels.turboquant import slot_bytes, tq_load_k8v4
 
@@ -71,12 +71,6 @@ def _assert_same_bits(got, want, what):
     )
 
 
-@pytest.fixture(autouse=True)
-def _old_kernel_defect():
-    expect_compile_failure("_load_k8v4_v1_kernel", match="error encountered during parsing",
-                           reason="the old load's e4b15 cast needs 4 elements per tile (head_dim 1, 2): tq_load_v1")
-
-
 def _check(cache, slots, d, fmt, device):
     key, value = tq_load_k8v4(cache, slots, head_dim=d, fp8_format=fmt)
     if device != "cpu" and not builds_on_gpu(d, fmt):  # the old kernel cannot run: the torch reference
@@ -86,7 +80,8 @@ def _check(cache, slots, d, fmt, device):
         for got, want in ((key.cpu(), k_ref), (value.cpu(), v_ref)):
             assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
         return key, value
-    k_old, v_old = load_v1(cache, slots, d, fmt)
+    with capture():  # the yardstick's launches stay out of the session's compile matrix (it is no kernel of ours)
+        k_old, v_old = load_v1(cache, slots, d, fmt)
     _assert_same_bits(key, k_old, f"keys (d{d} {fmt})")
     _assert_same_bits(value, v_old, f"values (d{d} {fmt})")
     return key, value
