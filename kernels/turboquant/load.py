@@ -247,14 +247,15 @@ def load_words_launch_config(head_dim: int) -> tuple[int, int]:
     """(rows per program, warps) of ``_load_k8v4_words_kernel``. From the H200 sweep of 2026-12-04
     (``bench_turboquant.py --sweep-load``, rows 2-32 x warps 1-4, 1M token-heads, docs/performance.md): 16
     rows / 1 warp is the fastest or within 0.8 points of it at d80, d96 and d128 (91.3 / 90.3 / 90.7% of
-    copy), 8 rows / 1 warp at d256 (89.8%; 16 rows 88.8%, 32 rows / 1 warp 44%: register spills). 2 rows
+    copy), 8 rows / 1 warp at d256 (89.8%; 16 rows 88.8%, 32 rows / 1 warp 44%, not profiled). 2 rows
     reach 57-85%, the old one row per program 30-76%."""
     return (16, 1) if head_dim <= 128 else (8, 1)
 
 
 def load_launch_config(head_dim: int) -> tuple[int, int]:
-    """(rows per program, warps) of ``_load_k8v4_kernel``: about 2,048 key bytes per program tile (a row of
-    head_dim 1024 alone), so its registers stay bounded."""
+    """(rows per program, warps) of ``_load_k8v4_kernel``: at most 2,048 key bytes per program tile (a row of
+    head_dim 1024 alone), so its registers stay bounded. Chosen by that rule, not measured: the benchmark's
+    inputs all take the word kernel, and this one serves the layouts it cannot read."""
     rows = max(1, min(8, 2048 // next_pow2(head_dim)))
     return rows, 1 if rows * next_pow2(head_dim) <= 1024 else 2
 
