@@ -23,11 +23,12 @@ What Triton wraps around the instruction is modelled from its lowering (PTX of T
   2^30 (never);
 - ``input_precision="tf32"`` feeds the fp32 bit patterns to the tf32 instruction (no conversion: the hardware
   reads the top 19 bits); ``"tf32x3"`` is ``big = cvt.rna.tf32(x)``, ``small = x - big``, then
-  ``dot(a_small, b_big, 0)``, ``dot(a_big, b_small, ...)``, NaNs of that replaced by 0, ``add.f32`` to the
-  accumulator, then ``dot(a_big, b_big, ...)`` (Triton's F32DotTC pass); ``"ieee"`` is one ``fma.rn.f32`` per k,
+  ``dot(a_small, b_big, 0)``, ``dot(a_big, b_small, ...)``, NaNs of that replaced by 0, ``dot(a_big, b_big, ...)``,
+  and only then ``add.f32`` to the accumulator (TTGIR of Triton 3.6 and 3.9 for sm90; H200: bit for bit); ``"ieee"`` is one ``fma.rn.f32`` per k,
   in k order (the FMA dot);
 - small tiles (M < 64 per warpgroup, or ``num_warps`` not a multiple of 4) get ``mma.sync`` instead of ``wgmma``
-  (``instr="mma"``): FP8 operands are then converted to fp16 and run through the fp16 instruction.
+  (``instr="mma"``): FP8 operands are then converted to fp16 and run through the fp16 instruction, two k16
+  instructions per 32-k span taking alternate pairs of k (:func:`_mma_fp8_k_order`).
 """
 
 from __future__ import annotations
@@ -91,13 +92,22 @@ def _tf32_rna(x: torch.Tensor) -> torch.Tensor:
 # --- the chain ------------------------------------------------------------------------------------------------
 
 def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_a: int, emin_b: int) -> torch.Tensor:
-    """A [M, K], B [K, N] float64 finite values, C [M, N] float64 (fp32 values, may be inf/NaN): the chain of block
-    steps over k, float64 holding fp32 values."""
+    """A [M, K], B [K, N] float64 operand values (inf/NaN allowed), C [M, N] float64 (fp32 values, inf/NaN allowed):
+    the chain of block steps over k, float64 holding fp32 values.
+
+    Non-finite values follow IEEE one block at a time, which is what the H200 does (measured: the capture's
+    special-value cases): a block whose ``c`` or products hold inf/NaN gives the IEEE sum of just those (inf - inf
+    and inf * 0 are NaN); a finite block whose result overflows fp32 gives +-inf, and that inf meets the later
+    blocks' infinities, so huge * 1.5 in one block and -inf in a later one is NaN, where one float64 sum over all k
+    would say -inf."""
     M, K = A.shape
-    ea_all, eb_all = _exp(A, emin_a), _exp(B.T, emin_b)
+    fa, fb = torch.isfinite(A), torch.isfinite(B)
+    A0, B0 = torch.where(fa, A, 0.0), torch.where(fb, B, 0.0)
+    ea_all, eb_all = _exp(A0, emin_a), _exp(B0.T, emin_b)
+    specials = not (bool(fa.all()) and bool(fb.all()))
     acc = C
     for k0 in range(0, K, p.nfma):
-        a, b = A[:, k0:k0 + p.nfma], B[k0:k0 + p.nfma].T
+        a, b = A0[:, k0:k0 + p.nfma], B0[k0:k0 + p.nfma].T
         prod = a[:, None, :] * b[None, :, :]
         ep = ea_all[:, None, k0:k0 + p.nfma] + eb_all[None, :, k0:k0 + p.nfma]
         ep = torch.where(prod != 0, ep, torch.full_like(ep, _NEG))
@@ -108,26 +118,20 @@ def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_
         s = _trunc(prod * iq[..., None]).sum(-1) + _trunc(c * iq)
         d = _truncate(s * _pow2(E - p.frac), p.frac_out)
         d = d.float().double()  # the accumulator is fp32 between instructions: overflow is inf
-        acc = torch.where(fin, d, acc + prod.sum(-1))  # inf/NaN accumulators stay what IEEE says
+        special = ~fin
+        ieee = torch.where(fin, torch.zeros_like(acc), acc)
+        if specials:
+            raw = A[:, None, k0:k0 + p.nfma] * B[k0:k0 + p.nfma].T[None, :, :]
+            nonfinite = ~torch.isfinite(raw)
+            special = special | nonfinite.any(-1)
+            ieee = ieee + torch.where(nonfinite, raw, torch.zeros_like(raw)).sum(-1)
+        acc = torch.where(special, ieee, d)
     return acc
 
 
 def _ieee_naive(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """C + sum_k A*B elementwise in float64 (never a BLAS, which may skip inf * 0): the IEEE class of the result."""
     return (A[:, :, None] * B[None, :, :]).sum(1) + C
-
-
-def _with_specials(A, B, C, body) -> torch.Tensor:
-    """Run ``body`` on finite operands; outputs whose row/column holds inf/NaN get the IEEE value (NaN, +-inf)."""
-    fa, fb = torch.isfinite(A), torch.isfinite(B)
-    out = body(torch.where(fa, A, 0.0), torch.where(fb, B, 0.0), C)
-    rows, cols = ~fa.all(1), ~fb.all(0)
-    if bool(rows.any()) or bool(cols.any()):
-        hit = rows[:, None] | cols[None, :]
-        ieee = _ieee_naive(A, B, C).float().double()
-        ieee = torch.where(torch.isfinite(ieee), out, ieee)  # a finite IEEE value keeps the chain's
-        out = torch.where(hit, ieee, out)
-    return out
 
 
 def _fma_f32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -211,18 +215,20 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
         if not (arch == "sm90" and instr == "mma"):
             model_for(arch, "fp8", instr)  # refuses an arch without a model
             return _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc).float()
-        ka = kb = "fp16"  # mma.sync on sm90: Triton converts FP8 operands to fp16 (exact)
+        # mma.sync on sm90: Triton converts FP8 operands to fp16 (exact) for m16n8k16, in kWidth=4 dot-operand
+        # layouts, which deal each 32-k span's pairs alternately to the span's two instructions
+        a, b = _mma_fp8_k_order(a, b)
+        ka = kb = "fp16"
     if ka != kb:
         raise NotImplementedError(f"harness.tensor_cores.dot: mixed operands {ka} x {kb} are not modelled")
     if ka == "fp32":
         ip = input_precision or "tf32"
         A, B = a.float().double(), b.float().double()
         if ip == "ieee":
-            return _with_specials(A, B, C, _fma_dot).float()
+            return _fma_dot(A, B, C).float()
         p = model_for(arch, "tf32", instr)
         if ip == "tf32":
-            return _with_specials(_tf32_rz(A), _tf32_rz(B), C,
-                                  lambda x, y, c: _chain(x, y, c, p, -126, -126)).float()
+            return _chain(_tf32_rz(A), _tf32_rz(B), C, p, -126, -126).float()
         if ip == "tf32x3":
             return _tf32x3(A, B, C, p).float()
         raise NotImplementedError(f"input_precision={ip!r} is not modelled")
@@ -230,7 +236,25 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
         raise NotImplementedError(f"harness.tensor_cores.dot: {ka} operands are not modelled")
     p = model_for(arch, ka, instr)
     A, B = a.float().double(), b.float().double()
-    return _with_specials(A, B, C, lambda x, y, c: _chain(x, y, c, p, EMIN[ka], EMIN[ka])).float()
+    return _chain(A, B, C, p, EMIN[ka], EMIN[ka]).float()
+
+
+def _mma_fp8_k_order(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """FP8 operands of an sm90 ``mma.sync`` dot reordered along k into the order the fp16 instructions consume them.
+
+    Triton (3.6 and 3.9; TTGIR of a BK=64 e4m3 tile: ``local_load`` to ``dot_op<{parent = #mma v2, kWidth = 4}>``,
+    ``tt.fp_to_fp`` to f16, ``tt.dot``) keeps the 8-bit operand's kWidth=4 when it converts to fp16, so each thread's
+    4 consecutive k values feed two registers of which the m16n8k16 instruction reads one per k16 step: of each
+    32-k span, the first instruction gets k = 4j, 4j+1 (j < 8) and the second k = 4j+2, 4j+3. Measured: this order
+    reproduces all eight FP8 mma.sync cases of the H200 capture (4 pairs x {16x64 w4, 64x64 w2}) bit for bit, the
+    plain k order 88.7% of outputs."""
+    K = a.shape[1]
+    if K % 32:
+        raise NotImplementedError(f"harness.tensor_cores.dot: FP8 under mma.sync with K={K} (not a multiple of 32) "
+                                  f"is not modelled")
+    idx = torch.arange(K).reshape(K // 32, 8, 2, 2)  # span, j, which instruction, pair element
+    order = idx.permute(0, 2, 1, 3).reshape(-1)
+    return a[:, order], b[order]
 
 
 def _tf32x3(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA) -> torch.Tensor:
@@ -241,10 +265,10 @@ def _tf32x3(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA) -> t
     a_big, b_big = a_big.double(), b_big.double()
 
     def tc(x, y, c):
-        return _with_specials(_tf32_rz(x), _tf32_rz(y), c, lambda u, v, w: _chain(u, v, w, p, -126, -126))
+        return _chain(_tf32_rz(x), _tf32_rz(y), c, p, -126, -126)
 
     zero = torch.zeros_like(C)
     d1 = tc(a_big, b_small, tc(a_small, b_big, zero))
     d1 = torch.where(torch.isnan(d1), zero, d1)
-    d2 = (C.float() + d1.float()).double()
-    return tc(a_big, b_big, d2)
+    d2 = tc(a_big, b_big, d1)
+    return (d2.float() + C.float()).double()
