@@ -4,19 +4,22 @@ Triton's interpreter (3.6 through 3.9: ``InterpreterBuilder.create_dot(self, a, 
 max_num_imprecise_acc)``) computes ``np.matmul`` on the stored arrays: exact-ish for fp16/FP8, garbage for bf16
 (it multiplies the raw uint16 patterns). :func:`install` replaces that method for fp32 accumulators with fp16,
 bf16, fp32 or FP8 operands (every e4m3/e5m2 pair) by :func:`harness.tensor_cores.dot` for the run's arch; anything
-else (int8, fp16 accumulators, an arch without a model, ``tf32x3``, which the model does not yet reproduce) goes to
-the method it replaced, which warns through :mod:`harness.interp.arith`.
+else (int8, fp16 accumulators, an arch without a model) goes to the method it replaced, which warns through
+:mod:`harness.interp.arith`.
 
 Assumptions, stated where they matter: the interpreter passes ``max_num_imprecise_acc=0`` by default, so 0 is
 taken as Triton's GPU default (sm90: never promote); an explicit 0 cannot be told apart. The instruction is
-``wgmma`` for tiles with M a multiple of 64 on sm90 (``num_warps`` a multiple of 4, which the interpreter does not
-see) and ``mma.sync`` otherwise; only FP8 operands compute differently under the two (and FP8 under ``mma.sync``
-is not yet exact: it warns).
+``wgmma`` for tiles with M a multiple of 64 launched with ``num_warps`` a multiple of 4 on sm90, ``mma.sync``
+otherwise (Triton 3.6's sm90 PTX of FP8 tiles 16/32x64 w4, 64x64 w2 and 16x16 w1: mma.sync; 64x64 w4/w8, 128x64
+w4, 128x32 w8, 64x16 w4: wgmma); only FP8 operands compute differently under the two. The interpreter drops
+``num_warps`` before the kernel runs, so :func:`install` also wraps the launch (``GridExecutor.__call__``) to
+note the launch's ``num_warps`` (Triton's default 4 when not given) for the dots inside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import warnings
 from collections.abc import Iterator
@@ -25,11 +28,19 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["install", "installed", "suspended", "uninstall"]
+__all__ = ["install", "installed", "instruction", "suspended", "uninstall"]
 
 _ATTR = "_harness_dots"
 _REPLACED = "_harness_dots_replaced"
 _PARAMS = ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")
+#: ``num_warps`` of the launch being interpreted (Triton's default: 4)
+_NUM_WARPS: contextvars.ContextVar[int] = contextvars.ContextVar("harness_dots_num_warps", default=4)
+
+
+def instruction(m: int, num_warps: int) -> str:
+    """Which sm90 instruction Triton gives a dot of an ``m``-row tile under ``num_warps`` (see the module
+    docstring): ``"wgmma"`` or ``"mma"`` (mma.sync)."""
+    return "wgmma" if m % 64 == 0 and num_warps % 4 == 0 else "mma"
 
 
 @contextlib.contextmanager
@@ -101,32 +112,39 @@ def install(arch: Any) -> dict | None:
         ta, tb = _torch_of(tl, a), _torch_of(tl, b)
         acc_dt = d.dtype.scalar if hasattr(d.dtype, "scalar") else d.dtype
         ip = str(input_precision).lower().rsplit(".", 1)[-1] if input_precision is not None else None
-        if ta is None or tb is None or acc_dt != tl.float32 or (ip is not None and "x3" in ip):
+        if ta is None or tb is None or acc_dt != tl.float32:
             return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
         mnia = max_num_imprecise_acc or None
         acc = torch.from_numpy(np.ascontiguousarray(d.data, dtype=np.float32))
-        fp8 = ta.dtype.itemsize == 1
         try:
             if ta.dim() == 2:
                 ta, tb, acc = ta[None], tb[None], acc[None]
-            instr = "wgmma" if ta.shape[1] % 64 == 0 else "mma"
+            instr = instruction(ta.shape[1], _NUM_WARPS.get())
             ipx = ip if ta.dtype == torch.float32 else None
             with _one_thread():
                 outs = [tensor_cores.dot(x, y, c, arch=name, input_precision=ipx, max_num_imprecise_acc=mnia,
                                          instr=instr) for x, y, c in zip(ta, tb, acc, strict=True)]
         except NotImplementedError:
             return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
-        if fp8 and instr == "mma":
-            from harness.interp import arith
-
-            arith.warn_once("create_dot", "fp8 under mma.sync")
         out = torch.stack(outs).reshape(d.data.shape).numpy()
         return itp.TensorHandle(out, acc_dt)
+
+    grid_cls = itp.GridExecutor
+    grid_orig = grid_cls.__call__
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _NUM_WARPS.set(int(kwargs.get("num_warps") or 4))
+        try:
+            return grid_orig(self, *args, **kwargs)
+        finally:
+            _NUM_WARPS.reset(token)
 
     create_dot.__dict__[_ATTR] = True
     create_dot.__dict__[_REPLACED] = orig  # what suspended() puts back
     cls.create_dot = create_dot
-    return {"cls": cls, "orig": orig, "patched": create_dot}
+    grid_cls.__call__ = launch
+    return {"cls": cls, "orig": orig, "patched": create_dot, "grid_cls": grid_cls, "grid_orig": grid_orig,
+            "grid_patched": launch}
 
 
 def uninstall(handle: dict | None) -> None:
@@ -135,6 +153,8 @@ def uninstall(handle: dict | None) -> None:
         return
     if handle["cls"].create_dot is handle["patched"]:
         handle["cls"].create_dot = handle["orig"]
+    if handle["grid_cls"].__call__ is handle["grid_patched"]:
+        handle["grid_cls"].__call__ = handle["grid_orig"]
 
 
 @contextlib.contextmanager
