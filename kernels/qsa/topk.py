@@ -28,9 +28,13 @@ below ``-inf`` with it set (the logits kernel yields neither from finite inputs)
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
+
+from kernels.qsa._launch import Launcher
 
 __all__ = ["topk_columns"]
 
@@ -46,6 +50,9 @@ MAX_TILE = 16384
 #: k = 512: 16 tiles of 2,048, then 8,192 candidates in one program (docs/performance.md).
 SINGLE = 16384
 TILE = 2048
+#: Below this many rows the last level is cut down to SINGLE_FEW candidates (see ``_plan``).
+FEW_ROWS = 64
+SINGLE_FEW = 4096
 
 
 @triton.jit
@@ -81,6 +88,7 @@ def _bitwise_topk_kernel(
     out_ptr,
     stride_lr,
     stride_or,
+    width,
     K: tl.constexpr,
     CHUNK: tl.constexpr,
     RESIDENT: tl.constexpr,
@@ -89,7 +97,9 @@ def _bitwise_topk_kernel(
     # K, the chunk counts and the loops over them are compile-time: the Triton 3.6 interpreter cannot run a
     # loop bounded by a runtime value.
     r = tl.program_id(0).to(tl.int64)
-    vis = tl.load(vis_ptr + r).to(tl.int32)
+    # Clamped to the row: an unvalidated visible count past the logits' width (or below 0) must not make
+    # the loads leave the row; valid counts are unchanged.
+    vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), width)
     row_ptr = logits_ptr + r * stride_lr
     offs = tl.arange(0, CHUNK)
     if RESIDENT:
@@ -192,7 +202,7 @@ def _radix_topk_kernel(
     offs = tl.arange(0, BLOCK)
     pos = j * BLOCK + offs
     if FROM_LOGITS:
-        vis = tl.load(vis_ptr + r).to(tl.int32)
+        vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), width)  # as in the bitwise search
         live = pos < vis
         key = _order_key(tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0.0))
         col = pos
@@ -223,15 +233,25 @@ def _warps(block: int) -> int:
     return 16 if block >= 8192 else 8 if block >= 2048 else 4
 
 
-def _plan(width: int, k: int, single: int, tile: int) -> list[tuple[int, int]] | None:
+def _plan(
+    width: int, k: int, single: int, tile: int, rows: int | None = None, few: tuple[int, int] | None = None
+) -> list[tuple[int, int]] | None:
     """(block, tiles) per level, or None for the bitwise fallback: one level when a row fits ``single``
-    columns, else ``tile``-wide tiles whose ``k`` candidates each are selected again until they fit."""
+    columns, else ``tile``-wide tiles whose ``k`` candidates each are selected again until they fit.
+
+    With ``rows`` below ``FEW_ROWS`` the last level (one program per row) would leave most SMs idle while
+    one program per row ranks up to ``single`` candidates, so the candidates are cut into tiles again until
+    at most ``SINGLE_FEW`` remain (8 rows × 65,536 columns, MTP2: 16 programs ranking 16,384 candidates
+    each, otherwise). The selection is the same: a top-k is a subset of its tiles' top-k at every level.
+    ``few`` = (FEW_ROWS, SINGLE_FEW), the module's values unless given."""
     single, tile = min(single, MAX_TILE), min(tile, MAX_TILE)
+    few_rows, single_few = (FEW_ROWS, SINGLE_FEW) if few is None else few
+    last = min(single, single_few) if rows is not None and rows < few_rows else single
     levels = []
     w = width
-    while w > single:
+    while w > single or (levels and w > last):
         if 2 * k > tile:  # a level would not shrink the row
-            return None
+            return None if w > single else levels + [(max(16, triton.next_power_of_2(w)), 1)]
         n = triton.cdiv(w, tile)
         levels.append((tile, n))
         w = n * k
@@ -239,73 +259,84 @@ def _plan(width: int, k: int, single: int, tile: int) -> list[tuple[int, int]] |
     return levels
 
 
+@functools.lru_cache(maxsize=512)
+def _steps(
+    rows: int, width: int, k: int, chunk: int, radix_above: int, single: int, tile: int, few: tuple[int, int]
+) -> tuple:
+    """The launches of ``topk_columns`` for one shape, computed once: ("bitwise", config) or
+    ("radix", ((block, tiles, width in, config), ...)). The tunables are arguments so that a test's
+    monkeypatched constant is a new cache entry, not a stale plan."""
+    plan = _plan(width, k, single, tile, rows, few) if width > radix_above else None
+    if plan is None:
+        c = min(chunk, max(16, triton.next_power_of_2(max(width, k))))
+        return ("bitwise", _BITWISE.config(
+            dict(K=k, CHUNK=c, RESIDENT=width <= c, N_CHUNKS=triton.cdiv(width, c)), dict(num_warps=_warps(c))))
+    levels, w = [], width
+    for i, (block, n) in enumerate(plan):
+        cfg = _RADIX.config(
+            dict(K=k, BLOCK=block, FROM_LOGITS=i == 0, WRITE_KEYS=i < len(plan) - 1,
+                 PAD_CHUNKS=triton.cdiv(k, block)),
+            dict(num_warps=_warps(block)))
+        levels.append((block, n, w, cfg))
+        w = n * k
+    return ("radix", tuple(levels))
+
+
 def _radix_topk(
     logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor, single: int, tile: int
 ) -> bool:
     """The radix path into ``out``; False (nothing launched) where it does not apply."""
     rows, width = logits.shape
-    plan = _plan(width, k, single, tile)
-    if plan is None:
+    if _plan(width, k, single, tile, rows) is None:
         return False
-    src, cols = logits, logits  # cols: unused on the first level
-    w = width
-    for i, (block, n) in enumerate(plan):
-        last = i == len(plan) - 1
-        if last:
+    _run_radix(_steps(rows, width, k, CHUNK, -1, single, tile, (FEW_ROWS, SINGLE_FEW))[1], logits, visible, out)
+    return True
+
+
+def _run_radix(levels: tuple, logits: torch.Tensor, visible: torch.Tensor, out: torch.Tensor) -> None:
+    rows = logits.shape[0]
+    k = out.shape[1]
+    # One allocation holds every intermediate level's candidates: columns, then keys (int32 both).
+    sizes = [n * k for _, n, _, _ in levels[:-1]]
+    scratch = torch.empty(rows, 2 * sum(sizes), dtype=torch.int32, device=logits.device) if sizes else None
+    src, cols, at = logits, logits, 0  # cols: unused on the first level
+    for i, (_, n, w, cfg) in enumerate(levels):
+        if i == len(levels) - 1:
             dst, dst_keys = out, out  # dst_keys unused
         else:
-            dst = torch.empty(rows, n * k, dtype=torch.int32, device=logits.device)
-            dst_keys = torch.empty_like(dst)
-        _radix_topk_kernel[(rows, n)](
-            src,
-            cols,
-            visible,
-            dst,
-            dst_keys,
-            src.stride(0),
-            dst.stride(0),
-            w,
-            k,
-            BLOCK=block,
-            FROM_LOGITS=i == 0,
-            WRITE_KEYS=not last,
-            PAD_CHUNKS=triton.cdiv(k, block),
-            num_warps=_warps(block),
-        )
-        src, cols, w = dst_keys, dst, n * k
-    return True
+            dst = scratch[:, at : at + sizes[i]]
+            dst_keys = scratch[:, at + sizes[i] : at + 2 * sizes[i]]
+            at += 2 * sizes[i]
+        _RADIX((rows, n), (src, cols, visible, dst, dst_keys, src.stride(0), dst.stride(0), w), cfg)
+        src, cols = dst_keys, dst
 
 
 def _bitwise_topk(logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor) -> None:
     rows, width = logits.shape
-    chunk = min(CHUNK, max(16, triton.next_power_of_2(max(width, k))))
-    resident = width <= chunk
-    _bitwise_topk_kernel[(rows,)](
-        logits,
-        visible,
-        out,
-        logits.stride(0),
-        out.stride(0),
-        k,
-        CHUNK=chunk,
-        RESIDENT=resident,
-        N_CHUNKS=triton.cdiv(width, chunk),
-        num_warps=_warps(chunk),
-    )
+    cfg = _steps(rows, width, k, CHUNK, width, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW))[1]
+    _BITWISE((rows,), (logits, visible, out, logits.stride(0), out.stride(0), width), cfg)
 
 
 def topk_columns(
     logits: torch.Tensor, visible: torch.Tensor, k: int, *, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """int32 [rows, k]: the ``k`` best of columns ``[0, visible[r])`` of each row of fp32 ``logits``, in
-    ascending column order, ``-1``-padded; no host synchronization. Callers validated the arguments
-    (``visible`` contiguous int, ``0 <= visible[r] <= logits.shape[1]``; ``out`` int32 [rows, k] with
-    unit column stride, e.g. a row slice of the caller's result)."""
-    rows = logits.shape[0]
+    ascending column order, ``-1``-padded; no host synchronization. ``visible`` is read clamped to
+    ``[0, logits.shape[1]]`` (an unvalidated count never reads outside the row). Callers checked the
+    arguments (``visible`` contiguous int; ``out`` int32 [rows, k] with unit column stride, e.g. a row slice
+    of the caller's result)."""
+    rows, width = logits.shape
     if out is None:
         out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
     if rows == 0:
         return out
-    if logits.shape[1] <= RADIX_ABOVE or not _radix_topk(logits, visible, k, out, SINGLE, TILE):
+    kind, how = _steps(rows, width, k, CHUNK, RADIX_ABOVE, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW))
+    if kind == "radix":
+        _run_radix(how, logits, visible, out)
+    else:
         _bitwise_topk(logits, visible, k, out)
     return out
+
+
+_BITWISE = Launcher(_bitwise_topk_kernel)
+_RADIX = Launcher(_radix_topk_kernel)

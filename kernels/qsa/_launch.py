@@ -1,0 +1,113 @@
+"""Launch a ``@triton.jit`` kernel through its compiled handle once it is compiled: the host side of a
+decode selection without Triton's per-call binding work.
+
+Why: a decode step launches two or three small kernels whose GPU time is 20-80 us; Triton's ``kernel[grid]
+(...)`` spends its own tens of microseconds per launch binding and specializing every argument, looking up
+the compiled kernel by a string key and building launch metadata (measured as 60-150 us of host time per
+``decode_select`` call on the H200 box, 2026-12-03, docs/performance.md). Here the first launch of a
+specialization goes through ``kernel[grid]`` (which compiles and returns the compiled kernel); later ones
+with the same key call the compiled kernel's launcher as ``JITFunction.run`` does. The key is finer than
+what Triton 3.6-3.9 specialize on (read off ``native_specialize_impl``: each tensor's dtype and 16-byte
+alignment; for each int whether it is 1, a multiple of 16, and 32 or 64 bits): each tensor's dtype and
+address modulo 16, and the ints' values, so a hit is always the kernel Triton would have launched.
+
+On the interpreter, or if the installed Triton lacks what this relies on, every launch takes ``kernel[grid]``.
+``ENABLED = False`` does too (benchmarks compare both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+
+from kernels._interpreter import runs_on_interpreter
+
+__all__ = ["Launcher", "ENABLED"]
+
+#: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
+ENABLED = True
+
+
+class Launcher:
+    """Launches of one ``@triton.jit`` kernel whose runtime arguments come first, positionally, and whose
+    constexprs follow."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self._compiled: dict[tuple, Any] = {}
+        self._n_runtime: int | None = None  # None: always the plain path
+        self._n_tensors = 0
+        self._constexpr_names: tuple[str, ...] = ()
+        params = getattr(kernel, "params", None)
+        if params is not None and not runs_on_interpreter(kernel):
+            flags = [p.is_constexpr for p in params]
+            n = flags.index(True) if True in flags else len(flags)
+            if all(flags[n:]):
+                self._n_runtime = n
+                self._constexpr_names = tuple(p.name for p in params[n:])
+                # leading pointer parameters: named *_ptr in every QSA kernel
+                self._n_tensors = next((i for i, p in enumerate(params[:n]) if not p.name.endswith("_ptr")), n)
+
+    def config(self, constexprs: dict[str, Any], options: dict[str, Any]) -> tuple:
+        """A launch configuration (every constexpr by name, plus ``num_warps``/``num_stages``) as the hashable
+        value ``__call__`` takes; build it once per shape, not per call."""
+        missing = set(self._constexpr_names) - set(constexprs)
+        if self._n_runtime is not None and missing:
+            raise TypeError(f"{self.kernel.__name__}: constexprs {sorted(missing)} must be given")
+        values = tuple(constexprs[n] for n in self._constexpr_names) if self._n_runtime is not None else ()
+        return (values, tuple(constexprs.items()), tuple(options.items()))
+
+    def __call__(self, grid: tuple[int, ...], args: tuple, config: tuple) -> Any:
+        """``kernel[grid](*args, **constexprs, **options)`` for ``config = self.config(constexprs, options)``.
+
+        ``args``: the kernel's tensors first, then ints (as every QSA kernel takes them). The cache key is each
+        tensor's dtype and address modulo 16 and the ints' values: finer than Triton's own key (alignment to
+        16, and for ints: 1, a multiple of 16, 32 or 64 bits), so a cached compiled kernel is always the one
+        Triton would pick."""
+        if not ENABLED or self._n_runtime is None or len(args) != self._n_runtime:
+            return self._plain(grid, args, config)
+        nt = self._n_tensors
+        device = torch.cuda.current_device()
+        key = (device, config, tuple([(a.dtype, a.data_ptr() & 15) for a in args[:nt]]), args[nt:])
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._plain(grid, args, config)
+            if hasattr(compiled, "result"):  # an async-compile future
+                compiled = compiled.result()
+            if self._cacheable(args, compiled):
+                self._compiled[key] = compiled
+            return compiled
+        full = args + config[0]
+        stream = _driver().get_current_stream(device)
+        hooks = triton.knobs.runtime
+        meta = compiled.launch_metadata(grid, stream, *full)
+        compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
+                     compiled.function, compiled.packed_metadata, meta, hooks.launch_enter_hook,
+                     hooks.launch_exit_hook, *full)
+        return compiled
+
+    def _cacheable(self, args: tuple, compiled: Any) -> bool:
+        # Tensors exactly in the first _n_tensors places and plain ints after them (so that the key above
+        # holds all Triton specializes on), and a compiled kernel with what the direct launch uses.
+        nt = self._n_tensors
+        return (
+            all(type(a) is torch.Tensor for a in args[:nt])
+            and all(type(a) is int for a in args[nt:])
+            and all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata", "launch_metadata"))
+        )
+
+    def _plain(self, grid: tuple[int, ...], args: tuple, config: tuple) -> Any:
+        return self.kernel[grid](*args, **dict(config[1]), **dict(config[2]))
+
+
+_DRIVER: list[Any] = []
+
+
+def _driver() -> Any:
+    if not _DRIVER:
+        from triton.runtime import driver
+
+        _DRIVER.append(driver.active)
+    return _DRIVER[0]
