@@ -6,9 +6,12 @@ prefill (packed rows by ``query_start_loc``, chunked over rows so the fp32 logit
 ``chunk_rows × page-table capacity``). Rows that see fewer than ``k`` columns are ``-1``-padded at the
 end. Indices are logical compressed-column numbers within the request, int32, in ascending column order.
 
-The hot path has no host round trip: logits are as wide as the page table (a shape known on the host,
-not ``max(visible)``), and the only synchronizing work is the bounds validation, which ``validate=False``
-skips for callers that checked their metadata once.
+No host round trip by default: logits are as wide as the page table (a shape known on the host, not
+``max(visible)``), launch configurations are computed once per shape, and bad metadata cannot make a
+kernel read or write outside its tensors (visible counts are clamped on the device, pages with a block id
+outside the cache score ``-inf``), so each call is CUDA-graph capturable. ``validate=True`` (opt-in, for
+debugging: it reads the metadata on the host, a sync) raises on bad metadata with the offending entry
+named. Until 2026-12-04 (issue 25) the default was ``validate=True``.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ def decode_row_req(num_requests: int, decode_query_len: int, device: torch.devic
     return torch.arange(num_requests, device=device, dtype=torch.int32).repeat_interleave(decode_query_len)
 
 
-def prefill_row_req(query_start_loc: torch.Tensor, rows: int, *, validate: bool = True) -> torch.Tensor:
+def prefill_row_req(query_start_loc: torch.Tensor, rows: int, *, validate: bool = False) -> torch.Tensor:
     """Request of each packed prefill row, from ``query_start_loc`` [B + 1]: starts at 0, non-decreasing,
-    ends at ``rows`` (checked when ``validate``; the result has ``rows`` entries without a host sync)."""
+    ends at ``rows`` (checked with ``validate=True``, a host sync; the result has ``rows`` entries without
+    one). Unvalidated, a row outside every request gets ``B`` (past the page table), which the logits
+    kernel reads as a row that sees nothing."""
     _checks.count("rows", rows, minimum=0)
     _checks.flag("validate", validate)
     if not isinstance(query_start_loc, torch.Tensor):
@@ -57,8 +62,10 @@ def prefill_row_req(query_start_loc: torch.Tensor, rows: int, *, validate: bool 
                 f"query_start_loc must be non-decreasing, got query_start_loc[{i}] = {int(qsl[i])} > "
                 f"query_start_loc[{i + 1}] = {int(qsl[i + 1])}"
             )
-    b = torch.arange(lens.shape[0], device=qsl.device, dtype=torch.int32)
-    return b.repeat_interleave(lens.long(), output_size=rows)
+    # Row r belongs to the request whose span holds it: the number of spans ending at or before r (a search,
+    # not repeat_interleave: that needs lens >= 0 summing to rows, which only validation guarantees).
+    r = torch.arange(rows, device=qsl.device, dtype=qsl.dtype)
+    return torch.searchsorted(qsl[1:], r, right=True, out_int32=True)
 
 
 def decode_select(
@@ -69,14 +76,16 @@ def decode_select(
     *,
     decode_query_len: int,
     topk_blocks: int,
-    validate: bool = True,
+    validate: bool = False,
     tile: LogitsTile | None = None,
 ) -> torch.Tensor:
     """Selected blocks [B * decode_query_len, topk_blocks] for a request-major decode batch.
 
     ``q`` [B * L, H, D] must already be normalized to the cache dtype; ``visible_blocks`` [B * L] is per row
-    (the MTP rows of one request see different prefixes). ``validate=False`` skips the bounds checks that
-    synchronize with the host (the shapes and dtypes are always checked).
+    (the MTP rows of one request see different prefixes). Shapes, dtypes and devices are always checked;
+    the call never synchronizes with the host and can be captured in a CUDA graph. ``validate=True``
+    (opt-in, a host sync; the default was True until issue 25) also checks the metadata's values and raises
+    on the first bad entry; unvalidated, bad values are clamped on the device (module docstring).
     """
     if not isinstance(cache, IndexerKVCache):
         raise TypeError(f"cache must be an IndexerKVCache, got {type(cache).__name__}")
@@ -110,11 +119,12 @@ def prefill_select(
     *,
     topk_blocks: int,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    validate: bool = True,
+    validate: bool = False,
     tile: LogitsTile | None = None,
 ) -> torch.Tensor:
     """Selected blocks [rows, topk_blocks] for packed prefill rows (request ``b`` owns rows
-    ``query_start_loc[b]:query_start_loc[b + 1]``), computed ``chunk_rows`` rows at a time."""
+    ``query_start_loc[b]:query_start_loc[b + 1]``), computed ``chunk_rows`` rows at a time. No host sync
+    unless ``validate=True`` (as :func:`decode_select`)."""
     if not isinstance(cache, IndexerKVCache):
         raise TypeError(f"cache must be an IndexerKVCache, got {type(cache).__name__}")
     k = _checks.count("topk_blocks", topk_blocks, minimum=1)

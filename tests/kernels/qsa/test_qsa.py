@@ -449,7 +449,7 @@ def test_visible_beyond_capacity_is_rejected(small):
     bad = vis.clone()
     bad[1] = cap + 1
     with pytest.raises(ValueError, match=rf"visible_blocks\[1\] = {cap + 1} exceeds the page-table capacity"):
-        qsa.decode_select(case.cache, q, case.block_table, bad, decode_query_len=1, topk_blocks=3)
+        qsa.decode_select(case.cache, q, case.block_table, bad, decode_query_len=1, topk_blocks=3, validate=True)
 
 
 def test_page_table_entry_out_of_range_is_rejected(small):
@@ -457,10 +457,10 @@ def test_page_table_entry_out_of_range_is_rejected(small):
     bt = case.block_table.clone()
     bt[0, 1] = case.cache.num_blocks
     with pytest.raises(ValueError, match=r"block_table\[0, 1\] = \d+ is outside \[0, \d+\)"):
-        qsa.paged_logits(case.cache, q, bt, row_req, vis)
+        qsa.paged_logits(case.cache, q, bt, row_req, vis, validate=True)
     bt = case.block_table.clone()
     bt[1, 2] = -1  # request 1 sees 4 blocks = 1 page: unused entries may hold anything
-    qsa.paged_logits(case.cache, q, bt, row_req, vis)
+    qsa.paged_logits(case.cache, q, bt, row_req, vis, validate=True)
 
 
 def test_query_dtype_must_equal_cache_dtype(small):
@@ -501,6 +501,7 @@ def test_decode_select_rejects_bad_inputs(small, mutate, exc, match):
         "visible_blocks": vis,
         "decode_query_len": 1,
         "topk_blocks": 3,
+        "validate": True,  # the value checks (visible_neg) are opt-in; the others run on every call
     }
     mutate(args)
     with pytest.raises(exc, match=match):
@@ -517,10 +518,11 @@ def test_prefill_select_rejects_bad_query_start_loc(small):
     ):
         t = torch.tensor(qsl, dtype=torch.int32, device=q.device)
         if match is None:
-            qsa.prefill_select(case.cache, q, case.block_table, t, torch.zeros_like(vis), topk_blocks=3)
+            qsa.prefill_select(case.cache, q, case.block_table, t, torch.zeros_like(vis), topk_blocks=3,
+                               validate=True)
             continue
         with pytest.raises(ValueError, match=match):
-            qsa.prefill_select(case.cache, q, case.block_table, t, vis, topk_blocks=3)
+            qsa.prefill_select(case.cache, q, case.block_table, t, vis, topk_blocks=3, validate=True)
 
 
 def test_store_rejects_bad_slots(small, device):

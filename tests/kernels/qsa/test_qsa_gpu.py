@@ -152,8 +152,8 @@ def test_fp8_selection_overlaps_bf16_gpu(seed, device, tolerance):
 
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_select_hot_path_never_syncs_gpu(dtype, rng, device):
-    # issue 12: no host round trip on the hot path (no .item(), .tolist() or data-dependent shapes) once
-    # validation is off; torch raises on any synchronizing op in this mode.
+    # issue 12: no host round trip on the hot path (no .item(), .tolist() or data-dependent shapes); since
+    # issue 25 that is the default call (validate=False); torch raises on any synchronizing op in this mode.
     from kernels.qsa import decode_select, prefill_select
     from kernels.qsa.inputs import build_case, decode_rows, prefill_rows
 
@@ -162,18 +162,18 @@ def test_select_hot_path_never_syncs_gpu(dtype, rng, device):
     _, q, vis = decode_rows(case, MTP, rng=rng)
     qsl, _, pq, pvis = prefill_rows(case, [64, 17, 30], rng=rng)
     want = (
-        decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks),
-        prefill_select(case.cache, pq, case.block_table, qsl, pvis, topk_blocks=cfg.topk_blocks, chunk_rows=50),
+        decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks,
+                      validate=True),
+        prefill_select(case.cache, pq, case.block_table, qsl, pvis, topk_blocks=cfg.topk_blocks, chunk_rows=50,
+                       validate=True),
     )
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         got = (
-            decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks,
-                          validate=False),
-            prefill_select(case.cache, pq, case.block_table, qsl, pvis, topk_blocks=cfg.topk_blocks, chunk_rows=50,
-                           validate=False),
+            decode_select(case.cache, q, case.block_table, vis, decode_query_len=MTP, topk_blocks=cfg.topk_blocks),
+            prefill_select(case.cache, pq, case.block_table, qsl, pvis, topk_blocks=cfg.topk_blocks, chunk_rows=50),
         )
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), "validate=False changed a selection"
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), "the unvalidated default changed a selection"

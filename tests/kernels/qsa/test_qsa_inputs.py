@@ -210,13 +210,15 @@ def test_decode_row_req_and_logits_tile_fail_at_construction():
     ("call", "exc", "match"),
     [
         (lambda s, q: q.paged_logits(s["case"].cache, s["pq"], s["case"].block_table, s["prow_req"], s["pvis"],
-                                     n_cols=int(s["pvis"].max()) - 1), ValueError,
+                                     n_cols=int(s["pvis"].max()) - 1, validate=True), ValueError,
          r"n_cols \(\d+\) must be >= max\(visible_blocks\)"),
         (lambda s, q: q.paged_logits(s["case"].cache, s["pq"], s["case"].block_table, s["prow_req"], s["pvis"],
                                      tile=(64, 4)), TypeError, "tile must be a LogitsTile or None, got tuple"),
-        (lambda s, q: q.paged_logits(s["case"].cache, s["pq"], s["case"].block_table, s["prow_req"] - 1, s["pvis"]),
+        (lambda s, q: q.paged_logits(s["case"].cache, s["pq"], s["case"].block_table, s["prow_req"] - 1, s["pvis"],
+                                     validate=True),
          ValueError, r"row_req entries must index block_table rows \[0, 3\), got range \[-1, 1\]"),
-        (lambda s, q: q.paged_logits(s["case"].cache, s["pq"], s["case"].block_table, s["prow_req"] + 1, s["pvis"]),
+        (lambda s, q: q.paged_logits(s["case"].cache, s["pq"], s["case"].block_table, s["prow_req"] + 1, s["pvis"],
+                                     validate=True),
          ValueError, r"row_req entries must index block_table rows \[0, 3\), got range \[1, 3\]"),
         (lambda s, q: q.paged_logits("cache", s["pq"], s["case"].block_table, s["prow_req"], s["pvis"]),
          TypeError, "cache must be an IndexerKVCache, got str"),
@@ -230,7 +232,7 @@ def test_decode_row_req_and_logits_tile_fail_at_construction():
         (lambda s, q: q.prefill_select(s["case"].cache, s["pq"], s["case"].block_table, s["qsl"], s["pvis"],
                                        topk_blocks=3, chunk_rows=0),
          ValueError, "chunk_rows must be an int >= 1, got 0"),
-        (lambda s, q: q.prefill_row_req(torch.tensor([0, 3, 2, 12]), 12), ValueError,
+        (lambda s, q: q.prefill_row_req(torch.tensor([0, 3, 2, 12]), 12, validate=True), ValueError,
          r"query_start_loc must be non-decreasing, got query_start_loc\[1\] = 3 > query_start_loc\[2\] = 2"),
         (lambda s, q: q.prefill_row_req(torch.tensor([0, 3]), -1), ValueError, "rows must be an int >= 0, got -1"),
         (lambda s, q: q.prefill_row_req([0, 3], 3), TypeError, "query_start_loc must be a torch.Tensor, got list"),
@@ -266,20 +268,26 @@ def test_bounds_are_exact_at_the_edges(setup):
     bt[2, 1] = -1
     rows = torch.tensor([2, 2], dtype=torch.int32, device=bt.device)
     q = s["pq"][:2]
-    qsa.paged_logits(cache, q, bt, rows, torch.tensor([page, 0], dtype=torch.int32, device=bt.device))
+    qsa.paged_logits(cache, q, bt, rows, torch.tensor([page, 0], dtype=torch.int32, device=bt.device),
+                     validate=True)
     with pytest.raises(ValueError, match=r"block_table\[2, 1\] = -1 is outside"):
-        qsa.paged_logits(cache, q, bt, rows, torch.tensor([page + 1, 0], dtype=torch.int32, device=bt.device))
+        qsa.paged_logits(cache, q, bt, rows, torch.tensor([page + 1, 0], dtype=torch.int32, device=bt.device),
+                         validate=True)
     bt[2, 1] = cache.num_blocks - 1  # the last real block is fine
     cap = bt.shape[1] * page
     bt[2, 2:] = cache.num_blocks - 1
-    qsa.paged_logits(cache, q, bt, rows, torch.tensor([cap, 1], dtype=torch.int32, device=bt.device))
+    qsa.paged_logits(cache, q, bt, rows, torch.tensor([cap, 1], dtype=torch.int32, device=bt.device),
+                     validate=True)
     with pytest.raises(ValueError, match=rf"visible_blocks\[0\] = {cap + 1} exceeds"):
-        qsa.paged_logits(cache, q, bt, rows, torch.tensor([cap + 1, 1], dtype=torch.int32, device=bt.device))
+        qsa.paged_logits(cache, q, bt, rows, torch.tensor([cap + 1, 1], dtype=torch.int32, device=bt.device),
+                         validate=True)
     bt[2, 0] = cache.num_blocks
     with pytest.raises(ValueError, match=rf"block_table\[2, 0\] = {cache.num_blocks} is outside \[0, "):
-        qsa.paged_logits(cache, q, bt, rows, torch.tensor([1, 1], dtype=torch.int32, device=bt.device))
+        qsa.paged_logits(cache, q, bt, rows, torch.tensor([1, 1], dtype=torch.int32, device=bt.device),
+                         validate=True)
     # row_req: the last block-table row is accepted
-    qsa.paged_logits(cache, q, s["case"].block_table, rows, torch.tensor([1, 1], dtype=torch.int32, device=bt.device))
+    qsa.paged_logits(cache, q, s["case"].block_table, rows, torch.tensor([1, 1], dtype=torch.int32, device=bt.device),
+                     validate=True)
     # slot mapping: -1 and the last slot are accepted, -2 and num_slots are not
     cfg = s["cfg"]
     n_slots = cache.num_blocks * page

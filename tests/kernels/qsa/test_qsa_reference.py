@@ -148,9 +148,15 @@ def test_topk_columns_ranks_negative_zero_below_positive_zero(device):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 @pytest.mark.parametrize("mtp", [1, 3])
-def test_decode_logits_equal_paged_logits_bit_for_bit(dtype, mtp, rng, device):
+@pytest.mark.parametrize("tiles", [1, 2, 8], ids=["tile-per-program", "2-tiles", "4-tiles-past-the-row"])
+def test_decode_logits_equal_paged_logits_bit_for_bit(dtype, mtp, tiles, rng, device, monkeypatch):
+    from kernels.qsa import logits as logits_mod
+    from kernels.qsa import resolve_indexer_dtype
     from kernels.qsa.inputs import build_case, decode_rows
     from kernels.qsa.logits import decode_logits
+
+    # `tiles` tiles per program (8 > the 3 tiles of a row is cut to 4: the loop runs past the row, masked)
+    monkeypatch.setitem(logits_mod.DECODE_TILES_PER_PROGRAM, resolve_indexer_dtype(dtype), (tiles,) * 3)
 
     qsa = _qsa()
     cfg = qsa.IndexerConfig(num_heads=5, head_dim=64, compress_ratio=2, token_topk=8, page_size=7,
