@@ -3,21 +3,25 @@ BF16 and an FP8 cache, beside torch eager doing the same work and the byte-limit
 
     python benchmarks/bench_qsa.py [--json PATH]
 
-Every row: ``bf16_ms``, ``fp8_ms`` (the kernels; selections with ``validate=False``, i.e. metadata checked
-once outside the hot path), ``eager_bf16_ms`` / ``eager_fp8_ms`` (gather + matmul + relu + head sum +
-``torch.topk`` in torch, fp8 keys upcast to bf16 for the matmul), ``speedup`` = bf16_ms / fp8_ms,
+Every row: ``bf16_ms``, ``fp8_ms`` (the kernels, each called as a user calls it: the selections with their
+default ``validate=False``, which never syncs), ``eager_bf16_ms`` / ``eager_fp8_ms`` (gather + matmul +
+relu + head sum + ``torch.topk`` in torch, fp8 keys upcast to bf16 for the matmul), ``speedup`` = bf16_ms / fp8_ms,
 ``byte_limit`` = bf16 bytes / fp8 bytes (the speedup a purely memory-bound kernel would reach) and
 ``fp8_floor_ms`` = fp8 bytes / the measured copy bandwidth; ``*_graph_ms`` / ``graph_speedup``: the same
 call captured in a CUDA graph and replayed (GPU time alone, as a decode step under CUDA graphs runs; at
 decode sizes the Python launch work of a call, ~70 us, is as long as the GPU work, so ``*_ms`` depends on
-the host CPU; NaN where capture failed). Bytes counted: keys each row may see (once per request), queries,
-fp32 logits written. Inputs are larger than L2 (benchmarks/_common.py refuses others).
+the host CPU; NaN where capture failed); ``*_host_us``: the host time of one call (median of
+``time.perf_counter`` around a call started with the GPU idle, 50 calls: what the Python side costs; a call
+that synchronized would show the GPU time here too). Bytes counted: keys each row may see (once per
+request), queries, fp32 logits written. Inputs are larger than L2 (benchmarks/_common.py refuses others).
 Not a test: nothing here asserts a time. Inputs are random normalized keys and queries built on the
 device (the timings do not depend on their values).
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from functools import partial
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
@@ -39,7 +43,8 @@ K = REALISTIC["token_topk"] // REALISTIC["compress_ratio"]
 # (label, requests, tokens per request, query rows per request: MTP length (decode) or prefill rows)
 # fp8 keys must exceed the H200 L2 (60 MiB): 32x32k (32 MiB of fp8 keys) and 8x128k (32 MiB) do not.
 DECODE = [("decode 64x32k mtp1", 64, 32768, 1), ("decode 64x32k mtp2", 64, 32768, 2),
-          ("decode 64x64k mtp1", 64, 65536, 1), ("decode 16x128k mtp4", 16, 131072, 4)]
+          ("decode 64x64k mtp1", 64, 65536, 1), ("decode 16x128k mtp4", 16, 131072, 4),
+          ("decode 8x256k mtp2", 8, 262144, 2), ("decode 128x16k mtp1", 128, 16384, 1)]
 PREFILL = [("prefill 1x8k", 1, 8192, 8192), ("prefill 4x16k last 4k", 4, 16384, 4096)]
 CHUNK_ROWS = 4096
 
@@ -108,6 +113,19 @@ def _prefill_logits(cache, bt, q, rr, vis, out):
                      validate=False)
 
 
+def host_us(fn, calls: int = 50) -> float:
+    """Median microseconds of host time per call, each call started with the GPU idle."""
+    fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
 def _graph_or_nan(fn) -> float:
     try:
         return graph_ms(fn)
@@ -129,6 +147,7 @@ def main() -> None:
             r[f"{dtype}_ms"] = time_ms(fns[dtype])
             r[f"eager_{dtype}_ms"] = time_ms(fns[f"eager_{dtype}"])
             r[f"{dtype}_graph_ms"] = _graph_or_nan(fns[dtype])
+            r[f"{dtype}_host_us"] = host_us(fns[dtype])
         r["speedup"] = r["bf16_ms"] / r["fp8_ms"]
         r["graph_speedup"] = r["bf16_graph_ms"] / r["fp8_graph_ms"]
         r["byte_limit"] = nbytes["bf16"] / nbytes["fp8"]
@@ -143,7 +162,7 @@ def main() -> None:
             g = torch.Generator(device="cuda").manual_seed(0)
             _, cache, bt, q, vis, _, nb = _build(dtype, reqs, tokens, mtp, True, g)
             nbytes[dtype] = nb
-            fns[dtype] = partial(decode_select, cache, q, bt, vis, decode_query_len=mtp, topk_blocks=K, validate=False)
+            fns[dtype] = partial(decode_select, cache, q, bt, vis, decode_query_len=mtp, topk_blocks=K)
             fns[f"eager_{dtype}"] = partial(_eager_decode, cache, bt, q, vis, mtp, K)
         row(f"{label} select", fns, nbytes)
         del fns
@@ -158,8 +177,7 @@ def main() -> None:
             out = torch.empty(min(CHUNK_ROWS, q.shape[0]), bt.shape[1] * cache.page_size, device="cuda")
             logit_fns[dtype] = partial(_prefill_logits, cache, bt, q, rr, vis, out)
             logit_fns[f"eager_{dtype}"] = partial(_eager_prefill_logits, cache, bt, q, vis, qrows)
-            select_fns[dtype] = partial(prefill_select, cache, q, bt, qsl, vis, topk_blocks=K, chunk_rows=CHUNK_ROWS,
-                                        validate=False)
+            select_fns[dtype] = partial(prefill_select, cache, q, bt, qsl, vis, topk_blocks=K, chunk_rows=CHUNK_ROWS)
             select_fns[f"eager_{dtype}"] = partial(_eager_prefill_logits, cache, bt, q, vis, qrows, K)
         row(f"{label} logits", logit_fns, nbytes)
         row(f"{label} select", select_fns, nbytes)
@@ -167,7 +185,8 @@ def main() -> None:
         torch.cuda.empty_cache()
     columns = [("case", ""), ("bf16_ms", ".3f"), ("fp8_ms", ".3f"), ("eager_bf16_ms", ".3f"), ("eager_fp8_ms", ".3f"),
                ("speedup", ".2f"), ("bf16_graph_ms", ".3f"), ("fp8_graph_ms", ".3f"), ("graph_speedup", ".2f"),
-               ("byte_limit", ".2f"), ("fp8_floor_ms", ".3f"), ("fp8_mb", ".0f")]
+               ("bf16_host_us", ".0f"), ("fp8_host_us", ".0f"), ("byte_limit", ".2f"), ("fp8_floor_ms", ".3f"),
+               ("fp8_mb", ".0f")]
     emit("QSA indexer (REALISTIC: 64 heads x d128, ratio 4, 2048 tokens = 512 blocks selected, pages of 64)",
          columns, rows, args.json, extra={"copy_bandwidth_gbs": bw, "k_blocks": K})
 

@@ -1,13 +1,22 @@
-"""Where a QSA decode selection's time goes: the whole call (do_bench, and CUDA-graph replay), the logits
-kernel and the top-k alone (graph replay), and the Python time per call (200 calls without a sync), for
-bench_qsa.py's decode shapes, twice. At these sizes the call's host work (~70 us) is as long as its GPU
-work, so a do_bench of the call can measure the host (docs/performance.md). Not a test; prints JSON lines.
+"""Where a QSA decode selection's time goes, for bench_qsa.py's decode shapes: the whole call (CUDA-graph
+replay, and host microseconds per call with the launch cache of kernels/qsa/_launch.py on and off, and with
+no launch at all: the checks and allocations alone), the logits kernel alone for each tiles-per-program ×
+pipeline-depth candidate (each checked bit for bit against one tile per program, and against paged_logits),
+and the top-k alone for the shipped plan and its candidates (each checked equal to the shipped result).
+Not a test; prints JSON lines and writes them to OUT.json.
 
-    python benchmarks/qsa_breakdown.py OUT.json
+    python benchmarks/qsa_breakdown.py OUT.json [--shapes 0,4] [--no-sweep | --topk-sweep-only]
+
+Compiles run first in a pool of processes (one per shape and dtype; Triton's disk cache hands them to the
+timing process), so the sweep fits in a short GPU session.
 """
 
+from __future__ import annotations
+
+import argparse
 import json
-import sys
+import multiprocessing as mp
+import statistics
 import time
 from functools import partial
 from pathlib import Path
@@ -15,38 +24,127 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import bench_qsa as bq
 import torch
-from _common import graph_ms, require_cuda, time_ms
+from _common import graph_ms
 
-from kernels.qsa import decode_select
-from kernels.qsa.logits import decode_logits
-from kernels.qsa.topk import topk_columns
+TILES = [1, 2, 4, 8]
+STAGES = [1, 3]
+#: top-k plan candidates: (FEW_ROWS, SINGLE_FEW, TILE); FEW_ROWS = 0 is the plan before issue 25
+TOPK_PLANS = [(0, 4096, 2048), (64, 2048, 2048), (64, 4096, 2048), (64, 8192, 2048), (64, 4096, 4096),
+              (65, 4096, 2048), (129, 4096, 2048), (129, 8192, 2048)]
 
-if len(sys.argv) != 2:
-    raise SystemExit(f"usage: python benchmarks/{Path(__file__).name} OUT.json")
-require_cuda("qsa_breakdown.py")
-out = []
-for rep in range(2):
-    for label, reqs, tokens, mtp in bq.DECODE:
-        for dtype in ("bf16", "fp8"):
-            g = torch.Generator(device="cuda").manual_seed(0)
-            _, cache, bt, q, vis, _, nb = bq._build(dtype, reqs, tokens, mtp, True, g)
-            n_cols = bt.shape[1] * cache.page_size
-            sel = partial(decode_select, cache, q, bt, vis, decode_query_len=mtp, topk_blocks=bq.K, validate=False)
-            lg = partial(decode_logits, cache, q, bt, vis, decode_query_len=mtp, n_cols=n_cols)
-            logits = lg()
-            tk = partial(topk_columns, logits, vis, bq.K)
-            sel()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(200):
-                sel()
-            host_us = (time.perf_counter() - t0) / 200 * 1e6
-            torch.cuda.synchronize()
-            r = dict(rep=rep, case=label, dtype=dtype, do_bench_ms=time_ms(sel), graph_ms=graph_ms(sel),
-                     logits_graph_ms=graph_ms(lg), topk_graph_ms=graph_ms(tk), logits_ms=time_ms(lg),
-                     topk_ms=time_ms(tk), host_us_per_call=host_us, mb=nb / 2**20)
-            print(json.dumps(r), flush=True)
-            out.append(r)
-            del cache, bt, q, vis, logits
-            torch.cuda.empty_cache()
-Path(sys.argv[1]).write_text(json.dumps(out, indent=1))
+
+def _case(i: int, dtype: str):
+    label, reqs, tokens, mtp = bq.DECODE[i]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    _, cache, bt, q, vis, _, nb = bq._build(dtype, reqs, tokens, mtp, True, g)
+    return label, mtp, cache, bt, q, vis, nb
+
+
+def _logits(cache, q, bt, vis, mtp, tiles, stages):
+    from kernels.qsa import logits as L
+
+    L.DECODE_TILES_PER_PROGRAM[cache.dtype] = (tiles,) * 3  # until reset
+    t = L.DECODE_TILES[cache.dtype]
+    tile = L.LogitsTile(block_n=t.block_n, num_warps=t.num_warps, num_stages=stages)
+    return partial(L.decode_logits, cache, q, bt, vis, decode_query_len=mtp, n_cols=bt.shape[1] * cache.page_size,
+                   tile=tile)
+
+
+def _precompile(job):
+    i, dtype = job
+    from kernels.qsa import decode_select
+
+    _, mtp, cache, bt, q, vis, _ = _case(i, dtype)
+    for tiles in TILES:
+        for stages in STAGES:
+            _logits(cache, q, bt, vis, mtp, tiles, stages)()
+    decode_select(cache, q, bt, vis, decode_query_len=mtp, topk_blocks=bq.K)
+    torch.cuda.synchronize()
+    return job
+
+
+def _host_us(fn, calls=50):
+    fn()
+    ts = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(ts) * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--shapes", default=",".join(str(i) for i in range(len(bq.DECODE))))
+    ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--topk-sweep-only", action="store_true")
+    args = ap.parse_args()
+    from kernels.qsa import _launch, decode_select, paged_logits
+    from kernels.qsa import logits as L
+    from kernels.qsa import topk as T
+
+    shapes = [int(s) for s in args.shapes.split(",")]
+    jobs = [(i, d) for i in shapes for d in ("bf16", "fp8")]
+    t0 = time.time()
+    logits_sweep = not (args.no_sweep or args.topk_sweep_only)
+    if logits_sweep:
+        with mp.get_context("spawn").Pool(min(len(jobs), 12)) as pool:
+            for job in pool.imap_unordered(_precompile, jobs):
+                print(f"compiled {job} at {time.time() - t0:.0f}s", flush=True)
+    out = []
+    shipped_tiles = dict(L.DECODE_TILES_PER_PROGRAM)
+    defaults = (T.FEW_ROWS, T.SINGLE_FEW, T.TILE)
+    for i, dtype in jobs:
+        label, mtp, cache, bt, q, vis, nb = _case(i, dtype)
+        n_cols = bt.shape[1] * cache.page_size
+        sel = partial(decode_select, cache, q, bt, vis, decode_query_len=mtp, topk_blocks=bq.K)
+        r = dict(case=label, dtype=dtype, mb=nb / 2**20, select_graph_ms=graph_ms(sel),
+                 host_us=_host_us(sel))
+        _launch.ENABLED = False
+        r["host_us_plain_launch"] = _host_us(sel)
+        _launch.ENABLED = True
+        call = _launch.Launcher.__call__
+        _launch.Launcher.__call__ = lambda self, grid, a, c: None
+        r["host_us_no_launch"] = _host_us(sel)
+        _launch.Launcher.__call__ = call
+        logits = L.decode_logits(cache, q, bt, vis, decode_query_len=mtp, n_cols=n_cols)
+        row_req = torch.arange(bt.shape[0], device="cuda", dtype=torch.int32).repeat_interleave(mtp)
+        r["decode_equals_paged"] = bool(torch.equal(
+            logits, paged_logits(cache, q, bt, row_req, vis, n_cols=n_cols)))
+        r["logits_graph_ms"] = graph_ms(partial(L.decode_logits, cache, q, bt, vis, decode_query_len=mtp,
+                                                n_cols=n_cols))
+        r["tiles_shipped"] = L.tiles_per_program(cache.dtype, mtp, -(-n_cols // L.DECODE_TILES[cache.dtype].block_n))
+        if logits_sweep:
+            ref = _logits(cache, q, bt, vis, mtp, 1, 1)()
+            sweep = {}
+            for tiles in TILES:
+                for stages in STAGES:
+                    fn = _logits(cache, q, bt, vis, mtp, tiles, stages)
+                    sweep[f"t{tiles}s{stages}"] = dict(ms=graph_ms(fn), same_bits=bool(torch.equal(fn(), ref)))
+            L.DECODE_TILES_PER_PROGRAM.update(shipped_tiles)
+            r["logits_sweep"] = sweep
+        want = T.topk_columns(logits, vis, bq.K)
+        r["topk_graph_ms"] = graph_ms(partial(T.topk_columns, logits, vis, bq.K))
+        if not args.no_sweep and n_cols > T.RADIX_ABOVE:
+            plans = {}
+            for few, single_few, tile in TOPK_PLANS:
+                T.FEW_ROWS, T.SINGLE_FEW, T.TILE = few, single_few, tile
+                plan = T._plan(n_cols, bq.K, T.SINGLE, tile, logits.shape[0])
+                plans[f"few{few}/last{single_few}/tile{tile}"] = dict(
+                    plan=plan, ms=graph_ms(partial(T.topk_columns, logits, vis, bq.K)),
+                    same=bool(torch.equal(T.topk_columns(logits, vis, bq.K), want)))
+            T.FEW_ROWS, T.SINGLE_FEW, T.TILE = defaults
+            r["topk_plans"] = plans
+        print(json.dumps(r), flush=True)
+        out.append(r)
+        args.out.write_text(json.dumps(out, indent=1))
+        del cache, bt, q, vis, logits
+        torch.cuda.empty_cache()
+    print(f"done in {time.time() - t0:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
