@@ -2,6 +2,15 @@
 
     python scripts/capture_dot_tables.py capture OUTDIR     # on the GPU: writes OUTDIR/dot_tables.npz
     python scripts/capture_dot_tables.py compare NPZ        # anywhere: the model against the captured outputs
+    python scripts/capture_dot_tables.py capture OUTDIR --only scaled [--jobs 8]
+                                                            # tl.dot_scaled only: OUTDIR/dot_scaled_tables.npz
+
+``tl.dot_scaled`` cases (:data:`SCALED_CASES`): every operand-format pair (e2m1, e4m3, e5m2, bf16, fp16 on either
+side) with e8m0 scales, a 128x128 output over K = 256 in two ``BK = 128`` steps, from zeros or a loaded
+accumulator; inputs ``finite`` (finite codes, scale codes 121..133), ``special`` (every code: NaN/inf operands),
+``allscales`` (finite codes, scale codes 0..255); plus e2m1 packed along M/N, ``fast_math`` and unscaled
+operands. ``--jobs`` compiles and runs them in that many processes (one GPU). ``compare`` on such a file runs
+:func:`harness.tensor_cores.dot_scaled` for the Triton version that captured it.
 
 Every case (:data:`CASES`) is one plain kernel: a ``BM x BN`` tile per program, a loop over K in steps of
 ``BK`` with ``acc = tl.dot(a, b, acc, input_precision=..., max_num_imprecise_acc=...)``, starting from a loaded
@@ -223,11 +232,247 @@ def compare(npz: Path) -> dict:
     return {"meta": {k: meta[k] for k in ("triton", "torch", "device", "errors")}, "rows": rows}
 
 
+# --- tl.dot_scaled (capture on the GPU, compare anywhere) ------------------------------------------------------
+
+SCALED_FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
+_PACK = {"e2m1": 2}
+
+
+def _scaled_case(a, b, acc, dist, seed, kpa=True, kpb=True, fast=False, sa=True, sb=True):
+    name = f"scaled_{a}x{b}_{dist}_{'acc' if acc else 'noacc'}"
+    name += "".join(t for t, on in (("_mpackA", not kpa), ("_npackB", not kpb), ("_fast", fast), ("_noscaleA", not sa),
+                                    ("_noscaleB", not sb)) if on)
+    return dict(name=name, a=a, b=b, M=128, N=128, K=256, BM=64, BN=64, BK=128, warps=4, acc=acc, dist=dist,
+                seed=seed, kpa=kpa, kpb=kpb, fast=fast, sa=sa, sb=sb)
+
+
+def _scaled_cases() -> list[dict]:
+    out, s = [], 5000
+    for a in SCALED_FORMATS:
+        for b in SCALED_FORMATS:
+            for dist, acc in (("finite", False), ("finite", True), ("special", True), ("allscales", True)):
+                s += 1
+                out.append(_scaled_case(a, b, acc, dist, s))
+    for kw in (dict(kpa=False), dict(kpb=False), dict(kpa=False, kpb=False)):
+        s += 1
+        out.append(_scaled_case("e2m1", "e2m1", True, "finite", s, **kw))
+    for a, b in (("e2m1", "e2m1"), ("e4m3", "fp16")):
+        s += 1
+        out.append(_scaled_case(a, b, True, "allscales", s, fast=True))
+    unscaled = (("e2m1", "bf16", dict(sb=False)), ("bf16", "e4m3", dict(sa=False)), ("e5m2", "fp16", dict(sb=False)))
+    for a, b, kw in unscaled:
+        s += 1
+        out.append(_scaled_case(a, b, True, "special", s, **kw))
+    return out
+
+
+SCALED_CASES = _scaled_cases()
+
+
+def _scaled_operand(g: torch.Generator, fmt: str, shape, dist: str) -> torch.Tensor:
+    """Operand storage as the kernel loads it: e2m1 as packed bytes (shape already halved), fp8 as bytes, 16-bit
+    formats as their dtype."""
+    n = int(np.prod(shape))
+    if fmt in ("bf16", "fp16"):
+        dt = torch.bfloat16 if fmt == "bf16" else torch.float16
+        x = torch.randn(n, generator=g) * torch.exp2(torch.randint(-6, 7, (n,), generator=g).float())
+        if dist == "special":
+            sp = _specials(dt).float()
+            pick = torch.rand(n, generator=g) < 0.002
+            x = torch.where(pick, sp[torch.randint(0, sp.numel(), (n,), generator=g)], x)
+        return x.to(dt).reshape(shape)
+    c = torch.randint(0, 256, (n,), generator=g, dtype=torch.int64)
+    if dist != "special" and fmt in ("e4m3", "e5m2"):
+        dt = FP8[fmt]
+        bad = ~torch.isfinite(c.to(torch.uint8).view(dt).float())
+        c = torch.where(bad, c & 0x80, c)  # specials -> ±0
+    return c.to(torch.uint8).reshape(shape)
+
+
+def scaled_inputs(c: dict):
+    """(a, a_scale, b, b_scale, acc) of a dot_scaled case on the CPU, from its seed: a [M, K] (e2m1: [M, K/2], or
+    [M/2, K] packed along M), b [K, N] likewise, scales [M, K/32] / [N, K/32] uint8 or None, acc fp32 or None."""
+    g = torch.Generator().manual_seed(c["seed"])
+    M, N, K = c["M"], c["N"], c["K"]
+    pa, pb = _PACK.get(c["a"], 1), _PACK.get(c["b"], 1)
+    a_shape = (M, K // pa) if c["kpa"] else (M // pa, K)
+    b_shape = (K // pb, N) if c["kpb"] else (K, N // pb)
+    a = _scaled_operand(g, c["a"], a_shape, c["dist"])
+    b = _scaled_operand(g, c["b"], b_shape, c["dist"])
+
+    def scales(rows):
+        if c["dist"] == "allscales":
+            return torch.randint(0, 256, (rows, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+        return torch.randint(121, 134, (rows, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+
+    sa, sb = scales(M), scales(N)
+    acc = torch.randn((M, N), generator=g) * 16 if c["acc"] else None
+    return a, (sa if c["sa"] else None), b, (sb if c["sb"] else None), acc
+
+
+def _scaled_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dot_scaled_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, o_ptr, K, N: tl.constexpr, BM: tl.constexpr,
+                          BN: tl.constexpr, BK: tl.constexpr, FA: tl.constexpr, FB: tl.constexpr, PA: tl.constexpr,
+                          PB: tl.constexpr, KPA: tl.constexpr, KPB: tl.constexpr, SA: tl.constexpr,
+                          SB: tl.constexpr, HAS_ACC: tl.constexpr, FAST: tl.constexpr):
+        pm = tl.program_id(0)
+        pn = tl.program_id(1)
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rs = tl.arange(0, BK // 32)
+        if HAS_ACC:
+            acc = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+        else:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            if KPA:
+                a = tl.load(a_ptr + rm[:, None] * (K // PA) + (k0 // PA + tl.arange(0, BK // PA))[None, :])
+            else:
+                ra = pm * (BM // PA) + tl.arange(0, BM // PA)
+                a = tl.load(a_ptr + ra[:, None] * K + (k0 + tl.arange(0, BK))[None, :])
+            if KPB:
+                b = tl.load(b_ptr + (k0 // PB + tl.arange(0, BK // PB))[:, None] * N + rn[None, :])
+            else:
+                rb = pn * (BN // PB) + tl.arange(0, BN // PB)
+                b = tl.load(b_ptr + (k0 + tl.arange(0, BK))[:, None] * (N // PB) + rb[None, :])
+            if SA:
+                sa = tl.load(as_ptr + rm[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
+            else:
+                sa = None
+            if SB:
+                sb = tl.load(bs_ptr + rn[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
+            else:
+                sb = None
+            acc = tl.dot_scaled(a, sa, FA, b, sb, FB, acc, fast_math=FAST, lhs_k_pack=KPA, rhs_k_pack=KPB)
+        tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc)
+
+    return dot_scaled_kernel
+
+
+def _capture_scaled_part(cases: list[dict]) -> tuple[dict, dict, dict]:
+    """Run ``cases`` on GPU 0: (outputs as int32 arrays, instruction lines, errors)."""
+    kern = _scaled_kernel()
+    arrays, instr, errors = {}, {}, {}
+    for c in cases:
+        a, sa, b, sb, acc = scaled_inputs(c)
+        dev = "cuda"
+        dummy = torch.zeros(1, dtype=torch.uint8, device=dev)
+        o = torch.empty((c["M"], c["N"]), dtype=torch.float32, device=dev)
+        try:
+            h = kern[(c["M"] // c["BM"], c["N"] // c["BN"])](
+                a.to(dev), dummy if sa is None else sa.to(dev), b.to(dev), dummy if sb is None else sb.to(dev),
+                torch.zeros(1, device=dev) if acc is None else acc.to(dev), o, c["K"], N=c["N"], BM=c["BM"],
+                BN=c["BN"], BK=c["BK"], FA=c["a"], FB=c["b"], PA=_PACK.get(c["a"], 1), PB=_PACK.get(c["b"], 1),
+                KPA=c["kpa"], KPB=c["kpb"], SA=c["sa"], SB=c["sb"], HAS_ACC=c["acc"], FAST=c["fast"],
+                num_warps=c["warps"])
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - a refused case is a result too
+            errors[c["name"]] = f"{type(e).__name__}: {str(e)[:500]}"
+            print("ERR", c["name"], errors[c["name"]][:200], flush=True)
+            continue
+        ptx = h.asm.get("ptx", "")
+        instr[c["name"]] = sorted({m.group(0) for m in re.finditer(r"(wgmma\.mma_async[\w.]*|mma\.sync[\w.]*)", ptx)})
+        arrays[c["name"]] = o.cpu().view(torch.int32).numpy()
+        print("ok", c["name"], instr[c["name"]], flush=True)
+    return arrays, instr, errors
+
+
+def capture_scaled(outdir: Path, jobs: int = 1) -> None:
+    """The dot_scaled cases on the GPU, in ``jobs`` processes (compiles dominate): OUTDIR/dot_scaled_tables.npz."""
+    import triton
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    meta = {"kind": "dot_scaled", "triton": triton.__version__, "torch": torch.__version__,
+            "device": torch.cuda.get_device_name(0), "cases": [], "instr": {}, "errors": {}}
+    groups: dict[tuple, list[dict]] = {}  # one compile per group: keep each in one process
+    for c in SCALED_CASES:
+        groups.setdefault(tuple(c[k] for k in ("a", "b", "acc", "kpa", "kpb", "fast", "sa", "sb")), []).append(c)
+    parts: list[list[dict]] = [[] for _ in range(jobs)]
+    for i, g in enumerate(groups.values()):
+        parts[i % jobs].extend(g)
+    if jobs == 1:
+        results = [_capture_scaled_part(parts[0])]
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+            results = list(ex.map(_capture_scaled_part, parts))
+    arrays = {}
+    for arr, instr, errors in results:
+        arrays.update(arr)
+        meta["instr"].update(instr)
+        meta["errors"].update(errors)
+    meta["cases"] = [c for c in SCALED_CASES if c["name"] in arrays]
+    np.savez_compressed(outdir / "dot_scaled_tables.npz", meta=np.array(json.dumps(meta)), **arrays)
+    print("saved", len(arrays), "dot_scaled cases;", len(meta["errors"]), "refused", flush=True)
+
+
+def model_scaled_case(c: dict, triton_version: str, arch: str = "sm90") -> torch.Tensor:
+    """What harness.tensor_cores.dot_scaled says the case's kernel computes: one call per BK step, per tile row
+    and column block as the kernel slices them."""
+    from harness.tensor_cores import dot_scaled
+
+    a, sa, b, sb, acc = scaled_inputs(c)
+    M, N, K, BK = c["M"], c["N"], c["K"], c["BK"]
+    pa, pb = _PACK.get(c["a"], 1), _PACK.get(c["b"], 1)
+    out = torch.zeros((M, N), dtype=torch.float32) if acc is None else acc.clone()
+    for k0 in range(0, K, BK):
+        a_k = a[:, k0 // pa:(k0 + BK) // pa] if c["kpa"] else a[:, k0:k0 + BK]
+        b_k = b[k0 // pb:(k0 + BK) // pb] if c["kpb"] else b[k0:k0 + BK]
+        s_a = None if sa is None else sa[:, k0 // 32:(k0 + BK) // 32]
+        s_b = None if sb is None else sb[:, k0 // 32:(k0 + BK) // 32]
+        out = dot_scaled(a_k, s_a, c["a"], b_k, s_b, c["b"], out, arch=arch, fast_math=c["fast"],
+                         a_k_pack=c["kpa"], b_k_pack=c["kpb"], triton=triton_version)
+    return out
+
+
+def compare_scaled(npz: Path) -> dict:
+    z = np.load(npz)
+    meta = json.loads(str(z["meta"]))
+    rows = {}
+    for c in meta["cases"]:
+        gpu = torch.from_numpy(z[c["name"]])
+        try:
+            mod = model_scaled_case(c, meta["triton"]).view(torch.int32)
+        except NotImplementedError as e:
+            rows[c["name"]] = {"error": str(e)}
+            print(f"{c['name']:60s} model: {e}", flush=True)
+            continue
+        g32, m32 = gpu.view(torch.float32), mod.view(torch.float32)
+        same = (gpu == mod) | (torch.isnan(g32) & torch.isnan(m32))
+        rows[c["name"]] = {"pair": f"{c['a']}x{c['b']}", "n": same.numel(), "exact": int(same.sum()),
+                           "nan_gpu": int(torch.isnan(g32).sum()), "nan_model": int(torch.isnan(m32).sum()),
+                           "instr": meta["instr"].get(c["name"])}
+        print(f"{c['name']:60s} {int(same.sum()):6d}/{same.numel()}  NaN gpu {rows[c['name']]['nan_gpu']:5d} "
+              f"model {rows[c['name']]['nan_model']:5d}", flush=True)
+    for name, err in meta["errors"].items():
+        rows[name] = {"refused": err}
+        print(f"{name:60s} refused on the GPU: {err[:120]}", flush=True)
+    return {"meta": {k: meta[k] for k in ("triton", "torch", "device", "errors")}, "rows": rows}
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("capture", "compare"):
-        sys.exit(__doc__)
-    if sys.argv[1] == "capture":
-        capture(Path(sys.argv[2]))
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("cmd", choices=("capture", "compare"))
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--only", choices=("dot", "scaled"), default=None,
+                    help="capture: only the tl.dot cases or only the tl.dot_scaled cases (default: both)")
+    ap.add_argument("--jobs", type=int, default=1, help="capture: processes for the dot_scaled cases")
+    args = ap.parse_args()
+    if args.cmd == "capture":
+        if args.only != "scaled":
+            capture(args.path)
+        if args.only != "dot":
+            capture_scaled(args.path, max(1, args.jobs))
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        print(json.dumps(compare(Path(sys.argv[2]))["meta"], indent=1))
+        kind = json.loads(str(np.load(args.path)["meta"])).get("kind")
+        out = compare_scaled(args.path) if kind == "dot_scaled" else compare(args.path)
+        print(json.dumps(out["meta"], indent=1))

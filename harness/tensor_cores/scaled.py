@@ -27,7 +27,9 @@ compiled 2026-12-04; :data:`LOWERINGS` holds it as data):
   :func:`harness.arch.supports_scaled_dot`); 3.9 upcasts the scale byte as an e4m3 number (sign bit included,
   NaN for 0x7F/0xFF) to the compute type. Groups of 16 with e8m0 bytes compile on 3.9 only;
 - the scale multiply is ``mul.bf16`` / ``mul.f16``: round to nearest even, subnormals kept, overflow to inf;
-- bf16 x fp16 is refused by Triton 3.6 for sm90 (``PassManager::run failed``, measured here 2026-12-04);
+- bf16 x fp16, and e2m1 packed along M or N (``lhs_k_pack``/``rhs_k_pack=False``), are refused by Triton 3.6
+  for sm90 (``PassManager::run failed``, compiled here 2026-12-04); 3.9 compiles both (the same upcast, unpacked
+  along M/N);
 - k order: the scaled operands feed one ordinary dot over the tile's K (:func:`harness.tensor_cores.dot`).
 
 Versions 3.7/3.8 were not compiled here; they are assumed to lower as 3.6 does (as :mod:`harness.arch` assumes
@@ -67,6 +69,7 @@ class ScaledLowering:
     e4m3_scales: bool      #: NVFP4 scales compile for sm90
     e8m0_group16: bool     #: e8m0 scales in groups of 16 compile
     bf16_fp16: bool        #: a bf16 x fp16 pair compiles (bf16 rounded to fp16)
+    mn_packed: bool        #: e2m1 packed along M/N (``lhs_k_pack``/``rhs_k_pack=False``) compiles
     source: str
 
     def __repr__(self) -> str:
@@ -75,8 +78,8 @@ class ScaledLowering:
 
 #: Triton minor version -> its sm90 lowering (derived from the compiler output; see the module docstring)
 LOWERINGS: dict[str, ScaledLowering] = {
-    "3.6": ScaledLowering("3.6", "zero", "select", False, False, False, _PTX.format("3.6.0")),
-    "3.9": ScaledLowering("3.9", "2^-127", "fma", True, True, True, _PTX.format("3.9.0")),
+    "3.6": ScaledLowering("3.6", "zero", "select", False, False, False, False, _PTX.format("3.6.0")),
+    "3.9": ScaledLowering("3.9", "2^-127", "fma", True, True, True, True, _PTX.format("3.9.0")),
 }
 
 _E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
@@ -241,7 +244,7 @@ def _check_scale(s: object, x: torch.Tensor, rows: int, k: int, arg: str, low: S
 
 
 def _check_refusals(arch: str, fa: str, fb: str, scales: list[torch.Tensor | None], low: ScaledLowering,
-                    installed: bool) -> None:
+                    installed: bool, k_packs: tuple[bool, bool]) -> None:
     if arch.startswith(("sm10", "sm11", "sm12")):
         raise NotImplementedError(f"harness.tensor_cores.dot_scaled: {arch} runs tl.dot_scaled on native "
                                   "block-scaled MMA (tcgen05.mma / mma.sync ... block_scale), whose numerics are not "
@@ -261,7 +264,10 @@ def _check_refusals(arch: str, fa: str, fb: str, scales: list[torch.Tensor | Non
             raise DotScaledRefused(why)
     if {fa, fb} == {"bf16", "fp16"} and not low.bf16_fp16:
         raise DotScaledRefused(f"a bf16 x fp16 tl.dot_scaled does not compile for sm90 with Triton {low.version} "
-                               "(PassManager::run failed, measured 2026-12-04)")
+                               "(PassManager::run failed, compiled 2026-12-04)")
+    if not all(k_packs) and not low.mn_packed:
+        raise DotScaledRefused(f"e2m1 packed along M/N (lhs_k_pack/rhs_k_pack=False) does not compile for sm90 with "
+                               f"Triton {low.version} (PassManager::run failed, compiled 2026-12-04)")
 
 
 def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: torch.Tensor,
@@ -311,7 +317,7 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     if a_arch.kind != "cuda":
         raise ValueError(f"arch: expected a CUDA arch such as 'sm90'; got {a_arch.name!r}")
     name = a_arch.family
-    _check_refusals(name, fa, fb, [sa, sb], low, installed)
+    _check_refusals(name, fa, fb, [sa, sb], low, installed, (a_k_pack, b_k_pack))
     batch = tuple(a.shape[:-2])
     if acc is not None:
         if not isinstance(acc, torch.Tensor) or acc.dtype != torch.float32 or tuple(acc.shape) != (*batch, M, N):
