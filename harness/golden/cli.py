@@ -32,9 +32,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from harness.golden.unused import judge, load_record
 

@@ -24,8 +24,8 @@ What Triton wraps around the instruction is modelled from its lowering (PTX of T
 - ``input_precision="tf32"`` feeds the fp32 bit patterns to the tf32 instruction (no conversion: the hardware
   reads the top 19 bits); ``"tf32x3"`` is ``big = cvt.rna.tf32(x)``, ``small = x - big``, then
   ``dot(a_small, b_big, 0)``, ``dot(a_big, b_small, ...)``, NaNs of that replaced by 0, ``dot(a_big, b_big, ...)``,
-  and only then ``add.f32`` to the accumulator (TTGIR of Triton 3.6 and 3.9 for sm90; H200: bit for bit); ``"ieee"`` is one ``fma.rn.f32`` per k,
-  in k order (the FMA dot);
+  and only then ``add.f32`` to the accumulator (TTGIR of Triton 3.6 and 3.9 for sm90; H200: bit for bit);
+  ``"ieee"`` is one ``fma.rn.f32`` per k, in k order (the FMA dot);
 - small tiles (M < 64 per warpgroup, or ``num_warps`` not a multiple of 4) get ``mma.sync`` instead of ``wgmma``
   (``instr="mma"``): FP8 operands are then converted to fp16 and run through the fp16 instruction, two k16
   instructions per 32-k span taking alternate pairs of k (:func:`_mma_fp8_k_order`).

@@ -26,20 +26,31 @@ class BlockFMA:
 
 _KM = "Khattak & Mikaitis, arXiv 2512.07004, toolbox models/{}.m"
 _H200_DOT = "H200, plain Triton 3.6 tl.dot (scripts/capture_dot_tables.py, docs/MEASUREMENTS.md 2026-12-04)"
+_H200_CHECKED = ("; checked bit for bit on the H200: plain Triton 3.6 tl.dot, {} (scripts/capture_dot_tables.py and "
+                 "golden/test_dot_h200, docs/MEASUREMENTS.md 2026-12-04, evening)")
 
 #: (arch, operand kind, instruction) -> the instruction's numerics. kind: fp16, bf16, tf32, fp8 (any pair of
 #: e4m3/e5m2). instruction: "wgmma" (sm90 warpgroup MMA) or "mma" (mma.sync / HMMA).
 MODELS: dict[tuple[str, str, str], BlockFMA] = {
     # FP8: mmaemu's "hopper" preset (k=32, 13 fraction bits, truncated; c in the alignment). mmaemu validated it
     # on cuBLAS FP8 GEMMs (H100); checked here against wgmma m64nNk32 of Triton's tl.dot on the H200.
-    ("sm90", "fp8", "wgmma"): BlockFMA(32, 13, 13, -132, "mmaemu 0.1.0 preset 'hopper'; " + _H200_DOT, True),
-    # fp16/bf16: H100 fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133
-    ("sm90", "fp16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC"), False),
-    ("sm90", "bf16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC"), False),
-    ("sm90", "tf32", "wgmma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)", False),
-    ("sm90", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)", False),
-    ("sm90", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)", False),
-    ("sm90", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)", False),
+    ("sm90", "fp8", "wgmma"): BlockFMA(32, 13, 13, -132, "mmaemu 0.1.0 preset 'hopper'; " + _H200_DOT
+                                       + " and golden/test_dot_h200 (wgmma m64n64k32 / m64n32k32)", True),
+    # fp16/bf16: H100 fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133;
+    # published for H100, then checked on the H200 (random, wide-exponent and special inputs, acc or not)
+    ("sm90", "fp16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + _H200_CHECKED.format(
+        "wgmma m64n64k16 / m64n128k16 / m64n32k16"), True),
+    ("sm90", "bf16", "wgmma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + _H200_CHECKED.format(
+        "wgmma m64n64k16 / m64n128k16 / m64n32k16"), True),
+    ("sm90", "tf32", "wgmma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)" + _H200_CHECKED.format(
+        "wgmma m64n64k8 / m64n32k8, input_precision tf32 and tf32x3"), True),
+    # mma.sync on sm90: the same numerics (and FP8 tiles under mma.sync run this fp16 row, chain.py)
+    ("sm90", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)" + _H200_CHECKED.format(
+        "mma.sync m16n8k16 (16x64 w4, 64x64 w2), fp16 and FP8 operands converted to fp16"), True),
+    ("sm90", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("H100TC") + " (wmma/HMMA)" + _H200_CHECKED.format(
+        "mma.sync m16n8k16 (16x64 w4, 64x64 w2)"), True),
+    ("sm90", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("H100TC") + " (tf32: fma=8)" + _H200_CHECKED.format(
+        "mma.sync m16n8k8 (16x64 w4, 64x64 w2), tf32 and tf32x3"), True),
     # A100: fma=8, neab=1 (24 fraction bits), rz; tf32 fma=4 (Fasi et al. 2021 for the 8-term fp16 block)
     ("sm80", "fp16", "mma"): BlockFMA(8, 24, 23, -133, _KM.format("A100TC"), False),
     ("sm80", "bf16", "mma"): BlockFMA(8, 24, 23, -133, _KM.format("A100TC"), False),

@@ -96,6 +96,49 @@ def test_specials_follow_ieee() -> None:
     assert got[0, 0].item() == float("inf") and torch.isnan(got[0, 1]) and got[1, 0].item() == 3.0
 
 
+def test_fp8_under_mma_sync_takes_k_in_kwidth_4_pairs() -> None:
+    # sixteen 2^-9 * 2^-9 = 2^-18 products at k = 4j, 4j+1 and one 16 * 16 = 2^8 at k = 2. In kWidth=4 order the
+    # first m16n8k16 instruction gets exactly the sixteen small ones (sum 2^-14, exact), the second the big one with
+    # c = 2^-14, which its 25 kept fraction bits below 2^8 hold: 256 + 2^-14. In plain k order (fp16 operands) the
+    # big product shares the first block with eight small ones and truncates them away: 256.
+    small = [4 * j + e for j in range(8) for e in (0, 1)]
+    a, b = torch.zeros(1, 32), torch.zeros(32, 1)
+    a[0, small], b[small, 0] = 2.0**-9, 2.0**-9
+    a[0, 2], b[2, 0] = 16.0, 16.0
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+    assert tc.dot(a8, b8, arch="sm90", instr="mma").item() == 256 + 2.0**-14
+    assert tc.dot(a8.half(), b8.half(), arch="sm90", instr="mma").item() == 256.0
+    with pytest.raises(NotImplementedError, match="K=16"):
+        tc.dot(a8[:, :16], b8[:16], arch="sm90", instr="mma")
+
+
+def test_tf32x3_adds_the_accumulator_after_the_big_dot() -> None:
+    # x = 1 + 3 * 2^-12: big = rna(x) = 1 + 2^-10, small = -2^-12. The three dots give 1 + 3 * 2^-12 exactly; then
+    # add.f32 with 4096: 4097 + 1.5 ulp (ulp 2^-11), a tie, to even: 4097 + 2^-10. Adding the accumulator before the
+    # big dot (4096 - 2^-12, exact) leaves the last rounding to the tensor core, which truncates: 4097 + 2^-11.
+    x = torch.tensor([[1 + 2.0**-11 + 2.0**-12]])
+    one, acc = torch.tensor([[1.0]]), torch.tensor([[4096.0]])
+    assert tc.dot(x, one, acc, arch="sm90", input_precision="tf32x3").item() == 4097 + 2.0**-10
+
+
+def test_specials_meet_block_by_block() -> None:
+    # 2^127 * 4 overflows fp32 when its block (k < 16) ends: +inf; a -inf product in the next block then gives NaN.
+    # The same two products in one block: the block's IEEE sum of its non-finite products, -inf.
+    a = torch.zeros(1, 32, dtype=torch.bfloat16)
+    b = torch.zeros(32, 1, dtype=torch.bfloat16)
+    a[0, 0], b[0, 0] = 2.0**127, 4.0
+    a[0, 16], b[16, 0] = 1.0, float("-inf")
+    assert torch.isnan(tc.dot(a, b, arch="sm90")).all()
+    a2, b2 = a.clone(), b.clone()
+    a2[0, 16], b2[16, 0] = 0.0, 0.0
+    a2[0, 1], b2[1, 0] = 1.0, float("-inf")
+    assert tc.dot(a2, b2, arch="sm90").item() == float("-inf")
+    # ieee: one fma.rn.f32 per k, so an overflow to +inf meets the later -inf too, and in the other order stays -inf
+    f, g = torch.tensor([[3e38, 1.0]]), torch.tensor([[2.0], [float("-inf")]])
+    assert torch.isnan(tc.dot(f, g, arch="sm90", input_precision="ieee")).all()
+    assert tc.dot(f.flip(1), g.flip(0), arch="sm90", input_precision="ieee").item() == float("-inf")
+
+
 def test_unmodelled_combinations_raise() -> None:
     a = torch.ones(4, 16, dtype=torch.float16)
     with pytest.raises(NotImplementedError, match="no model"):
