@@ -1,8 +1,9 @@
 """Input validation shared by the QSA entry points: every bad argument is named with what was expected.
 
-Why host-side checks with a sync: a kernel given a block id past the cache or a visible count past the
-page table reads (or writes) out of bounds silently; a correctness harness would rather pay the sync.
-Callers on a hot path that validated once pass ``validate=False`` to the selections.
+Why the value checks are opt-in (``validate=True``, a host sync): since issue 25 the kernels clamp bad
+metadata on the device themselves (a block id past the cache or a visible count past the page table is
+never read), so the default call stays free of host syncs and CUDA-graph capturable; ``validate=True``
+names the first bad entry instead, for debugging. Shapes, dtypes and devices are checked on every call.
 
 Why index tensors are copied to contiguous: the kernels address them as ``ptr + i``; a strided view (a
 column of a larger tensor, a reversed or expanded view) would silently read other entries.

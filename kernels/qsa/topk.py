@@ -261,22 +261,23 @@ def _plan(
 
 @functools.lru_cache(maxsize=512)
 def _steps(
-    rows: int, width: int, k: int, chunk: int, radix_above: int, single: int, tile: int, few: tuple[int, int]
+    rows: int, width: int, k: int, chunk: int, radix_above: int, single: int, tile: int, few: tuple[int, int],
+    warps: object,
 ) -> tuple:
     """The launches of ``topk_columns`` for one shape, computed once: ("bitwise", config) or
-    ("radix", ((block, tiles, width in, config), ...)). The tunables are arguments so that a test's
-    monkeypatched constant is a new cache entry, not a stale plan."""
+    ("radix", ((block, tiles, width in, config), ...)). The tunables (``warps``: the ``_warps`` rule) are
+    arguments so that a test's or benchmark's monkeypatched one is a new cache entry, not a stale plan."""
     plan = _plan(width, k, single, tile, rows, few) if width > radix_above else None
     if plan is None:
         c = min(chunk, max(16, triton.next_power_of_2(max(width, k))))
         return ("bitwise", _BITWISE.config(
-            dict(K=k, CHUNK=c, RESIDENT=width <= c, N_CHUNKS=triton.cdiv(width, c)), dict(num_warps=_warps(c))))
+            dict(K=k, CHUNK=c, RESIDENT=width <= c, N_CHUNKS=triton.cdiv(width, c)), dict(num_warps=warps(c))))
     levels, w = [], width
     for i, (block, n) in enumerate(plan):
         cfg = _RADIX.config(
             dict(K=k, BLOCK=block, FROM_LOGITS=i == 0, WRITE_KEYS=i < len(plan) - 1,
                  PAD_CHUNKS=triton.cdiv(k, block)),
-            dict(num_warps=_warps(block)))
+            dict(num_warps=warps(block)))
         levels.append((block, n, w, cfg))
         w = n * k
     return ("radix", tuple(levels))
@@ -289,7 +290,7 @@ def _radix_topk(
     rows, width = logits.shape
     if _plan(width, k, single, tile, rows) is None:
         return False
-    _run_radix(_steps(rows, width, k, CHUNK, -1, single, tile, (FEW_ROWS, SINGLE_FEW))[1], logits, visible, out)
+    _run_radix(_steps(rows, width, k, CHUNK, -1, single, tile, (FEW_ROWS, SINGLE_FEW), _warps)[1], logits, visible, out)
     return True
 
 
@@ -313,7 +314,7 @@ def _run_radix(levels: tuple, logits: torch.Tensor, visible: torch.Tensor, out: 
 
 def _bitwise_topk(logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor) -> None:
     rows, width = logits.shape
-    cfg = _steps(rows, width, k, CHUNK, width, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW))[1]
+    cfg = _steps(rows, width, k, CHUNK, width, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW), _warps)[1]
     _BITWISE((rows,), (logits, visible, out, logits.stride(0), out.stride(0), width), cfg)
 
 
@@ -330,7 +331,7 @@ def topk_columns(
         out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
     if rows == 0:
         return out
-    kind, how = _steps(rows, width, k, CHUNK, RADIX_ABOVE, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW))
+    kind, how = _steps(rows, width, k, CHUNK, RADIX_ABOVE, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW), _warps)
     if kind == "radix":
         _run_radix(how, logits, visible, out)
     else:
