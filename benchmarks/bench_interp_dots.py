@@ -4,10 +4,11 @@ matmul (``dots.suspended()``). The issue-26 budget: a dot-heavy CPU test at most
 
 Usage: ``python benchmarks/bench_interp_dots.py [--repeat N] [--json PATH]``. CPU only (no GPU needed); not a test:
 nothing asserts a time. Rows: the QSA logits kernels (prefill and decode, bf16 and FP8 caches: the kernels the
-interpreter-lane QSA tests launch most) and one plain ``tl.dot`` kernel per operand type (a 128 x 128 output, K
-= 256 in BK = 64 steps). Each row is the median of ``--repeat`` timed calls after one warm-up; ``shim / plain``
-is the slowdown, with the lane's other shims (casts, bf16 arithmetic, approximate math) on in both. The bf16 rows without the shim compute garbage (the interpreter multiplies raw bf16 bit
-patterns): they are timed only as the interpreter's own cost.
+interpreter-lane QSA tests launch most) and one plain ``tl.dot`` kernel per operand type (a 128 x 128 output,
+K = 256 in BK = 64 steps). Each row is the median of ``--repeat`` timed calls after one warm-up; ``shim / plain``
+is the slowdown, with the lane's other shims (casts, bf16 arithmetic, approximate math) on in both. The bf16
+rows without the shim compute garbage (the interpreter multiplies raw bf16 bit patterns): they are timed only
+as the interpreter's own cost.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Metric: worst ``|got - ref| / S`` over visible columns, ``S[r, c] = Σ_h Σ_d |q
 Sweep: ``kernels.qsa.inputs.LOGITS_SWEEP`` (every shape the CPU tests apply the rows to, plus heads
 1..64 × head_dim 64/128 × pages 1/7/64 × ratios 1/4), and on a GPU also ``LOGITS_SWEEP_GPU`` (the
 realistic shapes of tests/kernels/qsa/test_qsa_gpu.py). Prints one line per shape and seed, then per dtype the worst
-and a ready-to-paste ``tests/tolerances/qsa.toml`` row (rtol = 2 × worst, atol = 0).
+and a ready-to-paste ``tests/tolerances/qsa.toml`` ``qsa.select`` row (rtol = 2 × worst, atol = 0; the
+``qsa.logits`` rows are the derived bound, tests/harness/tensor_cores/test_bounds_rows.py).
 
     python scripts/measure_qsa_logits.py            # GPU if there is one, else the Triton interpreter
     python scripts/measure_qsa_logits.py --seeds 1 --lane interp
@@ -40,6 +41,7 @@ def main() -> int:
         raise SystemExit("--lane gpu: no CUDA device")
     if lane == "interp":
         os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported (they decorate at import)
+        _install_shims()
     from harness.arch import detect_arch
     from kernels.qsa import dtype_key, resolve_indexer_dtype
     from kernels.qsa.inputs import LOGITS_SWEEP, LOGITS_SWEEP_GPU, logits_errors, paste_row, prefill_logits
@@ -67,12 +69,27 @@ def main() -> int:
                 if not e["scaled"] <= w[0]:  # NaN wins: it must show
                     worst[key] = (e["scaled"], f"{shape.label} seed {seed}")
     print(f"# {time.time() - t0:.0f} s")
-    print(f"\n# worst |err|/S per dtype on {arch.name}; rows for tests/tolerances/qsa.toml (rtol = 2 x worst):")
+    print(f"\n# worst |err|/S per dtype on {arch.name}; qsa.select rows (the selections' tie band) for "
+          "tests/tolerances/qsa.toml (rtol = 2 x worst; the qsa.logits rows are derived):")
     how = f"Measured on {where} by scripts/measure_qsa_logits.py ({len(shapes)} shapes x {args.seeds} seeds)"
     for key, (w, at) in worst.items():
-        print(paste_row("qsa.logits", key, arch.family, w, f"{how}, worst at {at}") + "\n")
+        print(paste_row("qsa.select", key, arch.family, w, f"{how}, worst at {at}") + "\n")
     bad = any(not math.isfinite(w) for w, _ in worst.values())
     return 1 if bad else 0
+
+
+def _install_shims() -> None:
+    """What the pytest plugin installs on the interpreter lane (harness.interp), for sm90: without the tl.dot shim
+    the interpreter multiplies raw bf16 bit patterns, and its FP8 dot and casts are not the H200's."""
+    from harness.interp import approx_math, arith, casts, dots
+    from harness.interp.jit import fix_interpreter_leak
+
+    target = casts.target_for("sm90")
+    casts.install(target)
+    arith.install(target)
+    approx_math.install()
+    dots.install(target)
+    fix_interpreter_leak()
 
 
 if __name__ == "__main__":

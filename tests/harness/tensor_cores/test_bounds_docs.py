@@ -16,7 +16,8 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "tensor-cores.md"
 #: Which Triton versions a row holds for, by how it is known: a measured row was captured with Triton 3.6 on the
 #: H200, and Triton 3.9's PTX for sm90 emits the same instructions (docs/MEASUREMENTS.md, 2026-12-04); a published
 #: row is the hardware's numerics, whatever Triton emits the instruction.
-HOLDS_FOR = {True: "3.6 (H200); 3.9 (same instructions in its PTX)", False: "any (hardware numerics, not measured here)"}
+HOLDS_FOR = {True: "3.6 (H200); 3.9 (same instructions in its PTX)",
+             False: "any (hardware numerics, not measured here)"}
 _OPERANDS = {"fp8": "e4m3 / e5m2 (any pair)", "tf32": "fp32 (input_precision tf32)"}
 #: (arch, operands, instr, extra) rows of the bound table, K = 128 / 4096
 BOUND_ROWS = [
@@ -34,8 +35,8 @@ BOUND_ROWS = [
 
 
 def models_table() -> str:
-    lines = ["| arch | operands | instruction | k | fraction bits aligned | kept | min exp | known by | Triton | source |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| arch | operands | instruction | k | fraction bits aligned | kept | min exp | known by | Triton "
+             "| source |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (arch, kind, instr), r in MODELS.items():
         lines.append(f"| {arch} | {_OPERANDS.get(kind, kind)} | {instr} | {r.nfma} | {r.frac} | {r.frac_out} | "
                      f"{r.min_exp} | {'measured' if r.measured else 'published'} | {HOLDS_FOR[r.measured]} | "
