@@ -1,5 +1,5 @@
 """Whether a kernel runs on the Triton interpreter: what a launcher asks before it switches on an
-interpreter-only workaround (explicit FP8/bf16 rounding, fp32 dot operands, CPU tensors).
+interpreter-only workaround (explicit FP8/bf16 rounding, CPU tensors).
 
 Why the kernel object and not ``TRITON_INTERPRET``: ``@triton.jit`` decides once, when the kernel's module is
 imported, by Triton's own reading of the variable. The variable read again at launch can disagree (set or
