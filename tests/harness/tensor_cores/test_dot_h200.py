@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.compile.launches import expect_compile_failure
+from harness.compile.launches import capture
 from harness.interp import dots
 from harness.interp.casts import target_for
 from harness.session import current_arch
@@ -142,19 +142,17 @@ def _dot_tiles(a_ptr, b_ptr, c_ptr, o_ptr, K: tl.constexpr, N: tl.constexpr, BM:
     tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc)
 
 
-# Launch capture widens one pointer's dtype at a time; tl.dot takes one operand dtype (bar FP8 pairs), so those
-# variants are refused by the front end, for that reason only.
-expect_compile_failure(_dot_tiles, match="Both operands must be same dtype",
-                       reason="a widened variant changes one operand's dtype alone; tl.dot needs both alike")
-
-
 def _run(case: dict, seed: int, device: str) -> torch.Tensor:
     a, b, acc = (None if t is None else t.to(device) for t in inputs(case, seed))
     out = torch.empty((M, N), dtype=torch.float32, device=device)
     c = acc if acc is not None else torch.empty(1, dtype=torch.float32, device=device)
     grid = (M // case["BM"], N // case["BN"])
-    _dot_tiles[grid](a, b, c, out, K=K, N=N, BM=case["BM"], BN=case["BN"], BK=case["BK"], HAS_ACC=acc is not None,
-                     IP=case["ip"], MNIA=case["mnia"], num_warps=case["warps"])
+    # Outside the session's compile matrix: this probe is the H200's yardstick, no kernel of ours, and its 89
+    # specializations x 7 targets x widened variants cost CI minutes of compiles while checking nothing a
+    # kernel ships (a cold run: 836 compiles, 3m50 of CPU on the 2-core box)
+    with capture():
+        _dot_tiles[grid](a, b, c, out, K=K, N=N, BM=case["BM"], BN=case["BN"], BK=case["BK"], HAS_ACC=acc is not None,
+                         IP=case["ip"], MNIA=case["mnia"], num_warps=case["warps"])
     return out.cpu()
 
 
