@@ -82,8 +82,12 @@ def _launched(normalize_query, logits):
         seen[self.fn.__name__] = {k: kwargs[k] for k in ("EMULATE_ROUND", "UPCAST") if k in kwargs}
         raise Stop
 
+    from kernels.qsa import _launch
+
     classes = {type(logits._paged_logits_kernel)}
     saved = {c: c.__dict__["run"] for c in classes}
+    enabled = _launch.ENABLED
+    _launch.ENABLED = False  # the QSA launch cache asks torch.cuda for the device before run: plain launches here
     try:
         for c in classes:
             c.run = capture
@@ -96,6 +100,7 @@ def _launched(normalize_query, logits):
             logits.paged_logits(kv_cache, torch.ones(1, 1, 64, dtype=torch.bfloat16), torch.zeros(1, 2,
                                 dtype=torch.int32), torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32))
     finally:
+        _launch.ENABLED = enabled
         for c, run in saved.items():
             c.run = run
     return seen
