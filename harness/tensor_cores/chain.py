@@ -109,15 +109,19 @@ def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_
     for k0 in range(0, K, p.nfma):
         a, b = A0[:, k0:k0 + p.nfma], B0[k0:k0 + p.nfma].T
         prod = a[:, None, :] * b[None, :, :]
+        # a zero operand's exponent is _NEG, so a zero product's sum stays below min_exp: it never sets the max
+        # (products of these formats' finite values never underflow float64, so prod == 0 iff an operand is 0)
         ep = ea_all[:, None, k0:k0 + p.nfma] + eb_all[None, :, k0:k0 + p.nfma]
-        ep = torch.where(prod != 0, ep, torch.full_like(ep, _NEG))
         fin = torch.isfinite(acc)
         c = torch.where(fin, acc, torch.zeros_like(acc))
         E = torch.maximum(ep.amax(-1), _exp(c)).clamp_min(p.min_exp)
-        iq = _pow2(p.frac - E)
-        s = _trunc(prod * iq[..., None]).sum(-1) + _trunc(c * iq)
-        d = _truncate(s * _pow2(E - p.frac), p.frac_out)
+        q = _pow2(E - p.frac)  # the alignment step; dividing by a power of two is exact, then truncation
+        s = torch.div(prod, q[..., None], rounding_mode="trunc").sum(-1) + torch.div(c, q, rounding_mode="trunc")
+        d = _truncate(s * q, p.frac_out)
         d = d.float().double()  # the accumulator is fp32 between instructions: overflow is inf
+        if not specials and bool(fin.all()):
+            acc = d
+            continue
         special = ~fin
         ieee = torch.where(fin, torch.zeros_like(acc), acc)
         if specials:
