@@ -4,7 +4,8 @@ Why: Triton's interpreter (3.8/3.9, ``InterpreterBuilder.create_dot_scaled``) sc
 numpy's matmul, so most outputs differ from what sm90's bf16 emulation computes, and it reads NVFP4's e4m3 scale
 bytes as e8m0 codes (a wrong product, silently). Triton 3.6's interpreter has no ``create_dot_scaled`` at all,
 though its ``tl.dot_scaled`` front end calls the builder's method with the same arguments as 3.9's: so the shim
-provides the method there, and a ``dot_scaled`` kernel runs on the 3.6 interpreter lane too.
+provides the method there (and gives 3.6's front end the constexpr formats it reads, which the interpreter passes
+as plain strings), and a ``dot_scaled`` kernel runs on the 3.6 interpreter lane too.
 
 :func:`install` routes the method through the model, decoding each scale by its real type (uint8: e8m0, MX;
 float8e4nv: e4m3, NVFP4). Where the model says the target's compiler refuses the call
@@ -126,13 +127,38 @@ def install(arch: Any) -> dict | None:
     create_dot_scaled.__dict__[_ATTR] = True
     create_dot_scaled.__dict__[DECODES_SCALE_TYPES] = True
     cls.create_dot_scaled = create_dot_scaled
-    return {"cls": cls, "had": had, "orig": orig, "patched": create_dot_scaled}
+    front = None if had else _fix_front_end(tl)
+    return {"cls": cls, "had": had, "orig": orig, "patched": create_dot_scaled, "front": front}
+
+
+def _fix_front_end(tl: Any) -> tuple[Any, Any, Any] | None:
+    """Triton 3.6's ``TritonSemantic.dot_scaled`` reads ``lhs_format.value``: compiled, the format is a constexpr;
+    interpreted, a plain str, which fails before the builder is reached. Wrap the method to give it the constexpr
+    it expects (a compile passes constexprs already, so it is unchanged)."""
+    from triton.language import semantic
+
+    cls = getattr(semantic, "TritonSemantic", None)
+    orig = getattr(cls, "dot_scaled", None)
+    if orig is None:
+        return None
+
+    def dot_scaled(self: Any, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any, rhs_format: Any,
+                   *args: Any, **kwargs: Any) -> Any:
+        lhs_format = tl.constexpr(lhs_format) if isinstance(lhs_format, str) else lhs_format
+        rhs_format = tl.constexpr(rhs_format) if isinstance(rhs_format, str) else rhs_format
+        return orig(self, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, *args, **kwargs)
+
+    cls.dot_scaled = dot_scaled
+    return cls, orig, dot_scaled
 
 
 def uninstall(handle: dict | None) -> None:
     """Undo :func:`install` (handles are undone innermost first, as sessions close)."""
     if handle is None:
         return
+    front = handle.get("front")
+    if front is not None and front[0].__dict__.get("dot_scaled") is front[2]:
+        front[0].dot_scaled = front[1]
     cls = handle["cls"]
     if cls.__dict__.get("create_dot_scaled") is not handle["patched"]:
         return
