@@ -9,9 +9,10 @@ through bf16 MMA elsewhere. Refused here, with the reason, rather than left to f
 * NVFP4 (ue4m3 scales) on sm90 with Triton < 3.9: Triton 3.6 stops in ``TritonGPUAccelerateMatmul``
   ("PassManager::run failed"); 3.9 emulates it. Versions between were not checked, so they are refused too.
 * NVFP4 below sm89: its ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on.
-* On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6); and NVFP4 on every
-  interpreter checked (3.9 decodes every ``dot_scaled`` scale as e8m0, so an NVFP4 product would be silently
-  wrong).
+* On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6, unless a shim provides it);
+  NVFP4 where the interpreter's ``dot_scaled`` reads every scale as e8m0 (3.9's own: an NVFP4 product would be
+  silently wrong) unless a shim marks its method ``decodes_scale_types``; and NVFP4 before Triton 3.9 (the
+  interpreter imitates sm90, whose compiler refuses it).
 """
 
 from __future__ import annotations
@@ -86,9 +87,14 @@ def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] 
 
         if not hasattr(interp.InterpreterBuilder, "create_dot_scaled"):
             return f"the Triton {vs} interpreter has no tl.dot_scaled"
-        if scheme == "nvfp4":
+        # a shim (the harness's interp.scaled_dots) may mark its dot_scaled as decoding each scale by its type
+        decodes = getattr(interp.InterpreterBuilder.create_dot_scaled, "decodes_scale_types", False)
+        if scheme == "nvfp4" and not decodes:
             return (f"the Triton {vs} interpreter decodes every tl.dot_scaled scale as e8m0, so NVFP4's ue4m3 scales "
                     f"would give a wrong product; run it on a GPU")
+        if scheme == "nvfp4" and v < (3, 9):
+            return (f"the Triton {vs} interpreter imitates sm90, where NVFP4 tl.dot_scaled fails to compile (Triton "
+                    f"3.6: PassManager::run failed in TritonGPUAccelerateMatmul; 3.9 emulates it)")
         return None
     if capability is None:
         return "no GPU capability"
