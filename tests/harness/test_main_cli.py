@@ -80,7 +80,7 @@ def test_regen_changes_path_is_kept(fake_pytest, tmp_path):
      (["golden"], "usage: python -m harness golden [-h] COMMAND ..."),
      (["golden", "regen"], "usage: python -m harness golden regen [-h] [--failed] [--changes PATH] [--] "
                            "[pytest args...]"),
-     (["compile"], "usage: python -m harness compile [-h] --sig NAME=TYPE,..."),
+     (["compile"], "usage: python -m harness compile [-h] [--sig NAME=TYPE,...]"),
      ],
 )
 @pytest.mark.parametrize("flag", ["-h", "--help"])
@@ -113,13 +113,20 @@ def test_help_lists_the_commands_and_options(capsys):
      (["--bogus", "golden", "regen"], "unrecognized arguments: --bogus"),
      (["golden", "--bogus", "regen"], "unrecognized arguments: --bogus"),
      (["golden", "regen", "--changes"], "argument --changes: expected one argument"),
-     (["compile", "m.py::k", "--sig", "n=i32", "--bogus"], "unrecognized arguments: --bogus"),
-     (["compile", "m.py::k"], "the following arguments are required: --sig")],
+     (["compile", "m.py::k", "--sig", "n=i32", "--bogus"], "unrecognized arguments: --bogus")],
 )
 def test_usage_errors_exit_2_naming_the_argument(capsys, fake_pytest, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "usage: python -m harness" in err, err
+    assert not fake_pytest
+
+
+def test_compile_without_sig_or_warm_names_both(capsys, fake_pytest):
+    # --sig is optional for argparse since --warm MANIFEST is the other form; the subcommand names both
+    assert main(["compile", "m.py::k"]) == 2
+    err = capsys.readouterr().err
+    assert "expected MODULE_OR_FILE::KERNEL and --sig NAME=TYPE,... (or --warm MANIFEST)" in err, err
     assert not fake_pytest
 
 
