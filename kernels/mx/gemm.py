@@ -9,7 +9,8 @@ through bf16 MMA elsewhere. Refused here, with the reason, rather than left to f
 * NVFP4 (ue4m3 scales) on sm90 with Triton < 3.9: Triton 3.6 stops in ``TritonGPUAccelerateMatmul``
   ("PassManager::run failed"); 3.9 emulates it. Versions between were not checked, so they are refused too.
 * NVFP4 below sm89: its ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on.
-* On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6, unless a shim provides it);
+* On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6, unless a shim provides it;
+  3.6's interpreter then still fails the K loop under NumPy 2, so it is refused there too);
   NVFP4 where the interpreter's ``dot_scaled`` reads every scale as e8m0 (3.9's own: an NVFP4 product would be
   silently wrong) unless a shim marks its method ``decodes_scale_types``; and NVFP4 before Triton 3.9 (the
   interpreter imitates sm90, whose compiler refuses it).
@@ -87,6 +88,9 @@ def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] 
 
         if not hasattr(interp.InterpreterBuilder, "create_dot_scaled"):
             return f"the Triton {vs} interpreter has no tl.dot_scaled"
+        if v < (3, 7):  # seen 2026-12-04 with Triton 3.6.0 and NumPy 2.4 (a shim had provided dot_scaled)
+            return (f"the Triton {vs} interpreter cannot run the K loop (range over a runtime int: its __index__ "
+                    f"takes int() of a 1-element array, which NumPy 2 refuses)")
         # a shim (the harness's interp.scaled_dots) may mark its dot_scaled as decoding each scale by its type
         decodes = getattr(interp.InterpreterBuilder.create_dot_scaled, "decodes_scale_types", False)
         if scheme == "nvfp4" and not decodes:
