@@ -84,6 +84,11 @@ class Outcome:
     lowering: str = ""
 
 
+#: Set in the process :func:`fresh_process_compiles` starts: that process *is* the fresh one, so its own ptxas
+#: failure stands (asking yet another process made an endless chain of them on Triton 3.6, 2026-12-04).
+FRESH_ENV = "HARNESS_FRESH_PROCESS"
+
+
 def compile_launch(launch: Launch, target: str) -> Outcome:
     """Compile ``launch`` for ``target`` in this process (no disk cache); a Triton 3.6 ptxas failure stands
     only if a fresh process repeats it (:func:`fresh_process_compiles`)."""
@@ -91,7 +96,8 @@ def compile_launch(launch: Launch, target: str) -> Outcome:
                          options=dict(launch.options))[target]
     if isinstance(res, BaseException):
         out = Outcome(False, error_kind(res), error_line(res, launch.fn))
-        if out.kind == "ptxas" and not triton_at_least(3, 7) and fresh_process_compiles(launch, target):
+        if (out.kind == "ptxas" and not triton_at_least(3, 7) and not os.environ.get(FRESH_ENV)
+                and fresh_process_compiles(launch, target)):
             return Outcome(True, lowering=_lowering(launch, None))
         return out
     return Outcome(True, lowering=_lowering(launch, res))
@@ -121,6 +127,7 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
     for k, v in launch.options:
         args += [f"--{k.replace('_', '-')}", str(v)]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env[FRESH_ENV] = "1"
     # A cache of its own: the caller holds this launch's lock in the shared cache (launch_outcome), so a
     # child reading the shared one would wait for it forever, and a clean process must not read back anyway.
     with tempfile.TemporaryDirectory(prefix="harness-fresh-") as own_cache:

@@ -334,6 +334,27 @@ def test_the_fresh_process_never_waits_for_the_lock_its_caller_holds(tmp_path, m
     assert seen and seen[0] and Path(seen[0]) != dc.cache_dir() and Path(seen[0]) != tmp_path / "shared"
 
 
+def test_the_fresh_process_does_not_ask_another(monkeypatch):
+    """The child is told it is the fresh process, and there a ptxas failure stands: without that, each child
+    confirmed its own failure in yet another child (Triton 3.6, an FP8 tl.dot_scaled below sm89: ~140 processes
+    until memory ran out)."""
+    envs = []
+    monkeypatch.setattr(dc.subprocess, "run", lambda args, **kw: envs.append(kw["env"]) or SimpleNamespace(returncode=1))
+    assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is False
+    assert envs and envs[0].get(dc.FRESH_ENV) == "1"
+
+    asked = []
+    monkeypatch.setattr(dc, "compile_matrix", lambda fn, **kw: {kw["targets"][0]: RuntimeError("boom")})
+    monkeypatch.setattr(dc, "error_kind", lambda e: "ptxas")
+    monkeypatch.setattr(dc, "triton_at_least", lambda major, minor: False)
+    monkeypatch.setattr(dc, "fresh_process_compiles", lambda launch, target: asked.append(target) or True)
+    monkeypatch.setenv(dc.FRESH_ENV, "1")
+    out = dc.compile_launch(_probe_launch("fp16", "float8e5"), "sm80")
+    assert not out.ok and out.kind == "ptxas" and asked == []
+    monkeypatch.delenv(dc.FRESH_ENV)
+    assert dc.compile_launch(_probe_launch("fp16", "float8e5"), "sm80").ok and asked == ["sm80"]
+
+
 @pytest.mark.parametrize("old_triton, kind, fresh_ok, want_ok, asks", [
     (True, "ptxas", True, True, True),     # a 3.6 ptxas failure a clean process does not repeat: not a finding
     (True, "ptxas", False, False, True),   # confirmed: reported
