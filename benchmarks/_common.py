@@ -110,3 +110,20 @@ def emit(title: str, columns: Sequence[tuple[str, str]], rows: Sequence[dict[str
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps({"title": title, "device": info, **(extra or {}), "rows": list(rows)},
                                         indent=2) + "\n")
+
+
+def host_us(fn: Callable[[], Any], calls: int = 50) -> float:
+    """Median microseconds of Python time per call of ``fn``, each started with the GPU idle (synchronized
+    before it): what the host side of a call costs, apart from the GPU's time (issue 25's "host us" column)."""
+    import statistics
+    import time
+
+    fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return 1e6 * statistics.median(times)

@@ -20,13 +20,11 @@ device (the timings do not depend on their values).
 
 from __future__ import annotations
 
-import statistics
-import time
 from functools import partial
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import torch
-from _common import check_larger_than_l2, copy_bandwidth_gbs, emit, graph_ms, parse_args, require_cuda, time_ms
+from _common import check_larger_than_l2, copy_bandwidth_gbs, emit, graph_ms, host_us, parse_args, require_cuda, time_ms
 
 from kernels.qsa import (
     IndexerConfig,
@@ -111,19 +109,6 @@ def _prefill_logits(cache, bt, q, rr, vis, out):
         r1 = min(q.shape[0], r0 + out.shape[0])
         paged_logits(cache, q[r0:r1], bt, rr[r0:r1], vis[r0:r1], n_cols=out.shape[1], out=out[: r1 - r0],
                      validate=False)
-
-
-def host_us(fn, calls: int = 50) -> float:
-    """Median microseconds of host time per call, each call started with the GPU idle."""
-    fn()
-    times = []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return statistics.median(times) * 1e6
 
 
 def _graph_or_nan(fn) -> float:

@@ -19,7 +19,6 @@ warps) configs of the load's word kernel at those shapes (``kernels.turboquant.l
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -32,6 +31,7 @@ from _common import (
     copy_bandwidth_gbs,
     emit,
     graph_ms,
+    host_us,
     parse_args,
     require_cuda,
     time_ms,
@@ -99,19 +99,6 @@ def _row(op, label, fmt, th, config, nbytes, copy_gbs, call, graph, host=float("
         "host_us": host,
         "bytes": nbytes,
     }
-
-
-def host_us(fn, calls: int = 200) -> float:
-    """Median microseconds of Python time per call of ``fn`` with the GPU idle (synchronized before each)."""
-    fn()
-    times = []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return 1e6 * statistics.median(times)
 
 
 def _load_config(r: int, w: int):
@@ -210,10 +197,10 @@ def main() -> None:
         r0, w0, v0 = default(d, key.element_size())
         cfg = f"{r0}r/{w0}w{'/vec' if v0 else ''}"
         rows.append(_row("store", label, fmt, th, cfg, store_bytes, copy, time_ms(store), graph_ms(store),
-                         host_us(store)))
+                         host_us(store, calls=200)))
         lr, lw = load_default(d)
         rows.append(_row("load", label, fmt, th, f"{lr}r/{lw}w", load_bytes, copy, time_ms(load), graph_ms(load),
-                         host_us(load)))
+                         host_us(load, calls=200)))
         if args.check_old:
             k, v = load()
             k0, v0 = load_v1(cache, slots, d, fmt)

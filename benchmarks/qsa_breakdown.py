@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import statistics
 import time
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import bench_qsa as bq
 import torch
-from _common import graph_ms
+from _common import graph_ms, host_us
 
 TILES = [1, 2, 4, 8]
 STAGES = [1, 3]
@@ -63,18 +62,6 @@ def _precompile(job):
     return job
 
 
-def _host_us(fn, calls=50):
-    fn()
-    ts = []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return statistics.median(ts) * 1e6
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
@@ -102,13 +89,13 @@ def main() -> None:
         n_cols = bt.shape[1] * cache.page_size
         sel = partial(decode_select, cache, q, bt, vis, decode_query_len=mtp, topk_blocks=bq.K)
         r = dict(case=label, dtype=dtype, mb=nb / 2**20, select_graph_ms=graph_ms(sel),
-                 host_us=_host_us(sel))
+                 host_us=host_us(sel))
         _launch.ENABLED = False
-        r["host_us_plain_launch"] = _host_us(sel)
+        r["host_us_plain_launch"] = host_us(sel)
         _launch.ENABLED = True
         call = _launch.Launcher.__call__
         _launch.Launcher.__call__ = lambda self, grid, a, c: None
-        r["host_us_no_launch"] = _host_us(sel)
+        r["host_us_no_launch"] = host_us(sel)
         _launch.Launcher.__call__ = call
         logits = L.decode_logits(cache, q, bt, vis, decode_query_len=mtp, n_cols=n_cols)
         row_req = torch.arange(bt.shape[0], device="cuda", dtype=torch.int32).repeat_interleave(mtp)
