@@ -104,7 +104,8 @@ def test_help_lists_the_commands_and_options(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [(["nonsense"], "argument COMMAND: invalid choice: 'nonsense'"),
-     (["golden", "regenerate"], "argument COMMAND: invalid choice: 'regenerate' (choose from 'regen', 'unused', 'repack')"),
+     (["golden", "regenerate"],
+      "argument COMMAND: invalid choice: 'regenerate' (choose from 'regen', 'unused', 'repack')"),
      (["golden", "unused"], "the following arguments are required: RECORD"),
      (["golden", "unused", "r.json", "-k", "x"], "unrecognized arguments: -k x"),
      (["report", "merge", "out.json"], "the following arguments are required: IN"),

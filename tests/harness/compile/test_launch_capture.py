@@ -339,7 +339,8 @@ def test_the_fresh_process_does_not_ask_another(monkeypatch):
     confirmed its own failure in yet another child (Triton 3.6, an FP8 tl.dot_scaled below sm89: ~140 processes
     until memory ran out)."""
     envs = []
-    monkeypatch.setattr(dc.subprocess, "run", lambda args, **kw: envs.append(kw["env"]) or SimpleNamespace(returncode=1))
+    monkeypatch.setattr(dc.subprocess, "run",
+                        lambda args, **kw: envs.append(kw["env"]) or SimpleNamespace(returncode=1))
     assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is False
     assert envs and envs[0].get(dc.FRESH_ENV) == "1"
 
