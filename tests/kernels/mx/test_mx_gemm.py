@@ -141,7 +141,10 @@ def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden, harness_lan
         qs.append(q)
     interp = runs_on_interpreter(_scaled_gemm_kernel)
     cap = None if interp else torch.cuda.get_device_capability()
-    if gemm_refusal(mx_case.fmt, interpreter=interp, capability=cap) is not None:
+    why = gemm_refusal(mx_case.fmt, interpreter=interp, capability=cap)
+    if why is not None:
+        if interp and mx_case.fmt != "nvfp4":  # the H200 computed a product golden this lane cannot reach
+            pytest.skip(f"operands checked against the H200; the product is not: {why}")
         return
     if interp:  # compared only where the H200 computed a product: what its Triton refused has no golden
         captured = golden.load("a_codes")[1].get("triton_version", "")
