@@ -46,7 +46,16 @@ What Triton wraps around the instruction (:mod:`.chain`'s module docstring):
 The bound is reached, not vacuous: one large product and every other product just below its block's
 truncation step (or an accumulator that large) loses all but the large one; tests/harness/tensor_cores/
 test_bounds.py builds such inputs for every row of MODELS and pins how much of the bound they reach.
-``input_precision="tf32x3"`` has no bound here: its model is not exact yet (docs/MEASUREMENTS.md).
+- ``input_precision="tf32x3"`` (Triton's F32DotTC): ``a = ah + al`` with ``ah = cvt.rna.tf32(a)`` and ``al`` exact in
+  fp32; ``|al| <= 2^-11 |a|``, and the instruction reads ``al`` truncated to tf32, ``al'``: ``al`` holds at most 13
+  significant bits below ``2^(e_a - 11)``, so ``|al - al'| < 2^-22 |a|`` (this needs ``al`` normal: every nonzero
+  operand ``>= 2^-114`` in magnitude; below that the tf32 read of a subnormal ``al`` loses more). Then
+  ``d0 = tc(al', bh, 0)``, ``d1 = tc(ah, bl', d0)``, ``d2 = tc(ah, bh, d1)``, ``out = add.f32(d2, c)``. With
+  ``h = 1 + 2^-11`` (``|ah| <= h |a|``), the inputs the chains never see err by at most
+  ``(2 h 2^-22 + 2^-22) P`` (``al' bh``, ``ah bl'`` and the dropped ``al bl``), each chain by ``W`` times its own
+  products plus its incoming accumulator (``P0 = P1 <= 2^-11 h P``, ``P2 <= h^2 P``, accumulators bounded by the
+  sums so far plus their errors), and the final ``add.f32`` by ``u (|d2| + |c|)``: ``beta = u`` and ``alpha``,
+  ``atol`` the sums of those terms (:func:`_tf32x3_bound`).
 """
 
 from __future__ import annotations
@@ -139,8 +148,7 @@ def error_bound(arch: str, a_dtype: object, b_dtype: object, K: int, *, instr: s
     docstring. ``a_dtype``/``b_dtype``: torch dtypes or names (``"bf16"``, ``"e4m3"``...); ``instr``,
     ``input_precision`` and ``max_num_imprecise_acc`` as :func:`harness.tensor_cores.dot` takes them.
 
-    Raises ValueError for a bad argument, NotImplementedError where :func:`.dot` has no model or the bound is not
-    derived (``tf32x3``)."""
+    Raises ValueError for a bad argument, NotImplementedError where :func:`.dot` has no model."""
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
         raise ValueError(f"error_bound: K must be an int >= 1, got {K!r}")
     if instr not in ("wgmma", "mma"):
@@ -175,7 +183,8 @@ def error_bound(arch: str, a_dtype: object, b_dtype: object, K: int, *, instr: s
             g = K * _U / (1 - K * _U)
             return ErrorBound(g, g, K * 2.0 ** -149, K, f"derived: fp32 fma.rn chain (ieee), K={K}", -126, -126)
         if ip == "tf32x3":
-            raise NotImplementedError("error_bound: tf32x3 is not derived (its model is not exact yet)")
+            p = model_for(arch, "tf32", instr)
+            return _tf32x3_bound(p, K, _describe(p, arch, "tf32x3", instr))
         if ip != "tf32":
             raise ValueError(f"error_bound: input_precision must be 'tf32', 'tf32x3', 'ieee' or None, got {ip!r}")
         p = model_for(arch, "tf32", instr)
@@ -194,3 +203,22 @@ def _promoted(p: BlockFMA, K: int, m: int, emin_a: int, emin_b: int) -> ErrorBou
     return ErrorBound((w + R * _U) / d, R * _U / d, R * t / d, K,
                       f"derived: {_describe(p, 'sm90', 'fp8', 'wgmma')}, runs of {L} added with add.f32, K={K}",
                       emin_a, emin_b)
+
+
+def _tf32x3_bound(p: BlockFMA, K: int, what: str) -> ErrorBound:
+    """tf32x3's bound (the module docstring): each quantity as (coefficient of ``P``, absolute term)."""
+    w, t = _chain_terms(p, K)
+    h, s = 1 + 2.0 ** -11, 2.0 ** -11
+    p0 = p1 = s * h
+    p2 = h * h
+    e0 = (w * p0, t)                                     # d0 = tc(al', bh, 0)
+    d0 = (p0 + e0[0], e0[1])
+    e1 = (w * (p1 + d0[0]), w * d0[1] + t)               # d1 = tc(ah, bl', d0)
+    d1 = (p0 + p1 + e0[0] + e1[0], e0[1] + e1[1])
+    e2 = (w * (p2 + d1[0]), w * d1[1] + t)               # d2 = tc(ah, bh, d1)
+    d2 = (p2 + d1[0] + e2[0], d1[1] + e2[1])
+    split = (2 * h + 1) * 2.0 ** -22                     # al' bh, ah bl' and the dropped al bl
+    alpha = split + e0[0] + e1[0] + e2[0] + _U * d2[0]
+    atol = e0[1] + e1[1] + e2[1] + _U * d2[1]
+    return ErrorBound(alpha, _U, atol, K, f"derived: {what}, three chains and add.f32, operands >= 2^-114, K={K}",
+                      -126, -126)

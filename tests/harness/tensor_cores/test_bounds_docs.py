@@ -27,6 +27,7 @@ BOUND_ROWS = [
     ("sm90", "bf16", "wgmma", {}),
     ("sm90", "fp16", "wgmma", {}),
     ("sm90", "fp32", "wgmma", {"input_precision": "tf32"}),
+    ("sm90", "fp32", "wgmma", {"input_precision": "tf32x3"}),
     ("sm90", "fp32", "wgmma", {"input_precision": "ieee"}),
     ("sm80", "bf16", "mma", {}),
     ("sm80", "fp32", "mma", {"input_precision": "tf32"}),
