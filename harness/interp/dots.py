@@ -74,8 +74,15 @@ def _problem(itp: Any) -> str | None:
     return None
 
 
-def _torch_of(tl: Any, h: Any) -> torch.Tensor | None:
-    dt = h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
+def handle_dtype(h: Any) -> Any:
+    """The element type of an interpreter ``TensorHandle`` (a block's scalar type, or the scalar's own)."""
+    return h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
+
+
+def handle_tensor(tl: Any, h: Any) -> torch.Tensor | None:
+    """An interpreter ``TensorHandle`` of fp16, bf16, fp32 or FP8 as the torch tensor of the same bits (a copy);
+    ``None`` for other element types. Shared by the ``tl.dot`` and ``tl.dot_scaled`` shims."""
+    dt = handle_dtype(h)
     data = np.ascontiguousarray(h.data)
     if dt == tl.float16:
         return torch.from_numpy(data.view(np.float16).copy())
@@ -109,8 +116,8 @@ def install(arch: Any) -> dict | None:
     orig = cls.create_dot
 
     def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
-        ta, tb = _torch_of(tl, a), _torch_of(tl, b)
-        acc_dt = d.dtype.scalar if hasattr(d.dtype, "scalar") else d.dtype
+        ta, tb = handle_tensor(tl, a), handle_tensor(tl, b)
+        acc_dt = handle_dtype(d)
         ip = str(input_precision).lower().rsplit(".", 1)[-1] if input_precision is not None else None
         if ta is None or tb is None or acc_dt != tl.float32:
             return orig(self, a, b, d, input_precision, max_num_imprecise_acc)

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.interp.dots import handle_dtype, handle_tensor
+
 __all__ = ["DECODES_SCALE_TYPES", "install", "installed", "uninstall"]
 
 _ATTR = "_harness_scaled_dots"
@@ -53,29 +55,18 @@ def _problem(itp: Any) -> str | None:
     return None
 
 
-def _dtype(h: Any) -> Any:
-    return h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
-
-
 def _operand(tl: Any, h: Any) -> torch.Tensor:
-    dt = _dtype(h)
-    data = np.ascontiguousarray(h.data)
-    if dt in (tl.bfloat16, tl.float16):
-        t = torch.from_numpy(data.view(np.int16).copy())
-        return t.view(torch.bfloat16 if dt == tl.bfloat16 else torch.float16)
-    t = torch.from_numpy(data.view(np.uint8).copy())
-    if dt == tl.float8e4nv:
-        return t.view(torch.float8_e4m3fn)
-    if dt == tl.float8e5:
-        return t.view(torch.float8_e5m2)
-    return t  # e2m1 bytes (uint8)
+    t = handle_tensor(tl, h)
+    if t is not None:
+        return t
+    return torch.from_numpy(np.ascontiguousarray(h.data).view(np.uint8).copy())  # e2m1 bytes (uint8)
 
 
 def _scale(tl: Any, h: Any) -> torch.Tensor | None:
     if h is None:
         return None
     t = torch.from_numpy(np.ascontiguousarray(h.data).view(np.uint8).copy())
-    return t.view(torch.float8_e4m3fn) if _dtype(h) == tl.float8e4nv else t
+    return t.view(torch.float8_e4m3fn) if handle_dtype(h) == tl.float8e4nv else t
 
 
 def install(arch: Any) -> dict | None:
@@ -108,7 +99,7 @@ def install(arch: Any) -> dict | None:
                           rhs_k_pack: Any, acc_handle: Any) -> Any:
         args = (self, lhs, lhs_scale_handle, lhs_format_enum, rhs, rhs_scale_handle, rhs_format_enum, fast_math,
                 lhs_k_pack, rhs_k_pack, acc_handle)
-        if _dtype(acc_handle) != tl.float32:
+        if handle_dtype(acc_handle) != tl.float32:
             return fallback(*args)
         acc = torch.from_numpy(np.ascontiguousarray(acc_handle.data, dtype=np.float32).copy())
         a, b = _operand(tl, lhs), _operand(tl, rhs)
