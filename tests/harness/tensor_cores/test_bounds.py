@@ -251,3 +251,16 @@ def test_tf32x3_bound_holds_and_is_reached(case, K):
     bits = torch.randint(0, 1 << 23, (8, K), generator=g)
     full = ((127 << 23) | bits).to(torch.int32).view(torch.float32) * torch.where(bits % 2 == 0, 1.0, -1.0)
     _check(case, full, full[:4].T.contiguous(), torch.zeros(8, 4))
+
+
+@pytest.mark.parametrize("K", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", TF32X3, ids=lambda c: c[0])
+def test_tf32x3_bound_covers_the_split_itself(case, K):
+    """a = b = 1 + 4095 * 2^-23: rna rounds it to 1, its small part has 12 significant bits and the tf32 read keeps
+    11, so a_big * b_small and a_small * b_big each lose 2^-23 and the dropped a_small * b_small is ~2^-22: ~4 * 2^-23
+    of every product before any chain sees it, more than the chains' own terms allow at K <= 8 (2.0-3.8 * 2^-23):
+    a bound without the split's terms fails here (seen: 3.995 * 2^-23 against 3.76)."""
+    v = 1 + 4095 * 2.0 ** -23
+    a, b = torch.full((1, K), v, dtype=torch.float32), torch.full((K, 1), v, dtype=torch.float32)
+    err, bound = _check(case, a, b, torch.zeros(1, 1))
+    assert float(err[0, 0]) >= 3.9 * 2.0 ** -23 * K * v * v, f"{case[0]} K={K}: the split lost {float(err[0, 0])}"
