@@ -85,9 +85,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "harness_tolerance_files", type="linelist", default=[],
         help="globs (relative to rootdir) of TOML files with [[tolerance]] rows",
     )
-    for name in _SUBPLUGINS:
-        if not pluginmanager.has_plugin(name):
-            pluginmanager.import_plugin(name)
+    # Marked for assertion rewriting together, before the first is imported: harness.compile imports
+    # harness.interp.jit, so marking harness.interp only at its own turn warned "already imported" in every run
+    todo = [name for name in _SUBPLUGINS if not pluginmanager.has_plugin(name)]
+    pluginmanager.rewrite_hook.mark_rewrite(*todo)
+    for name in todo:
+        pluginmanager.import_plugin(name)
 
 
 def _assumed_kind(config: pytest.Config) -> str | None:

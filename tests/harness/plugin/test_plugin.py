@@ -270,3 +270,12 @@ def test_seeds_follow_the_module_file_not_its_folder():
     assert node_seed(seed_id(moved), 0) == 6058875179925844907
     assert seed_id("test_x.py::test_a") == "tests/test_x.py::test_a"
     assert seed_id(moved) != seed_id("tests/kernels/qsa/test_qsa_golden.py::test_store_golden[fp8]")
+
+
+def test_loading_the_plugin_warns_nothing(pytester):
+    """The feature plugins are marked for assertion rewriting before any is imported: harness.compile imports
+    harness.interp.jit, and marking harness.interp only at its own turn warned "Module already imported so cannot
+    be rewritten" in every user's run (a fresh process: this one has imported them all already)."""
+    pytester.makepyfile("def test_x():\n    assert 1\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error::pytest.PytestAssertRewriteWarning")
+    r.assert_outcomes(passed=1)
