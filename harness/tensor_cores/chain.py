@@ -92,26 +92,27 @@ def _tf32_rna(x: torch.Tensor) -> torch.Tensor:
 # --- the chain ------------------------------------------------------------------------------------------------
 
 def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_a: int, emin_b: int) -> torch.Tensor:
-    """A [M, K], B [K, N] float64 operand values (inf/NaN allowed), C [M, N] float64 (fp32 values, inf/NaN allowed):
-    the chain of block steps over k, float64 holding fp32 values.
+    """A [..., M, K], B [..., K, N] float64 operand values (inf/NaN allowed), C [..., M, N] float64 (fp32 values,
+    inf/NaN allowed): the chain of block steps over k, float64 holding fp32 values. Leading batch dims are
+    elementwise: each output's chain depends only on its row, its column and its accumulator.
 
     Non-finite values follow IEEE one block at a time, which is what the H200 does (measured: the capture's
     special-value cases): a block whose ``c`` or products hold inf/NaN gives the IEEE sum of just those (inf - inf
     and inf * 0 are NaN); a finite block whose result overflows fp32 gives +-inf, and that inf meets the later
     blocks' infinities, so huge * 1.5 in one block and -inf in a later one is NaN, where one float64 sum over all k
     would say -inf."""
-    M, K = A.shape
+    K = A.shape[-1]
     fa, fb = torch.isfinite(A), torch.isfinite(B)
     A0, B0 = torch.where(fa, A, 0.0), torch.where(fb, B, 0.0)
-    ea_all, eb_all = _exp(A0, emin_a), _exp(B0.T, emin_b)
+    ea_all, eb_all = _exp(A0, emin_a), _exp(B0.transpose(-1, -2), emin_b)
     specials = not (bool(fa.all()) and bool(fb.all()))
     acc = C
     for k0 in range(0, K, p.nfma):
-        a, b = A0[:, k0:k0 + p.nfma], B0[k0:k0 + p.nfma].T
-        prod = a[:, None, :] * b[None, :, :]
+        a, b = A0[..., k0:k0 + p.nfma], B0[..., k0:k0 + p.nfma, :].transpose(-1, -2)
+        prod = a[..., :, None, :] * b[..., None, :, :]
         # a zero operand's exponent is _NEG, so a zero product's sum stays below min_exp: it never sets the max
         # (products of these formats' finite values never underflow float64, so prod == 0 iff an operand is 0)
-        ep = ea_all[:, None, k0:k0 + p.nfma] + eb_all[None, :, k0:k0 + p.nfma]
+        ep = ea_all[..., :, None, k0:k0 + p.nfma] + eb_all[..., None, :, k0:k0 + p.nfma]
         fin = torch.isfinite(acc)
         c = torch.where(fin, acc, torch.zeros_like(acc))
         E = torch.maximum(ep.amax(-1), _exp(c)).clamp_min(p.min_exp)
@@ -125,7 +126,7 @@ def _chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_
         special = ~fin
         ieee = torch.where(fin, torch.zeros_like(acc), acc)
         if specials:
-            raw = A[:, None, k0:k0 + p.nfma] * B[k0:k0 + p.nfma].T[None, :, :]
+            raw = A[..., :, None, k0:k0 + p.nfma] * B[..., k0:k0 + p.nfma, :].transpose(-1, -2)[..., None, :, :]
             nonfinite = ~torch.isfinite(raw)
             special = special | nonfinite.any(-1)
             ieee = ieee + torch.where(nonfinite, raw, torch.zeros_like(raw)).sum(-1)
@@ -154,8 +155,8 @@ def _fma_f32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
 
 def _fma_dot(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     acc = C
-    for k in range(A.shape[1]):
-        acc = _fma_f32(A[:, k:k + 1], B[k:k + 1, :], acc)
+    for k in range(A.shape[-1]):
+        acc = _fma_f32(A[..., k:k + 1], B[..., k:k + 1, :], acc)
     return acc
 
 
@@ -202,6 +203,9 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
         max_num_imprecise_acc: int | None = None, instr: str = "wgmma") -> torch.Tensor:
     """``tl.dot(a, b, acc)`` as the tensor cores of ``arch`` compute it for one tile: a [M, K], b [K, N]
     (fp16, bf16, fp32, float8_e4m3fn / float8_e5m2, mixed FP8 pairs), acc fp32 [M, N] or None. Returns fp32.
+    A batch dim in front (a [P, M, K], b [P, K, N], acc [P, M, N]) gives P independent tiles; why: a caller that
+    needs a few scattered outputs of many tiles (one row of a, one column of b each) evaluates them in one call
+    instead of P (the FP8 wgmma path, mmaemu's, still runs one tile at a time).
 
     ``input_precision`` (fp32 operands): "tf32" (default), "tf32x3", "ieee". ``max_num_imprecise_acc``: as
     ``tl.dot``'s (FP8 on sm90; None = Triton's default there, never promote). ``instr``: "wgmma" (what Triton
@@ -210,14 +214,20 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
     """
     if out_dtype != torch.float32:
         raise NotImplementedError("harness.tensor_cores.dot models fp32 accumulators only")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"expected a [M, K] and b [K, N], got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.dim() not in (2, 3) or b.dim() != a.dim() or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"expected a [M, K] and b [K, N] (or [P, M, K] and [P, K, N]), got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
     ka, kb = _kind(a.dtype), _kind(b.dtype)
-    M, N = a.shape[0], b.shape[1]
-    C = torch.zeros((M, N), dtype=torch.float64) if acc is None else acc.to(torch.float32).double()
+    shape = (*a.shape[:-1], b.shape[-1])
+    if acc is not None and tuple(acc.shape) != shape:
+        raise ValueError(f"acc: expected shape {shape} (or None); got {tuple(acc.shape)}")
+    C = torch.zeros(shape, dtype=torch.float64) if acc is None else acc.to(torch.float32).double()
     if ka in ("e4m3", "e5m2") and kb in ("e4m3", "e5m2"):
         if not (arch == "sm90" and instr == "mma"):
             model_for(arch, "fp8", instr)  # refuses an arch without a model
+            if a.dim() == 3:
+                return torch.stack([_wgmma_fp8(a[i], b[i], C[i], arch, max_num_imprecise_acc)
+                                    for i in range(a.shape[0])]).float()
             return _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc).float()
         # mma.sync on sm90: Triton converts FP8 operands to fp16 (exact) for m16n8k16, in kWidth=4 dot-operand
         # layouts, which deal each 32-k span's pairs alternately to the span's two instructions
@@ -252,13 +262,13 @@ def _mma_fp8_k_order(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, to
     32-k span, the first instruction gets k = 4j, 4j+1 (j < 8) and the second k = 4j+2, 4j+3. Measured: this order
     reproduces all eight FP8 mma.sync cases of the H200 capture (4 pairs x {16x64 w4, 64x64 w2}) bit for bit, the
     plain k order 88.7% of outputs."""
-    K = a.shape[1]
+    K = a.shape[-1]
     if K % 32:
         raise NotImplementedError(f"harness.tensor_cores.dot: FP8 under mma.sync with K={K} (not a multiple of 32) "
                                   f"is not modelled")
     idx = torch.arange(K).reshape(K // 32, 8, 2, 2)  # span, j, which instruction, pair element
     order = idx.permute(0, 2, 1, 3).reshape(-1)
-    return a[:, order], b[order]
+    return a[..., order], b[..., order, :]
 
 
 def _tf32x3(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA) -> torch.Tensor:

@@ -329,9 +329,4 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     B = _scaled(b, sb, fb, compute, low, fast_math, b_k_pack, rhs=True)
     tdt = torch.bfloat16 if compute == "bf16" else torch.float16
     A, B = A.to(tdt), B.to(tdt)  # exact: the values are on the compute type's grid
-    if not batch:
-        return dot(A, B, acc, arch=name, instr=instr)
-    A2, B2 = A.reshape(-1, M, ka), B.reshape(-1, ka, N)
-    C2 = None if acc is None else acc.reshape(-1, M, N)
-    outs = [dot(A2[i], B2[i], None if C2 is None else C2[i], arch=name, instr=instr) for i in range(A2.shape[0])]
-    return torch.stack(outs).reshape(*batch, M, N)
+    return dot(A, B, acc, arch=name, instr=instr)  # a batch dim runs as one call: the tiles are independent
