@@ -5,20 +5,22 @@
     python scripts/capture_dot_tables.py capture OUTDIR --only scaled [--jobs 8]
                                                             # tl.dot_scaled only: OUTDIR/dot_scaled_tables.npz
 
-``tl.dot_scaled`` cases (:data:`SCALED_CASES`): every operand-format pair (e2m1, e4m3, e5m2, bf16, fp16 on either
-side) with e8m0 scales, a 128x128 output over K = 256 in two ``BK = 128`` steps, from zeros or a loaded
-accumulator; inputs ``finite`` (finite codes, scale codes 121..133), ``special`` (every code: NaN/inf operands),
-``allscales`` (finite codes, scale codes 0..255); plus e2m1 packed along M/N, ``fast_math`` and unscaled
-operands. ``--jobs`` compiles and runs them in that many processes (one GPU). ``compare`` on such a file runs
-:func:`harness.tensor_cores.dot_scaled` for the Triton version that captured it.
+``tl.dot_scaled`` cases (``SCALED_CASES``) and their inputs (``scaled_inputs``) are defined in
+``tests/harness/tensor_cores/dot_scaled_cases.py``, beside the test of their goldens (one definition for the
+capture, ``scripts/import_dot_scaled_tables.py`` and the test): every operand-format pair (e2m1, e4m3, e5m2, bf16,
+fp16 on either side) with e8m0 scales, a 128x128 output over K = 256 in two ``BK = 128`` steps, plus e2m1 packed
+along M/N, ``fast_math`` and unscaled operands. ``--jobs`` compiles and runs them in that many processes (one
+GPU). ``compare`` on such a file runs :func:`harness.tensor_cores.dot_scaled` for the Triton version that captured
+it.
 
 Every case (:data:`CASES`) is one plain kernel: a ``BM x BN`` tile per program, a loop over K in steps of
 ``BK`` with ``acc = tl.dot(a, b, acc, input_precision=..., max_num_imprecise_acc=...)``, starting from a loaded
 accumulator or from zeros. The inputs are regenerated from the case's seed (:func:`inputs`: random normal,
 wide-exponent bit patterns, and specials: zeros, subnormals, extremes, inf/NaN); only the outputs are stored
 (fp32 bit patterns, compressed), with the instruction lines of each kernel's PTX (``wgmma.*`` / ``mma.sync.*``)
-and the versions. ``capture`` imports nothing from this repo (so it runs where the repo's dependencies are
-absent); ``compare`` uses :func:`harness.tensor_cores.dot`, one call per ``BK`` step, as the interpreter shim does.
+and the versions. ``capture`` imports nothing from the harness (only the case module above, which needs torch and
+numpy), so it runs where the repo's dependencies are absent; ``compare`` uses :func:`harness.tensor_cores.dot`, one
+call per ``BK`` step, as the interpreter shim does.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+# the dot_scaled cases and their inputs live beside their test (one definition; see its docstring)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "harness" / "tensor_cores"))
+from dot_scaled_cases import FP8, PACK, SCALED_CASES, scaled_inputs, specials  # noqa: E402
+
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, **FP8}
 
 
@@ -97,18 +102,6 @@ def _codes(g: torch.Generator, shape, dt: torch.dtype) -> torch.Tensor:
     return x.reshape(shape)
 
 
-def _specials(dt: torch.dtype) -> torch.Tensor:
-    fi = torch.finfo(dt)
-    v = [0.0, -0.0, fi.tiny, -fi.tiny, fi.max, -fi.max, 1.0, -1.0, float("inf"), float("-inf"), float("nan")]
-    if dt in FP8.values():
-        v.append(float(torch.tensor(1, dtype=torch.uint8).view(dt).float()))  # smallest subnormal
-        if dt == torch.float8_e4m3fn:
-            v = [x for x in v if x == x and abs(x) != float("inf")] + [float("nan")]
-    else:
-        v.append(fi.tiny / 8)
-    return torch.tensor(v, dtype=torch.float32).to(dt)
-
-
 def inputs(c: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(a [M, K], b [K, N], acc [M, N] fp32 or None) of a case, on the CPU, from its seed."""
     g = torch.Generator().manual_seed(c["seed"])
@@ -121,7 +114,7 @@ def inputs(c: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         scale = 4.0 if dt in FP8.values() else 1.0
         x = (torch.randn(shape, generator=g) * scale).to(dt)
         if c["dist"] == "special":
-            sp = _specials(dt)
+            sp = specials(dt)
             pick = torch.rand(shape, generator=g) < 0.002
             idx = torch.randint(0, sp.numel(), shape, generator=g)
             x = torch.where(pick, sp[idx].float(), x.float()).to(dt)
@@ -234,82 +227,6 @@ def compare(npz: Path) -> dict:
 
 # --- tl.dot_scaled (capture on the GPU, compare anywhere) ------------------------------------------------------
 
-SCALED_FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
-_PACK = {"e2m1": 2}
-
-
-def _scaled_case(a, b, acc, dist, seed, kpa=True, kpb=True, fast=False, sa=True, sb=True):
-    name = f"scaled_{a}x{b}_{dist}_{'acc' if acc else 'noacc'}"
-    name += "".join(t for t, on in (("_mpackA", not kpa), ("_npackB", not kpb), ("_fast", fast), ("_noscaleA", not sa),
-                                    ("_noscaleB", not sb)) if on)
-    return dict(name=name, a=a, b=b, M=128, N=128, K=256, BM=64, BN=64, BK=128, warps=4, acc=acc, dist=dist,
-                seed=seed, kpa=kpa, kpb=kpb, fast=fast, sa=sa, sb=sb)
-
-
-def _scaled_cases() -> list[dict]:
-    out, s = [], 5000
-    for a in SCALED_FORMATS:
-        for b in SCALED_FORMATS:
-            for dist, acc in (("finite", False), ("finite", True), ("special", True), ("allscales", True)):
-                s += 1
-                out.append(_scaled_case(a, b, acc, dist, s))
-    for kw in (dict(kpa=False), dict(kpb=False), dict(kpa=False, kpb=False)):
-        s += 1
-        out.append(_scaled_case("e2m1", "e2m1", True, "finite", s, **kw))
-    for a, b in (("e2m1", "e2m1"), ("e4m3", "fp16")):
-        s += 1
-        out.append(_scaled_case(a, b, True, "allscales", s, fast=True))
-    unscaled = (("e2m1", "bf16", dict(sb=False)), ("bf16", "e4m3", dict(sa=False)), ("e5m2", "fp16", dict(sb=False)))
-    for a, b, kw in unscaled:
-        s += 1
-        out.append(_scaled_case(a, b, True, "special", s, **kw))
-    return out
-
-
-SCALED_CASES = _scaled_cases()
-
-
-def _scaled_operand(g: torch.Generator, fmt: str, shape, dist: str) -> torch.Tensor:
-    """Operand storage as the kernel loads it: e2m1 as packed bytes (shape already halved), fp8 as bytes, 16-bit
-    formats as their dtype."""
-    n = int(np.prod(shape))
-    if fmt in ("bf16", "fp16"):
-        dt = torch.bfloat16 if fmt == "bf16" else torch.float16
-        x = torch.randn(n, generator=g) * torch.exp2(torch.randint(-6, 7, (n,), generator=g).float())
-        if dist == "special":
-            sp = _specials(dt).float()
-            pick = torch.rand(n, generator=g) < 0.002
-            x = torch.where(pick, sp[torch.randint(0, sp.numel(), (n,), generator=g)], x)
-        return x.to(dt).reshape(shape)
-    c = torch.randint(0, 256, (n,), generator=g, dtype=torch.int64)
-    if dist != "special" and fmt in ("e4m3", "e5m2"):
-        dt = FP8[fmt]
-        bad = ~torch.isfinite(c.to(torch.uint8).view(dt).float())
-        c = torch.where(bad, c & 0x80, c)  # specials -> ±0
-    return c.to(torch.uint8).reshape(shape)
-
-
-def scaled_inputs(c: dict):
-    """(a, a_scale, b, b_scale, acc) of a dot_scaled case on the CPU, from its seed: a [M, K] (e2m1: [M, K/2], or
-    [M/2, K] packed along M), b [K, N] likewise, scales [M, K/32] / [N, K/32] uint8 or None, acc fp32 or None."""
-    g = torch.Generator().manual_seed(c["seed"])
-    M, N, K = c["M"], c["N"], c["K"]
-    pa, pb = _PACK.get(c["a"], 1), _PACK.get(c["b"], 1)
-    a_shape = (M, K // pa) if c["kpa"] else (M // pa, K)
-    b_shape = (K // pb, N) if c["kpb"] else (K, N // pb)
-    a = _scaled_operand(g, c["a"], a_shape, c["dist"])
-    b = _scaled_operand(g, c["b"], b_shape, c["dist"])
-
-    def scales(rows):
-        if c["dist"] == "allscales":
-            return torch.randint(0, 256, (rows, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
-        return torch.randint(121, 134, (rows, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
-
-    sa, sb = scales(M), scales(N)
-    acc = torch.randn((M, N), generator=g) * 16 if c["acc"] else None
-    return a, (sa if c["sa"] else None), b, (sb if c["sb"] else None), acc
-
-
 def _scaled_kernel():
     import triton
     import triton.language as tl
@@ -366,7 +283,7 @@ def _capture_scaled_part(cases: list[dict]) -> tuple[dict, dict, dict]:
             h = kern[(c["M"] // c["BM"], c["N"] // c["BN"])](
                 a.to(dev), dummy if sa is None else sa.to(dev), b.to(dev), dummy if sb is None else sb.to(dev),
                 torch.zeros(1, device=dev) if acc is None else acc.to(dev), o, c["K"], N=c["N"], BM=c["BM"],
-                BN=c["BN"], BK=c["BK"], FA=c["a"], FB=c["b"], PA=_PACK.get(c["a"], 1), PB=_PACK.get(c["b"], 1),
+                BN=c["BN"], BK=c["BK"], FA=c["a"], FB=c["b"], PA=PACK.get(c["a"], 1), PB=PACK.get(c["b"], 1),
                 KPA=c["kpa"], KPB=c["kpb"], SA=c["sa"], SB=c["sb"], HAS_ACC=c["acc"], FAST=c["fast"],
                 num_warps=c["warps"])
             torch.cuda.synchronize()
@@ -419,7 +336,7 @@ def model_scaled_case(c: dict, triton_version: str, arch: str = "sm90") -> torch
 
     a, sa, b, sb, acc = scaled_inputs(c)
     M, N, K, BK = c["M"], c["N"], c["K"], c["BK"]
-    pa, pb = _PACK.get(c["a"], 1), _PACK.get(c["b"], 1)
+    pa, pb = PACK.get(c["a"], 1), PACK.get(c["b"], 1)
     out = torch.zeros((M, N), dtype=torch.float32) if acc is None else acc.clone()
     for k0 in range(0, K, BK):
         a_k = a[:, k0 // pa:(k0 + BK) // pa] if c["kpa"] else a[:, k0:k0 + BK]
