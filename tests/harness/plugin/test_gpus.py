@@ -171,19 +171,38 @@ def _seen(pytester):
     return {p.stem[5:]: json.loads(p.read_text()) for p in pytester.path.glob("seen-*.json")}
 
 
-def test_each_worker_is_pinned_before_its_conftest_runs(pytester, monkeypatch):
-    monkeypatch.setenv(ENV_GPUS, "5,7")
+#: inner runs load no plugin they do not test (hypothesis's costs each process ~0.7 s of CPU: it imports
+#: hypothesis at the end of every run)
+QUIET = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
+
+
+def _n_auto(pytester, monkeypatch, devices, per_gpu):
+    """An ``-n auto`` run of the seen-project with HARNESS_GPUS=devices (and HARNESS_WORKERS_PER_GPU)."""
+    monkeypatch.setenv(ENV_GPUS, devices)
+    if per_gpu is None:
+        monkeypatch.delenv(gpus.ENV_PER_GPU, raising=False)
+    else:
+        monkeypatch.setenv(gpus.ENV_PER_GPU, per_gpu)
     monkeypatch.delenv(CUDA, raising=False)
     monkeypatch.delenv(ENV_PLAN, raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     pytester.makeconftest(SEEN_CONFTEST)
     pytester.makepyfile(SEEN_TEST)
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly", *QUIET)
     result.assert_outcomes(passed=4)
+    return result
+
+
+def test_n_auto_starts_a_worker_per_listed_gpu_pinned_before_its_conftest_runs(pytester, monkeypatch):
+    """One run, two facts: ``-n auto`` starts one worker per GPU of HARNESS_GPUS, and each worker sees its own
+    device in CUDA_VISIBLE_DEVICES already when its conftest.py is imported (CUDA still uninitialized)."""
+    result = _n_auto(pytester, monkeypatch, "5,7", None)
+    result.stdout.fnmatch_lines(["*created: 2/2 workers*"])
     seen = _seen(pytester)
     assert set(seen) <= {"gw0", "gw1"} and seen  # a fast worker may run all four
     for worker, s in seen.items():
-        assert s["CUDA_VISIBLE_DEVICES"] == {"gw0": "5", "gw1": "7"}[worker]
-        assert s["HARNESS_GPU_PLAN"] is None and s["cuda_initialized"] is False
+        assert s["CUDA_VISIBLE_DEVICES"] == {"gw0": "5", "gw1": "7"}[worker], (worker, s)
+        assert s["HARNESS_GPU_PLAN"] is None and s["cuda_initialized"] is False, (worker, s)
     result.stdout.fnmatch_lines([
         "harness: xdist workers pinned round-robin to CUDA_VISIBLE_DEVICES=5,7 (from HARNESS_GPUS)",
         "*harness: xdist workers and GPUs*",
@@ -192,27 +211,14 @@ def test_each_worker_is_pinned_before_its_conftest_runs(pytester, monkeypatch):
     ])
 
 
-@pytest.mark.parametrize(
-    ("devices", "per_gpu", "pins"),
-    [("3,5,6", None, {"gw0": "3", "gw1": "5", "gw2": "6"}),  # one worker per listed GPU
-     ("3,5", "2", {"gw0": "3", "gw1": "5", "gw2": "3", "gw3": "5"})],  # HARNESS_WORKERS_PER_GPU, round-robin
-    ids=["one-per-gpu", "two-per-gpu"],
-)
-def test_n_auto_starts_workers_per_listed_gpu(devices, per_gpu, pins, pytester, monkeypatch):
-    monkeypatch.setenv(ENV_GPUS, devices)
-    if per_gpu is None:
-        monkeypatch.delenv(gpus.ENV_PER_GPU, raising=False)
-    else:
-        monkeypatch.setenv(gpus.ENV_PER_GPU, per_gpu)
-    monkeypatch.delenv(CUDA, raising=False)
-    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    pytester.makeconftest(SEEN_CONFTEST)
-    pytester.makepyfile(SEEN_TEST)
-    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines([f"*created: {len(pins)}/{len(pins)} workers*"])
-    for worker, s in _seen(pytester).items():
-        assert s["CUDA_VISIBLE_DEVICES"] == pins[worker]
+def test_n_auto_starts_workers_per_gpu_times_the_listed_gpus(pytester, monkeypatch):
+    """HARNESS_WORKERS_PER_GPU=2 over one listed GPU: two workers, both on it (one without the variable, as
+    above). The round-robin over several GPUs is test_auto_workers_multiplies_by_workers_per_gpu's."""
+    result = _n_auto(pytester, monkeypatch, "3", "2")
+    result.stdout.fnmatch_lines(["*created: 2/2 workers*"])
+    seen = _seen(pytester)
+    assert set(seen) <= {"gw0", "gw1"} and seen
+    assert {w: s["CUDA_VISIBLE_DEVICES"] for w, s in seen.items()} == dict.fromkeys(seen, "3")
 
 
 def test_n_auto_on_the_interpreter_lane_leaves_xdist_to_count_cpus(pytester, monkeypatch):
@@ -221,7 +227,7 @@ def test_n_auto_on_the_interpreter_lane_leaves_xdist_to_count_cpus(pytester, mon
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "1")
     pytester.makeconftest(SEEN_CONFTEST)
     pytester.makepyfile(SEEN_TEST)
-    result = pytester.runpytest_subprocess("-n", "auto", "--harness-lane=interp", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("-n", "auto", "--harness-lane=interp", "-p", "no:randomly", *QUIET)
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*created: 1/1 worker*"])
     result.stdout.no_fnmatch_line("*xdist workers pinned*")
@@ -230,7 +236,7 @@ def test_n_auto_on_the_interpreter_lane_leaves_xdist_to_count_cpus(pytester, mon
 def test_a_bad_request_is_a_usage_error(pytester, monkeypatch):
     monkeypatch.setenv(ENV_GPUS, "0,0")
     pytester.makepyfile("def test_a(): pass")
-    result = pytester.runpytest_subprocess("-n", "2")
+    result = pytester.runpytest("-n", "2")  # refused in the controller's configure, before any worker starts
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*HARNESS_GPUS='0,0' lists 0 more than once*"])
 
@@ -240,6 +246,6 @@ def test_a_bad_workers_per_gpu_is_a_usage_error(pytester, monkeypatch):
     monkeypatch.setenv(gpus.ENV_PER_GPU, "0")
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     pytester.makepyfile("def test_a(): pass")
-    result = pytester.runpytest_subprocess("-n", "auto")
+    result = pytester.runpytest("-n", "auto")  # refused while xdist counts workers
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*HARNESS_WORKERS_PER_GPU='0' must be a positive integer*"])
