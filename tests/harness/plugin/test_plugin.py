@@ -8,6 +8,10 @@ import pytest
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
+#: for runs that test no cache and no hypothesis: hypothesis's plugin imports hypothesis at the end of every
+#: run (~0.7 s of CPU each)
+QUIET = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
+
 
 def test_options_in_one_group_and_markers_registered(pytester):
     result = pytester.runpytest("--help")
@@ -144,15 +148,23 @@ def _seeds(result):
 
 
 @pytest.mark.lane_independent
-def test_rng_is_per_node_and_identical_under_xdist(pytester):
-    pytester.makepyfile(SEEDS)
-    serial = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+def test_rng_is_per_node_and_independent_of_selection(pytester):
+    """In-process runs, so each test's seed is also held to ``node_seed`` of its node id as this process computes
+    it: a seed that mixed in anything of the process (an xdist worker's id, ``hash()`` of a string) differs
+    from it. ``node_seed``'s own value, the same in every process, is pinned by
+    test_seeds_follow_the_module_file_not_its_folder."""
+    from harness.plugin import node_seed, seed_id
+
+    module = pytester.makepyfile(SEEDS).name
+    serial = pytester.runpytest("-s", "-p", "no:randomly", *QUIET)
     serial.assert_outcomes(passed=2)
     s = _seeds(serial)
     assert len(s) == 2 and s[0] != s[1]
-    again = pytester.runpytest_subprocess("-s", "-k", "test_b")
+    want = {node_seed(seed_id(f"{module}::{name}"), 0) for name in ("test_a", "test_b")}
+    assert {int(x.split()[0]) for x in s} == want, (s, want)
+    again = pytester.runpytest("-s", "-k", "test_b", *QUIET)
     assert _seeds(again)[0] in s  # selection does not move a test's seed
-    base = pytester.runpytest_subprocess("-s", "--harness-seed=1")
+    base = pytester.runpytest("-s", "--harness-seed=1", *QUIET)
     assert set(_seeds(base)).isdisjoint(s)  # the base seed does
 
 
@@ -221,10 +233,9 @@ def test_unreported():
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_report_table_json_and_junit(pytester, workers):
     pytester.makepyfile(REPORTING)
-    args = ["--harness-report=rep.json", "--junitxml=j.xml"]
-    if workers:
-        args += ["-n", workers]
-    result = pytester.runpytest_subprocess(*args)
+    args = ["--harness-report=rep.json", "--junitxml=j.xml", *QUIET]
+    # one process runs in this one; under xdist the workers' observations travel to the controller
+    result = pytester.runpytest_subprocess(*args, "-n", workers) if workers else pytester.runpytest(*args)
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines([
         "*harness: observed error vs tolerance*",
