@@ -71,20 +71,25 @@ def _assert_same_bits(got, want, what):
     )
 
 
-def _check(cache, slots, d, fmt, device):
-    key, value = tq_load_k8v4(cache, slots, head_dim=d, fp8_format=fmt)
+def _check(cache, slots, d, fmt, device, calls=1):
+    """``calls`` calls of the new load, each held to one run of the old kernel (the yardstick is what costs on
+    the interpreter: one program per (token, head))."""
+    got = [tq_load_k8v4(cache, slots, head_dim=d, fp8_format=fmt) for _ in range(calls)]
     if device != "cpu" and not builds_on_gpu(d, fmt):  # the old kernel cannot run: the torch reference
         s = slots.cpu().clone()
         s[s >= cache.shape[0] * cache.shape[1]] = -1  # past the cache reads as NaN, as a negative slot does
         k_ref, v_ref = ref.load(cache, s, d, fmt)
-        for got, want in ((key.cpu(), k_ref), (value.cpu(), v_ref)):
-            assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
-        return key, value
+        for key, value in got:
+            for out, want in ((key.cpu(), k_ref), (value.cpu(), v_ref)):
+                assert torch.equal(out.isnan(), want.isnan()) and torch.equal(out.nan_to_num(), want.nan_to_num())
+        return got[-1]
     with capture():  # the yardstick's launches stay out of the session's compile matrix (it is no kernel of ours)
         k_old, v_old = load_v1(cache, slots, d, fmt)
-    _assert_same_bits(key, k_old, f"keys (d{d} {fmt})")
-    _assert_same_bits(value, v_old, f"values (d{d} {fmt})")
-    return key, value
+    for i, (key, value) in enumerate(got):
+        call = f", call {i + 1} of {calls}" if calls > 1 else ""
+        _assert_same_bits(key, k_old, f"keys (d{d} {fmt}{call})")
+        _assert_same_bits(value, v_old, f"values (d{d} {fmt}{call})")
+    return got[-1]
 
 
 @pytest.mark.parametrize("fmt", FMTS)
@@ -98,24 +103,40 @@ def test_load_returns_the_old_kernels_bits(d, fmt, rng, device):
     assert bool(torch.isnan(key[1]).all()), "a negative slot's row must be NaN"
 
 
+#: fp16 scale/zero patterns: NaN (two payloads), ±inf, the smallest and a large subnormal, ±0, 1, -5
+FP16_PATTERNS = [0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x83FF, 0x0000, 0x8000, 0x3C00, 0xC500]
+
+
+def _every_code_cache(d):
+    """64 slots of ``d`` key bytes where byte k of key word w in slot r holds code (64 w + r + 17 k) mod 256:
+    each byte position of a word holds every code of 0..255 once over the 64 slots and the (up to) 4 words
+    (position 3 at head_dim 15 only 192 of them; positions 0-2 every code, so every code is read). Scale and
+    zero take every fp16 pattern, in different pairs; value nibbles are random."""
+    n = 64
+    r = torch.arange(n).view(n, 1)
+    c = torch.arange(d).view(1, d)
+    keys = (64 * (c // 4) + r + 17 * (c % 4)) % 256
+    patterns = torch.tensor(FP16_PATTERNS, dtype=torch.int32)
+    sz = torch.stack([patterns[torch.arange(n) % 10], patterns[(3 * torch.arange(n) + 1) % 10]], 1)
+    return keys.to(torch.uint8), sz.to(torch.int16).view(torch.uint8).reshape(n, 4)
+
+
 @pytest.mark.parametrize("fmt", FMTS)
 def test_every_key_code_and_fp16_pattern_class(fmt, rng, device):
-    """All 256 codes in every position of a key word, and scale/zero words that are NaN, ±inf, subnormal and
+    """Every code in every byte position of a key word, and scale/zero words that are NaN, ±inf, subnormal and
     ±0, through the word kernel (d16) and the general kernel (d15)."""
     for d in (16, 15):
-        n = 256
+        keys, sz = _every_code_cache(d)
+        n = keys.shape[0]
+        for k in range(min(d, 4)):  # the claim above, for this d
+            at_k = keys[:, k::4].flatten().unique()
+            assert at_k.numel() == (192 if (d, k) == (15, 3) else 256), (d, k, at_k.numel())
         cache = torch.zeros(1, n, 1, slot_bytes(d), dtype=torch.uint8)
-        codes = torch.arange(256, dtype=torch.uint8)
-        for c in range(d):
-            cache[0, :, 0, c] = codes.roll(c)
+        cache[0, :, 0, :d] = keys
         vb = (d + 1) // 2
         cache[0, :, 0, d : d + vb] = torch.randint(0, 256, (n, vb), generator=rng, dtype=torch.int32).to(torch.uint8)
-        params = torch.tensor([0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x83FF, 0x0000, 0x8000, 0x3C00, 0xC500],
-                              dtype=torch.int32)
-        sz = params[torch.randint(0, len(params), (n, 2), generator=rng)]
-        cache[0, :, 0, d + vb : d + vb + 4] = sz.to(torch.int16).view(torch.uint8).reshape(n, 4)
-        slots = torch.arange(n)
-        _check(cache.to(device), slots.to(device), d, fmt, device)
+        cache[0, :, 0, d + vb : d + vb + 4] = sz
+        _check(cache.to(device), torch.arange(n).to(device), d, fmt, device)
 
 
 @pytest.mark.parametrize("layout", ["padded-slots", "heads-major", "offset-1", "offset-4", "block-33"])
@@ -206,5 +227,4 @@ def test_calls_with_other_specializations_keep_their_bits(rng, device):
     for cache in (_on(device, base), _on(device, buf, 4)):
         for n, step, dtype in ((16, 1, torch.int64), (16, 2, torch.int64), (13, 1, torch.int32), (32, 2, torch.int32)):
             wide = _slots(rng, n * step, 40, dtype).to(device)
-            for _ in range(2):
-                _check(cache, wide[::step], d, "e4nv", device)
+            _check(cache, wide[::step], d, "e4nv", device, calls=2)
