@@ -197,12 +197,19 @@ def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
 def supports_scaled_dot(arch: Arch | str, scale: str) -> tuple[bool, str]:
     """Whether Triton compiles ``tl.dot_scaled`` with ``scale`` scales (``"e8m0"``: MX, ``"e4m3"``: NVFP4) on
     ``arch``, beyond what :func:`supports_format` says of the scale's FP8 type; the reason is a ready skip message.
-    Launch capture's scale widening asks it (:func:`harness.compile.findings.expected_reason`)."""
+    Launch capture's scale widening asks it (:func:`harness.compile.findings.expected_reason`).
+
+    Triton 3.6 refuses NVFP4 wherever it emulates ``dot_scaled`` ("PassManager::run failed" in
+    TritonGPUAccelerateMatmul): always on sm89 and sm90, which have no block-scaled MMA (``triton.compile`` for
+    sm89 and sm90, 64x64 tiles and kernels/mx's 128-wide GEMM; sm90 also on the H200, 2026-12-04). On sm100 and
+    sm120 it depends on the tile and formats, so they are not refused here: the 128-wide MX GEMM tiles compile on
+    native block-scaled MMA (tcgen05 / mma.sync ... block_scale), 64x64 tiles on sm100 and e2m1 x e4m3 on sm120 are
+    emulated and refused (``scripts/compile_dot_scaled_lowering.py``, 2026-12-04). 3.9 compiles NVFP4 on all of
+    them; 3.7/3.8 are unmeasured, assumed like 3.6 (kernels/mx/gemm.py refuses the same range). Below sm89 the
+    scale's e4m3 type itself is refused (:func:`supports_format`)."""
     a = parse_arch(arch) if isinstance(arch, str) else arch
-    if scale == "e4m3" and a.kind == "cuda" and 90 <= (a.cc or 0) < 100 and not triton_at_least(3, 9):
-        # Triton 3.6 refuses NVFP4 dot_scaled for sm90, measured 2026-12-04 (triton.compile and the H200:
-        # "PassManager::run failed" in TritonGPUAccelerateMatmul); 3.9 emulates it; 3.7/3.8 unmeasured, assumed
-        # like 3.6 (kernels/mx/gemm.py refuses the same range).
+    if scale == "e4m3" and a.kind == "cuda" and 89 <= (a.cc or 0) < 100 and not triton_at_least(3, 9):
         return False, (f"NVFP4 tl.dot_scaled (e4m3 scales) does not compile for {a.name} with triton "
-                       f"{triton_version()} (Triton 3.6 refuses it for sm90, measured 2026-12-04)")
+                       f"{triton_version()} (Triton 3.6 refuses it where it emulates dot_scaled: sm89 and sm90, "
+                       f"compiled 2026-12-04)")
     return True, ""

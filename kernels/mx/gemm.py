@@ -6,8 +6,10 @@ the target and the Triton version (read from the PTX of each, ``tests/kernels/mx
 block-scaled MMA on sm100 (``tcgen05.mma ... block_scale``) and sm120 (``mma.sync ... block_scale``), an emulation
 through bf16 MMA elsewhere. Refused here, with the reason, rather than left to fail deep in the compiler:
 
-* NVFP4 (ue4m3 scales) on sm90 with Triton < 3.9: Triton 3.6 stops in ``TritonGPUAccelerateMatmul``
-  ("PassManager::run failed"); 3.9 emulates it. Versions between were not checked, so they are refused too.
+* NVFP4 (ue4m3 scales) on sm89 and sm90 with Triton < 3.9: Triton 3.6 stops in ``TritonGPUAccelerateMatmul``
+  ("PassManager::run failed", this kernel compiled for sm89 and sm90 on 2026-12-04; sm90 also on the H200), as it
+  does wherever it emulates ``dot_scaled``; 3.9 emulates it. Versions between were not checked, so they are refused
+  too. On sm100 and sm120 3.6 compiles this kernel's NVFP4 tiles on native block-scaled MMA.
 * NVFP4 below sm89: its ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on.
 * On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6, unless a shim provides it;
   3.6's interpreter then still fails the K loop under NumPy 2, so it is refused there too);
@@ -106,9 +108,9 @@ def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] 
         return f"sm{capability[0]}{capability[1]}: Triton supports tl.dot_scaled on sm80 and newer"
     if scheme == "nvfp4" and capability < (8, 9):
         return f"sm{capability[0]}{capability[1]}: NVFP4's ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on"
-    if scheme == "nvfp4" and capability[0] == 9 and v < (3, 9):
-        return (f"sm90 with Triton {vs}: NVFP4 tl.dot_scaled fails to compile (Triton 3.6: PassManager::run failed in "
-                f"TritonGPUAccelerateMatmul; 3.9 emulates it)")
+    if scheme == "nvfp4" and (8, 9) <= capability < (10, 0) and v < (3, 9):
+        return (f"sm{capability[0]}{capability[1]} with Triton {vs}: NVFP4 tl.dot_scaled fails to compile (Triton 3.6: "
+                f"PassManager::run failed in TritonGPUAccelerateMatmul; 3.9 emulates it)")
     return None
 
 

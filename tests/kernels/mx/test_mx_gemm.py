@@ -69,6 +69,10 @@ def test_refusals_are_pinned_per_target_version_and_interpreter():
     assert gemm_refusal("mxfp4", interpreter=False, capability=(9, 0), version=(3, 6)) is None
     assert "PassManager::run failed" in gemm_refusal("nvfp4", interpreter=False, capability=(9, 0), version=(3, 6))
     assert gemm_refusal("nvfp4", interpreter=False, capability=(9, 0), version=(3, 9)) is None
+    # sm89 emulates dot_scaled as sm90 does: Triton 3.6 refuses NVFP4 there too (compiled 2026-12-04), 3.9 not
+    assert "PassManager::run failed" in gemm_refusal("nvfp4", interpreter=False, capability=(8, 9), version=(3, 6))
+    assert gemm_refusal("nvfp4", interpreter=False, capability=(8, 9), version=(3, 9)) is None
+    assert gemm_refusal("mxfp4", interpreter=False, capability=(8, 9), version=(3, 6)) is None
     assert gemm_refusal("nvfp4", interpreter=False, capability=(10, 0), version=(3, 6)) is None
     assert "lowers from sm89 on" in gemm_refusal("nvfp4", interpreter=False, capability=(8, 0), version=(3, 9))
     assert "sm80 and newer" in gemm_refusal("mxfp4", interpreter=False, capability=(7, 5), version=(3, 9))
