@@ -21,8 +21,9 @@ compiled 2026-12-04; :data:`LOWERINGS` holds it as data):
 - e8m0 scale code s, bf16 compute: the bf16 with bits ``s << 7`` (2^(s-127); 3.6: s = 0 is +0, 3.9 raises the
   bits to at least 0x0040, so s = 0 is 2^-127); fp16 compute: the fp32 with bits ``s << 23`` rounded to fp16
   (``cvt.rn.f16.f32``: 2^(s-127) is 0 below s = 103, inf from s = 143; s = 0 is 0 in both versions);
-- scale code 255: 3.6 selects NaN for every element of its group (``arith.select``, fast_math or not); 3.9
-  makes the scale NaN with ``fma(s, 0, s)`` unless fast_math, where it stays inf (so x·inf = ±inf, 0·inf = NaN);
+- scale code 255: 3.6 selects NaN for every element of its group (``arith.select``), 3.9 makes the scale NaN with
+  ``fma(s, 0, s)``; with fast_math neither is emitted (3.6 and 3.9: no ``arith.select``/``selp``, no fma) and the
+  scale stays inf (so x·inf = ±inf, 0·inf = NaN);
 - e4m3 scales (NVFP4, groups of 16): Triton 3.6 refuses them for sm90 (``PassManager::run failed``,
   :func:`harness.arch.supports_scaled_dot`); 3.9 upcasts the scale byte as an e4m3 number (sign bit included,
   NaN for 0x7F/0xFF) to the compute type. Groups of 16 with e8m0 bytes compile on 3.9 only;
@@ -33,26 +34,50 @@ compiled 2026-12-04; :data:`LOWERINGS` holds it as data):
 - k order: the scaled operands feed one ordinary dot over the tile's K (:func:`harness.tensor_cores.dot`).
 
 Versions 3.7/3.8 were not compiled here; they are assumed to lower as 3.6 does (as :mod:`harness.arch` assumes
-for the NVFP4 refusal). Other archs: sm100/sm103 (``tcgen05.mma ... block_scale``) and sm120 (``mma.sync ...
-block_scale``) run native block-scaled MMA whose numerics are not modelled; sm80-sm89 emulate it as sm90 does,
-but through code not read here: both raise ``NotImplementedError`` naming what is missing.
+for the NVFP4 refusal).
+
+sm80, sm86 and sm89 (read from the TTGIR/PTX of Triton 3.6.0 and 3.9.0 for each, every format pair, fast_math on
+and off, NVFP4, groups of 16, e2m1 packed along M; ``scripts/compile_dot_scaled_lowering.py``, 2026-12-04) emulate
+``dot_scaled`` as sm90 does, value for value: the same compute type, upcasts, scale codes and NaN rules per version
+(:data:`LOWERINGS`). What differs is the instructions, not their results: the bf16 scale multiply is
+``fma.rn.bf16(x, s, -0.0)`` (no ``mul.bf16`` before sm90; one rounding, the same value), e4m3 reaches bf16 through
+``cvt.rn.f16x2.e4m3x2``, ``cvt.f32.f16``, ``cvt.rn.bf16.f32`` (exact), e5m2's bit trick multiplies by 2^112 in fp32
+(exact), bf16 to fp16 is ``cvt.f32.bf16`` then ``cvt.rn.f16.f32`` (one rounding). The dot is ``mma.sync m16n8k16
+.f32.bf16.bf16`` (``.f16.f16``) for every tile, the A100 row of :data:`harness.tensor_cores.MODELS` (published, not
+measured here: no such GPU here), on operands in a ``dot_op`` layout of ``kWidth = 32 /`` the narrowest bit width
+among the operands and scales (e2m1: 8; FP8 or any scale: 4; else 2), whose k order :func:`_mma_k_order` gives.
+What their compilers refuse (:class:`DotScaledRefused`): e4m3 operands or NVFP4's e4m3 scales on sm80/sm86 (the front
+end: "type fp8e4nv not supported in this architecture"), e2m1 with fp16 there (ptxas: the e2m1 to fp16 upcast's
+``cvt .e4m3x2`` needs sm_89), and per version what sm90 refuses (3.6: NVFP4 on sm89, bf16 x fp16, packing along M/N,
+e8m0 in groups of 16). Below sm80 nothing was compiled: ``NotImplementedError``.
+
+sm100/sm103 and sm120 are not modelled (``NotImplementedError`` naming what is known): Triton runs native
+block-scaled MMA there where the tile and formats allow (``tcgen05.mma ... block_scale`` on sm100 for the 128-wide
+MX GEMM tiles; ``mma.sync ... block_scale`` on sm120 for e2m1 x e2m1 and FP8 pairs), whose numerics no published
+source gives, and emulates it elsewhere over ``tcgen05.mma kind::f16`` (sm100, 64x64 tiles), whose numerics are not
+published either, or over ``mma.sync`` bf16 (sm120, mixed pairs).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from harness.tensor_cores.chain import dot
+
+if TYPE_CHECKING:
+    from harness.arch import Arch
 
 __all__ = ["FORMATS", "LOWERINGS", "DotScaledRefused", "ScaledLowering", "dot_scaled", "lowering_for"]
 
 #: the operand formats ``tl.dot_scaled`` takes
 FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
 
-_PTX = "Triton {} TTGIR/PTX for sm90 (triton.compile, every format pair, fast_math on/off; compiled 2026-12-04)"
+_PTX = ("Triton {} TTGIR/PTX for sm80, sm86, sm89 and sm90 (triton.compile, every format pair, fast_math on/off; "
+        "scripts/compile_dot_scaled_lowering.py; compiled 2026-12-04)")
 
 
 class DotScaledRefused(NotImplementedError):
@@ -61,12 +86,13 @@ class DotScaledRefused(NotImplementedError):
 
 @dataclass(frozen=True)
 class ScaledLowering:
-    """How one Triton version lowers ``tl.dot_scaled`` for sm90 (see the module docstring)."""
+    """How one Triton version lowers ``tl.dot_scaled`` for sm90, and for sm80-sm89 with the same values (see the
+    module docstring)."""
 
     version: str           #: the Triton version it was read from
     zero_scale_bf16: str   #: e8m0 code 0 in bf16: "zero" (bits 0) or "2^-127" (bits raised to 0x0040)
-    nan_255: str           #: code 255: "select" (NaN whatever fast_math) or "fma" (NaN unless fast_math: inf)
-    e4m3_scales: bool      #: NVFP4 scales compile for sm90
+    nan_255: str           #: code 255, NaN unless fast_math (then inf): by "select" or by "fma" (see above)
+    e4m3_scales: bool      #: NVFP4 scales compile for sm89/sm90
     e8m0_group16: bool     #: e8m0 scales in groups of 16 compile
     bf16_fp16: bool        #: a bf16 x fp16 pair compiles (bf16 rounded to fp16)
     mn_packed: bool        #: e2m1 packed along M/N (``lhs_k_pack``/``rhs_k_pack=False``) compiles
@@ -198,7 +224,7 @@ def _scaled(x: torch.Tensor, s: torch.Tensor | None, fmt: str, compute: str, low
     if rhs:
         sv = sv.transpose(-1, -2)
     out = _round(v * sv, compute)  # mul.bf16 / mul.f16
-    if low.nan_255 == "select" and s.dtype == torch.uint8:
+    if low.nan_255 == "select" and not fast_math and s.dtype == torch.uint8:
         hit = (s.to(torch.int64) == 255).repeat_interleave(group, dim=-1)
         out = torch.where(hit.transpose(-1, -2) if rhs else hit, torch.full_like(out, float("nan")), out)
     return out
@@ -243,31 +269,76 @@ def _check_scale(s: object, x: torch.Tensor, rows: int, k: int, arg: str, low: S
     return s.cpu()
 
 
-def _check_refusals(arch: str, fa: str, fb: str, scales: list[torch.Tensor | None], low: ScaledLowering,
+def _check_refusals(arch: Arch, fa: str, fb: str, scales: list[torch.Tensor | None], low: ScaledLowering,
                     installed: bool, k_packs: tuple[bool, bool]) -> None:
-    if arch.startswith(("sm10", "sm11", "sm12")):
-        raise NotImplementedError(f"harness.tensor_cores.dot_scaled: {arch} runs tl.dot_scaled on native "
-                                  "block-scaled MMA (tcgen05.mma / mma.sync ... block_scale), whose numerics are not "
-                                  "modelled")
-    if arch != "sm90":
-        raise NotImplementedError(f"harness.tensor_cores.dot_scaled: Triton's emulated dot_scaled is modelled for "
-                                  f"sm90 only (read from its PTX); {arch} is not modelled")
-    if any(s is not None and s.dtype == torch.float8_e4m3fn for s in scales):
+    """What the target's compiler refuses (:class:`DotScaledRefused`), what is not modelled (``NotImplementedError``);
+    the facts are the module docstring's."""
+    cc, name = arch.cc or 0, arch.name
+    if cc >= 120:
+        raise NotImplementedError(
+            f"harness.tensor_cores.dot_scaled: {name} is not modelled: Triton 3.6/3.9 run e2m1 x e2m1 and FP8 pairs on "
+            "native mma.sync ... block_scale, whose numerics no published source gives, and emulate mixed pairs and "
+            "16-bit operands over mma.sync bf16/fp16 with upcasts (cvt.rn.bf16x2.e2m1x2 ...) not modelled here "
+            "(compiled 2026-12-04)")
+    if cc >= 100:
+        raise NotImplementedError(
+            f"harness.tensor_cores.dot_scaled: {name} is not modelled: Triton 3.6/3.9 run it on native tcgen05.mma ... "
+            "block_scale for the 128-wide MX GEMM tiles and emulate it over tcgen05.mma kind::f16 for 64x64 tiles; no "
+            "published source gives the numerics of either instruction (compiled 2026-12-04)")
+    if cc < 80:
+        raise NotImplementedError(f"harness.tensor_cores.dot_scaled: {name} is not modelled (Triton's lowering was "
+                                  "read for sm80, sm86, sm89 and sm90 only)")
+    nvfp4 = any(s is not None and s.dtype == torch.float8_e4m3fn for s in scales)
+    if cc < 89 and ("e4m3" in (fa, fb) or nvfp4):
+        what = "e4m3 operands" if "e4m3" in (fa, fb) else "NVFP4's e4m3 scales"
+        raise DotScaledRefused(f"tl.dot_scaled with {what} does not compile for {name}: Triton's front end says 'type "
+                               "fp8e4nv not supported in this architecture' (Triton 3.6 and 3.9, compiled 2026-12-04)")
+    if cc < 89 and {fa, fb} == {"e2m1", "fp16"}:
+        raise DotScaledRefused(f"an e2m1 x fp16 tl.dot_scaled does not compile for {name}: its e2m1 to fp16 upcast "
+                               "uses cvt .e4m3x2, which ptxas assembles from sm_89 on (Triton 3.6 and 3.9, compiled "
+                               "2026-12-04)")
+    if nvfp4:
         if installed:
             from harness.arch import supports_scaled_dot
 
             ok, why = supports_scaled_dot(arch, "e4m3")
         else:
-            ok, why = low.e4m3_scales, f"NVFP4 tl.dot_scaled (e4m3 scales) does not compile for sm90 with Triton " \
+            ok, why = low.e4m3_scales, f"NVFP4 tl.dot_scaled (e4m3 scales) does not compile for {name} with Triton " \
                                        f"{low.version} (PassManager::run failed, measured 2026-12-04)"
         if not ok:
             raise DotScaledRefused(why)
     if {fa, fb} == {"bf16", "fp16"} and not low.bf16_fp16:
-        raise DotScaledRefused(f"a bf16 x fp16 tl.dot_scaled does not compile for sm90 with Triton {low.version} "
+        raise DotScaledRefused(f"a bf16 x fp16 tl.dot_scaled does not compile for {name} with Triton {low.version} "
                                "(PassManager::run failed, compiled 2026-12-04)")
     if not all(k_packs) and not low.mn_packed:
-        raise DotScaledRefused(f"e2m1 packed along M/N (lhs_k_pack/rhs_k_pack=False) does not compile for sm90 with "
+        raise DotScaledRefused(f"e2m1 packed along M/N (lhs_k_pack/rhs_k_pack=False) does not compile for {name} with "
                                f"Triton {low.version} (PassManager::run failed, compiled 2026-12-04)")
+
+
+#: bit width of each operand format (e2m1 counts 4: two codes a byte), for the dot operand layout's kWidth
+_BITS = {"e2m1": 4, "e4m3": 8, "e5m2": 8, "bf16": 16, "fp16": 16}
+
+
+def _mma_k_order(K: int, kwidth: int) -> torch.Tensor:
+    """The k index each position of the mma.sync m16n8k16 chain reads, for operands in a ``dot_op`` layout of
+    ``kwidth`` (sm80-sm89; the module docstring).
+
+    Why: in that layout (its linear layout, ``to_linear_layout`` of Triton 3.9, for kWidth 2, 4, 8) lane ``t`` of a
+    quad holds ``kwidth`` consecutive k values at ``t * kwidth``, and the same again ``4 * kwidth`` further on, so a
+    span of ``8 * kwidth`` k feeds ``kwidth / 2`` instructions, which take the pairs of each run in turn:
+    instruction ``i`` reads at its k slots ``2t, 2t+1`` the k values ``t * kwidth + 2i (+1)`` and at ``8 + 2t, 9 + 2t``
+    those ``4 * kwidth`` further on. kWidth 2 is the plain order; kWidth 4 is the order measured bit for bit for FP8
+    under mma.sync on the H200 (:mod:`.chain`); an instruction's slots 0-7 and 8-15 are the A100 model's two blocks
+    of 8 (the published model's vectors fill an instruction's k from slot 0)."""
+    span = 8 * kwidth
+    if K % span:
+        raise NotImplementedError(f"harness.tensor_cores.dot_scaled: K={K} is not a multiple of {span}: the k order of "
+                                  f"a kWidth={kwidth} operand layout is derived for whole spans of {span} only")
+    q = torch.arange(16)
+    slot = (q // 8) * 4 * kwidth + (q % 8) // 2 * kwidth + q % 2  # k within the span of instruction 0's slots
+    inst = 2 * torch.arange(kwidth // 2)
+    one = (slot[None, :] + inst[:, None]).reshape(-1)  # the span's instructions in turn
+    return (torch.arange(K // span)[:, None] * span + one[None, :]).reshape(-1)
 
 
 def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: torch.Tensor,
@@ -282,7 +353,8 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     (``b_k_pack=False``); e4m3/e5m2 as torch float8 or uint8 bytes; bf16/fp16 as such or 16-bit ints. Scales:
     ``a_scale`` [M, K/g], ``b_scale`` [N, K/g] (not transposed), e8m0 codes as uint8 or NVFP4 e4m3 scales as
     float8_e4m3fn, g = 32 or 16; None for an unscaled operand. ``acc``: fp32 [M, N] or None. ``instr``: the
-    instruction of the dot after the upcast (:func:`harness.tensor_cores.dot`).
+    instruction of the dot after the upcast (:func:`harness.tensor_cores.dot`); before sm90 it is mma.sync whatever
+    ``instr`` says.
 
     Raises :class:`DotScaledRefused` (a ``NotImplementedError``) where the target's compiler refuses the call,
     ``NotImplementedError`` for what is not modelled, ``TypeError``/``ValueError`` naming a bad argument.
@@ -317,7 +389,7 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     if a_arch.kind != "cuda":
         raise ValueError(f"arch: expected a CUDA arch such as 'sm90'; got {a_arch.name!r}")
     name = a_arch.family
-    _check_refusals(name, fa, fb, [sa, sb], low, installed, (a_k_pack, b_k_pack))
+    _check_refusals(a_arch, fa, fb, [sa, sb], low, installed, (a_k_pack, b_k_pack))
     batch = tuple(a.shape[:-2])
     if acc is not None:
         if not isinstance(acc, torch.Tensor) or acc.dtype != torch.float32 or tuple(acc.shape) != (*batch, M, N):
@@ -329,4 +401,10 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     B = _scaled(b, sb, fb, compute, low, fast_math, b_k_pack, rhs=True)
     tdt = torch.bfloat16 if compute == "bf16" else torch.float16
     A, B = A.to(tdt), B.to(tdt)  # exact: the values are on the compute type's grid
+    if (a_arch.cc or 0) < 90:  # mma.sync for every tile, on operands in the layout's k order (module docstring)
+        kwidth = 32 // min([_BITS[fa], _BITS[fb]] + [8 for s in (sa, sb) if s is not None])
+        if kwidth > 2:
+            order = _mma_k_order(ka, kwidth)
+            A, B = A[..., order], B[..., order, :]
+        instr = "mma"
     return dot(A, B, acc, arch=name, instr=instr)  # a batch dim runs as one call: the tiles are independent

@@ -1,7 +1,8 @@
 """harness.tensor_cores.dot_scaled: every operand and scale code decoded as Triton's sm90 lowering does (ml_dtypes
 the oracle for e2m1/e4m3/e5m2/e8m0), the NaN/inf rules of each scale code 0..255 per Triton version and
 fast_math, the model against an exact float64 reference within the derived bound of the dot after the upcast,
-k-pack and batched forms, refusals where the compiler refuses, and bad inputs named."""
+k-pack and batched forms, refusals where the compiler refuses, and bad inputs named; sm80-sm89: the A100 dot of the
+same upcast operands in the k order of Triton's operand layout, and what their compilers refuse."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_every_bf16_and_fp16_operand_is_kept_and_bf16_rounds_to_fp16_on_39():
 def test_every_e8m0_scale_code(version, fast_math, other):
     """1.0 (e2m1 code 2) scaled by each code 0..255: 2^(s-127) per ml_dtypes where the lowering keeps it; code 0
     is +0 in bf16 on 3.6 (bits 0) and 2^-127 on 3.9 (bits raised to 0x0040), 0 in fp16 (both); fp16 holds
-    2^-24..2^15 (cvt.rn.f16.f32: 2^-25 ties to 0, 2^16 is inf); code 255 is NaN, but inf with fast_math on 3.9.
+    2^-24..2^15 (cvt.rn.f16.f32: 2^-25 ties to 0, 2^16 is inf); code 255 is NaN, but inf with fast_math.
     An inf scale shows as NaN here (the probe's other elements of the group are 0): see the next test."""
     codes = torch.arange(256, dtype=torch.int64)
     one = torch.full((256,), 2)
@@ -114,7 +115,7 @@ def test_every_e8m0_scale_code(version, fast_math, other):
         want[0] = 0.0
     elif version == "3.6":
         want[0] = 0.0
-    if version == "3.9" and fast_math:
+    if fast_math:
         want[255] = np.inf
     want[np.isinf(want)] = np.nan  # an inf scale: the probe's zero elements of the group give 0 * inf = NaN
     nz = want != 0
@@ -122,11 +123,11 @@ def test_every_e8m0_scale_code(version, fast_math, other):
     assert bool((got[torch.from_numpy(~nz)] == 0).all())
 
 
-@pytest.mark.parametrize("version,fast_math,want", [("3.6", False, "nan"), ("3.6", True, "nan"), ("3.9", False, "nan"),
+@pytest.mark.parametrize("version,fast_math,want", [("3.6", False, "nan"), ("3.6", True, "inf"), ("3.9", False, "nan"),
                                                     ("3.9", True, "inf")])
 def test_scale_255_of_a_nonzero_group(version, fast_math, want):
-    """A group of 1.0s (e2m1 code 2, packed twice a byte) scaled by code 255, times ones: NaN, except 3.9 with
-    fast_math, whose scale stays inf (no fma(s, 0, s)): inf."""
+    """A group of 1.0s (e2m1 code 2, packed twice a byte) scaled by code 255, times ones: NaN, except with
+    fast_math, whose scale stays inf (3.6: no arith.select, 3.9: no fma(s, 0, s); TTGIR/PTX of both): inf."""
     a = torch.full((1, 16), 0x22, dtype=torch.uint8)
     b = torch.ones(32, 1, dtype=torch.bfloat16)
     got = dot_scaled(a, torch.tensor([[255]], dtype=torch.uint8), "e2m1", b, None, "bf16", triton=version,
@@ -300,13 +301,160 @@ def test_the_installed_version_takes_the_nvfp4_rule_from_the_arch_model():
     assert LOWERINGS[lowering_for().version].e4m3_scales == ok
 
 
-@pytest.mark.parametrize("arch,text", [("sm100", "native block-scaled MMA"), ("sm120", "native block-scaled MMA"),
-                                       ("sm80", "modelled for sm90 only"), ("sm89", "modelled for sm90 only")])
+@pytest.mark.parametrize("arch,text", [("sm100", "tcgen05.mma ... block_scale"), ("sm103", "tcgen05.mma kind::f16"),
+                                       ("sm120", "native mma.sync ... block_scale"), ("sm75", "not modelled")])
 def test_other_archs_say_what_is_not_modelled(arch, text):
     a, s = _mx()
     with pytest.raises(NotImplementedError, match=text) as e:
         dot_scaled(a, s, "e2m1", torch.zeros(16, 64, dtype=torch.uint8), None, "e2m1", arch=arch)
     assert not isinstance(e.value, DotScaledRefused)
+
+
+# --- sm80, sm86, sm89: sm90's upcast, mma.sync in the operand layout's k order --------------------------------------
+
+def _layout_k_order(K: int, kwidth: int) -> list[int]:
+    """The k each mma.sync m16n8k16 slot reads, instruction after instruction, built lane by lane: lane t of a quad
+    holds runs of ``kwidth`` k at t * kwidth and 4 * kwidth further, per span of 8 * kwidth; instruction i of the
+    span takes each run's registers 2i, 2i+1 (slots 2t, 2t+1 from the first run, 8 + 2t, 9 + 2t from the second)."""
+    order = []
+    for span in range(K // (8 * kwidth)):
+        for i in range(kwidth // 2):
+            slots = [0] * 16
+            for t in range(4):
+                for run in range(2):
+                    for e in range(2):
+                        slots[8 * run + 2 * t + e] = span * 8 * kwidth + run * 4 * kwidth + t * kwidth + 2 * i + e
+            order += slots
+    return order
+
+
+#: the dot operand layout (opIdx 0, parent mma v2, warps [2, 2], instr [16, 8]) of a [64, 128] tile, as Triton 3.9's
+#: gluon ``to_linear_layout`` gives it (read 2026-12-04): kWidth -> (register bases, lane bases), each [m, k]
+LINEAR_LAYOUTS = {
+    4: ([[0, 1], [0, 2], [8, 0], [0, 16], [0, 32], [0, 64], [32, 0]], [[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]]),
+    8: ([[0, 1], [0, 2], [0, 4], [8, 0], [0, 32], [0, 64], [32, 0]], [[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]]),
+}
+
+
+@pytest.mark.parametrize("kwidth", [4, 8])
+def test_the_layout_k_order_is_tritons_and_kwidth_4_is_the_measured_fp8_order(kwidth):
+    """The lanes and registers of Triton's layout hold the k runs the order assumes (row 0, register order: lane t
+    has ``kwidth`` k at t * kwidth, then 4 * kwidth further, per span of 8 * kwidth); and kWidth 4 is the order FP8
+    under mma.sync takes on the H200 (measured bit for bit, harness.tensor_cores.chain)."""
+    regs, lanes = LINEAR_LAYOUTS[kwidth]
+    k_of = lambda bases, i: sum(b[1] for j, b in enumerate(bases) if i >> j & 1)  # noqa: E731
+    row0 = [r for r in range(1 << len(regs)) if not any(r >> j & 1 and regs[j][0] for j in range(len(regs)))]
+    for t in range(4):
+        held = [k_of(lanes, t) + k_of(regs, r) for r in row0]
+        runs = [sp * 8 * kwidth + run * 4 * kwidth + t * kwidth + j for sp in range(128 // (8 * kwidth))
+                for run in range(2) for j in range(kwidth)]
+        assert held == runs, t
+    if kwidth == 4:
+        from harness.tensor_cores.chain import _mma_fp8_k_order
+
+        ks = torch.arange(128, dtype=torch.float32)[None]
+        assert _layout_k_order(128, 4) == _mma_fp8_k_order(ks, ks.T)[0][0].long().tolist()
+
+
+PRE_SM90 = [("sm80", "e2m1", "e2m1", "3.6"), ("sm80", "e5m2", "bf16", "3.9"), ("sm86", "bf16", "e2m1", "3.9"),
+            ("sm80", "fp16", "e5m2", "3.6"), ("sm89", "e4m3", "e2m1", "3.9"), ("sm89", "e2m1", "fp16", "3.6"),
+            ("sm89", "e4m3", "e5m2", "3.6"), ("sm80", "bf16", "bf16", "3.9")]
+
+
+@pytest.mark.parametrize("arch,fa,fb,version", PRE_SM90)
+def test_pre_sm90_is_the_a100_dot_of_the_scaled_operands_in_the_layout_k_order(arch, fa, fb, version):
+    """Scales 2^-3..2^3 (2^-3..2^0 with fp16) keep the scaled operands exact, so the model must be the published A100
+    mma.sync model (harness.tensor_cores.dot on sm80) of the operands upcast by ml_dtypes and scaled in float64,
+    taken in the k order of the dot operand layout (kWidth 8 with e2m1, else 4: every pair here is scaled)."""
+    g = torch.Generator().manual_seed(hash((arch, fa, fb)) % 2**31)
+    M, N, K = 16, 8, 128
+    a = _finite_codes(g, fa, (M, K // 2) if fa == "e2m1" else (M, K))
+    b = _finite_codes(g, fb, (K // 2, N) if fb == "e2m1" else (K, N))
+    hi = 128 if "fp16" in (fa, fb) else 131
+    sa = torch.randint(124, hi, (M, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+    sb = torch.randint(124, hi, (N, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+    acc = torch.randn(M, N, generator=g) * 8
+    A = _values(fa, a, False) * torch.exp2(sa.double() - 127).repeat_interleave(32, 1)
+    B = _values(fb, b, True) * torch.exp2(sb.double() - 127).repeat_interleave(32, 1).T
+    compute = torch.float16 if "fp16" in (fa, fb) else torch.bfloat16
+    assert torch.equal(A.to(compute).double(), A)
+    order = _layout_k_order(K, 8 if "e2m1" in (fa, fb) else 4)
+    want = dot(A.to(compute)[:, order], B.to(compute)[order], acc, arch="sm80", instr="mma")
+    got = dot_scaled(a, sa, fa, b, sb, fb, acc, arch=arch, triton=version, instr="wgmma")  # no wgmma before sm90
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    assert torch.equal(dot_scaled(a, sa, fa, b, sb, fb, acc, arch=arch, triton=version, fast_math=True), got)
+
+
+def test_pre_sm90_k_order_matters():
+    """Not the plain k order. A100 blocks are 8 products; with kWidth 8 the first holds k = 0, 1, 8, 9, 16, 17, 24,
+    25 and k = 2 comes in a later one. Four products of 2^-5 at k = 8, 9, 16, 17 sum to 2^-3 in the first block and
+    survive the big product 1.5 * 2^20 at k = 2 (alignment step 2^-4); in the plain order the big product's block
+    comes first and each small one is truncated away alone."""
+    a = torch.zeros(1, 32, dtype=torch.uint8)  # e2m1, K = 64
+    b = torch.zeros(64, 1, dtype=torch.bfloat16)
+    a[0, 1], b[2, 0] = 0x7, 2.0**18  # 6.0 at k = 2
+    a[0, 4] = a[0, 8] = 0x22  # 1.0 at k = 8, 9, 16, 17
+    b[8, 0] = b[9, 0] = b[16, 0] = b[17, 0] = 2.0**-5
+    s = torch.full((1, 2), 127, dtype=torch.uint8)
+    got = float(dot_scaled(a, s, "e2m1", b, None, "bf16", arch="sm80", triton="3.9"))
+    assert got == 1.5 * 2.0**20 + 2.0**-3
+    A = torch.zeros(1, 64, dtype=torch.bfloat16)
+    A[0, 2], A[0, 8], A[0, 9], A[0, 16], A[0, 17] = 6.0, 1.0, 1.0, 1.0, 1.0
+    assert float(dot(A, b, arch="sm80", instr="mma")) == 1.5 * 2.0**20  # the plain order
+
+
+def test_pre_sm90_specials_follow_the_sm90_rules():
+    """Code 255 makes its group NaN (inf with fast_math), e5m2's inf/NaN codes turn finite in bf16 (the same bit
+    trick, done in fp32 on sm80): as on sm90."""
+    a = torch.full((2, 32), 0x22, dtype=torch.uint8)  # 1.0 everywhere, K = 64
+    b = torch.zeros(64, 2, dtype=torch.uint8)
+    b[:, 0] = 0x3C  # e5m2 1.0
+    b[0, 0], b[1, 1] = 0x7C, 0xFF  # e5m2 +inf -> 2^16, -NaN (m = 3) -> -1.75 * 2^16
+    sa = torch.tensor([[255, 127], [127, 127]], dtype=torch.uint8)
+    for version in VERSIONS:
+        got = dot_scaled(a, sa, "e2m1", b, None, "e5m2", arch="sm80", triton=version)
+        assert bool(got[0].isnan().all()) and got[1].tolist() == [63 + 2.0**16, -(2.0**16) * 1.75]
+        fm = dot_scaled(a, sa, "e2m1", b, None, "e5m2", arch="sm80", triton=version, fast_math=True)
+        assert fm[0, 0].item() == float("inf") and fm[1].tolist() == got[1].tolist()
+
+
+@pytest.mark.parametrize("arch", ["sm80", "sm86"])
+def test_pre_sm89_refusals_follow_the_compiler(arch):
+    """Compiled with Triton 3.6 and 3.9 for sm80 and sm86 (scripts/compile_dot_scaled_lowering.py, 2026-12-04):
+    e4m3 operands and NVFP4's e4m3 scales are refused by the front end, e2m1 x fp16 by ptxas; 3.6 also refuses what
+    it refuses on sm90."""
+    a, s = _mx()
+    e2 = torch.zeros(32, 64, dtype=torch.uint8)
+    nv = torch.full((64, 4), 0x38, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    for version in VERSIONS:
+        with pytest.raises(DotScaledRefused, match=rf"e4m3 operands does not compile for {arch}: .*fp8e4nv"):
+            dot_scaled(torch.zeros(64, 64, dtype=torch.uint8), s[:, :1].expand(64, 2).contiguous(), "e4m3", e2, None,
+                       "e2m1", arch=arch, triton=version)
+        with pytest.raises(DotScaledRefused, match=r"NVFP4's e4m3 scales does not compile"):
+            dot_scaled(a, nv[:, :2], "e2m1", e2[:16], None, "e2m1", arch=arch, triton=version)
+        with pytest.raises(DotScaledRefused, match=r"e2m1 x fp16 .* sm_89"):
+            dot_scaled(a, s, "e2m1", torch.zeros(32, 64, dtype=torch.float16), None, "fp16", arch=arch,
+                       triton=version)
+    h, f = torch.zeros(64, 64, dtype=torch.bfloat16), torch.zeros(64, 64, dtype=torch.float16)
+    with pytest.raises(DotScaledRefused, match=rf"bf16 x fp16 .* {arch} with Triton 3\.6"):
+        dot_scaled(h, None, "bf16", f, None, "fp16", arch=arch, triton="3.6")
+    assert dot_scaled(h, None, "bf16", f, None, "fp16", arch=arch, triton="3.9").shape == (64, 64)
+    with pytest.raises(DotScaledRefused, match=r"groups of 16 do not compile with Triton 3\.6"):
+        dot_scaled(torch.zeros(64, 32, dtype=torch.uint8), torch.full((64, 4), 127, dtype=torch.uint8), "e2m1",
+                   e2, None, "e2m1", arch=arch, triton="3.6")
+
+
+def test_sm89_compiles_fp8_and_refuses_nvfp4_on_36_only():
+    a = torch.zeros(64, 32, dtype=torch.uint8)
+    nv = torch.full((64, 4), 0x38, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    b = torch.zeros(32, 64, dtype=torch.uint8)
+    with pytest.raises(DotScaledRefused, match=r"NVFP4 tl.dot_scaled \(e4m3 scales\) does not compile for sm89"):
+        dot_scaled(a, nv, "e2m1", b, None, "e2m1", arch="sm89", triton="3.6")
+    assert dot_scaled(a, nv, "e2m1", b, None, "e2m1", arch="sm89", triton="3.9").shape == (64, 64)
+    assert dot_scaled(a, torch.full((64, 2), 127, dtype=torch.uint8), "e2m1", torch.zeros(64, 64, dtype=torch.float16),
+                      None, "fp16", arch="sm89", triton="3.6").shape == (64, 64)
+    with pytest.raises(NotImplementedError, match=r"K=32 is not a multiple of 64"):
+        dot_scaled(a[:, :16], None, "e2m1", b[:16], None, "e2m1", arch="sm89", triton="3.9")
 
 
 def test_versions():
