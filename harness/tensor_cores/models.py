@@ -29,6 +29,15 @@ _H200_DOT = "H200, plain Triton 3.6 tl.dot (scripts/capture_dot_tables.py, docs/
 _H200_CHECKED = ("; checked bit for bit on the H200: plain Triton 3.6 tl.dot, {} (scripts/capture_dot_tables.py and "
                  "golden/test_dot_h200, docs/MEASUREMENTS.md 2026-12-04, evening)")
 
+#: the instruction Triton emits, read from the PTX of tl.dot tiles (fp16, bf16, tf32, e4m3, e5m2; 128x128 and 64x64
+#: with 4 warps, 16x64 w4, 64x64 w2) compiled for the target with Triton 3.6.0 and 3.9.0 on the CPU box
+#: (scripts/compile_dot_scaled_lowering.py --plain, 2026-12-04)
+_MMA_SYNC = ("; covers mma.sync m16n8k16 / m16n8k8 (the toolbox's B200 vectors ran through wmma::mma_sync), which "
+             "Triton 3.6/3.9 emit on {} for tiles below a warpgroup (16x64 w4, 64x64 w2; compiled here)")
+_SM120 = (_KM.format("RTXPRO6000TC") + "{}, which is B200TC: the toolbox's assignment for the RTX PRO 6000 Blackwell "
+          "(sm_120), with no sm_120 validation vectors; Triton 3.6/3.9 emit mma.sync m16n8k16 / m16n8k8 on sm120 for "
+          "every tile (compiled here)")
+
 #: (arch, operand kind, instruction) -> the instruction's numerics. kind: fp16, bf16, tf32, fp8 (any pair of
 #: e4m3/e5m2). instruction: "wgmma" (sm90 warpgroup MMA) or "mma" (mma.sync / HMMA).
 MODELS: dict[tuple[str, str, str], BlockFMA] = {
@@ -57,6 +66,18 @@ MODELS: dict[tuple[str, str, str], BlockFMA] = {
     ("sm80", "tf32", "mma"): BlockFMA(4, 24, 23, -133, _KM.format("A100TC") + " (tf32: fma=4)", False),
     # Ada FP8 mma.sync m16n8k32: mmaemu's "ada" preset (validated by mmaemu on an RTX 4060, not here)
     ("sm89", "fp8", "mma"): BlockFMA(16, 13, 13, -132, "mmaemu 0.1.0 preset 'ada' (RTX 4060)", False),
+    # B200 (sm100): fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133; tf32
+    # fma=8. Fitted by the authors to B200 outputs of wmma::mma_sync (HMMA), so it covers the mma.sync that Triton
+    # gives tl.dot on sm100 below a warpgroup tile (16x64 w4, 64x64 w2), not tcgen05.mma (no row: see model_for)
+    ("sm100", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("B200TC") + _MMA_SYNC.format("sm100"), False),
+    ("sm100", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("B200TC") + _MMA_SYNC.format("sm100"), False),
+    ("sm100", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("B200TC") + " (tf32: fma=8)"
+                                       + _MMA_SYNC.format("sm100"), False),
+    # sm120 (RTX Blackwell): the toolbox gives the RTX PRO 6000 Blackwell the B200 model (its RTXPRO6000TC.m calls
+    # B200TC) without sm120 validation vectors of its own; Triton's tl.dot there is mma.sync for every tile
+    ("sm120", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _SM120.format(""), False),
+    ("sm120", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _SM120.format(""), False),
+    ("sm120", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _SM120.format(" (tf32: fma=8)"), False),
 }
 
 #: the operand formats' smallest normal exponent (subnormals keep a denormalised significand)
@@ -64,13 +85,27 @@ EMIN: dict[str, int] = {"fp16": -14, "bf16": -126, "tf32": -126, "e4m3": -6, "e5
 
 
 def model_for(arch: str, kind: str, instr: str = "wgmma") -> BlockFMA:
-    """The row of :data:`MODELS`; sm90 FP8 under ``mma.sync`` is the fp16 instruction (Triton upcasts)."""
+    """The row of :data:`MODELS`; sm90 FP8 under ``mma.sync`` is the fp16 instruction (Triton upcasts).
+
+    ``instr`` names what Triton emits: ``"wgmma"`` (sm90's warpgroup MMA; on sm100 the same tiles get
+    ``tcgen05.mma``, also accepted as ``"tcgen05"``) or ``"mma"`` (mma.sync). Archs without warpgroup MMA (sm80-sm89,
+    sm120) run mma.sync whatever ``instr`` says. Raises ``NotImplementedError`` naming what is missing."""
     if arch in ("sm80", "sm86", "sm87", "sm89") and kind != "fp8":
         arch, instr = "sm80", "mma"  # no wgmma before sm90: the A100 model stands in (published)
     if kind in ("e4m3", "e5m2"):
         kind = "fp8"
     if arch == "sm90" and kind == "fp8" and instr == "mma":
         kind = "fp16"
+    if arch == "sm100" and instr in ("wgmma", "tcgen05"):
+        raise NotImplementedError(f"harness.tensor_cores: no model of {kind} dots under tcgen05.mma (sm100 tiles of a "
+                                  "warpgroup or more): no published model of its numerics (Khattak & Mikaitis fitted "
+                                  "B200 through wmma/mma.sync, which the sm100 rows cover: instr='mma')")
+    if arch in ("sm100", "sm120") and kind == "fp8":
+        raise NotImplementedError(
+            f"harness.tensor_cores: no model of FP8 dots on {arch}: "
+            + ("Triton converts them to fp16 for mma.sync there as on sm90 (16x64 w4, 64x64 w2), not modelled yet"
+               if arch == "sm100" else "Triton runs native mma.sync m16n8k32 e4m3/e5m2, whose published models "
+               "disagree (the toolbox's B200TC: c aligned with the products; mmaemu 0.1.0: sm_120 not modelled)"))
     try:
         return MODELS[(arch, kind, instr if arch == "sm90" else "mma")]
     except KeyError:

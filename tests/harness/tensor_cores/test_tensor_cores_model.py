@@ -143,6 +143,8 @@ def test_unmodelled_combinations_raise() -> None:
     a = torch.ones(4, 16, dtype=torch.float16)
     with pytest.raises(NotImplementedError, match="no model"):
         tc.dot(a, a.T, arch="sm100")
+    with pytest.raises(NotImplementedError, match="sm103"):  # no published model of B300 (sm103)
+        tc.dot(a, a.T, arch="sm103", instr="mma")
     with pytest.raises(NotImplementedError, match="fp32 accumulators"):
         tc.dot(a, a.T, arch="sm90", out_dtype=torch.float16)
 
@@ -151,3 +153,22 @@ def test_models_name_their_source() -> None:
     for key, m in tc.MODELS.items():
         assert m.source, key
         assert ("measured" in repr(m)) and (m.measured or "published, not measured here" in repr(m))
+
+
+def test_blackwell_rows_cover_mma_sync_only() -> None:
+    """sm100: the published B200 model covers mma.sync (what Triton gives tiles below a warpgroup), not tcgen05.mma
+    (its warpgroup tiles, asked as "wgmma" or "tcgen05"); sm120 runs mma.sync for every tile. FP8 is refused on
+    both, each with its reason."""
+    a = torch.ones(16, 32, dtype=torch.bfloat16)
+    assert tc.dot(a, a.T, arch="sm100", instr="mma").eq(32).all()
+    assert tc.model_for("sm120", "bf16", "wgmma") is tc.MODELS[("sm120", "bf16", "mma")]
+    for instr in ("wgmma", "tcgen05"):
+        with pytest.raises(NotImplementedError, match="under tcgen05.mma .* no published model"):
+            tc.model_for("sm100", "bf16", instr)
+    e4 = a.to(torch.float8_e4m3fn)
+    with pytest.raises(NotImplementedError, match="converts them to fp16 for mma.sync there as on sm90"):
+        tc.dot(e4, e4.T, arch="sm100", instr="mma")
+    with pytest.raises(NotImplementedError, match="published models disagree"):
+        tc.dot(e4, e4.T, arch="sm120", instr="mma")
+    for arch in ("sm100", "sm120"):
+        assert not any(m.measured for (a_, _, _), m in tc.MODELS.items() if a_ == arch)
