@@ -58,7 +58,7 @@ def test_interp_lane_sets_env_and_device(pytester, monkeypatch):
             assert harness_arch.name == "interp" and device == "cpu"
         """
     )
-    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--harness-lane=interp", *QUIET).assert_outcomes(passed=1)
 
 
 def test_a_nested_session_leaves_the_outer_one_as_it_was(pytester, monkeypatch):
@@ -90,7 +90,7 @@ def test_gpu_lane_refused_without_gpu(pytester, monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    result = pytester.runpytest_subprocess("--harness-lane=gpu")
+    result = pytester.runpytest_subprocess("--harness-lane=gpu", *QUIET)
     result.stderr.fnmatch_lines(["*--harness-lane=gpu but torch sees no GPU*"])
     assert result.ret != 0
 
@@ -133,7 +133,7 @@ def test_exact_family_and_min_arch_gating(pytester, arch, passed, reasons):
 def test_env_override_of_arch(pytester, monkeypatch):
     monkeypatch.setenv("HARNESS_ARCH", "sm80")
     pytester.makepyfile("def test_a(harness_arch): assert harness_arch.name == 'sm80'")
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*QUIET).assert_outcomes(passed=1)
 
 
 SEEDS = """
@@ -288,5 +288,5 @@ def test_loading_the_plugin_warns_nothing(pytester):
     harness.interp.jit, and marking harness.interp only at its own turn warned "Module already imported so cannot
     be rewritten" in every user's run (a fresh process: this one has imported them all already)."""
     pytester.makepyfile("def test_x():\n    assert 1\n")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error::pytest.PytestAssertRewriteWarning")
+    r = pytester.runpytest_subprocess(*QUIET, "-W", "error::pytest.PytestAssertRewriteWarning")
     r.assert_outcomes(passed=1)
