@@ -31,7 +31,10 @@ compiled 2026-12-04; :data:`LOWERINGS` holds it as data):
 - bf16 x fp16, and e2m1 packed along M or N (``lhs_k_pack``/``rhs_k_pack=False``), are refused by Triton 3.6
   for sm90 (``PassManager::run failed``, compiled here 2026-12-04); 3.9 compiles both (the same upcast, unpacked
   along M/N);
-- k order: the scaled operands feed one ordinary dot over the tile's K (:func:`harness.tensor_cores.dot`).
+- k order: the scaled operands feed one ordinary dot over the tile's K (:func:`harness.tensor_cores.dot`); under
+  ``wgmma`` in the plain k order (the H200 capture's 64x64 tiles, 4 warps), under ``mma.sync`` (tiles below a
+  warpgroup: 64x64 with 2 warps, compiled with 3.6 and 3.9) in the k order of the operand layout, as on sm80-sm89
+  below (derived from the compiler output; the H200 capture ran no such tile).
 
 Versions 3.7/3.8 were not compiled here; they are assumed to lower as 3.6 does (as :mod:`harness.arch` assumes
 for the NVFP4 refusal).
@@ -401,10 +404,11 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     B = _scaled(b, sb, fb, compute, low, fast_math, b_k_pack, rhs=True)
     tdt = torch.bfloat16 if compute == "bf16" else torch.float16
     A, B = A.to(tdt), B.to(tdt)  # exact: the values are on the compute type's grid
-    if (a_arch.cc or 0) < 90:  # mma.sync for every tile, on operands in the layout's k order (module docstring)
+    if (a_arch.cc or 0) < 90:
+        instr = "mma"  # mma.sync for every tile
+    if instr == "mma":  # on operands in the layout's k order (module docstring)
         kwidth = 32 // min([_BITS[fa], _BITS[fb]] + [8 for s in (sa, sb) if s is not None])
         if kwidth > 2:
             order = _mma_k_order(ka, kwidth)
             A, B = A[..., order], B[..., order, :]
-        instr = "mma"
     return dot(A, B, acc, arch=name, instr=instr)  # a batch dim runs as one call: the tiles are independent

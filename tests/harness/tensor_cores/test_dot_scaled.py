@@ -385,6 +385,24 @@ def test_pre_sm90_is_the_a100_dot_of_the_scaled_operands_in_the_layout_k_order(a
     assert torch.equal(dot_scaled(a, sa, fa, b, sb, fb, acc, arch=arch, triton=version, fast_math=True), got)
 
 
+@pytest.mark.parametrize("fa,fb", [("e2m1", "e2m1"), ("e4m3", "bf16")])
+def test_sm90_under_mma_sync_takes_the_layout_k_order(fa, fb):
+    """Tiles below a warpgroup get mma.sync on sm90 too, with the same operand layouts (kWidth 8 with e2m1, else 4:
+    TTGIR of 64x64 tiles with 2 warps, Triton 3.6 and 3.9), so the H100 mma.sync model takes that k order; wgmma
+    tiles keep the plain order (the H200 capture)."""
+    g = torch.Generator().manual_seed(5)
+    M, N, K = 16, 8, 128
+    a = _finite_codes(g, fa, (M, K // 2) if fa == "e2m1" else (M, K))
+    b = _finite_codes(g, fb, (K // 2, N) if fb == "e2m1" else (K, N))
+    sa = torch.randint(124, 131, (M, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+    A = (_values(fa, a, False) * torch.exp2(sa.double() - 127).repeat_interleave(32, 1)).to(torch.bfloat16)
+    B = _values(fb, b, True).to(torch.bfloat16)
+    order = _layout_k_order(K, 8 if "e2m1" in (fa, fb) else 4)
+    got = dot_scaled(a, sa, fa, b, None, fb, arch="sm90", instr="mma")
+    assert torch.equal(got, dot(A[:, order], B[order], arch="sm90", instr="mma"))
+    assert torch.equal(dot_scaled(a, sa, fa, b, None, fb, arch="sm90"), dot(A, B, arch="sm90"))
+
+
 def test_pre_sm90_k_order_matters():
     """Not the plain k order. A100 blocks are 8 products; with kWidth 8 the first holds k = 0, 1, 8, 9, 16, 17, 24,
     25 and k = 2 comes in a later one. Four products of 2^-5 at k = 8, 9, 16, 17 sum to 2^-3 in the first block and
