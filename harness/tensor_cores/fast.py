@@ -1,0 +1,161 @@
+"""The block-FMA chain of :mod:`.chain` and its FMA dot, restructured for speed: the same numbers, bit for bit, on
+the inputs where the restructuring is exact, and ``None`` elsewhere (the caller then runs :mod:`.chain`'s
+readable float64 evaluation). Why: the interpreter lane models every ``tl.dot`` a kernel runs, one tile at a time,
+and issue 26 allows a dot-heavy CPU test at most 2x the time of the interpreter's own matmul.
+
+What makes :func:`chain` exact (each point is a precondition it checks, or a fact of the formats):
+
+- products of two operand values (fp16, bf16, tf32, e4m3, e5m2: at most 11 significant bits each) have at most 22
+  significant bits, so they are exact in fp32 when they lie in [2^-126, 2^127) with every bit at or above 2^-126:
+  always for fp16 and FP8 (their exponent ranges are small), checked per call for bf16 and tf32;
+- every term then is a multiple of 2^-126 (the products by the above, the initial accumulator by a check, each
+  later accumulator as a sum of such terms truncated to a coarser grid), so flooring the alignment exponent at
+  ``-126 + frac`` changes no term: below it the terms are already exact on the grid. The alignment step
+  ``2^(E - frac)`` is then a normal fp32, the accumulator is 0 or a normal fp32 (its exponent is its exponent bits)
+  and truncating a block result to ``frac_out`` fraction bits is a mask of its bits;
+- the truncated terms are integers below 2^(frac + 2) in units of the step; their sums are taken in fp32 when
+  ``nfma * 2^(frac + 2) + 2^(frac + 1) <= 2^24`` (FP8: 13 fraction bits), else in float64;
+- every block's products and exponent maxima are computed at once, laid out [block, k, ..., M, N] so the reductions
+  over k run over an outer dimension (torch vectorizes those; over the innermost dimension of 16 the int16 maximum
+  took 124 us instead of 9, 64 x 64 x 64 on one thread of this box, 2026-12-04).
+
+An inf/NaN operand or accumulator, or a block result that overflows fp32, returns ``None``: :mod:`.chain` follows
+IEEE one block at a time there. :func:`fma_dot` (``input_precision="ieee"``) rounds an exact float64 product plus
+the accumulator twice, float64 then fp32, and returns ``None`` where that can differ from one rounding (see there).
+Measured (2026-12-04, one thread of this 2-core box, loaded by other jobs; minimum of 20 calls of one 64 x 64 x 64
+tile): fp16/bf16 0.9-1.7 ms -> 0.44-0.48 ms, tf32 1.5 -> 0.55-0.59, e4m3 10.8-15.2 -> 0.3-0.5 (mmaemu's chain
+before), ieee 4.2 -> 0.7-1.1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.tensor_cores.models import BlockFMA
+
+__all__ = ["chain", "fma_dot"]
+
+#: fraction bits of the widest operand format (fp16 and tf32: 10; bf16 7, e4m3 3, e5m2 2): a value's lowest bit is
+#: at or above 2^(floor(log2|x|) - 10), subnormals included
+_OPERAND_FRAC = 10
+_NEG16 = -1000           # exponent of a zero operand: a zero product's exponent sum never reaches the floor
+_CHUNK = 1 << 22         # products per chunk of blocks (16 MB of fp32)
+
+
+def _exponents(x: torch.Tensor, emin: int) -> tuple[torch.Tensor, int, int]:
+    """(floor(log2|x|) clamped below at the format's emin, int16, _NEG16 for zeros; the smallest exponent of a
+    nonzero element; the largest). frexp is exact (x fp32)."""
+    e = torch.frexp(x)[1] - 1
+    nz = x != 0
+    if not bool(nz.any()):
+        return torch.full(x.shape, _NEG16, dtype=torch.int16), 0, -1000
+    lo = int(torch.where(nz, e, 1000).amin())
+    hi = int(torch.where(nz, e, -1000).amax())
+    return torch.where(nz, e.clamp_min(emin), _NEG16).to(torch.int16), lo, hi
+
+
+def _blocks_first(x: torch.Tensor, nb: int, nf: int) -> torch.Tensor:
+    """x [..., K, L] (K = nb * nf) as [nb, nf, ..., L]."""
+    return x.reshape(*x.shape[:-2], nb, nf, x.shape[-1]).movedim((-3, -2), (0, 1))
+
+
+def chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_a: int,
+          emin_b: int) -> torch.Tensor | None:
+    """:func:`.chain._chain`'s result as fp32, or ``None`` where this evaluation is not exact (see the module
+    docstring). A [..., M, K], B [..., K, N]: values of fp16, bf16, tf32 or FP8 operands (at most 11 significant bits)
+    in any float dtype, the formats' smallest normal exponents ``emin_a`` / ``emin_b``; C [..., M, N] fp32 values."""
+    A, B, acc = A.to(torch.float32), B.to(torch.float32), C.to(torch.float32)
+    if not (bool(torch.isfinite(A).all()) and bool(torch.isfinite(B).all()) and bool(torch.isfinite(acc).all())):
+        return None
+    # every term a multiple of 2^-126: the accumulator's (a nonzero fp32 has 23 fraction bits)...
+    if bool(((acc != 0) & (acc.abs() < 2.0 ** (23 - 126))).any()):
+        return None
+    ea, lo_a, hi_a = _exponents(A, emin_a)
+    eb, lo_b, hi_b = _exponents(B, emin_b)
+    # ... and the products' (lowest bit >= 2^(e - 10) per operand), all below 2^127 (so exact in fp32)
+    if lo_a + lo_b - 2 * _OPERAND_FRAC < -126 or hi_a + hi_b > 125:
+        if hi_a >= -126 and hi_b >= -126:  # both have a nonzero element: some product is nonzero
+            return None
+    nf, frac = p.nfma, p.frac
+    K = A.shape[-1]
+    nb = -(-K // nf)
+    if nb * nf != K:  # zero padding: zero products take no part in the maximum nor the sum
+        pad = nb * nf - K
+        A = torch.nn.functional.pad(A, (0, pad))
+        B = torch.nn.functional.pad(B, (0, 0, 0, pad))
+        ea = torch.nn.functional.pad(ea, (0, pad), value=_NEG16)
+        eb = torch.nn.functional.pad(eb, (0, 0, 0, pad), value=_NEG16)
+    # contiguous operand copies (small): torch's broadcast ops on strided views took 10x longer
+    a4 = _blocks_first(A.transpose(-1, -2), nb, nf).contiguous()[..., :, None]      # [nb, nf, ..., M, 1]
+    b4 = _blocks_first(B, nb, nf).contiguous()[..., None, :]                        # [nb, nf, ..., 1, N]
+    ea4 = _blocks_first(ea.transpose(-1, -2), nb, nf).contiguous()[..., :, None]
+    eb4 = _blocks_first(eb, nb, nf).contiguous()[..., None, :]
+    floor = max(p.min_exp, -126 + frac)
+    fbits = frac << 23
+    f32_sums = nf * 2 ** (frac + 2) + 2 ** (frac + 1) <= 2 ** 24
+    mask32 = ~((1 << (23 - p.frac_out)) - 1)
+    mask64 = ~((1 << (52 - p.frac_out)) - 1)
+    per_block = nf * acc.numel()
+    step = max(1, _CHUNK // max(1, per_block))
+    for j0 in range(0, nb, step):
+        P = a4[j0:j0 + step] * b4[j0:j0 + step]                          # exact (see above)
+        # fp32 bits of 2^(max(E_products, floor) - frac) per block: [nb, ..., M, N]
+        eps = (((ea4[j0:j0 + step] + eb4[j0:j0 + step]).amax(1).to(torch.int32).clamp_min(floor) + 127 - frac)
+               << 23)
+        for j in range(P.shape[0]):
+            # the accumulator's exponent from its bits (0 or normal: a zero gives a negative int, never the max)
+            scale = torch.maximum(eps[j], (acc.view(torch.int32) & 0x7F800000) - fbits).view(torch.float32)
+            t = torch.div(P[j], scale, rounding_mode="trunc")
+            c = torch.div(acc, scale, rounding_mode="trunc")
+            if f32_sums:
+                d = (t.sum(0) + c) * scale
+                acc = (d.view(torch.int32) & mask32).view(torch.float32) + 0.0   # +0.0: a zero result is +0
+            else:
+                d = (t.sum(0, dtype=torch.float64) + c.double()) * scale.double()
+                acc = (d.view(torch.int64) & mask64).view(torch.float64).float() + 0.0
+    if not bool(torch.isfinite(acc).all()):
+        return None  # a block overflowed: IEEE from there on, in chain._chain
+    return acc
+
+
+def _min_exponent(x: torch.Tensor) -> int | None:
+    """floor(log2|x|) of x's smallest nonzero finite element (x fp32), None if it has none."""
+    e = torch.frexp(x)[1] - 1
+    use = (x != 0) & torch.isfinite(x)
+    return int(torch.where(use, e, 1000).amin()) if bool(use.any()) else None
+
+
+def fma_dot(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor | None:
+    """``fma.rn.f32`` per k in k order: A [..., M, K], B [..., K, N], C [..., M, N] fp32 values (any float dtype).
+    Returns fp32, or ``None`` where this evaluation may round twice (see the module docstring).
+
+    Each step adds the exact float64 product to the fp32 accumulator in float64 and rounds that to fp32. Twice
+    rounded, this is the fma's correctly rounded result unless the float64 sum is exactly halfway between two fp32
+    values or in fp32's subnormal range, and was itself rounded. Halfway sums are looked for afterwards (TwoSum says
+    whether they were rounded). Rounded sums in the subnormal range cannot occur when every nonzero product is at
+    least 2^-125 (checked on the operands): a sum below 2^-126 then comes from a zero product (the sum is the
+    accumulator, exact) or from terms within a factor 2 of each other (exact, Sterbenz)."""
+    A, B = A.to(torch.float32), B.to(torch.float32)
+    K = A.shape[-1]
+    acc = acc0 = C.to(torch.float32)
+    if K == 0:
+        return acc
+    lo_a, lo_b = _min_exponent(A), _min_exponent(B)
+    if lo_a is not None and lo_b is not None and lo_a + lo_b < -125:
+        return None
+    a = A.double().movedim(-1, 0).contiguous()[..., :, None]   # [K, ..., M, 1]
+    b = B.double().movedim(-2, 0).contiguous()[..., None, :]   # [K, ..., 1, N]
+    P = a * b                                                   # exact in float64
+    S = torch.empty_like(P)
+    for k in range(K):
+        torch.add(P[k], acc, out=S[k])
+        acc = S[k].float()
+    low = S.view(torch.int64) & 0x1FFFFFFF                    # the 29 float64 fraction bits below fp32's 23
+    halfway = low == 0x10000000
+    if bool(halfway.any()):
+        before = torch.cat([acc0[None], S[:-1].float()]).double()   # each step's accumulator
+        bp = S - before
+        err = (P - bp) + (before - (S - bp))                    # TwoSum: S's rounding error
+        if bool((halfway & (err != 0)).any()):
+            return None
+    return acc
