@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["install", "installed", "instruction", "suspended", "uninstall"]
+__all__ = ["install", "installed", "instruction", "launch_num_warps", "suspended", "uninstall"]
 
 _ATTR = "_harness_dots"
 _REPLACED = "_harness_dots_replaced"
@@ -41,6 +41,12 @@ def instruction(m: int, num_warps: int) -> str:
     """Which sm90 instruction Triton gives a dot of an ``m``-row tile under ``num_warps`` (see the module
     docstring): ``"wgmma"`` or ``"mma"`` (mma.sync)."""
     return "wgmma" if m % 64 == 0 and num_warps % 4 == 0 else "mma"
+
+
+def launch_num_warps() -> int:
+    """``num_warps`` of the launch the interpreter is running (Triton's default 4 outside a wrapped launch); the
+    ``tl.dot_scaled`` shim picks its instruction with it too."""
+    return _NUM_WARPS.get()
 
 
 @contextlib.contextmanager

@@ -14,8 +14,10 @@ with that reason, as its compile would on the GPU. Where the model does not cove
 model, an accumulator other than fp32) the interpreter's own method runs (on 3.6: a clear refusal), with one
 warning per kernel from :mod:`harness.interp.arith`.
 
-The instruction after the upcast is ``wgmma`` for M a multiple of 64, else ``mma.sync`` (as
-:mod:`harness.interp.dots` assumes for ``tl.dot``).
+The instruction after the upcast is the one :func:`harness.interp.dots.instruction` names for the tile's M and
+the launch's ``num_warps`` (``wgmma`` for M a multiple of 64 on a multiple of 4 warps, else ``mma.sync``), as
+Triton chooses it for ``tl.dot``: 3.6 and 3.9 compile a 64x64 ``dot_scaled`` tile on 2 warps to ``mma.sync``
+(sm90 PTX, ``scripts/compile_dot_scaled_lowering.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.interp.dots import handle_dtype, handle_tensor
+from harness.interp.dots import handle_dtype, handle_tensor, instruction, launch_num_warps
 
 __all__ = ["DECODES_SCALE_TYPES", "install", "installed", "uninstall"]
 
@@ -108,7 +110,7 @@ def install(arch: Any) -> dict | None:
             out = dot_scaled(a, _scale(tl, lhs_scale_handle), lhs_format_enum.name.lower(), b,
                              _scale(tl, rhs_scale_handle), rhs_format_enum.name.lower(), acc, arch=name,
                              fast_math=bool(fast_math), a_k_pack=bool(lhs_k_pack), b_k_pack=bool(rhs_k_pack),
-                             instr="wgmma" if m % 64 == 0 else "mma")
+                             instr=instruction(m, launch_num_warps()))
         except DotScaledRefused as e:
             raise DotScaledRefused(f"tl.dot_scaled on {name}: {e}") from None
         except NotImplementedError:

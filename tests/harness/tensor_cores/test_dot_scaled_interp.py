@@ -67,7 +67,7 @@ def _operand(g, fmt, shape):
     return torch.randint(0, 256, shape, generator=g, dtype=torch.int64).to(torch.uint8)  # every code
 
 
-def _run(fa, fb, *, kpa=True, sa=True, sb=True, nvfp4=False, seed=0):
+def _run(fa, fb, *, kpa=True, sa=True, sb=True, nvfp4=False, seed=0, num_warps=4):
     g = torch.Generator().manual_seed(seed)
     pa, pb = (2 if fa == "e2m1" else 1), (2 if fb == "e2m1" else 1)
     a = _operand(g, fa, (M, K // pa) if kpa else (M // pa, K))
@@ -84,10 +84,11 @@ def _run(fa, fb, *, kpa=True, sa=True, sb=True, nvfp4=False, seed=0):
     acc = torch.randn(M, N, generator=g)
     out = torch.empty(M, N)
     _dot_scaled_kernel[(1,)](a, s_a, b, s_b, acc, out, M=M, N=N, K=K, FA=fa, FB=fb, PA=pa, PB=pb, KPA=kpa, SA=sa,
-                             SB=sb, G=group)
+                             SB=sb, G=group, num_warps=num_warps)
     from harness.tensor_cores import dot_scaled
 
-    want = dot_scaled(a, s_a if sa else None, fa, b, s_b if sb else None, fb, acc, a_k_pack=kpa)
+    instr = "wgmma" if num_warps % 4 == 0 else "mma"  # M = 64: a warpgroup tile only on 4 or 8 warps
+    want = dot_scaled(a, s_a if sa else None, fa, b, s_b if sb else None, fb, acc, a_k_pack=kpa, instr=instr)
     return out, want
 
 
@@ -101,6 +102,23 @@ def test_interpreted_dot_scaled_is_the_model(fa, fb):
     out, want = _run(fa, fb)
     assert _bits_equal(out, want)
     assert bool(out[1].isnan().all()) and bool(out[:, 2].isnan().all())  # code 255: a's row 1, b's column 2
+
+
+def test_a_tile_on_two_warps_is_the_mma_sync_model():
+    """64 rows on 2 warps are no warpgroup: Triton gives the tile mma.sync, whose operand layout reorders k, so
+    the shim must pick the instruction from the launch's num_warps as well as M (it once took M alone)."""
+    from harness.tensor_cores import dot_scaled
+
+    out, want = _run("e4m3", "bf16", num_warps=2, seed=3)
+    assert _bits_equal(out, want)
+    g = torch.Generator().manual_seed(3)
+    a, b = _operand(g, "e4m3", (M, K)), _operand(g, "bf16", (K, N))
+    s_a = torch.randint(120, 135, (M, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+    s_b = torch.randint(120, 135, (N, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
+    s_a[0, 0], s_a[1, 0], s_b[2, 1] = 0, 255, 255
+    acc = torch.randn(M, N, generator=g)
+    assert _bits_equal(want, dot_scaled(a, s_a, "e4m3", b, s_b, "bf16", acc, instr="mma"))  # same inputs as _run
+    assert not _bits_equal(out, dot_scaled(a, s_a, "e4m3", b, s_b, "bf16", acc, instr="wgmma"))
 
 
 def test_unscaled_operands_are_the_model():
