@@ -207,8 +207,7 @@ def test_a_session_that_ends_in_a_usage_error_puts_the_outer_table_back(pytester
 
 def test_xdist_workers_build_the_same_table(pytester):
     inner_project(pytester)
-    pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "-p", "no:hypothesispytest").assert_outcomes(
-        passed=4)
+    pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider").assert_outcomes(passed=4)
 
 
 def test_a_plugin_registered_by_a_conftest_opens_its_table_at_configure(pytester, outer_rows):

@@ -247,9 +247,8 @@ def test_the_gpu_lane_counts_its_compiles_and_records_them(pytester, monkeypatch
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
     pytester.makepyfile(test_aot=AOT_TEST, fakegpu="import torch\ntorch.cuda.is_available = lambda: True\n")
-    result = pytester.runpytest_subprocess("-p", "fakegpu", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-                                           "--harness-lane=gpu", "--harness-arch=sm90",
-                                           "--harness-record-launches=m.json")
+    result = pytester.runpytest_subprocess("-p", "fakegpu", "-p", "no:cacheprovider", "--harness-lane=gpu",
+                                           "--harness-arch=sm90", "--harness-record-launches=m.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "harness: Triton compiled 1 kernels in this run (*s, slowest *s) and read 1 from its on-disk cache",

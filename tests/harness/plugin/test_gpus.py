@@ -171,11 +171,6 @@ def _seen(pytester):
     return {p.stem[5:]: json.loads(p.read_text()) for p in pytester.path.glob("seen-*.json")}
 
 
-#: inner runs load no plugin they do not test (hypothesis's costs each process ~0.7 s of CPU: it imports
-#: hypothesis at the end of every run)
-QUIET = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
-
-
 def _n_auto(pytester, monkeypatch, devices, per_gpu):
     """An ``-n auto`` run of the seen-project with HARNESS_GPUS=devices (and HARNESS_WORKERS_PER_GPU)."""
     monkeypatch.setenv(ENV_GPUS, devices)
@@ -188,7 +183,7 @@ def _n_auto(pytester, monkeypatch, devices, per_gpu):
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     pytester.makeconftest(SEEN_CONFTEST)
     pytester.makepyfile(SEEN_TEST)
-    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly", *QUIET)
+    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
     return result
 
@@ -227,7 +222,7 @@ def test_n_auto_on_the_interpreter_lane_leaves_xdist_to_count_cpus(pytester, mon
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "1")
     pytester.makeconftest(SEEN_CONFTEST)
     pytester.makepyfile(SEEN_TEST)
-    result = pytester.runpytest_subprocess("-n", "auto", "--harness-lane=interp", "-p", "no:randomly", *QUIET)
+    result = pytester.runpytest_subprocess("-n", "auto", "--harness-lane=interp", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*created: 1/1 worker*"])
     result.stdout.no_fnmatch_line("*xdist workers pinned*")

@@ -8,10 +8,6 @@ import pytest
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
-#: for runs that test no cache and no hypothesis: hypothesis's plugin imports hypothesis at the end of every
-#: run (~0.7 s of CPU each)
-QUIET = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
-
 
 def test_options_in_one_group_and_markers_registered(pytester):
     result = pytester.runpytest("--help")
@@ -58,7 +54,7 @@ def test_interp_lane_sets_env_and_device(pytester, monkeypatch):
             assert harness_arch.name == "interp" and device == "cpu"
         """
     )
-    pytester.runpytest_subprocess("--harness-lane=interp", *QUIET).assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
 
 
 def test_a_nested_session_leaves_the_outer_one_as_it_was(pytester, monkeypatch):
@@ -90,7 +86,7 @@ def test_gpu_lane_refused_without_gpu(pytester, monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    result = pytester.runpytest_subprocess("--harness-lane=gpu", *QUIET)
+    result = pytester.runpytest_subprocess("--harness-lane=gpu")
     result.stderr.fnmatch_lines(["*--harness-lane=gpu but torch sees no GPU*"])
     assert result.ret != 0
 
@@ -133,7 +129,7 @@ def test_exact_family_and_min_arch_gating(pytester, arch, passed, reasons):
 def test_env_override_of_arch(pytester, monkeypatch):
     monkeypatch.setenv("HARNESS_ARCH", "sm80")
     pytester.makepyfile("def test_a(harness_arch): assert harness_arch.name == 'sm80'")
-    pytester.runpytest_subprocess(*QUIET).assert_outcomes(passed=1)
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
 
 
 SEEDS = """
@@ -156,15 +152,15 @@ def test_rng_is_per_node_and_independent_of_selection(pytester):
     from harness.plugin import node_seed, seed_id
 
     module = pytester.makepyfile(SEEDS).name
-    serial = pytester.runpytest("-s", "-p", "no:randomly", *QUIET)
+    serial = pytester.runpytest("-s", "-p", "no:randomly")
     serial.assert_outcomes(passed=2)
     s = _seeds(serial)
     assert len(s) == 2 and s[0] != s[1]
     want = {node_seed(seed_id(f"{module}::{name}"), 0) for name in ("test_a", "test_b")}
     assert {int(x.split()[0]) for x in s} == want, (s, want)
-    again = pytester.runpytest("-s", "-k", "test_b", *QUIET)
+    again = pytester.runpytest("-s", "-k", "test_b")
     assert _seeds(again)[0] in s  # selection does not move a test's seed
-    base = pytester.runpytest("-s", "--harness-seed=1", *QUIET)
+    base = pytester.runpytest("-s", "--harness-seed=1")
     assert set(_seeds(base)).isdisjoint(s)  # the base seed does
 
 
@@ -233,7 +229,7 @@ def test_unreported():
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_report_table_json_and_junit(pytester, workers):
     pytester.makepyfile(REPORTING)
-    args = ["--harness-report=rep.json", "--junitxml=j.xml", *QUIET]
+    args = ["--harness-report=rep.json", "--junitxml=j.xml"]
     # one process runs in this one; under xdist the workers' observations travel to the controller
     result = pytester.runpytest_subprocess(*args, "-n", workers) if workers else pytester.runpytest(*args)
     result.assert_outcomes(passed=5)
@@ -288,5 +284,5 @@ def test_loading_the_plugin_warns_nothing(pytester):
     harness.interp.jit, and marking harness.interp only at its own turn warned "Module already imported so cannot
     be rewritten" in every user's run (a fresh process: this one has imported them all already)."""
     pytester.makepyfile("def test_x():\n    assert 1\n")
-    r = pytester.runpytest_subprocess(*QUIET, "-W", "error::pytest.PytestAssertRewriteWarning")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error::pytest.PytestAssertRewriteWarning")
     r.assert_outcomes(passed=1)

@@ -4,9 +4,6 @@ import pytest
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")
 
-#: child runs load no plugin they do not test (hypothesis's imports hypothesis at the end of every run)
-QUIET = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
-
 LANE_AND_ARCH = """
 import pytest
 def test_device(device, harness_lane, harness_arch):
@@ -103,7 +100,7 @@ def test_kernel_imported_by_a_conftest_before_configure_is_refused(pytester, mon
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     pytester.makeconftest(EARLY_CONFTEST)
     pytester.makepyfile(LAUNCH)
-    result = pytester.runpytest_subprocess("--harness-lane=interp", *QUIET)
+    result = pytester.runpytest_subprocess("--harness-lane=interp")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "*Triton kernels were created before the plugin switched to the interpreter lane: "
@@ -111,7 +108,7 @@ def test_kernel_imported_by_a_conftest_before_configure_is_refused(pytester, mon
     ])
     # the remedy the message gives works: with the variable exported the conftest's kernel is interpreted
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    pytester.runpytest_subprocess("--harness-lane=interp", *QUIET).assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
 
 
 @pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
@@ -119,7 +116,7 @@ def test_kernel_imported_by_a_test_module_is_fine(pytester, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     pytester.makepyfile(kern=EARLY_CONFTEST)
     pytester.makepyfile(LAUNCH.replace("from conftest", "from kern"))
-    pytester.runpytest_subprocess("--harness-lane=interp", *QUIET).assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
 
 
 def test_auto_lane_follows_an_assumed_cpu_arch(monkeypatch):
