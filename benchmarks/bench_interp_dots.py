@@ -2,13 +2,16 @@
 (``tl.dot`` as the sm90 tensor cores compute it, ``harness.tensor_cores``) against the interpreter's own numpy
 matmul (``dots.suspended()``). The issue-26 budget: a dot-heavy CPU test at most 2x slower with the shim on.
 
-Usage: ``python benchmarks/bench_interp_dots.py [--repeat N] [--json PATH]``. CPU only (no GPU needed); not a test:
-nothing asserts a time. Rows: the QSA logits kernels (prefill and decode, bf16 and FP8 caches: the kernels the
-interpreter-lane QSA tests launch most) and one plain ``tl.dot`` kernel per operand type (a 128 x 128 output,
-K = 256 in BK = 64 steps). Each row is the median of ``--repeat`` timed calls after one warm-up; ``shim / plain``
-is the slowdown, with the lane's other shims (casts, bf16 arithmetic, approximate math) on in both. The bf16
-rows without the shim compute garbage (the interpreter multiplies raw bf16 bit patterns): they are timed only
-as the interpreter's own cost.
+Usage: ``python benchmarks/bench_interp_dots.py [--repeat N] [--threads N] [--json PATH]``. CPU only (no GPU
+needed); not a test: nothing asserts a time. Rows: the QSA logits kernels (prefill and decode, bf16 and FP8 caches:
+the kernels the interpreter-lane QSA tests launch most) and one plain ``tl.dot`` kernel per operand type (a
+128 x 128 output, K = 256 in BK = 64 steps). Each row runs ``--repeat`` times with the shim and as often without,
+alternately (so a change in the box's load meets both), after one warm-up of each; it reports the medians of wall
+time and of the process's CPU time, and ``shim / plain`` of each: on a box shared with other jobs the CPU-time
+ratio moves less. The lane's other shims (casts, bf16 arithmetic, approximate math) are on in both. The bf16 rows
+without the shim compute garbage (the interpreter multiplies raw bf16 bit patterns): they are timed only as the
+interpreter's own cost. ``--threads 1`` runs torch, OpenMP and the BLAS on one thread, which is what each of a CI
+lane's two xdist workers on two cores effectively has.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import time
 from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "1"  # before triton decorates any kernel
+if "--threads" in sys.argv[:-1]:  # before torch and numpy start their thread pools
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = sys.argv[sys.argv.index("--threads") + 1]
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -86,21 +92,35 @@ def _qsa_case(dtype: str, decode: bool):
     return run
 
 
-def _median_s(fn, repeat: int) -> float:
+def _timed(fn) -> tuple[float, float]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def _medians(fn, repeat: int, suspended) -> dict[str, float]:
+    """Median wall and CPU seconds of ``fn`` with the shim and under ``suspended()``, run alternately."""
     fn()  # warm-up: the interpreter's first call parses and patches
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+    with suspended():
         fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    shim, plain = [], []
+    for _ in range(repeat):
+        shim.append(_timed(fn))
+        with suspended():
+            plain.append(_timed(fn))
+    return {"shim_s": statistics.median(t[0] for t in shim), "plain_s": statistics.median(t[0] for t in plain),
+            "shim_cpu_s": statistics.median(t[1] for t in shim),
+            "plain_cpu_s": statistics.median(t[1] for t in plain)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="timed calls per row (default 5)")
+    ap.add_argument("--threads", type=int, default=None, help="torch/OpenMP/BLAS threads (default: theirs)")
     ap.add_argument("--json", metavar="PATH", type=Path, default=None, help="also write the rows as JSON here")
     args = ap.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     from harness.interp import approx_math, arith, casts, dots
     from harness.interp.jit import fix_interpreter_leak
@@ -125,18 +145,21 @@ def main() -> None:
         ("tl.dot 128x128, K=256", "fp32 ieee", _plain_case(torch.float32, ieee=True)),
     ]
     print(f"# Triton {triton.__version__} interpreter, torch {torch.__version__}, {os.cpu_count()} CPUs, "
-          f"median of {args.repeat}")
-    print(f"{'kernel':<28} {'operands':<10} {'shim s':>8} {'plain s':>8} {'shim / plain':>12}")
+          f"torch threads {torch.get_num_threads()}, median of {args.repeat}")
+    print(f"{'kernel':<28} {'operands':<10} {'shim s':>8} {'plain s':>8} {'shim / plain':>12} {'CPU s':>7} "
+          f"{'CPU plain':>9} {'CPU ratio':>9}")
     rows = []
     for name, dt, fn in cases:
-        shim = _median_s(fn, args.repeat)
-        with dots.suspended():
-            plain = _median_s(fn, args.repeat)
-        rows.append({"kernel": name, "operands": dt, "shim_s": shim, "plain_s": plain, "ratio": shim / plain})
-        print(f"{name:<28} {dt:<10} {shim:>8.3f} {plain:>8.3f} {shim / plain:>12.2f}", flush=True)
+        m = _medians(fn, args.repeat, dots.suspended)
+        row = {"kernel": name, "operands": dt, **m, "ratio": m["shim_s"] / m["plain_s"],
+               "cpu_ratio": m["shim_cpu_s"] / m["plain_cpu_s"]}
+        rows.append(row)
+        print(f"{name:<28} {dt:<10} {m['shim_s']:>8.3f} {m['plain_s']:>8.3f} {row['ratio']:>12.2f} "
+              f"{m['shim_cpu_s']:>7.3f} {m['plain_cpu_s']:>9.3f} {row['cpu_ratio']:>9.2f}", flush=True)
     dots.uninstall(handle)
     if args.json is not None:
-        args.json.write_text(json.dumps({"triton": triton.__version__, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"triton": triton.__version__, "threads": torch.get_num_threads(),
+                                         "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

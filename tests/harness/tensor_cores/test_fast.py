@@ -217,6 +217,16 @@ def test_fma_dot_declines_a_twice_rounded_sum() -> None:
     acc = torch.tensor([[1 + 2.0**-23]])
     assert fast.fma_dot(a, b, acc) is None
     assert tc.dot(a, b, acc, arch="sm90", input_precision="ieee").item() == 1 + 2.0**-23
+    # the same at the third step of a longer chain, in one output of many: 1 + 2^-23 built by the first two steps
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(4, 3, generator=g)
+    b = torch.randn(3, 5, generator=g)
+    a[2] = torch.tensor([1.0, 2.0**-23, 2.0**-12 * (1 + 2.0**-18)])
+    b[:, 3] = torch.tensor([1.0, 1.0, 2.0**-12 * (1 - 2.0**-18)])
+    assert fast.fma_dot(a, b, torch.zeros(4, 5)) is None
+    want = chain._fma_dot(a.double(), b.double(), torch.zeros(4, 5, dtype=torch.float64)).float()
+    assert want[2, 3].item() == 1 + 2.0**-23
+    assert torch.equal(_bits(tc.dot(a, b, None, arch="sm90", input_precision="ieee")), _bits(want))
 
 
 def test_fma_dot_declines_products_in_the_subnormal_range() -> None:
