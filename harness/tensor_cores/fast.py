@@ -16,15 +16,18 @@ What makes :func:`chain` exact (each point is a precondition it checks, or a fac
 - the truncated terms are integers below 2^(frac + 2) in units of the step; their sums are taken in fp32 when
   ``nfma * 2^(frac + 2) + 2^(frac + 1) <= 2^24`` (FP8: 13 fraction bits), else in float64;
 - every block's products and exponent maxima are computed at once, laid out [block, k, ..., M, N] so the reductions
-  over k run over an outer dimension (torch vectorizes those; over the innermost dimension of 16 the int16 maximum
-  took 124 us instead of 9, 64 x 64 x 64 on one thread of this box, 2026-12-04).
+  over k run over an outer dimension (over the innermost dimension of 16, torch's int16 maximum took 124 us instead
+  of 9, 64 x 64 x 64 on one thread of this box, 2026-12-04).
 
 An inf/NaN operand or accumulator, or a block result that overflows fp32, returns ``None``: :mod:`.chain` follows
 IEEE one block at a time there. :func:`fma_dot` (``input_precision="ieee"``) rounds an exact float64 product plus
 the accumulator twice, float64 then fp32, and returns ``None`` where that can differ from one rounding (see there).
-Measured (2026-12-04, one thread of this 2-core box, loaded by other jobs; minimum of 20 calls of one 64 x 64 x 64
-tile): fp16/bf16 0.9-1.7 ms -> 0.44-0.48 ms, tf32 1.5 -> 0.55-0.59, e4m3 10.8-15.2 -> 0.3-0.5 (mmaemu's chain
-before), ieee 4.2 -> 0.7-1.1.
+
+Both run in NumPy on buffers reused across calls (:func:`_scratch`): a tile's ops are small, and NumPy's cost per
+op is half of torch's or less here. Measured (2026-12-04, one thread of this 2-core box, loaded by other jobs;
+``harness.tensor_cores.dot`` on one 64 x 64 x 64 tile with an accumulator, median thread CPU time of 60 calls, chain.py
+alone before, outputs identical): fp16/bf16 1.7 ms -> 0.37, tf32 1.44 -> 0.44, tf32x3 4.33 -> 1.42, e4m3/e5m2
+10.1/9.5 (mmaemu's chain) -> 0.32/0.30, ieee 3.95 -> 0.44.
 """
 
 from __future__ import annotations
@@ -62,21 +65,20 @@ def _scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Ten
     return buf[:n].view(shape)
 
 
-def _exponents(x: torch.Tensor, emin: int) -> tuple[torch.Tensor, int, int]:
+def _exponents(x: np.ndarray, emin: int) -> tuple[np.ndarray, int, int]:
     """(floor(log2|x|) clamped below at the format's emin, int16, _NEG16 for zeros; the smallest exponent of a
     nonzero element; the largest). frexp is exact (x fp32)."""
-    e = torch.frexp(x)[1] - 1
+    e = np.frexp(x)[1] - 1
     nz = x != 0
-    if not bool(nz.any()):
-        return torch.full(x.shape, _NEG16, dtype=torch.int16), 0, -1000
-    lo = int(torch.where(nz, e, 1000).amin())
-    hi = int(torch.where(nz, e, -1000).amax())
-    return torch.where(nz, e.clamp_min(emin), _NEG16).to(torch.int16), lo, hi
+    if not nz.any():
+        return np.full(x.shape, _NEG16, dtype=np.int16), 0, -1000
+    ez = e[nz]
+    return np.where(nz, np.maximum(e, emin), _NEG16).astype(np.int16), int(ez.min()), int(ez.max())
 
 
-def _blocks_first(x: torch.Tensor, nb: int, nf: int) -> torch.Tensor:
-    """x [..., K, L] (K = nb * nf) as [nb, nf, ..., L]."""
-    return x.reshape(*x.shape[:-2], nb, nf, x.shape[-1]).movedim((-3, -2), (0, 1))
+def _blocks_first(x: np.ndarray, nb: int, nf: int) -> np.ndarray:
+    """x [..., K, L] (K = nb * nf) as a contiguous [nb, nf, ..., L]."""
+    return np.ascontiguousarray(np.moveaxis(x.reshape(*x.shape[:-2], nb, nf, x.shape[-1]), (-3, -2), (0, 1)))
 
 
 def chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_a: int,
@@ -84,61 +86,70 @@ def chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA, emin_a
     """:func:`.chain._chain`'s result as fp32, or ``None`` where this evaluation is not exact (see the module
     docstring). A [..., M, K], B [..., K, N]: values of fp16, bf16, tf32 or FP8 operands (at most 11 significant bits)
     in any float dtype, the formats' smallest normal exponents ``emin_a`` / ``emin_b``; C [..., M, N] fp32 values."""
-    A, B, acc = A.to(torch.float32), B.to(torch.float32), C.to(torch.float32)
-    if not (bool(torch.isfinite(A).all()) and bool(torch.isfinite(B).all()) and bool(torch.isfinite(acc).all())):
+    a = A.to(torch.float32).numpy(force=True)
+    b = B.to(torch.float32).numpy(force=True)
+    acc = np.ascontiguousarray(C.to(torch.float32).numpy(force=True))
+    with np.errstate(all="ignore"):  # overflow to inf is looked for at the end
+        return _chain(a, b, acc, p, emin_a, emin_b)
+
+
+def _chain(a: np.ndarray, b: np.ndarray, acc: np.ndarray, p: BlockFMA, emin_a: int,
+           emin_b: int) -> torch.Tensor | None:
+    if not (np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(acc).all()):
         return None
     # every term a multiple of 2^-126: the accumulator's (a nonzero fp32 has 23 fraction bits)...
-    if bool(((acc != 0) & (acc.abs() < 2.0 ** (23 - 126))).any()):
+    if ((acc != 0) & (np.abs(acc) < 2.0 ** (23 - 126))).any():
         return None
-    ea, lo_a, hi_a = _exponents(A, emin_a)
-    eb, lo_b, hi_b = _exponents(B, emin_b)
+    ea, lo_a, hi_a = _exponents(a, emin_a)
+    eb, lo_b, hi_b = _exponents(b, emin_b)
     # ... and the products' (lowest bit >= 2^(e - 10) per operand), all below 2^127 (so exact in fp32)
     if lo_a + lo_b - 2 * _OPERAND_FRAC < -126 or hi_a + hi_b > 125:
         if hi_a >= -126 and hi_b >= -126:  # both have a nonzero element: some product is nonzero
             return None
     nf, frac = p.nfma, p.frac
-    K = A.shape[-1]
+    K = a.shape[-1]
     nb = -(-K // nf)
     if nb * nf != K:  # zero padding: zero products take no part in the maximum nor the sum
-        pad = nb * nf - K
-        A = torch.nn.functional.pad(A, (0, pad))
-        B = torch.nn.functional.pad(B, (0, 0, 0, pad))
-        ea = torch.nn.functional.pad(ea, (0, pad), value=_NEG16)
-        eb = torch.nn.functional.pad(eb, (0, 0, 0, pad), value=_NEG16)
-    # contiguous operand copies (small): torch's broadcast ops on strided views took 10x longer
-    a4 = _blocks_first(A.transpose(-1, -2), nb, nf).contiguous()[..., :, None]      # [nb, nf, ..., M, 1]
-    b4 = _blocks_first(B, nb, nf).contiguous()[..., None, :]                        # [nb, nf, ..., 1, N]
-    ea4 = _blocks_first(ea.transpose(-1, -2), nb, nf).contiguous()[..., :, None]
-    eb4 = _blocks_first(eb, nb, nf).contiguous()[..., None, :]
+        pad = [(0, 0)] * (a.ndim - 1)
+        a = np.pad(a, [*pad, (0, nb * nf - K)])
+        ea = np.pad(ea, [*pad, (0, nb * nf - K)], constant_values=_NEG16)
+        b = np.pad(b, [*pad[:-1], (0, nb * nf - K), (0, 0)])
+        eb = np.pad(eb, [*pad[:-1], (0, nb * nf - K), (0, 0)], constant_values=_NEG16)
+    a4 = _blocks_first(np.swapaxes(a, -1, -2), nb, nf)[..., :, None]      # [nb, nf, ..., M, 1]
+    b4 = _blocks_first(b, nb, nf)[..., None, :]                          # [nb, nf, ..., 1, N]
+    ea4 = _blocks_first(np.swapaxes(ea, -1, -2), nb, nf)[..., :, None]
+    eb4 = _blocks_first(eb, nb, nf)[..., None, :]
     floor = max(p.min_exp, -126 + frac)
     fbits = frac << 23
     f32_sums = nf * 2 ** (frac + 2) + 2 ** (frac + 1) <= 2 ** 24
-    mask32 = ~((1 << (23 - p.frac_out)) - 1)
-    mask64 = ~((1 << (52 - p.frac_out)) - 1)
-    per_block = nf * acc.numel()
+    mask32 = np.int32(~((1 << (23 - p.frac_out)) - 1))
+    mask64 = np.int64(~((1 << (52 - p.frac_out)) - 1))
+    per_block = nf * acc.size
     step = max(1, _CHUNK // max(1, per_block))
     for j0 in range(0, nb, step):
-        a, b = a4[j0:j0 + step], b4[j0:j0 + step]
-        shape = torch.broadcast_shapes(a.shape, b.shape)
-        P = torch.mul(a, b, out=_scratch("products", shape, torch.float32))           # exact (see above)
-        ep = torch.add(ea4[j0:j0 + step], eb4[j0:j0 + step], out=_scratch("exponents", shape, torch.int16))
+        a_, b_ = a4[j0:j0 + step], b4[j0:j0 + step]
+        shape = np.broadcast_shapes(a_.shape, b_.shape)
+        P = np.multiply(a_, b_, out=_scratch("products", shape, torch.float32).numpy())   # exact (see above)
+        ep = np.add(ea4[j0:j0 + step], eb4[j0:j0 + step], out=_scratch("exponents", shape, torch.int16).numpy())
         # fp32 bits of 2^(max(E_products, floor) - frac) per block: [nb, ..., M, N]
-        eps = (ep.amax(1).to(torch.int32).clamp_min(floor) + 127 - frac) << 23
-        t = _scratch("terms", shape[1:], torch.float32)
+        eps = (np.maximum(ep.max(axis=1).astype(np.int32), floor) + (127 - frac)) << 23
+        # the block's terms in units of the step, the accumulator's as one more row: one sum adds them all
+        t = _scratch("terms", (shape[1] + 1, *shape[2:]), torch.float32).numpy()
         for j in range(P.shape[0]):
             # the accumulator's exponent from its bits (0 or normal: a zero gives a negative int, never the max)
-            scale = torch.maximum(eps[j], (acc.view(torch.int32) & 0x7F800000) - fbits).view(torch.float32)
-            torch.div(P[j], scale, rounding_mode="trunc", out=t)
-            c = torch.div(acc, scale, rounding_mode="trunc")
+            scale = np.maximum(eps[j], (acc.view(np.int32) & 0x7F800000) - fbits).view(np.float32)
+            np.divide(P[j], scale, out=t[:-1])   # exact: a power of two (what underflows is below 1: truncated to 0)
+            np.divide(acc, scale, out=t[-1])
+            np.trunc(t, out=t)
             if f32_sums:
-                d = (t.sum(0) + c) * scale
-                acc = (d.view(torch.int32) & mask32).view(torch.float32) + 0.0   # +0.0: a zero result is +0
+                d = t.sum(axis=0) * scale
+                acc = (d.view(np.int32) & mask32).view(np.float32) + np.float32(0.0)   # +0.0: a zero result is +0
             else:
-                d = (t.sum(0, dtype=torch.float64) + c.double()) * scale.double()
-                acc = (d.view(torch.int64) & mask64).view(torch.float64).float() + 0.0
-    if not bool(torch.isfinite(acc).all()):
+                d = t.sum(axis=0, dtype=np.float64) * scale
+                acc = (d.view(np.int64) & mask64).view(np.float64).astype(np.float32) + np.float32(0.0)
+    if not np.isfinite(acc).all():
         return None  # a block overflowed: IEEE from there on, in chain._chain
-    return acc
+    return torch.from_numpy(acc)
 
 
 def _min_exponent(x: np.ndarray) -> int | None:
