@@ -39,7 +39,7 @@ import triton.language as tl  # noqa: E402
 
 @triton.jit
 def _plain_dot(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-               IEEE: tl.constexpr):
+               PREC: tl.constexpr):
     m = tl.program_id(0) * BM + tl.arange(0, BM)
     n = tl.program_id(1) * BN + tl.arange(0, BN)
     acc = tl.zeros([BM, BN], dtype=tl.float32)
@@ -47,14 +47,11 @@ def _plain_dot(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: t
         k = k0 + tl.arange(0, BK)
         a = tl.load(a_ptr + m[:, None] * K + k[None, :])
         b = tl.load(b_ptr + k[:, None] * BN * tl.num_programs(1) + n[None, :])
-        if IEEE:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, b, acc)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
     tl.store(c_ptr + m[:, None] * BN * tl.num_programs(1) + n[None, :], acc)
 
 
-def _plain_case(dtype: torch.dtype, ieee: bool = False):
+def _plain_case(dtype: torch.dtype, precision: str = "tf32"):
     g = torch.Generator().manual_seed(0)
     M = N = 128
     K = 256
@@ -63,7 +60,7 @@ def _plain_case(dtype: torch.dtype, ieee: bool = False):
     c = torch.empty(M, N)
 
     def run():
-        _plain_dot[(M // 64, N // 64)](a, b, c, K, BM=64, BN=64, BK=64, IEEE=ieee)
+        _plain_dot[(M // 64, N // 64)](a, b, c, K, BM=64, BN=64, BK=64, PREC=precision)
 
     return run
 
@@ -142,7 +139,8 @@ def main() -> None:
         ("tl.dot 128x128, K=256", "bf16", _plain_case(torch.bfloat16)),
         ("tl.dot 128x128, K=256", "e4m3", _plain_case(torch.float8_e4m3fn)),
         ("tl.dot 128x128, K=256", "fp32 tf32", _plain_case(torch.float32)),
-        ("tl.dot 128x128, K=256", "fp32 ieee", _plain_case(torch.float32, ieee=True)),
+        ("tl.dot 128x128, K=256", "fp32 tf32x3", _plain_case(torch.float32, "tf32x3")),
+        ("tl.dot 128x128, K=256", "fp32 ieee", _plain_case(torch.float32, "ieee")),
     ]
     print(f"# Triton {triton.__version__} interpreter, torch {torch.__version__}, {os.cpu_count()} CPUs, "
           f"torch threads {torch.get_num_threads()}, median of {args.repeat}")

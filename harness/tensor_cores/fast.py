@@ -24,10 +24,11 @@ IEEE one block at a time there. :func:`fma_dot` (``input_precision="ieee"``) rou
 the accumulator twice, float64 then fp32, and returns ``None`` where that can differ from one rounding (see there).
 
 Both run in NumPy on buffers reused across calls (:func:`_scratch`): a tile's ops are small, and NumPy's cost per
-op is half of torch's or less here. Measured (2026-12-04, one thread of this 2-core box, loaded by other jobs;
-``harness.tensor_cores.dot`` on one 64 x 64 x 64 tile with an accumulator, median thread CPU time of 60 calls, chain.py
-alone before, outputs identical): fp16/bf16 1.7 ms -> 0.37, tf32 1.44 -> 0.44, tf32x3 4.33 -> 1.42, e4m3/e5m2
-10.1/9.5 (mmaemu's chain) -> 0.32/0.30, ieee 3.95 -> 0.44.
+op is half of torch's or less here; the two big broadcasts (products, exponent sums) run in torch, four times
+NumPy's speed on those shapes. Measured (2026-12-04, one thread of this 2-core box, loaded by other jobs;
+``harness.tensor_cores.dot`` on one 64 x 64 x 64 tile with an accumulator, median thread CPU time of 60 calls,
+chain.py alone before, outputs identical): fp16/bf16 1.7 ms -> 0.31, tf32 1.45 -> 0.38, tf32x3 4.4 -> 1.25,
+e4m3/e5m2 10.6/9.4 (mmaemu's chain) -> 0.24/0.22, ieee 4.0 -> 0.35.
 """
 
 from __future__ import annotations
@@ -129,8 +130,12 @@ def _chain(a: np.ndarray, b: np.ndarray, acc: np.ndarray, p: BlockFMA, emin_a: i
     for j0 in range(0, nb, step):
         a_, b_ = a4[j0:j0 + step], b4[j0:j0 + step]
         shape = np.broadcast_shapes(a_.shape, b_.shape)
-        P = np.multiply(a_, b_, out=_scratch("products", shape, torch.float32).numpy())   # exact (see above)
-        ep = np.add(ea4[j0:j0 + step], eb4[j0:j0 + step], out=_scratch("exponents", shape, torch.int16).numpy())
+        # the two broadcasts in torch (4x NumPy's speed on these shapes), sharing memory with the NumPy views
+        P = _scratch("products", shape, torch.float32)
+        torch.mul(torch.from_numpy(a_), torch.from_numpy(b_), out=P)                     # exact (see above)
+        ep = _scratch("exponents", shape, torch.int16)
+        torch.add(torch.from_numpy(ea4[j0:j0 + step]), torch.from_numpy(eb4[j0:j0 + step]), out=ep)
+        P, ep = P.numpy(), ep.numpy()
         # fp32 bits of 2^(max(E_products, floor) - frac) per block: [nb, ..., M, N]
         eps = (np.maximum(ep.max(axis=1).astype(np.int32), floor) + (127 - frac)) << 23
         # the block's terms in units of the step, the accumulator's as one more row: one sum adds them all
@@ -184,7 +189,8 @@ def fma_dot(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor |
     b = np.ascontiguousarray(np.moveaxis(b32, -2, 0), dtype=np.float64)[..., None, :]   # [K, ..., 1, N]
     with np.errstate(all="ignore"):  # inf/NaN follow IEEE, quietly (overflow is inf, as fma.rn.f32's)
         shape = np.broadcast_shapes(a.shape, b.shape)
-        P = np.multiply(a, b, out=_scratch("fma_products", shape, torch.float64).numpy())     # exact in float64
+        P = _scratch("fma_products", shape, torch.float64)
+        P = torch.mul(torch.from_numpy(a), torch.from_numpy(b), out=P).numpy()  # exact; torch: the faster broadcast
         S = _scratch("fma_sums", shape, torch.float64).numpy()
         for k in range(K):
             np.add(P[k], acc, out=S[k])
