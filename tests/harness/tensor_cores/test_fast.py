@@ -235,3 +235,20 @@ def test_fma_dot_declines_products_in_the_subnormal_range() -> None:
     assert fast.fma_dot(a, b, torch.zeros(1, 1)) is None
     want = chain._fma_dot(a.double(), b.double(), torch.zeros(1, 1, dtype=torch.float64)).float()
     assert torch.equal(_bits(tc.dot(a, b, None, arch="sm90", input_precision="ieee")), _bits(want))
+
+
+def test_tf32x3_as_one_chain_is_its_three_chains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """chain._tf32x3 runs its three dots as one fast chain over their k ranges end to end (each padded to whole
+    blocks): the same bits as the three readable chains (fast declined), ragged K and every exponent included."""
+    g = torch.Generator().manual_seed(17)
+    cases = []
+    for case in range(10):
+        M, N = (int(v) for v in torch.randint(1, 20, (2,), generator=g))
+        K = int(torch.randint(1, 30, (1,), generator=g))
+        A, B = _fp32((M, K), g, "wide" if case % 2 else "normal"), _fp32((K, N), g, "normal")
+        C = _fp32((M, N), g, "normal") * 8
+        cases.append((A, B, C, tc.dot(A, B, C, arch="sm90", input_precision="tf32x3")))
+    monkeypatch.setattr(fast, "chain", lambda *args: None)
+    for i, (A, B, C, got) in enumerate(cases):
+        want = tc.dot(A, B, C, arch="sm90", input_precision="tf32x3")
+        assert torch.equal(_bits(got), _bits(want)), f"case {i}"
