@@ -126,6 +126,7 @@ def _chain(a: np.ndarray, b: np.ndarray, acc: np.ndarray, p: BlockFMA, emin_a: i
     if not f32_sums and nf * 2 ** (frac + 2) > 2 ** 31:  # int32 sums of the products' terms are exact: every row
         return None                                    # has nfma * 2^(frac + 2) <= 2^31 (and they take 6-10 us
     #                                                    where float64 sums took 11-17, 64 x 64, 2026-12-04)
+    i32_all = nf * (2 ** (frac + 2) - 1) + 2 ** (frac + 1) - 1 < 2 ** 31  # the accumulator's term too (tf32's k=8)
     mask32 = np.int32(~((1 << (23 - p.frac_out)) - 1))
     mask64 = np.int64(~((1 << (52 - p.frac_out)) - 1))
     per_block = nf * acc.size
@@ -143,7 +144,7 @@ def _chain(a: np.ndarray, b: np.ndarray, acc: np.ndarray, p: BlockFMA, emin_a: i
         P = P.numpy()
         # the block's terms in units of the step, the accumulator's as one more row (fp32 sums add them all)
         t = _scratch("terms", (shape[1] + 1, *shape[2:]), torch.float32).numpy()
-        ti = _scratch("int_terms", shape[1:], torch.int32).numpy()
+        ti = _scratch("int_terms", t.shape, torch.int32).numpy()
         for j in range(P.shape[0]):
             # the accumulator's exponent from its bits (0 or normal: a zero gives a negative int, never the max)
             scale = np.maximum(eps[j], (acc.view(np.int32) & 0x7F800000) - fbits).view(np.float32)
@@ -153,10 +154,14 @@ def _chain(a: np.ndarray, b: np.ndarray, acc: np.ndarray, p: BlockFMA, emin_a: i
             if f32_sums:
                 d = t.sum(axis=0) * scale
                 acc = (d.view(np.int32) & mask32).view(np.float32) + np.float32(0.0)   # +0.0: a zero result is +0
-            else:  # the products' terms summed as int32 (exact, checked above), the accumulator's in float64
-                np.copyto(ti, t[:-1], casting="unsafe")
-                d = (ti.sum(axis=0, dtype=np.int32) + t[-1].astype(np.float64)) * scale
-                acc = (d.view(np.int64) & mask64).view(np.float64).astype(np.float32) + np.float32(0.0)
+            else:  # int32 sums (exact, checked above): of every term, or of the products' and then the accumulator's
+                if i32_all:  # in float64. The sum is never -0 (integers), so neither is the result
+                    np.copyto(ti, t, casting="unsafe")
+                    d = ti.sum(axis=0, dtype=np.int32) * scale
+                else:
+                    np.copyto(ti[:-1], t[:-1], casting="unsafe")
+                    d = (ti[:-1].sum(axis=0, dtype=np.int32) + t[-1].astype(np.float64)) * scale
+                acc = (d.view(np.int64) & mask64).view(np.float64).astype(np.float32)
     if not np.isfinite(acc).all():
         return None  # a block overflowed: IEEE from there on, in chain._chain
     return torch.from_numpy(acc)
