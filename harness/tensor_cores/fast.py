@@ -14,7 +14,8 @@ What makes :func:`chain` exact (each point is a precondition it checks, or a fac
   ``2^(E - frac)`` is then a normal fp32, the accumulator is 0 or a normal fp32 (its exponent is its exponent bits)
   and truncating a block result to ``frac_out`` fraction bits is a mask of its bits;
 - the truncated terms are integers below 2^(frac + 2) in units of the step; their sums are taken in fp32 when
-  ``nfma * 2^(frac + 2) + 2^(frac + 1) <= 2^24`` (FP8: 13 fraction bits), else in float64;
+  ``nfma * 2^(frac + 2) + 2^(frac + 1) <= 2^24`` (FP8: 13 fraction bits), else in int32 (every row's
+  ``nfma * 2^(frac + 2) <= 2^31``), the accumulator's term with them where that bound allows it too (tf32);
 - every block's products and exponent maxima are computed at once, laid out [block, k, ..., M, N] so the reductions
   over k run over an outer dimension (over the innermost dimension of 16, torch's int16 maximum took 124 us instead
   of 9, 64 x 64 x 64 on one thread of this box, 2026-12-04).
@@ -27,8 +28,8 @@ Both run in NumPy on buffers reused across calls (:func:`_scratch`): a tile's op
 op is half of torch's or less here; the two big broadcasts (products, exponent sums) run in torch, four times
 NumPy's speed on those shapes. Measured (2026-12-04, one thread of this 2-core box, loaded by other jobs;
 ``harness.tensor_cores.dot`` on one 64 x 64 x 64 tile with an accumulator, median thread CPU time of 60 calls,
-chain.py alone before, outputs identical): fp16/bf16 1.7 ms -> 0.31, tf32 1.45 -> 0.38, tf32x3 4.4 -> 1.25,
-e4m3/e5m2 10.6/9.4 (mmaemu's chain) -> 0.24/0.22, ieee 4.0 -> 0.35.
+chain.py alone before, outputs identical): fp16/bf16 1.2-1.7 ms -> 0.30, tf32 1.5 -> 0.35, tf32x3 4.6 -> 0.97 (its
+three dots as one chain, chain._tf32x3), e4m3/e5m2 10.8/9.1 (mmaemu's chain) -> 0.25/0.23, ieee 4.0 -> 0.36.
 """
 
 from __future__ import annotations
