@@ -189,7 +189,7 @@ def fma_dot(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor |
     thread: 0.2 ms in NumPy, 0.4 ms in torch; the halfway check 0.07 vs 0.2 ms)."""
     a32 = A.to(torch.float32).numpy(force=True)
     b32 = B.to(torch.float32).numpy(force=True)
-    acc = acc0 = C.to(torch.float32).numpy(force=True)
+    acc = C.to(torch.float32).numpy(force=True)
     K = a32.shape[-1]
     if K == 0:
         return torch.from_numpy(acc.copy())
@@ -198,23 +198,35 @@ def fma_dot(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor |
         return None
     a = np.ascontiguousarray(np.moveaxis(a32, -1, 0), dtype=np.float64)[..., :, None]   # [K, ..., M, 1]
     b = np.ascontiguousarray(np.moveaxis(b32, -2, 0), dtype=np.float64)[..., None, :]   # [K, ..., 1, N]
+    per_k = math.prod(np.broadcast_shapes(a.shape[1:], b.shape[1:]))
+    kc = max(1, _CHUNK // 2 // per_k)  # steps per chunk: its float64 products and sums stay below 2 x 16 MB
     with np.errstate(all="ignore"):  # inf/NaN follow IEEE, quietly (overflow is inf, as fma.rn.f32's)
-        shape = np.broadcast_shapes(a.shape, b.shape)
-        P = _scratch("fma_products", shape, torch.float64)
-        P = torch.mul(torch.from_numpy(a), torch.from_numpy(b), out=P).numpy()  # exact; torch: the faster broadcast
-        S = _scratch("fma_sums", shape, torch.float64).numpy()
-        for k in range(K):
-            np.add(P[k], acc, out=S[k])
-            acc = S[k].astype(np.float32)
-        low = np.bitwise_and(S.view(np.int64), 0x1FFFFFFF, out=_scratch("fma_low", shape, torch.int64).numpy())
-        halfway = np.equal(low, 0x10000000, out=_scratch("fma_halfway", shape, torch.bool).numpy())
-        if halfway.any():  # some float64 sum's 29 fraction bits below fp32's 23 are 1000...: halfway
-            k, *at = np.nonzero(halfway)
-            at = tuple(at)
-            s, p = S[(k, *at)], P[(k, *at)]
-            # the accumulator before step k: C, or step k - 1's sum rounded to fp32
-            prev = np.where(k == 0, acc0[at], S[(np.maximum(k - 1, 0), *at)].astype(np.float32)).astype(np.float64)
-            bp = s - prev
-            if ((p - bp) + (prev - (s - bp)) != 0).any():  # TwoSum: the float64 sum's rounding error
+        for k0 in range(0, K, kc):
+            acc = _fma_steps(a[k0:k0 + kc], b[k0:k0 + kc], acc)
+            if acc is None:
                 return None
     return torch.from_numpy(acc)
+
+
+def _fma_steps(a: np.ndarray, b: np.ndarray, acc0: np.ndarray) -> np.ndarray | None:
+    """fma_dot's steps over a [k, ..., M, 1] x b [k, ..., 1, N] (float64) from the fp32 accumulator acc0."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    P = _scratch("fma_products", shape, torch.float64)
+    P = torch.mul(torch.from_numpy(a), torch.from_numpy(b), out=P).numpy()  # exact; torch: the faster broadcast
+    S = _scratch("fma_sums", shape, torch.float64).numpy()
+    acc = acc0
+    for k in range(shape[0]):
+        np.add(P[k], acc, out=S[k])
+        acc = S[k].astype(np.float32)
+    low = np.bitwise_and(S.view(np.int64), 0x1FFFFFFF, out=_scratch("fma_low", shape, torch.int64).numpy())
+    halfway = np.equal(low, 0x10000000, out=_scratch("fma_halfway", shape, torch.bool).numpy())
+    if halfway.any():  # some float64 sum's 29 fraction bits below fp32's 23 are 1000...: halfway
+        k, *at = np.nonzero(halfway)
+        at = tuple(at)
+        s, p = S[(k, *at)], P[(k, *at)]
+        # the accumulator before step k: acc0, or step k - 1's sum rounded to fp32
+        prev = np.where(k == 0, acc0[at], S[(np.maximum(k - 1, 0), *at)].astype(np.float32)).astype(np.float64)
+        bp = s - prev
+        if ((p - bp) + (prev - (s - bp)) != 0).any():  # TwoSum: the float64 sum's rounding error
+            return None
+    return acc

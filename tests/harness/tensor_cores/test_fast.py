@@ -252,3 +252,23 @@ def test_tf32x3_as_one_chain_is_its_three_chains(monkeypatch: pytest.MonkeyPatch
     for i, (A, B, C, got) in enumerate(cases):
         want = tc.dot(A, B, C, arch="sm90", input_precision="tf32x3")
         assert torch.equal(_bits(got), _bits(want)), f"case {i}"
+
+
+def test_chunks_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large tiles run in chunks (of blocks for the chain, of k for the FMA dot, so temporaries stay bounded) and
+    skip the reused buffers: with tiny chunks every tile here is cut into many, and the bits are the same."""
+    g = torch.Generator().manual_seed(19)
+    A16, B16 = _operand("fp16", (6, 70), g, 6, False), _operand("fp16", (70, 5), g, 6, False)
+    A8, B8 = _operand("e4m3", (6, 70), g, None), _operand("e5m2", (70, 5), g, None)
+    A32, B32 = _fp32((6, 70), g, "normal"), _fp32((70, 5), g, "normal")
+    C = torch.randn(6, 5, generator=g)
+    p16, p8 = MODELS[("sm90", "fp16", "wgmma")], MODELS[("sm90", "fp8", "wgmma")]
+
+    def run() -> list[torch.Tensor | None]:
+        return [fast.chain(A16, B16, C, p16, -14, -14), fast.chain(A8, B8, C, p8, -6, -14), fast.fma_dot(A32, B32, C)]
+
+    whole = run()
+    monkeypatch.setattr(fast, "_CHUNK", 64)
+    for got, want in zip(run(), whole, strict=True):
+        assert got is not None and want is not None
+        assert torch.equal(_bits(got), _bits(want))
