@@ -198,15 +198,11 @@ def _values(fmt, x, rhs):
     return x.double()
 
 
-PAIRS = [(a, b) for a in FORMATS for b in FORMATS if {a, b} != {"bf16", "fp16"}]
-
-
-@pytest.mark.parametrize("fa,fb", PAIRS)
-def test_model_is_the_dot_of_the_exactly_scaled_operands_within_its_bound(fa, fb):
-    """Scales 2^-3..2^3 (2^-3..2^0 in fp16) keep every scaled operand exact, so the model must be the tl.dot model
-    of the exactly scaled operands, bit for bit, and within that dot's derived error bound of the float64 sum."""
-    g = torch.Generator().manual_seed(hash((fa, fb)) % 2**31)
-    M, N, K = 32, 24, 128
+def _exactly_scaled(seed: int, fa: str, fb: str, M: int, N: int, K: int):
+    """A case whose scaled operands are exact in the compute type: finite codes, scales 2^-3..2^3 (2^-3..2^0 with
+    fp16). Returns (a, a_scale, b, b_scale, acc) as dot_scaled takes them, the scaled operands A [M, K] and B [K, N]
+    in float64, and the compute type."""
+    g = torch.Generator().manual_seed(seed)
     a = _finite_codes(g, fa, (M, K // 2) if fa == "e2m1" else (M, K))
     b = _finite_codes(g, fb, (K // 2, N) if fb == "e2m1" else (K, N))
     hi = 128 if "fp16" in (fa, fb) else 131
@@ -217,6 +213,18 @@ def test_model_is_the_dot_of_the_exactly_scaled_operands_within_its_bound(fa, fb
     B = _values(fb, b, True) * torch.exp2(sb.double() - 127).repeat_interleave(32, 1).T
     compute = torch.float16 if "fp16" in (fa, fb) else torch.bfloat16
     assert torch.equal(A.to(compute).double(), A)  # the scaled operands are exact in the compute type
+    return a, sa, b, sb, acc, A, B, compute
+
+
+PAIRS = [(a, b) for a in FORMATS for b in FORMATS if {a, b} != {"bf16", "fp16"}]
+
+
+@pytest.mark.parametrize("fa,fb", PAIRS)
+def test_model_is_the_dot_of_the_exactly_scaled_operands_within_its_bound(fa, fb, seed):
+    """Scales 2^-3..2^3 (2^-3..2^0 in fp16) keep every scaled operand exact, so the model must be the tl.dot model
+    of the exactly scaled operands, bit for bit, and within that dot's derived error bound of the float64 sum."""
+    K = 128
+    a, sa, b, sb, acc, A, B, compute = _exactly_scaled(seed, fa, fb, 32, 24, K)
     for version in VERSIONS:
         got = dot_scaled(a, sa, fa, b, sb, fb, acc, triton=version)
         assert torch.equal(got.view(torch.int32), dot(A.to(compute), B.to(compute), acc, arch="sm90").view(torch.int32))
@@ -362,22 +370,12 @@ PRE_SM90 = [("sm80", "e2m1", "e2m1", "3.6"), ("sm80", "e5m2", "bf16", "3.9"), ("
 
 
 @pytest.mark.parametrize("arch,fa,fb,version", PRE_SM90)
-def test_pre_sm90_is_the_a100_dot_of_the_scaled_operands_in_the_layout_k_order(arch, fa, fb, version):
+def test_pre_sm90_is_the_a100_dot_of_the_scaled_operands_in_the_layout_k_order(arch, fa, fb, version, seed):
     """Scales 2^-3..2^3 (2^-3..2^0 with fp16) keep the scaled operands exact, so the model must be the published A100
     mma.sync model (harness.tensor_cores.dot on sm80) of the operands upcast by ml_dtypes and scaled in float64,
     taken in the k order of the dot operand layout (kWidth 8 with e2m1, else 4: every pair here is scaled)."""
-    g = torch.Generator().manual_seed(hash((arch, fa, fb)) % 2**31)
-    M, N, K = 16, 8, 128
-    a = _finite_codes(g, fa, (M, K // 2) if fa == "e2m1" else (M, K))
-    b = _finite_codes(g, fb, (K // 2, N) if fb == "e2m1" else (K, N))
-    hi = 128 if "fp16" in (fa, fb) else 131
-    sa = torch.randint(124, hi, (M, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
-    sb = torch.randint(124, hi, (N, K // 32), generator=g, dtype=torch.int64).to(torch.uint8)
-    acc = torch.randn(M, N, generator=g) * 8
-    A = _values(fa, a, False) * torch.exp2(sa.double() - 127).repeat_interleave(32, 1)
-    B = _values(fb, b, True) * torch.exp2(sb.double() - 127).repeat_interleave(32, 1).T
-    compute = torch.float16 if "fp16" in (fa, fb) else torch.bfloat16
-    assert torch.equal(A.to(compute).double(), A)
+    K = 128
+    a, sa, b, sb, acc, A, B, compute = _exactly_scaled(seed, fa, fb, 16, 8, K)
     order = _layout_k_order(K, 8 if "e2m1" in (fa, fb) else 4)
     want = dot(A.to(compute)[:, order], B.to(compute)[order], acc, arch="sm80", instr="mma")
     got = dot_scaled(a, sa, fa, b, sb, fb, acc, arch=arch, triton=version, instr="wgmma")  # no wgmma before sm90
