@@ -1,6 +1,7 @@
 """Compile one ``tl.dot_scaled`` tile for NVIDIA targets on a machine with no GPU, and summarise how the installed
 Triton lowers it: refused or not, and the instructions of the upcast, the scale multiply and the MMA; with
-``--plain``, which MMA instruction a plain ``tl.dot`` gets per operand type and tile.
+``--plain``, per plain ``tl.dot`` operand pair (fp16, bf16, tf32, e4m3, e5m2 and the mixed FP8 pairs) and tile:
+refused (the error) or its MMA instruction, its operand conversions (``tt.fp_to_fp``) and dot operand ``kWidth``.
 
 Why: ``harness.tensor_cores`` models the lowering per target and Triton version from this compiler output (the
 docstrings of ``scaled.py`` and ``models.py`` cite it); run the script with each Triton (3.6 and 3.9) to re-read it.
@@ -75,16 +76,19 @@ def plain(a_ptr, b_ptr, o_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr
     tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc)
 
 
-#: plain tl.dot cases: operand pointer type, tiles (M, N, K, num_warps)
-PLAIN_TYPES = {"fp16": "*fp16", "bf16": "*bf16", "tf32": "*fp32", "e4m3": "*fp8e4nv", "e5m2": "*fp8e5"}
+#: plain tl.dot cases: operand pointer types (a, b), tiles (M, N, K, num_warps)
+PLAIN_TYPES = {"fp16": ("*fp16",) * 2, "bf16": ("*bf16",) * 2, "tf32": ("*fp32",) * 2, "e4m3": ("*fp8e4nv",) * 2,
+               "e5m2": ("*fp8e5",) * 2, "e4m3_e5m2": ("*fp8e4nv", "*fp8e5"), "e5m2_e4m3": ("*fp8e5", "*fp8e4nv")}
 PLAIN_TILES = ((128, 128, 64, 4), (64, 64, 64, 4), (16, 64, 64, 4), (64, 64, 64, 2))
 
 
 def plain_target(cap: int) -> dict:
+    """Per case: refused (the error's first line) or the MMA instructions of the PTX, the operand conversions
+    (``tt.fp_to_fp``) and the dot operand layouts' ``kWidth`` of the TTGIR."""
     res = {}
-    for t, ptr in PLAIN_TYPES.items():
+    for t, (pa, pb) in PLAIN_TYPES.items():
         for m, n, k, w in PLAIN_TILES:
-            sig = {"a_ptr": ptr, "b_ptr": ptr, "o_ptr": "*fp32", "M": "constexpr", "N": "constexpr",
+            sig = {"a_ptr": pa, "b_ptr": pb, "o_ptr": "*fp32", "M": "constexpr", "N": "constexpr",
                    "K": "constexpr", "IP": "constexpr"}
             consts = {"M": m, "N": n, "K": k, "IP": "tf32" if t == "tf32" else None}
             name = f"{t}_{m}x{n}x{k}_w{w}"
@@ -96,7 +100,11 @@ def plain_target(cap: int) -> dict:
                 res[name] = {"ok": False, "error": f"{type(e).__name__}: {str(msg)[:200]}"}
                 continue
             mma = [x for x in instructions(kern.asm["ptx"]) if x.startswith(("mma", "wgmma.mma", "tcgen05.mma"))]
-            res[name] = {"ok": True, "mma": mma}
+            ttgir = kern.asm.get("ttgir", "")
+            kw = sorted({int(x) for x in re.findall(r"kWidth\s*=\s*(\d+)", ttgir)})
+            conv = sorted({f"{x}->{y}" for x, y in re.findall(r"tt\.fp_to_fp[^:]*:\s*tensor<[\dx]*x(\w+),.*?"
+                                                               r"-> tensor<[\dx]*x(\w+),", ttgir)})
+            res[name] = {"ok": True, "mma": mma, "kWidth": kw, "fp_to_fp": conv}
     return res
 
 
@@ -190,7 +198,8 @@ def main() -> None:
     for t, rows in summary["targets"].items():
         if args.plain:
             for n, r in rows.items():
-                print(f"triton {summary['triton']} {t} {n}: {r['mma'] if r['ok'] else r['error']}")
+                what = f"{r['mma']} kWidth {r['kWidth']} {' '.join(r['fp_to_fp'])}" if r["ok"] else r["error"]
+                print(f"triton {summary['triton']} {t} {n}: {what}")
             continue
         refused = [n for n, r in rows.items() if not r["ok"]]
         print(f"triton {summary['triton']} {t}: {len(rows) - len(refused)} compiled, refused: {refused}")
