@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.tensor_cores.models import EMIN, BlockFMA, model_for
+from harness.tensor_cores.models import EMIN, BlockFMA, fp8_model, model_for
 
 __all__ = ["ErrorBound", "error_bound"]
 
@@ -162,16 +162,15 @@ def error_bound(arch: str, a_dtype: object, b_dtype: object, K: int, *, instr: s
     if input_precision is not None and (ka, kb) != ("fp32", "fp32"):
         raise ValueError(f"error_bound: input_precision applies to fp32 operands only, got {ka} x {kb}")
     if ka in _FP8 and kb in _FP8:
-        if not (arch == "sm90" and instr == "mma"):
-            p = model_for(arch, "fp8", instr)
+        p, upcast = fp8_model(arch, ka, kb, instr)
+        if not upcast:
             m = max_num_imprecise_acc or None  # 0: Triton's default, as in harness.interp.dots
             if arch == "sm90" and m is not None and m <= K:
                 return _promoted(p, K, m, EMIN[ka], EMIN[kb])
             w, t = _chain_terms(p, K)
             return ErrorBound(w, w, t, K, f"derived: {_describe(p, arch, 'fp8', instr)}, K={K}", EMIN[ka], EMIN[kb])
-        p = model_for(arch, "fp16", "mma")  # Triton converts FP8 to fp16 for mma.sync (exact)
-        w, t = _chain_terms(p, K)
-        return ErrorBound(w, w, t, K, f"derived: {_describe(p, arch, 'fp8 (as fp16)', instr)}, K={K}",
+        w, t = _chain_terms(p, K)  # Triton converts FP8 to fp16 for mma.sync (exact); k order moves no bound
+        return ErrorBound(w, w, t, K, f"derived: {_describe(p, arch, 'fp8 (as fp16)', 'mma')}, K={K}",
                           EMIN[ka], EMIN[kb])
     if ka != kb:
         raise NotImplementedError(f"error_bound: mixed operands {ka} x {kb} are not modelled")

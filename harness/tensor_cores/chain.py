@@ -27,8 +27,15 @@ What Triton wraps around the instruction is modelled from its lowering (PTX of T
   and only then ``add.f32`` to the accumulator (TTGIR of Triton 3.6 and 3.9 for sm90; H200: bit for bit);
   ``"ieee"`` is one ``fma.rn.f32`` per k, in k order (the FMA dot);
 - small tiles (M < 64 per warpgroup, or ``num_warps`` not a multiple of 4) get ``mma.sync`` instead of ``wgmma``
-  (``instr="mma"``): FP8 operands are then converted to fp16 and run through the fp16 instruction, two k16
-  instructions per 32-k span taking alternate pairs of k (:func:`_mma_fp8_k_order`).
+  (``instr="mma"``): FP8 operands are then converted to fp16 (exact) and run through the fp16 instruction in the
+  k order of their kWidth=4 operand layout, two k16 instructions per 32-k span taking alternate pairs of k
+  (:func:`mma_k_order`). The same conversion and order give e5m2 on sm80-sm87 (every tile) and FP8 under mma.sync
+  on sm100 (read from their TTGIR/PTX, Triton 3.6 and 3.9; :func:`harness.tensor_cores.models.fp8_model` says which
+  FP8 dot runs where, and what is refused).
+
+FP8 on an FP8 instruction (sm90 ``wgmma``, sm89 mma.sync m16n8k32) runs the :data:`MODELS` row of mmaemu's
+"hopper" / "ada" preset: finite operands and accumulators through :mod:`.fast`, inf/NaN codes or accumulators and
+fp32 overflow through mmaemu's own chain (the oracle :mod:`.fast` is tested against).
 """
 
 from __future__ import annotations
@@ -36,9 +43,9 @@ from __future__ import annotations
 import torch
 
 from harness.tensor_cores import fast
-from harness.tensor_cores.models import EMIN, MODELS, BlockFMA, model_for
+from harness.tensor_cores.models import EMIN, MODELS, BlockFMA, fp8_model, model_for
 
-__all__ = ["dot"]
+__all__ = ["dot", "mma_k_order"]
 
 _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 _NEG = -100000.0
@@ -223,12 +230,17 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
     (fp16, bf16, fp32, float8_e4m3fn / float8_e5m2, mixed FP8 pairs), acc fp32 [M, N] or None. Returns fp32.
     A batch dim in front (a [P, M, K], b [P, K, N], acc [P, M, N]) gives P independent tiles; why: a caller that
     needs a few scattered outputs of many tiles (one row of a, one column of b each) evaluates them in one call
-    instead of P (the FP8 wgmma path, mmaemu's, still runs one tile at a time).
+    instead of P (FP8 on an FP8 instruction still runs one tile at a time).
 
     ``input_precision`` (fp32 operands): "tf32" (default), "tf32x3", "ieee". ``max_num_imprecise_acc``: as
     ``tl.dot``'s (FP8 on sm90; None = Triton's default there, never promote). ``instr``: "wgmma" (what Triton
-    emits for warpgroup tiles on sm90) or "mma" (mma.sync: small tiles, other archs).
-    Raises NotImplementedError for a combination no row of :data:`MODELS` covers (fp16 accumulators, int8...).
+    emits for warpgroup tiles on sm90; sm100's are ``tcgen05.mma``, also named "tcgen05", not modelled) or "mma"
+    (mma.sync: small tiles, other archs). FP8 operands run where :func:`.models.fp8_model` says: on an FP8 instruction
+    (the "hopper" / "ada" rows, finite values through :mod:`.fast`, the rest through mmaemu) or converted to fp16
+    (sm80-sm87, and mma.sync tiles on sm90/sm100).
+    Raises :class:`.models.DotRefused` (a ``NotImplementedError``) where the target's compiler refuses the operands
+    (e4m3 below sm89), NotImplementedError for a combination no row of :data:`MODELS` covers (fp16 accumulators,
+    int8...).
     """
     if out_dtype != torch.float32:
         raise NotImplementedError("harness.tensor_cores.dot models fp32 accumulators only")
@@ -241,16 +253,17 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
         raise ValueError(f"acc: expected shape {shape} (or None); got {tuple(acc.shape)}")
     C = torch.zeros(shape, dtype=torch.float64) if acc is None else acc.to(torch.float32).double()
     if ka in ("e4m3", "e5m2") and kb in ("e4m3", "e5m2"):
-        if not (arch == "sm90" and instr == "mma"):
-            model_for(arch, "fp8", instr)  # refuses an arch without a model
+        p, upcast = fp8_model(arch, ka, kb, instr)  # refuses what the compiler refuses, and arches without a model
+        if not upcast:
             if a.dim() == 3:
                 return torch.stack([_wgmma_fp8(a[i], b[i], C[i], arch, max_num_imprecise_acc)
                                     for i in range(a.shape[0])]).float()
             return _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc).float()
-        # mma.sync on sm90: Triton converts FP8 operands to fp16 (exact) for m16n8k16, in kWidth=4 dot-operand
-        # layouts, which deal each 32-k span's pairs alternately to the span's two instructions
-        a, b = _mma_fp8_k_order(a, b)
-        ka = kb = "fp16"
+        # Triton converts the operands to fp16 (exact) for mma.sync m16n8k16, in kWidth=4 dot operand layouts,
+        # which deal each 32-k span's pairs alternately to the span's two instructions
+        order = mma_k_order(a.shape[-1], 4, "FP8 under mma.sync")
+        A, B = a[..., order].float().double(), b[..., order, :].float().double()
+        return _block_chain(A, B, C, p, EMIN["fp16"], EMIN["fp16"]).float()
     if ka != kb:
         raise NotImplementedError(f"harness.tensor_cores.dot: mixed operands {ka} x {kb} are not modelled")
     if ka == "fp32":
@@ -272,22 +285,30 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
     return _block_chain(A, B, C, p, EMIN[ka], EMIN[ka]).float()
 
 
-def _mma_fp8_k_order(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """FP8 operands of an sm90 ``mma.sync`` dot reordered along k into the order the fp16 instructions consume them.
+def mma_k_order(K: int, kwidth: int, what: str = "mma.sync") -> torch.Tensor:
+    """The k index each position of the mma.sync m16n8k16 chain reads, for operands in a ``dot_op`` layout of
+    ``kwidth`` (``what`` names the caller's case in the error for a K the order is not derived for).
 
-    Triton (3.6 and 3.9; TTGIR of a BK=64 e4m3 tile: ``local_load`` to ``dot_op<{parent = #mma v2, kWidth = 4}>``,
-    ``tt.fp_to_fp`` to f16, ``tt.dot``) keeps the 8-bit operand's kWidth=4 when it converts to fp16, so each thread's
-    4 consecutive k values feed two registers of which the m16n8k16 instruction reads one per k16 step: of each
-    32-k span, the first instruction gets k = 4j, 4j+1 (j < 8) and the second k = 4j+2, 4j+3. Measured: this order
-    reproduces all eight FP8 mma.sync cases of the H200 capture (4 pairs x {16x64 w4, 64x64 w2}) bit for bit, the
-    plain k order 88.7% of outputs."""
-    K = a.shape[-1]
-    if K % 32:
-        raise NotImplementedError(f"harness.tensor_cores.dot: FP8 under mma.sync with K={K} (not a multiple of 32) "
-                                  f"is not modelled")
-    idx = torch.arange(K).reshape(K // 32, 8, 2, 2)  # span, j, which instruction, pair element
-    order = idx.permute(0, 2, 1, 3).reshape(-1)
-    return a[..., order], b[..., order, :]
+    Why: in that layout (its linear layout, ``to_linear_layout`` of Triton 3.9, for kWidth 2, 4, 8) lane ``t`` of a
+    quad holds ``kwidth`` consecutive k values at ``t * kwidth``, and the same again ``4 * kwidth`` further on, so a
+    span of ``8 * kwidth`` k feeds ``kwidth / 2`` instructions, which take the pairs of each run in turn:
+    instruction ``i`` reads at its k slots ``2t, 2t+1`` the k values ``t * kwidth + 2i (+1)`` and at ``8 + 2t, 9 + 2t``
+    those ``4 * kwidth`` further on. kWidth 2 is the plain order. kWidth 4 is what Triton 3.6 and 3.9 give 8-bit
+    operands converted to fp16 (TTGIR: ``local_load`` to ``dot_op<{parent = #mma v2, kWidth = 4}>``, ``tt.fp_to_fp``
+    to f16, ``tt.dot``) and FP8 operands or scales of ``dot_scaled`` before sm90; it reproduces all eight FP8
+    mma.sync cases of the H200 capture (4 pairs x {16x64 w4, 64x64 w2}) bit for bit, the plain k order 88.7% of
+    outputs. kWidth 8: e2m1 in ``dot_scaled``. An instruction's slots 0-7 and 8-15 are the A100 model's two blocks of
+    8 (the published model's vectors fill an instruction's k from slot 0), so the sm80 row chained over this order
+    is the A100's instructions in turn."""
+    span = 8 * kwidth
+    if K % span:
+        raise NotImplementedError(f"harness.tensor_cores: {what}: K={K} is not a multiple of {span}: the k order of a "
+                                  f"kWidth={kwidth} operand layout is derived for whole spans of {span} only")
+    q = torch.arange(16)
+    slot = (q // 8) * 4 * kwidth + (q % 8) // 2 * kwidth + q % 2  # k within the span of instruction 0's slots
+    inst = 2 * torch.arange(kwidth // 2)
+    one = (slot[None, :] + inst[:, None]).reshape(-1)  # the span's instructions in turn
+    return (torch.arange(K // span)[:, None] * span + one[None, :]).reshape(-1)
 
 
 def _tf32x3(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA) -> torch.Tensor:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BlockFMA", "MODELS", "EMIN", "model_for"]
+__all__ = ["BlockFMA", "DotRefused", "MODELS", "EMIN", "fp8_model", "model_for"]
+
+
+class DotRefused(NotImplementedError):
+    """The target's compiler refuses this ``tl.dot`` (a kernel holding it does not compile there)."""
 
 
 @dataclass(frozen=True)
@@ -84,30 +88,85 @@ MODELS: dict[tuple[str, str, str], BlockFMA] = {
 EMIN: dict[str, int] = {"fp16": -14, "bf16": -126, "tf32": -126, "e4m3": -6, "e5m2": -14}
 
 
+def _cc(arch: str) -> int | None:
+    """``arch``'s capability as one number (86 for "sm86"); None for a name that is no CUDA arch."""
+    from harness.arch import parse_arch
+
+    try:
+        return parse_arch(arch).cc
+    except (TypeError, ValueError):
+        return None
+
+
 def model_for(arch: str, kind: str, instr: str = "wgmma") -> BlockFMA:
-    """The row of :data:`MODELS`; sm90 FP8 under ``mma.sync`` is the fp16 instruction (Triton upcasts).
+    """The row of :data:`MODELS`; FP8 that Triton converts to fp16 gets the fp16 ``mma`` row (:func:`fp8_model`).
 
     ``instr`` names what Triton emits: ``"wgmma"`` (sm90's warpgroup MMA; on sm100 the same tiles get
     ``tcgen05.mma``, also accepted as ``"tcgen05"``) or ``"mma"`` (mma.sync). Archs without warpgroup MMA (sm80-sm89,
-    sm120) run mma.sync whatever ``instr`` says. Raises ``NotImplementedError`` naming what is missing."""
-    if arch in ("sm80", "sm86", "sm87", "sm89") and kind != "fp8":
+    sm120) run mma.sync whatever ``instr`` says. ``kind``: fp16, bf16, tf32, or e4m3 / e5m2 / fp8 (any FP8 pair; on
+    sm80-sm87, where only e5m2 compiles, the e5m2 pair). Raises :class:`DotRefused` where the target's compiler
+    refuses the operands, ``NotImplementedError`` naming what is missing otherwise."""
+    if kind in ("e4m3", "e5m2", "fp8"):
+        return fp8_model(arch, "e5m2" if kind == "fp8" else kind, "e5m2" if kind == "fp8" else kind, instr)[0]
+    if arch in ("sm80", "sm86", "sm87", "sm89"):
         arch, instr = "sm80", "mma"  # no wgmma before sm90: the A100 model stands in (published)
-    if kind in ("e4m3", "e5m2"):
-        kind = "fp8"
-    if arch == "sm90" and kind == "fp8" and instr == "mma":
-        kind = "fp16"
     if arch == "sm100" and instr in ("wgmma", "tcgen05"):
         raise NotImplementedError(f"harness.tensor_cores: no model of {kind} dots under tcgen05.mma (sm100 tiles of a "
                                   "warpgroup or more): no published model of its numerics (Khattak & Mikaitis fitted "
                                   "B200 through wmma/mma.sync, which the sm100 rows cover: instr='mma')")
-    if arch in ("sm100", "sm120") and kind == "fp8":
-        raise NotImplementedError(
-            f"harness.tensor_cores: no model of FP8 dots on {arch}: "
-            + ("Triton converts them to fp16 for mma.sync there as on sm90 (16x64 w4, 64x64 w2), not modelled yet"
-               if arch == "sm100" else "Triton runs native mma.sync m16n8k32 e4m3/e5m2, whose published models "
-               "disagree (the toolbox's B200TC: c aligned with the products; mmaemu 0.1.0: sm_120 not modelled)"))
     try:
         return MODELS[(arch, kind, instr if arch == "sm90" else "mma")]
     except KeyError:
         raise NotImplementedError(f"harness.tensor_cores: no model of {kind} dots on {arch} ({instr}); modelled: "
                                   f"{sorted(set(MODELS))}") from None
+
+
+def fp8_model(arch: str, a_fmt: str, b_fmt: str, instr: str = "wgmma") -> tuple[BlockFMA, bool]:
+    """The row an FP8 ``tl.dot`` (``a_fmt`` x ``b_fmt``, each e4m3 or e5m2) runs on for ``arch`` and ``instr``, and
+    whether Triton first converts the operands to fp16 (``True``: the row is the fp16 ``mma`` one, the operands in
+    the k order of a kWidth=4 dot operand layout, :func:`harness.tensor_cores.chain.mma_k_order`).
+
+    Why per arch (read from the TTGIR/PTX of plain ``tl.dot`` tiles, every FP8 pair, Triton 3.6.0 and 3.9.0, the same
+    in both; ``scripts/compile_dot_scaled_lowering.py --plain``, 2026-12-04):
+
+    - below sm89 the front end refuses e4m3 (``type fp8e4nv not supported in this architecture``; the CUDA backend
+      adds fp8e4nv to the supported FP8 types from capability 89 on), mixed pairs included: :class:`DotRefused`;
+      e5m2 x e5m2 on sm80/sm86 is ``tt.fp_to_fp`` to f16 in a kWidth=4 layout, then mma.sync m16n8k16 f16 for
+      every tile (the A100 fp16 row, published);
+    - sm89 and sm120: native mma.sync m16n8k32 on e4m3/e5m2 for every tile. sm89: mmaemu's "ada" preset
+      (published). sm120: no model, because the published sources disagree (the toolbox gives sm_120 its B200 model,
+      c aligned with the products; mmaemu 0.1.0 refuses sm_120 and says its B200 mma.sync preset, c added late, is
+      no model of sm_120's native FP8 mma);
+    - sm90 and sm100 below a warpgroup (``instr="mma"``: M not a multiple of 64 or ``num_warps`` not a multiple of
+      4, e.g. 16x64 w4, 64x64 w2): f16 in a kWidth=4 layout, mma.sync m16n8k16 (sm90: measured on the H200; sm100:
+      the B200 fp16 row, published); warpgroup tiles: sm90 ``wgmma`` on FP8 (mmaemu's "hopper", measured), sm100
+      ``tcgen05.mma kind::f8f6f4`` (no published numerics: ``NotImplementedError``)."""
+    for arg, fmt in (("a_fmt", a_fmt), ("b_fmt", b_fmt)):
+        if fmt not in ("e4m3", "e5m2"):
+            raise ValueError(f"{arg}: expected 'e4m3' or 'e5m2'; got {fmt!r}")
+    cc = _cc(arch)
+    if cc is not None and cc < 89 and "e4m3" in (a_fmt, b_fmt):
+        raise DotRefused(f"an {a_fmt} x {b_fmt} tl.dot does not compile for {arch}: Triton's front end says 'type "
+                         "fp8e4nv not supported in this architecture' below sm89 (Triton 3.6 and 3.9: the CUDA backend "
+                         "lists fp8e4nv from capability 89 on; compiled for sm80 and sm86, 2026-12-04, where e5m2 x "
+                         "e5m2 compiles)")
+    if cc is not None and 80 <= cc < 89:
+        return MODELS[("sm80", "fp16", "mma")], True
+    if arch in ("sm90", "sm100") and instr == "mma":
+        return MODELS[(arch, "fp16", "mma")], True
+    if arch == "sm100":
+        raise NotImplementedError("harness.tensor_cores: no model of FP8 dots under tcgen05.mma kind::f8f6f4 (sm100 "
+                                  "tiles of a warpgroup or more): no published model of its numerics; tiles below a "
+                                  "warpgroup (instr='mma') convert to fp16 and are modelled")
+    if arch == "sm120":
+        raise NotImplementedError(
+            "harness.tensor_cores: no model of FP8 dots on sm120 (native mma.sync m16n8k32 e4m3/e5m2 for every tile, "
+            "Triton 3.6/3.9): the published models disagree: the toolbox (Khattak & Mikaitis, RTXPRO6000TC.m) gives "
+            "sm_120 its B200 model, c aligned with the products, while mmaemu 0.1.0 refuses sm_120 and states that its "
+            "B200 mma.sync preset (c added late) is no model of sm_120's native FP8 mma; neither has sm_120 vectors")
+    key = (arch, "fp8", instr if arch == "sm90" else "mma")
+    if key not in MODELS:
+        raise NotImplementedError(f"harness.tensor_cores: no model of FP8 dots on {arch} ({instr}); modelled: "
+                                  f"{sorted(k for k in MODELS if k[1] == 'fp8')} and FP8 converted to fp16 on "
+                                  "sm80-sm87, and under mma.sync on sm90/sm100")
+    return MODELS[key], False

@@ -48,7 +48,8 @@ and off, NVFP4, groups of 16, e2m1 packed along M; ``scripts/compile_dot_scaled_
 (exact), bf16 to fp16 is ``cvt.f32.bf16`` then ``cvt.rn.f16.f32`` (one rounding). The dot is ``mma.sync m16n8k16
 .f32.bf16.bf16`` (``.f16.f16``) for every tile, the A100 row of :data:`harness.tensor_cores.MODELS` (published, not
 measured here: no such GPU here), on operands in a ``dot_op`` layout of ``kWidth = 32 /`` the narrowest bit width
-among the operands and scales (e2m1: 8; FP8 or any scale: 4; else 2), whose k order :func:`_mma_k_order` gives.
+among the operands and scales (e2m1: 8; FP8 or any scale: 4; else 2), whose k order
+:func:`harness.tensor_cores.chain.mma_k_order` gives (the one that FP8 ``tl.dot`` under mma.sync takes).
 What their compilers refuse (:class:`DotScaledRefused`): e4m3 operands or NVFP4's e4m3 scales on sm80/sm86 (the front
 end: "type fp8e4nv not supported in this architecture"), e2m1 with fp16 there (ptxas: the e2m1 to fp16 upcast's
 ``cvt .e4m3x2`` needs sm_89), and per version what sm90 refuses (3.6: NVFP4 on sm89, bf16 x fp16, packing along M/N,
@@ -69,7 +70,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.tensor_cores.chain import dot
+from harness.tensor_cores.chain import dot, mma_k_order
 
 if TYPE_CHECKING:
     from harness.arch import Arch
@@ -322,28 +323,6 @@ def _check_refusals(arch: Arch, fa: str, fb: str, scales: list[torch.Tensor | No
 _BITS = {"e2m1": 4, "e4m3": 8, "e5m2": 8, "bf16": 16, "fp16": 16}
 
 
-def _mma_k_order(K: int, kwidth: int) -> torch.Tensor:
-    """The k index each position of the mma.sync m16n8k16 chain reads, for operands in a ``dot_op`` layout of
-    ``kwidth`` (sm80-sm89; the module docstring).
-
-    Why: in that layout (its linear layout, ``to_linear_layout`` of Triton 3.9, for kWidth 2, 4, 8) lane ``t`` of a
-    quad holds ``kwidth`` consecutive k values at ``t * kwidth``, and the same again ``4 * kwidth`` further on, so a
-    span of ``8 * kwidth`` k feeds ``kwidth / 2`` instructions, which take the pairs of each run in turn:
-    instruction ``i`` reads at its k slots ``2t, 2t+1`` the k values ``t * kwidth + 2i (+1)`` and at ``8 + 2t, 9 + 2t``
-    those ``4 * kwidth`` further on. kWidth 2 is the plain order; kWidth 4 is the order measured bit for bit for FP8
-    under mma.sync on the H200 (:mod:`.chain`); an instruction's slots 0-7 and 8-15 are the A100 model's two blocks
-    of 8 (the published model's vectors fill an instruction's k from slot 0)."""
-    span = 8 * kwidth
-    if K % span:
-        raise NotImplementedError(f"harness.tensor_cores.dot_scaled: K={K} is not a multiple of {span}: the k order of "
-                                  f"a kWidth={kwidth} operand layout is derived for whole spans of {span} only")
-    q = torch.arange(16)
-    slot = (q // 8) * 4 * kwidth + (q % 8) // 2 * kwidth + q % 2  # k within the span of instruction 0's slots
-    inst = 2 * torch.arange(kwidth // 2)
-    one = (slot[None, :] + inst[:, None]).reshape(-1)  # the span's instructions in turn
-    return (torch.arange(K // span)[:, None] * span + one[None, :]).reshape(-1)
-
-
 def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: torch.Tensor,
                b_scale: torch.Tensor | None, b_format: str, acc: torch.Tensor | None = None, *, arch: str = "sm90",
                fast_math: bool = False, a_k_pack: bool = True, b_k_pack: bool = True, triton: str | None = None,
@@ -409,6 +388,6 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     if instr == "mma":  # on operands in the layout's k order (module docstring)
         kwidth = 32 // min([_BITS[fa], _BITS[fb]] + [8 for s in (sa, sb) if s is not None])
         if kwidth > 2:
-            order = _mma_k_order(ka, kwidth)
+            order = mma_k_order(ka, kwidth, "dot_scaled")
             A, B = A[..., order], B[..., order, :]
     return dot(A, B, acc, arch=name, instr=instr)  # a batch dim runs as one call: the tiles are independent

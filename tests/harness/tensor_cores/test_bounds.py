@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harness.tensor_cores import MODELS, ErrorBound, dot, error_bound
-from harness.tensor_cores.models import EMIN, model_for
+from harness.tensor_cores.models import EMIN, fp8_model, model_for
 
 KS = [16, 256, 4096]
 _FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -38,7 +38,12 @@ CASES += [
     ("sm90-e4m3-imprecise32", "sm90", "e4m3", "e4m3", "wgmma", None, 32),
     ("sm90-e5m2-imprecise64", "sm90", "e5m2", "e5m2", "wgmma", None, 64),
     ("sm90-e4m3-mma", "sm90", "e4m3", "e4m3", "mma", None, None),  # the fp16 instruction on converted operands
+    ("sm80-e5m2-mma", "sm80", "e5m2", "e5m2", "mma", None, None),  # the A100 fp16 row, likewise
+    ("sm100-e4m3xe5m2-mma", "sm100", "e4m3", "e5m2", "mma", None, None),  # the B200 fp16 row, likewise
 ]
+#: the FP8 cases Triton converts to fp16 (modelled for K a multiple of 32); the sm80/sm100 ones carry rows another
+#: case runs at every K, so they run at one K, as the twins below
+_UPCAST = {"sm90-e4m3-mma", "sm80-e5m2-mma", "sm100-e4m3xe5m2-mma"}
 #: published rows whose numbers an earlier row already has (sm100/sm120 mma.sync carry H100's: fma 16, 25 bits,
 #: rz): the bound is a function of those numbers alone, so they run at one K (every K of their twin runs); why: the
 #: CPU lanes' time budget
@@ -49,10 +54,11 @@ for (_arch, _kind, _instr), _m in MODELS.items():
     if _num in _NUMBERS and not _m.measured:
         _TWINS.add((_arch, _instr, _kind))
     _NUMBERS.add(_num)
-#: (case, K) the model covers: FP8 under mma.sync on sm90 is modelled for K a multiple of 32
+#: (case, K) the model covers: FP8 converted to fp16 is modelled for K a multiple of 32
 PARAMS = [pytest.param(c, K, id=f"{c[0]}-K{K}") for c in CASES for K in KS
-          if not (c[0] == "sm90-e4m3-mma" and K % 32)
-          and not ((c[1], c[4], "tf32" if c[2] == "fp32" else c[2]) in _TWINS and K != 256)]
+          if not (c[0] in _UPCAST and K % 32)
+          and not ((c[1], c[4], "tf32" if c[2] == "fp32" else c[2]) in _TWINS and K != 256)
+          and not (c[0] in _UPCAST - {"sm90-e4m3-mma"} and K != 256)]
 
 #: Share of the bound the built inputs reach (the model alone, no Triton; measured 2026-12-04 over every case and
 #: K in KS): alignment loss 0.54 (sm89 e5m2 x e5m2, K=4096) .. 0.85, 0.71 for FP8 under mma.sync; tf32 input
@@ -65,7 +71,7 @@ def _row(case):
     if ip == "ieee":
         return None
     if ka in _FP8:
-        return model_for(arch, "fp16", "mma") if (arch, instr) == ("sm90", "mma") else model_for(arch, "fp8", instr)
+        return fp8_model(arch, ka, case[3], instr)[0]
     return model_for(arch, "tf32" if ka == "fp32" else ka, instr)
 
 
@@ -224,7 +230,8 @@ def test_bad_arguments_are_named(kwargs, match):
 
 
 @pytest.mark.parametrize(("args", "match"), [
-    (("sm80", "e4m3", "e4m3", 64), "no model of fp8 dots on sm80"),
+    (("sm80", "e4m3", "e4m3", 64), "does not compile for sm80: .*fp8e4nv not supported"),
+    (("sm100", "e5m2", "e5m2", 64), "under tcgen05.mma kind::f8f6f4"),
     (("sm100", "bf16", "bf16", 64), "under tcgen05.mma"),
     (("sm120", "e4m3", "e4m3", 64), "no model of FP8 dots on sm120"),
     (("sm90", "fp16", "bf16", 64), "mixed operands fp16 x bf16"),

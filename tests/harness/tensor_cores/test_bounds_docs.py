@@ -31,7 +31,9 @@ BOUND_ROWS = [
     ("sm90", "fp32", "wgmma", {"input_precision": "ieee"}),
     ("sm80", "bf16", "mma", {}),
     ("sm80", "fp32", "mma", {"input_precision": "tf32"}),
+    ("sm80", "e5m2", "mma", {}),
     ("sm89", "e4m3", "mma", {}),
+    ("sm100", "e4m3", "mma", {}),
 ]
 
 

@@ -157,8 +157,8 @@ def test_models_name_their_source() -> None:
 
 def test_blackwell_rows_cover_mma_sync_only() -> None:
     """sm100: the published B200 model covers mma.sync (what Triton gives tiles below a warpgroup), not tcgen05.mma
-    (its warpgroup tiles, asked as "wgmma" or "tcgen05"); sm120 runs mma.sync for every tile. FP8 is refused on
-    both, each with its reason."""
+    (its warpgroup tiles, asked as "wgmma" or "tcgen05"); sm120 runs mma.sync for every tile. FP8 under tcgen05 and
+    on sm120 raises, each with its reason (FP8 under mma.sync on sm100: test_dot_other_archs)."""
     a = torch.ones(16, 32, dtype=torch.bfloat16)
     assert tc.dot(a, a.T, arch="sm100", instr="mma").eq(32).all()
     assert tc.model_for("sm120", "bf16", "wgmma") is tc.MODELS[("sm120", "bf16", "mma")]
@@ -166,8 +166,8 @@ def test_blackwell_rows_cover_mma_sync_only() -> None:
         with pytest.raises(NotImplementedError, match="under tcgen05.mma .* no published model"):
             tc.model_for("sm100", "bf16", instr)
     e4 = a.to(torch.float8_e4m3fn)
-    with pytest.raises(NotImplementedError, match="converts them to fp16 for mma.sync there as on sm90"):
-        tc.dot(e4, e4.T, arch="sm100", instr="mma")
+    with pytest.raises(NotImplementedError, match="under tcgen05.mma kind::f8f6f4 .* no published model"):
+        tc.dot(e4, e4.T, arch="sm100", instr="tcgen05")
     with pytest.raises(NotImplementedError, match="published models disagree"):
         tc.dot(e4, e4.T, arch="sm120", instr="mma")
     for arch in ("sm100", "sm120"):
