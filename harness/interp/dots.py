@@ -8,12 +8,15 @@ else (int8, fp16 accumulators, an arch without a model) goes to the method it re
 :mod:`harness.interp.arith`.
 
 Assumptions, stated where they matter: the interpreter passes ``max_num_imprecise_acc=0`` by default, so 0 is
-taken as Triton's GPU default (sm90: never promote); an explicit 0 cannot be told apart. The instruction is
-``wgmma`` for tiles with M a multiple of 64 launched with ``num_warps`` a multiple of 4 on sm90, ``mma.sync``
-otherwise (Triton 3.6's sm90 PTX of FP8 tiles 16/32x64 w4, 64x64 w2 and 16x16 w1: mma.sync; 64x64 w4/w8, 128x64
-w4, 128x32 w8, 64x16 w4: wgmma); only FP8 operands compute differently under the two. The interpreter drops
-``num_warps`` before the kernel runs, so :func:`install` also wraps the launch (``GridExecutor.__call__``) to
-note the launch's ``num_warps`` (Triton's default 4 when not given) for the dots inside it.
+taken as Triton's GPU default (sm90: never promote); an explicit 0 cannot be told apart. The instruction
+(:func:`instruction`) is per arch: on sm90 ``wgmma`` for tiles with M a multiple of 64 launched with ``num_warps``
+a multiple of 4, ``mma.sync`` otherwise (Triton 3.6's sm90 PTX of FP8 tiles 16/32x64 w4, 64x64 w2 and 16x16 w1:
+mma.sync; 64x64 w4/w8, 128x64 w4, 128x32 w8, 64x16 w4: wgmma), and only FP8 operands compute differently under
+the two; on sm100 the same tiles get ``tcgen05.mma`` (not modelled: those dots fall back to the replaced method,
+which warns), the others mma.sync; sm80-sm89 and sm120 have mma.sync only. The interpreter drops ``num_warps``
+before the kernel runs, so :func:`install` also wraps the launch (``GridExecutor.__call__``) to note the launch's
+``num_warps`` (Triton's default 4 when not given) for the dots inside it. A dot the target's compiler refuses
+(e4m3 below sm89) raises :class:`harness.tensor_cores.DotRefused` naming the arch, as the compile would fail.
 """
 
 from __future__ import annotations
@@ -37,10 +40,24 @@ _PARAMS = ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")
 _NUM_WARPS: contextvars.ContextVar[int] = contextvars.ContextVar("harness_dots_num_warps", default=4)
 
 
-def instruction(m: int, num_warps: int) -> str:
-    """Which sm90 instruction Triton gives a dot of an ``m``-row tile under ``num_warps`` (see the module
-    docstring): ``"wgmma"`` or ``"mma"`` (mma.sync)."""
-    return "wgmma" if m % 64 == 0 and num_warps % 4 == 0 else "mma"
+def instruction(m: int, num_warps: int, *, arch: Any) -> str:
+    """Which instruction Triton gives a dot of an ``m``-row tile under ``num_warps`` on ``arch`` (an
+    :class:`harness.arch.Arch` or name): ``"wgmma"`` (sm90), ``"tcgen05"`` (sm100-sm119) or ``"mma"`` (mma.sync).
+
+    Read from the PTX of plain ``tl.dot`` tiles (fp16, bf16, tf32, every FP8 pair), Triton 3.6.0 and 3.9.0, the
+    same in both (``scripts/compile_dot_scaled_lowering.py --plain``, 2026-12-04): sm80, sm86, sm89 and sm120 give
+    every tile mma.sync (128x128 w4/w8, 256x64 w4, 128x64 w8, 64x64 w1/w2/w4/w8, 64x16 w4, 32x64 w4, 16x64 w4,
+    16x16 w1); sm100 gives tcgen05.mma to exactly the tiles sm90 gives wgmma (M a multiple of 64 on a multiple of 4
+    warps: 128x128 w4/w8, 256x64 w4, 128x64 w8, 64x64 w4/w8, 64x16 w4) and mma.sync to the rest."""
+    from harness.arch import parse_arch
+
+    cc = parse_arch(arch).cc or 0
+    warpgroup = m % 64 == 0 and num_warps % 4 == 0
+    if 90 <= cc < 100:
+        return "wgmma" if warpgroup else "mma"
+    if 100 <= cc < 120:
+        return "tcgen05" if warpgroup else "mma"
+    return "mma"
 
 
 def launch_num_warps() -> int:
@@ -132,11 +149,13 @@ def install(arch: Any) -> dict | None:
         try:
             if ta.dim() == 2:
                 ta, tb, acc = ta[None], tb[None], acc[None]
-            instr = instruction(ta.shape[1], _NUM_WARPS.get())
+            instr = instruction(ta.shape[1], _NUM_WARPS.get(), arch=name)
             ipx = ip if ta.dtype == torch.float32 else None
             with _one_thread():
                 outs = [tensor_cores.dot(x, y, c, arch=name, input_precision=ipx, max_num_imprecise_acc=mnia,
                                          instr=instr) for x, y, c in zip(ta, tb, acc, strict=True)]
+        except tensor_cores.DotRefused as e:
+            raise tensor_cores.DotRefused(f"tl.dot on {name}: {e}") from None
         except NotImplementedError:
             return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
         out = torch.stack(outs).reshape(d.data.shape).numpy()

@@ -14,8 +14,9 @@ with that reason, as its compile would on the GPU. Where the model does not cove
 model, an accumulator other than fp32) the interpreter's own method runs (on 3.6: a clear refusal), with one
 warning per kernel from :mod:`harness.interp.arith`.
 
-The instruction after the upcast is the one :func:`harness.interp.dots.instruction` names for the tile's M and
-the launch's ``num_warps`` (``wgmma`` for M a multiple of 64 on a multiple of 4 warps, else ``mma.sync``), as
+The instruction after the upcast is the one :func:`harness.interp.dots.instruction` names for the tile's M, the
+launch's ``num_warps`` and the arch (sm90: ``wgmma`` for M a multiple of 64 on a multiple of 4 warps, else
+``mma.sync``; mma.sync for every tile before sm90), as
 Triton chooses it for ``tl.dot``: 3.6 and 3.9 compile a 64x64 ``dot_scaled`` tile on 2 warps to ``mma.sync``
 (sm90 PTX, ``scripts/compile_dot_scaled_lowering.py``).
 """
@@ -110,7 +111,7 @@ def install(arch: Any) -> dict | None:
             out = dot_scaled(a, _scale(tl, lhs_scale_handle), lhs_format_enum.name.lower(), b,
                              _scale(tl, rhs_scale_handle), rhs_format_enum.name.lower(), acc, arch=name,
                              fast_math=bool(fast_math), a_k_pack=bool(lhs_k_pack), b_k_pack=bool(rhs_k_pack),
-                             instr=instruction(m, launch_num_warps()))
+                             instr=instruction(m, launch_num_warps(), arch=name))
         except DotScaledRefused as e:
             raise DotScaledRefused(f"tl.dot_scaled on {name}: {e}") from None
         except NotImplementedError:

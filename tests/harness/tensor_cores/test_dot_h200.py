@@ -201,4 +201,4 @@ def test_every_pair_has_enough_inputs():
 def test_the_tiles_give_the_instructions_named():
     """The shim picks the instruction as Triton does (what TILES says each tile compiles to)."""
     for (bm, _, warps), name in TILES.items():
-        assert dots.instruction(bm, warps) == ("wgmma" if name.startswith("wgmma") else "mma"), (bm, warps)
+        assert dots.instruction(bm, warps, arch="sm90") == ("wgmma" if name.startswith("wgmma") else "mma"), (bm, warps)

@@ -1,6 +1,6 @@
 """FP8 tl.dot off the H200's instructions: what Triton 3.6/3.9 compile it to on sm80/sm86 (e5m2 converted to fp16,
 mma.sync m16n8k16, kWidth=4 operand layouts), sm100 (the same below a warpgroup; tcgen05 above), sm120 (native FP8
-mma.sync, no model), and what their front end refuses (e4m3 below sm89).
+mma.sync, no model), and what their front end refuses (e4m3 below sm89); the interpreter shim's instruction per arch.
 
 The model's numbers are checked against a computation of their own: ml_dtypes' FP8 -> fp16 conversion and the k
 order built slot by slot from the layout, through the fp16 rows; and built inputs whose result a wrong k order
@@ -10,12 +10,15 @@ and 3.9.0, 2026-12-04); the refusal is also checked against the installed Triton
 
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
 from harness import tensor_cores as tc
+from harness.interp import dots
 
 _FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 _ML = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
@@ -146,3 +149,56 @@ def test_fp8_without_a_model_says_why():
         tc.dot(e5.to(torch.float8_e4m3fn), e5.T.contiguous(), arch="sm75", instr="mma")
     with pytest.raises(NotImplementedError, match="no model of FP8 dots on sm75"):
         tc.dot(e5, e5.T.contiguous(), arch="sm75", instr="mma")
+
+
+#: tile (M, num_warps) -> what Triton 3.6 and 3.9 emit on sm100 (fp16, e5m2 and every FP8 pair alike)
+SM100_TILES = {(128, 4): "tcgen05", (64, 4): "tcgen05", (128, 8): "tcgen05", (64, 8): "tcgen05", (256, 4): "tcgen05",
+               (16, 4): "mma", (32, 4): "mma", (64, 2): "mma", (64, 1): "mma", (16, 1): "mma"}
+
+
+def test_the_shim_names_each_archs_instruction():
+    """sm80, sm86, sm89, sm120: mma.sync for every tile; sm100: tcgen05 where sm90 has wgmma (compiled tiles)."""
+    for (m, w), name in SM100_TILES.items():
+        assert dots.instruction(m, w, arch="sm100") == name, (m, w)
+        assert dots.instruction(m, w, arch="sm90") == {"tcgen05": "wgmma", "mma": "mma"}[name], (m, w)
+        for arch in ("sm80", "sm86", "sm89", "sm120"):
+            assert dots.instruction(m, w, arch=arch) == "mma", (arch, m, w)
+
+
+def _handle(itp, tl, x: torch.Tensor):
+    dt = {torch.float8_e5m2: tl.float8e5, torch.float8_e4m3fn: tl.float8e4nv, torch.float32: tl.float32}[x.dtype]
+    data = x.view(torch.uint8).numpy() if x.dtype.itemsize == 1 else x.numpy()
+    return itp.TensorHandle(np.ascontiguousarray(data), dt)
+
+
+def test_the_shim_runs_each_archs_fp8_dot():
+    """The tl.dot shim installed for sm80 / sm100 (over the interpreter's own method): an e5m2 tile is the upcast
+    model on sm80 and on sm100 below a warpgroup, a 64-row tile on 4 warps on sm100 (tcgen05) falls back to the
+    interpreter's matmul with a warning, and e4m3 on sm80 raises the refusal naming the arch."""
+    itp = pytest.importorskip("triton.runtime.interpreter")
+    tl = pytest.importorskip("triton.language")
+    g = torch.Generator().manual_seed(3)
+    a16, b = _fp8(g, "e5m2", (16, 32)), _fp8(g, "e5m2", (32, 8))
+    a64 = _fp8(g, "e5m2", (64, 32))
+    with dots.suspended():
+        for arch in ("sm80", "sm100"):
+            handle = dots.install(arch)
+            try:
+                create = itp.InterpreterBuilder.create_dot
+                d = torch.zeros(16, 8)
+                out = create(None, _handle(itp, tl, a16), _handle(itp, tl, b), _handle(itp, tl, d), None, 0)
+                assert torch.equal(torch.from_numpy(out.data), tc.dot(a16, b, d, arch=arch, instr="mma"))
+                if arch == "sm80":
+                    e4 = a16.float().to(torch.float8_e4m3fn)
+                    with pytest.raises(tc.DotRefused, match="tl.dot on sm80: an e4m3 x e5m2 tl.dot does not compile"):
+                        create(None, _handle(itp, tl, e4), _handle(itp, tl, b), _handle(itp, tl, d), None, 0)
+                else:
+                    d = torch.zeros(64, 8)
+                    with warnings.catch_warnings(record=True) as seen:
+                        warnings.simplefilter("always")
+                        out = create(None, _handle(itp, tl, a64), _handle(itp, tl, b), _handle(itp, tl, d), None, 0)
+                    ref = a64.float() @ b.float()
+                    assert torch.allclose(torch.from_numpy(out.data), ref, rtol=1e-3, atol=1e-3)
+                    assert any("tl.dot" in str(w.message) for w in seen), [str(w.message) for w in seen]
+            finally:
+                dots.uninstall(handle)
