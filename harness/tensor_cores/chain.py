@@ -207,7 +207,9 @@ def _fp8_mmaemu(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, preset: str) 
     return out
 
 
-def _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc) -> torch.Tensor:
+def _native_fp8(a, b, C, arch, max_num_imprecise_acc) -> torch.Tensor:
+    """FP8 on an FP8 instruction (sm90 wgmma: "hopper", with Triton's max_num_imprecise_acc runs; sm89 mma.sync
+    m16n8k32: "ada")."""
     preset = "hopper" if arch == "sm90" else "ada"
     K = a.shape[1]
     m = max_num_imprecise_acc
@@ -256,9 +258,9 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
         p, upcast = fp8_model(arch, ka, kb, instr)  # refuses what the compiler refuses, and arches without a model
         if not upcast:
             if a.dim() == 3:
-                return torch.stack([_wgmma_fp8(a[i], b[i], C[i], arch, max_num_imprecise_acc)
+                return torch.stack([_native_fp8(a[i], b[i], C[i], arch, max_num_imprecise_acc)
                                     for i in range(a.shape[0])]).float()
-            return _wgmma_fp8(a, b, C, arch, max_num_imprecise_acc).float()
+            return _native_fp8(a, b, C, arch, max_num_imprecise_acc).float()
         # Triton converts the operands to fp16 (exact) for mma.sync m16n8k16, in kWidth=4 dot operand layouts,
         # which deal each 32-k span's pairs alternately to the span's two instructions
         order = mma_k_order(a.shape[-1], 4, "FP8 under mma.sync")
