@@ -138,7 +138,7 @@ def _chain_terms(p: BlockFMA, K: int) -> tuple[float, float]:
 
 def _describe(p: BlockFMA, arch: str, what: str, instr: str) -> str:
     return (f"{arch} {what} accumulator ({instr} k={p.nfma}, {p.frac} fraction bits aligned, "
-            f"{p.frac_out} kept, truncated; {'measured' if p.measured else 'published'} model)")
+            f"{p.frac_out} kept, truncated; {p.provenance} model)")
 
 
 def error_bound(arch: str, a_dtype: object, b_dtype: object, K: int, *, instr: str = "wgmma",

@@ -23,6 +23,12 @@ class BlockFMA:
     source: str       #: where the numbers come from
     measured: bool    #: True: checked bit for bit on an H200 here; False: published, not measured here
 
+    @property
+    def provenance(self) -> str:
+        """"measured" (checked bit for bit on an H200 here) or "published" (not measured here): the word docs and
+        test ids carry, so a published row is never read as a measured one."""
+        return "measured" if self.measured else "published"
+
     def __repr__(self) -> str:
         tag = "measured" if self.measured else "published, not measured here"
         return f"BlockFMA(k={self.nfma}, frac={self.frac}, frac_out={self.frac_out}, min_exp={self.min_exp}; {tag})"

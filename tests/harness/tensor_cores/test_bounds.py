@@ -55,7 +55,20 @@ for (_arch, _kind, _instr), _m in MODELS.items():
         _TWINS.add((_arch, _instr, _kind))
     _NUMBERS.add(_num)
 #: (case, K) the model covers: FP8 converted to fp16 is modelled for K a multiple of 32
-PARAMS = [pytest.param(c, K, id=f"{c[0]}-K{K}") for c in CASES for K in KS
+
+
+def _provenance(case: tuple) -> str:
+    """The id's label: whether the row the case runs on was measured on the H200 or is published, not measured
+    here (the ieee path is fma.rn, measured with the tl.dot capture)."""
+    _, arch, a, b, instr, ip, _ = case
+    if a in _FP8:
+        return fp8_model(arch, a, b, instr)[0].provenance
+    if ip == "ieee":
+        return "measured" if arch == "sm90" else "published"
+    return model_for(arch, "tf32" if a == "fp32" else a, instr).provenance
+
+
+PARAMS = [pytest.param(c, K, id=f"{c[0]}-{_provenance(c)}-K{K}") for c in CASES for K in KS
           if not (c[0] in _UPCAST and K % 32)
           and not ((c[1], c[4], "tf32" if c[2] == "fp32" else c[2]) in _TWINS and K != 256)
           and not (c[0] in _UPCAST - {"sm90-e4m3-mma"} and K != 256)]

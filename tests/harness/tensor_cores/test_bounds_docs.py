@@ -42,7 +42,7 @@ def models_table() -> str:
              "| source |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (arch, kind, instr), r in MODELS.items():
         lines.append(f"| {arch} | {_OPERANDS.get(kind, kind)} | {instr} | {r.nfma} | {r.frac} | {r.frac_out} | "
-                     f"{r.min_exp} | {'measured' if r.measured else 'published'} | {HOLDS_FOR[r.measured]} | "
+                     f"{r.min_exp} | {r.provenance} | {HOLDS_FOR[r.measured]} | "
                      f"{r.source} |")
     return "\n".join(lines)
 

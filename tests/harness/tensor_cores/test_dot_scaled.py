@@ -368,7 +368,7 @@ PRE_SM90 = [("sm80", "e2m1", "e2m1", "3.6"), ("sm80", "e5m2", "bf16", "3.9"), ("
             ("sm89", "e4m3", "e5m2", "3.6"), ("sm80", "bf16", "bf16", "3.9")]
 
 
-@pytest.mark.parametrize("arch,fa,fb,version", PRE_SM90)
+@pytest.mark.parametrize("arch,fa,fb,version", PRE_SM90, ids=[f"{a}-{x}x{y}-t{v}-published" for a, x, y, v in PRE_SM90])
 def test_pre_sm90_is_the_a100_dot_of_the_scaled_operands_in_the_layout_k_order(arch, fa, fb, version, seed):
     """Scales 2^-3..2^3 (2^-3..2^0 with fp16) keep the scaled operands exact, so the model must be the published A100
     mma.sync model (harness.tensor_cores.dot on sm80) of the operands upcast by ml_dtypes and scaled in float64,
