@@ -12,7 +12,7 @@ Each shim is a module beside this one:
 - :mod:`harness.interp.scaled_dots`: ``tl.dot_scaled`` likewise (:func:`harness.tensor_cores.dot_scaled`), its
   scales decoded per their type; provided on Triton 3.6, whose interpreter has none;
 - :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break later AOT
-  compiles.
+  compiles, and for Triton 3.6's scalar ``__index__`` under NumPy 2.
 
 They are installed when the session is configured and removed, innermost first, when it ends, so a pytester
 session nested in a test leaves the outer session's patches as they were.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.interp.jit import fix_interpreter_leak, unfix_interpreter_leak
+from harness.interp.jit import fix_interpreter_leak, fix_scalar_index, unfix_interpreter_leak, unfix_scalar_index
 from harness.plugin import session_of
 
 
@@ -80,3 +80,5 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     handle = fix_interpreter_leak()
     s.on_close(lambda: unfix_interpreter_leak(handle))
+    index_handle = fix_scalar_index()  # Triton 3.6: range() over a runtime int under NumPy 2
+    s.on_close(lambda: unfix_scalar_index(index_handle))

@@ -1,7 +1,7 @@
 """Triton-interpreter compatibility shims: what lets a kernel decorated under ``TRITON_INTERPRET=1`` be compiled
 for a GPU target in the same process.
 
-Two problems of Triton 3.6–3.9's interpreter, one shim each:
+Three problems of Triton 3.6–3.9's interpreter, one shim each:
 
 - an interpreted kernel is an ``InterpretedFunction``, which ``triton.compile`` does not take: :func:`as_jit`
   rebuilds it (and the ``@triton.jit`` helpers it calls through module globals) as a ``JITFunction``. This
@@ -10,7 +10,12 @@ Two problems of Triton 3.6–3.9's interpreter, one shim each:
   :func:`fix_interpreter_leak` wraps ``InterpretedFunction.__call__`` so the patch is undone on return. That
   *is* a patch of Triton, so it is never applied on import: the pytest plugin applies it at session start on
   the interpreter lane and removes it at the end (:func:`unfix_interpreter_leak`); a script that interprets
-  kernels and then compiles them calls the pair itself.
+  kernels and then compiles them calls the pair itself;
+- Triton 3.6's interpreter gives a scalar tensor the ``__index__`` ``int(handle.data)``, where the data is a
+  1-element array, which NumPy 2 refuses ("only 0-dimensional arrays can be converted to Python scalars"): a
+  ``for k0 in range(0, K, BK)`` over a runtime ``K`` fails. 3.9 squeezes the array first.
+  :func:`fix_scalar_index` does what 3.9 does, per launch, in the scope Triton restores; the plugin applies it
+  on the interpreter lane for the session as it does the leak fix.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["as_jit", "fix_interpreter_leak", "unfix_interpreter_leak", "language_patched", "jit_class",
-           "interpreted_class"]
+__all__ = ["as_jit", "fix_interpreter_leak", "unfix_interpreter_leak", "fix_scalar_index", "unfix_scalar_index",
+           "SQUEEZES_SCALAR_INDEX",
+           "language_patched", "jit_class", "interpreted_class"]
 
 
 def jit_class() -> Any:
@@ -109,6 +115,67 @@ def unfix_interpreter_leak(handle: LeakFix | None) -> None:
     with _LEAK_FIX_LOCK:
         if handle.cls.__dict__.get("__call__") is handle.wrapper:
             handle.cls.__call__ = handle.original
+
+
+# --- Triton 3.6's scalar __index__ under NumPy 2 -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexFix:
+    """What :func:`fix_scalar_index` replaced, for :func:`unfix_scalar_index`."""
+
+    module: Any
+    original: Any
+    wrapper: Any
+
+
+#: set on the wrapped ``_patch_lang_tensor``: a kernel package that must not import the harness may ask
+#: ``getattr(triton.runtime.interpreter._patch_lang_tensor, SQUEEZES_SCALAR_INDEX, False)``
+SQUEEZES_SCALAR_INDEX = "squeezes_scalar_index"
+
+
+def _squeezed_index(self: Any) -> int:
+    return int(self.handle.data.squeeze())
+
+
+def fix_scalar_index() -> IndexFix | None:
+    """Make the interpreter's scalar tensors usable as Python ints under NumPy 2 (Triton 3.6; see the module
+    docstring): ``_patch_lang_tensor``, which sets the tensor methods of each launch in a scope Triton restores
+    afterwards, is wrapped so that scope also gets the squeezing ``__index__``.
+
+    Returns the handle :func:`unfix_scalar_index` takes, or ``None`` when there is nothing to fix: the Triton
+    squeezes already (3.9), the fix is in place (an outer session's), or the patch looks different (left alone)."""
+    with _LEAK_FIX_LOCK:
+        try:
+            from triton.runtime import interpreter as itp
+        except ImportError:  # pragma: no cover
+            return None
+        orig = getattr(itp, "_patch_lang_tensor", None)
+        if orig is None or getattr(orig, SQUEEZES_SCALAR_INDEX, False):
+            return None
+        try:
+            body = inspect.getsource(orig)
+        except (OSError, TypeError):  # pragma: no cover
+            return None
+        if '"__index__", lambda self: int(self.handle.data))' not in body:
+            return None
+
+        def _patch_lang_tensor(tensor: Any, scope: Any) -> None:
+            orig(tensor, scope)
+            scope.set_attr(tensor, "__index__", _squeezed_index)
+
+        setattr(_patch_lang_tensor, SQUEEZES_SCALAR_INDEX, True)
+        itp._patch_lang_tensor = _patch_lang_tensor
+        return IndexFix(itp, orig, _patch_lang_tensor)
+
+
+def unfix_scalar_index(handle: IndexFix | None) -> None:
+    """Put back what :func:`fix_scalar_index` replaced (``None`` is a no-op; a later replacement is left alone)."""
+    if handle is None:
+        return
+    with _LEAK_FIX_LOCK:
+        if handle.module.__dict__.get("_patch_lang_tensor") is handle.wrapper:
+            handle.module._patch_lang_tensor = handle.original
 
 
 def language_patched() -> bool:

@@ -74,3 +74,45 @@ def test_the_session_has_the_fix_in_place():
     """The plugin applied it at session start (so a second fix is a no-op) and the language is clean."""
     assert fix_interpreter_leak() is None
     assert not language_patched()
+
+
+# --- Triton 3.6's scalar __index__ under NumPy 2 ---------------------------------------------------------------
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+
+@triton.jit
+def _runtime_loop(x_ptr, o_ptr, K, BK: tl.constexpr):
+    acc = tl.zeros((BK,), dtype=tl.float32)
+    for k0 in range(0, K, BK):  # K is a runtime int: the interpreter calls its __index__
+        acc += tl.load(x_ptr + k0 + tl.arange(0, BK))
+    tl.store(o_ptr + tl.arange(0, BK), acc)
+
+
+@pytest.mark.interp_only
+def test_a_loop_over_a_runtime_int_runs_on_the_interpreter():
+    """Triton 3.6's interpreter took int() of a 1-element array for a scalar's __index__, which NumPy 2 refuses:
+    every kernel looping over a runtime K failed on the 3.6 lane (3.9 squeezes). The session's fix makes it run;
+    the loop's sum is checked so a fix that skips iterations fails too."""
+    import torch
+
+    x = torch.arange(96, dtype=torch.float32)
+    out = torch.empty(32)
+    _runtime_loop[(1,)](x, out, 96, BK=32)
+    assert torch.equal(out, x.view(3, 32).sum(0))
+
+
+def test_the_index_fix_applies_only_where_triton_does_not_squeeze():
+    from triton.runtime import interpreter as itp
+
+    from harness.interp.jit import SQUEEZES_SCALAR_INDEX, fix_scalar_index, unfix_scalar_index
+
+    current = itp._patch_lang_tensor
+    if getattr(current, SQUEEZES_SCALAR_INDEX, False):  # Triton 3.6: the plugin's fix is in place
+        assert fix_scalar_index() is None  # an outer fix is never stacked
+    else:  # a Triton whose patch squeezes already (3.9) gets none
+        assert "squeeze()" in __import__("inspect").getsource(current)
+        handle = fix_scalar_index()
+        assert handle is None and itp._patch_lang_tensor is current
+        unfix_scalar_index(handle)
