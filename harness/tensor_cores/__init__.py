@@ -8,7 +8,9 @@ runs where), :class:`DotRefused`; :func:`dot_scaled`, :data:`LOWERINGS`, :class:
 Modules: :mod:`.models` (the numerics as data, each row with its source), :mod:`.chain` (the evaluator of
 ``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction), :mod:`.scaled`
 (``tl.dot_scaled``: Triton's upcast and scale multiply on sm80-sm90, then the ``tl.dot`` of :mod:`.chain`),
-:mod:`.bounds` (the worst-case error of ``tl.dot`` against exact arithmetic, derived from the rows).
+:mod:`.fast` (the same chain and FMA dot restructured for speed, bit for bit wherever its checked preconditions
+hold; :mod:`.chain` tries it first), :mod:`.bounds` (the worst-case error of ``tl.dot`` against exact arithmetic,
+derived from the rows).
 """
 
 from __future__ import annotations
