@@ -140,6 +140,8 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     found: list[Finding] = []
     vs = variants(launch) if widen else []
     for t in targets:
+        if declared.skip_reason(launch, t) is not None:
+            continue  # never compiled (skip_compile): the kernel does not run there
         base = launch_outcome(launch, t, directory)
         ident = cache_key(launch, t)
         rep.seen(ident, base)

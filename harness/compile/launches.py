@@ -49,6 +49,7 @@ __all__ = [
     "capture",
     "constexpr_text",
     "expect_compile_failure",
+    "skip_compile",
     "atomic_pointers",
     "calls_dot_scaled",
     "launch_from_args",
@@ -468,13 +469,26 @@ class _Declared:
 
 
 class Declarations:
-    """The failures declared with :func:`expect_compile_failure`: skipped in the capture report, not failed."""
+    """The failures declared with :func:`expect_compile_failure` (skipped in the capture report, not failed) and
+    the targets declared with :func:`skip_compile` (never compiled)."""
 
     def __init__(self) -> None:
         self._items: list[_Declared] = []
+        self._skips: list[tuple[str, tuple[str, ...], str]] = []
 
     def add(self, kernel: str, targets: tuple[str, ...], match: str, reason: str) -> None:
         self._items.append(_Declared(kernel, targets, re.compile(match), reason))
+
+    def add_skip(self, kernel: str, targets: tuple[str, ...], reason: str) -> None:
+        self._skips.append((kernel, targets, reason))
+
+    def skip_reason(self, launch: Launch, target: str) -> str | None:
+        """Why ``launch`` is not compiled for ``target`` (:func:`skip_compile`), or ``None``."""
+        short = launch.kernel.rsplit(".", 1)[-1]
+        for kernel, targets, reason in self._skips:
+            if kernel in (launch.kernel, short) and target in targets:
+                return reason
+        return None
 
     def reason(self, launch: Launch, target: str, error_line: str) -> str | None:
         """Why this failure was declared expected (a declaration names the kernel in full or by its short name),
@@ -612,6 +626,22 @@ def expect_compile_failure(kernel: Any, *targets: str, match: str = "", reason: 
         raise TypeError(f"expect_compile_failure: kernel must be a @triton.jit kernel or its name, got {kernel!r}")
     names = tuple(t.name for t in parse_targets(targets)) if targets else ()
     state().declarations.add(name, names, match, reason)
+
+
+def skip_compile(kernel: Any, *targets: str, reason: str = "") -> None:
+    """Declare that launch capture compiles ``kernel`` for none of ``targets``: the kernel refuses to run there
+    (its own host-side check), so a compile for them checks nothing a launch can reach, and may cost minutes
+    (kernels/mx's GEMM: Triton's FMA fallback for sm75 took 206 s a launch on Triton 3.6). Those cells read ``-``
+    in the matrix. Call it next to the kernel's tests or in a conftest; a declaration made in a pytest session
+    ends with it."""
+    if not reason:
+        raise ValueError("skip_compile: reason= must say why the kernel never runs on those targets")
+    if not targets:
+        raise ValueError("skip_compile: name the targets (e.g. 'sm75'); a kernel compiled nowhere is no test")
+    name = kernel if isinstance(kernel, str) else getattr(getattr(kernel, "fn", kernel), "__qualname__", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"skip_compile: kernel must be a @triton.jit kernel or its name, got {kernel!r}")
+    state().declarations.add_skip(name, tuple(t.name for t in parse_targets(targets)), reason)
 
 
 def _install() -> None:

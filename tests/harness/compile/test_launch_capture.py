@@ -373,3 +373,26 @@ def test_ptxas_failures_on_triton_36_are_confirmed_in_a_fresh_process(monkeypatc
     assert out.ok is want_ok and asked == (["sm80"] if asks else [])
     if not want_ok:
         assert out.kind == kind
+
+
+def test_skip_compile_needs_targets_and_a_reason():
+    with pytest.raises(ValueError, match="reason= must say why"):
+        lc.skip_compile("k", "sm75")
+    with pytest.raises(ValueError, match="name the targets"):
+        lc.skip_compile("k", reason="x")
+    with pytest.raises(TypeError, match="must be a @triton.jit kernel or its name"):
+        lc.skip_compile(42, "sm75", reason="x")
+
+
+def test_skipped_targets_are_never_compiled(pytester, monkeypatch, tmp_path):
+    """A kernel declared with skip_compile for sm75 (it refuses to run there) is compiled for the other targets
+    only: its sm75 cell reads '-', and the compile count says so; the other kernel of the module is untouched."""
+    extra = ("\nfrom harness.compile.launches import skip_compile\n"
+             "skip_compile('store_fixed', 'sm75', reason='refuses GPUs below sm80')\n")
+    _project(pytester, fixed=True, extra=extra)
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm75,sm80,sm90",
+                  "--harness-widen-targets=sm90")
+    result.assert_outcomes(passed=1)
+    assert _matrix_row(result, "store_fixed") == ["-", "ok", "ok"]
+    # sm80: the launch; sm90: the launch and its 4 variants (x bf16, fp32; FMT e4nv, e5m2); sm75: nothing
+    result.stdout.fnmatch_lines(["6 distinct compiles: 6 compiled, *"])
