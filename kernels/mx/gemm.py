@@ -12,7 +12,8 @@ through bf16 MMA elsewhere. Refused here, with the reason, rather than left to f
   too. On sm100 and sm120 3.6 compiles this kernel's NVFP4 tiles on native block-scaled MMA.
 * NVFP4 below sm89: its ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on.
 * On the interpreter: Triton releases whose interpreter has no ``dot_scaled`` (3.6, unless a shim provides it;
-  3.6's interpreter then still fails the K loop under NumPy 2, so it is refused there too);
+  3.6's interpreter then still fails the K loop under NumPy 2 unless a shim also squeezes its scalar
+  ``__index__``, as the harness's interpreter lane does);
   NVFP4 where the interpreter's ``dot_scaled`` reads every scale as e8m0 (3.9's own: an NVFP4 product would be
   silently wrong) unless a shim marks its method ``decodes_scale_types``; and NVFP4 before Triton 3.9 (the
   interpreter imitates sm90, whose compiler refuses it).
@@ -90,7 +91,9 @@ def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] 
 
         if not hasattr(interp.InterpreterBuilder, "create_dot_scaled"):
             return f"the Triton {vs} interpreter has no tl.dot_scaled"
-        if v < (3, 7):  # seen 2026-12-04 with Triton 3.6.0 and NumPy 2.4 (a shim had provided dot_scaled)
+        # seen 2026-12-04 with Triton 3.6.0 and NumPy 2.4 (a shim had provided dot_scaled); a shim (the harness's
+        # interp.jit.fix_scalar_index) may mark the launch patch as squeezing the array first, as 3.9 does
+        if v < (3, 7) and not getattr(getattr(interp, "_patch_lang_tensor", None), "squeezes_scalar_index", False):
             return (f"the Triton {vs} interpreter cannot run the K loop (range over a runtime int: its __index__ "
                     f"takes int() of a 1-element array, which NumPy 2 refuses)")
         # a shim (the harness's interp.scaled_dots) may mark its dot_scaled as decoding each scale by its type

@@ -84,6 +84,28 @@ def test_refusals_are_pinned_per_target_version_and_interpreter():
     assert "sm80 and newer" in gemm_refusal("mxfp4", interpreter=False, capability=(7, 5), version=(3, 9))
 
 
+def test_the_36_interpreter_runs_the_k_loop_only_with_the_scalar_index_fix(monkeypatch):
+    """Triton 3.6's interpreter cannot run the K loop under NumPy 2 unless its launch patch squeezes a scalar's
+    array (the harness's fix_scalar_index marks it so); 3.9's does by itself."""
+    from triton.runtime import interpreter as interp
+
+    from kernels.mx import gemm_refusal
+
+    def plain(tensor, scope):
+        pass
+
+    def fixed(tensor, scope):
+        pass
+
+    fixed.squeezes_scalar_index = True
+    monkeypatch.setattr(interp.InterpreterBuilder, "create_dot_scaled", lambda *a: None, raising=False)
+    monkeypatch.setattr(interp, "_patch_lang_tensor", plain, raising=False)
+    assert "cannot run the K loop" in gemm_refusal("mxfp4", interpreter=True, capability=None, version=(3, 6))
+    assert gemm_refusal("mxfp4", interpreter=True, capability=None, version=(3, 9)) is None
+    monkeypatch.setattr(interp, "_patch_lang_tensor", fixed, raising=False)
+    assert gemm_refusal("mxfp4", interpreter=True, capability=None, version=(3, 6)) is None
+
+
 @pytest.mark.interp_only
 def test_nvfp4_on_the_interpreter_runs_only_where_its_scales_are_decoded_and_sm90_compiles_it():
     """The harness's shim decodes NVFP4's e4m3 scales (Triton's own interpreter reads them as e8m0); it imitates
