@@ -35,7 +35,7 @@ import torch
 
 # the dot_scaled cases and their inputs live beside their test (one definition; see its docstring)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "harness" / "tensor_cores"))
-from dot_scaled_cases import FP8, PACK, SCALED_CASES, scaled_inputs, specials  # noqa: E402
+from dot_scaled_cases import FP8, PACK, SCALED_CASES, k_step, scaled_inputs, specials  # noqa: E402
 
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, **FP8}
 
@@ -334,15 +334,11 @@ def model_scaled_case(c: dict, triton_version: str, arch: str = "sm90") -> torch
     and column block as the kernel slices them."""
     from harness.tensor_cores import dot_scaled
 
-    a, sa, b, sb, acc = scaled_inputs(c)
-    M, N, K, BK = c["M"], c["N"], c["K"], c["BK"]
-    pa, pb = PACK.get(c["a"], 1), PACK.get(c["b"], 1)
-    out = torch.zeros((M, N), dtype=torch.float32) if acc is None else acc.clone()
-    for k0 in range(0, K, BK):
-        a_k = a[:, k0 // pa:(k0 + BK) // pa] if c["kpa"] else a[:, k0:k0 + BK]
-        b_k = b[k0 // pb:(k0 + BK) // pb] if c["kpb"] else b[k0:k0 + BK]
-        s_a = None if sa is None else sa[:, k0 // 32:(k0 + BK) // 32]
-        s_b = None if sb is None else sb[:, k0 // 32:(k0 + BK) // 32]
+    inputs = scaled_inputs(c)
+    acc = inputs[4]
+    out = torch.zeros((c["M"], c["N"]), dtype=torch.float32) if acc is None else acc.clone()
+    for k0 in range(0, c["K"], c["BK"]):
+        a_k, s_a, b_k, s_b = k_step(c, inputs, k0)
         out = dot_scaled(a_k, s_a, c["a"], b_k, s_b, c["b"], out, arch=arch, fast_math=c["fast"],
                          a_k_pack=c["kpa"], b_k_pack=c["kpb"], triton=triton_version)
     return out

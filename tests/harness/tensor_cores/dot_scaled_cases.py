@@ -23,7 +23,7 @@ import hashlib
 import numpy as np
 import torch
 
-__all__ = ["FP8", "PACK", "SCALED_CASES", "SCALED_FORMATS", "group_of", "inputs_digest", "scaled_inputs",
+__all__ = ["FP8", "PACK", "SCALED_CASES", "SCALED_FORMATS", "group_of", "inputs_digest", "k_step", "scaled_inputs",
            "specials", "stored_outputs"]
 
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -125,6 +125,19 @@ def scaled_inputs(c: dict):
     sa, sb = scales(M), scales(N)
     acc = torch.randn((M, N), generator=g) * 16 if c["acc"] else None
     return a, (sa if c["sa"] else None), b, (sb if c["sb"] else None), acc
+
+
+def k_step(c: dict, inputs, k0: int) -> tuple:
+    """The tile's operands of the kernel's K step at ``k0`` (``inputs``: the case's :func:`scaled_inputs`):
+    (a, a_scale, b, b_scale) as ``dot_scaled`` takes them, e2m1 sliced in packed bytes along K (or whole rows when
+    packed along M/N), scales by groups of 32, None for an unscaled operand."""
+    a, sa, b, sb, _ = inputs
+    bk, pa, pb = c["BK"], PACK.get(c["a"], 1), PACK.get(c["b"], 1)
+    a_k = a[:, k0 // pa:(k0 + bk) // pa] if c["kpa"] else a[:, k0:k0 + bk]
+    b_k = b[k0 // pb:(k0 + bk) // pb] if c["kpb"] else b[k0:k0 + bk]
+    s_a = None if sa is None else sa[:, k0 // 32:(k0 + bk) // 32]
+    s_b = None if sb is None else sb[:, k0 // 32:(k0 + bk) // 32]
+    return a_k, s_a, b_k, s_b
 
 
 def inputs_digest(inputs) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from dot_scaled_cases import PACK, SCALED_CASES, group_of, inputs_digest, scaled_inputs, stored_outputs
+from dot_scaled_cases import SCALED_CASES, group_of, inputs_digest, k_step, scaled_inputs, stored_outputs
 
 from harness.tensor_cores import DotScaledRefused, dot_scaled
 
@@ -50,13 +50,9 @@ def _bits(x: torch.Tensor) -> torch.Tensor:
 def _gather(c: dict, inputs: tuple, rows: torch.Tensor, cols: torch.Tensor, k0: int) -> tuple:
     """The operands of outputs (rows[p], cols[p]) for the K step at k0: a [P, 1, BK], b [P, BK, 1] (e2m1: packed
     along K), scales [P, 1, BK/32] or None."""
-    a, sa, b, sb, _ = inputs
-    bk, pa, pb = c["BK"], PACK.get(c["a"], 1), PACK.get(c["b"], 1)
-    a_k = a[rows][:, None, k0 // pa:(k0 + bk) // pa]
-    b_k = b[k0 // pb:(k0 + bk) // pb][:, cols].T[:, :, None]
-    s_a = None if sa is None else sa[rows][:, None, k0 // 32:(k0 + bk) // 32]
-    s_b = None if sb is None else sb[cols][:, None, k0 // 32:(k0 + bk) // 32]
-    return a_k, s_a, b_k, s_b
+    a, sa, b, sb = k_step(c, inputs, k0)
+    return (a[rows][:, None], None if sa is None else sa[rows][:, None], b[:, cols].T[:, :, None],
+            None if sb is None else sb[cols][:, None])
 
 
 def _model(cases: list[dict], inputs: list[tuple], outs: list[tuple[torch.Tensor, torch.Tensor]],
@@ -77,11 +73,10 @@ def _model(cases: list[dict], inputs: list[tuple], outs: list[tuple[torch.Tensor
 
 def _refused_here(c: dict, triton: str) -> None:
     """The case's first K step through the model (raises DotScaledRefused where the compiler refused it)."""
-    a, sa, b, sb, acc = scaled_inputs(c)
-    bk, pa, pb = c["BK"], PACK.get(c["a"], 1), PACK.get(c["b"], 1)
-    dot_scaled(a[:, :bk // pa] if c["kpa"] else a[:, :bk], None if sa is None else sa[:, :bk // 32], c["a"],
-               b[:bk // pb] if c["kpb"] else b[:bk], None if sb is None else sb[:, :bk // 32], c["b"], acc,
-               fast_math=c["fast"], a_k_pack=c["kpa"], b_k_pack=c["kpb"], triton=triton)
+    inputs = scaled_inputs(c)
+    a, sa, b, sb = k_step(c, inputs, 0)
+    dot_scaled(a, sa, c["a"], b, sb, c["b"], inputs[4], fast_math=c["fast"], a_k_pack=c["kpa"], b_k_pack=c["kpb"],
+               triton=triton)
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
@@ -159,14 +154,12 @@ def test_a_batch_of_outputs_is_the_tile(name):
     depends only on its row, its column and its accumulator), with specials and scale codes 0..255 in play."""
     c = next(x for x in SCALED_CASES if x["name"] == name)
     x = scaled_inputs(c)
-    a, sa, b, sb, acc = x
-    pa, pb, bk, T = PACK.get(c["a"], 1), PACK.get(c["b"], 1), c["BK"], 16
-    tile = acc[:T, :T].clone()
-    for k0 in range(0, c["K"], bk):
-        s_a = None if sa is None else sa[:T, k0 // 32:(k0 + bk) // 32]
-        s_b = None if sb is None else sb[:T, k0 // 32:(k0 + bk) // 32]
-        tile = dot_scaled(a[:T, k0 // pa:(k0 + bk) // pa], s_a, c["a"], b[k0 // pb:(k0 + bk) // pb, :T], s_b, c["b"],
-                          tile, triton="3.6")
+    T = 16
+    tile = x[4][:T, :T].clone()
+    for k0 in range(0, c["K"], c["BK"]):
+        a, sa, b, sb = k_step(c, x, k0)
+        tile = dot_scaled(a[:T], None if sa is None else sa[:T], c["a"], b[:, :T], None if sb is None else sb[:T],
+                          c["b"], tile, triton="3.6")
     rows, cols = torch.arange(T).repeat_interleave(T), torch.arange(T).repeat(T)
     got = _model([c], [x], [(rows, cols)], "3.6").reshape(T, T)
     bad = _bits(got) != _bits(tile)
