@@ -54,7 +54,8 @@ def _fp8(g: torch.Generator, fmt: str, shape: tuple[int, int]) -> torch.Tensor:
     return torch.where(x.float().isfinite(), x.float(), torch.zeros(shape)).to(_FP8[fmt])
 
 
-@pytest.mark.parametrize("arch,fa,fb,instr,row", UPCAST, ids=[f"{u[0]}-{u[1]}x{u[2]}-{tc.MODELS[u[4]].provenance}" for u in UPCAST])
+@pytest.mark.parametrize("arch,fa,fb,instr,row", UPCAST,
+                         ids=[f"{u[0]}-{u[1]}x{u[2]}-{tc.MODELS[u[4]].provenance}" for u in UPCAST])
 def test_upcast_fp8_is_the_fp16_row_in_the_layout_k_order(arch, fa, fb, instr, row):
     """ml_dtypes converts the codes to fp16 (exact), the operands are taken in the layout's order, and the arch's
     fp16 mma.sync row runs them: bit for bit, with and without an accumulator; the plain order differs somewhere."""
