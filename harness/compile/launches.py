@@ -482,21 +482,24 @@ class Declarations:
     def add_skip(self, kernel: str, targets: tuple[str, ...], reason: str) -> None:
         self._skips.append((kernel, targets, reason))
 
+    @staticmethod
+    def _names(launch: Launch) -> tuple[str, str]:
+        """What a declaration may name the launch's kernel by: in full, or by its short name."""
+        return launch.kernel, launch.kernel.rsplit(".", 1)[-1]
+
     def skip_reason(self, launch: Launch, target: str) -> str | None:
         """Why ``launch`` is not compiled for ``target`` (:func:`skip_compile`), or ``None``."""
-        short = launch.kernel.rsplit(".", 1)[-1]
+        names = self._names(launch)
         for kernel, targets, reason in self._skips:
-            if kernel in (launch.kernel, short) and target in targets:
+            if kernel in names and target in targets:
                 return reason
         return None
 
     def reason(self, launch: Launch, target: str, error_line: str) -> str | None:
-        """Why this failure was declared expected (a declaration names the kernel in full or by its short name),
-        or ``None``."""
-        short = launch.kernel.rsplit(".", 1)[-1]
+        """Why this failure was declared expected, or ``None``."""
+        names = self._names(launch)
         for d in self._items:
-            if d.kernel in (launch.kernel, short) and (not d.targets or target in d.targets) \
-                    and d.match.search(error_line):
+            if d.kernel in names and (not d.targets or target in d.targets) and d.match.search(error_line):
                 return d.reason
         return None
 
@@ -621,11 +624,17 @@ def expect_compile_failure(kernel: Any, *targets: str, match: str = "", reason: 
     pytest session ends with it."""
     if not reason:
         raise ValueError("expect_compile_failure: reason= must say why the failure is expected")
-    name = kernel if isinstance(kernel, str) else getattr(getattr(kernel, "fn", kernel), "__qualname__", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"expect_compile_failure: kernel must be a @triton.jit kernel or its name, got {kernel!r}")
+    name = _kernel_name(kernel, "expect_compile_failure")
     names = tuple(t.name for t in parse_targets(targets)) if targets else ()
     state().declarations.add(name, names, match, reason)
+
+
+def _kernel_name(kernel: Any, caller: str) -> str:
+    """The name a declaration keeps for ``kernel`` (a ``@triton.jit`` object, or its name)."""
+    name = kernel if isinstance(kernel, str) else getattr(getattr(kernel, "fn", kernel), "__qualname__", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{caller}: kernel must be a @triton.jit kernel or its name, got {kernel!r}")
+    return name
 
 
 def skip_compile(kernel: Any, *targets: str, reason: str = "") -> None:
@@ -638,9 +647,7 @@ def skip_compile(kernel: Any, *targets: str, reason: str = "") -> None:
         raise ValueError("skip_compile: reason= must say why the kernel never runs on those targets")
     if not targets:
         raise ValueError("skip_compile: name the targets (e.g. 'sm75'); a kernel compiled nowhere is no test")
-    name = kernel if isinstance(kernel, str) else getattr(getattr(kernel, "fn", kernel), "__qualname__", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"skip_compile: kernel must be a @triton.jit kernel or its name, got {kernel!r}")
+    name = _kernel_name(kernel, "skip_compile")
     state().declarations.add_skip(name, tuple(t.name for t in parse_targets(targets)), reason)
 
 
