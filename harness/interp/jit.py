@@ -59,7 +59,8 @@ class LeakFix:
     wrapper: Any
 
 
-_LEAK_FIX_LOCK = threading.Lock()
+#: serializes the fixes below against each other (each checks, then replaces, a Triton attribute)
+_FIX_LOCK = threading.Lock()
 
 
 def fix_interpreter_leak() -> LeakFix | None:
@@ -74,7 +75,7 @@ def fix_interpreter_leak() -> LeakFix | None:
     Returns the handle that :func:`unfix_interpreter_leak` takes, or ``None`` when there is nothing to undo:
     the fix is already in place (an outer session's), or this Triton's device call looks different (it is
     then left alone)."""
-    with _LEAK_FIX_LOCK:
+    with _FIX_LOCK:
         try:
             from triton.runtime import interpreter as itp
         except ImportError:  # pragma: no cover
@@ -112,7 +113,7 @@ def unfix_interpreter_leak(handle: LeakFix | None) -> None:
     ``__call__`` that someone else installed since alone: it is no longer ours to remove."""
     if handle is None:
         return
-    with _LEAK_FIX_LOCK:
+    with _FIX_LOCK:
         if handle.cls.__dict__.get("__call__") is handle.wrapper:
             handle.cls.__call__ = handle.original
 
@@ -145,7 +146,7 @@ def fix_scalar_index() -> IndexFix | None:
 
     Returns the handle :func:`unfix_scalar_index` takes, or ``None`` when there is nothing to fix: the Triton
     squeezes already (3.9), the fix is in place (an outer session's), or the patch looks different (left alone)."""
-    with _LEAK_FIX_LOCK:
+    with _FIX_LOCK:
         try:
             from triton.runtime import interpreter as itp
         except ImportError:  # pragma: no cover
@@ -173,7 +174,7 @@ def unfix_scalar_index(handle: IndexFix | None) -> None:
     """Put back what :func:`fix_scalar_index` replaced (``None`` is a no-op; a later replacement is left alone)."""
     if handle is None:
         return
-    with _LEAK_FIX_LOCK:
+    with _FIX_LOCK:
         if handle.module.__dict__.get("_patch_lang_tensor") is handle.wrapper:
             handle.module._patch_lang_tensor = handle.original
 
