@@ -288,6 +288,104 @@ def _value_code(v, zero, scale, y, VALUE_LIMIT: tl.constexpr, RCP_DIV: tl.conste
 
 
 @triton.jit
+def _key_src(key_ptr, koff, w, kmask, KSRC: tl.constexpr, VEC: tl.constexpr):
+    """The source words behind cache key words ``w``: two int64 (eight bytes hold two fp32 keys) or one (four
+    16-bit keys; returned twice, the second unused)."""
+    if KSRC == 2:
+        ka, kb = _int64_pair(key_ptr, koff + 2 * w[None, :], kmask, VEC)
+    else:
+        ka = tl.load(key_ptr + koff + w[None, :], mask=kmask, other=0)
+        kb = ka
+    return ka, kb
+
+
+@triton.jit
+def _key_words(ka, kb, KSRC: tl.constexpr, HW_KEYS: tl.constexpr, KEY_FMT: tl.constexpr,
+               KEY_LIMIT: tl.constexpr, NAN_CODE: tl.constexpr):
+    """The cache key words (byte c of word w = the code of element 4w + c) of ``_key_src``'s words."""
+    if KSRC == 2:
+        a0, a1 = _halves(ka)
+        b0, b1 = _halves(kb)
+        k0, k1 = a0.to(tl.float32, bitcast=True), a1.to(tl.float32, bitcast=True)
+        k2, k3 = b0.to(tl.float32, bitcast=True), b1.to(tl.float32, bitcast=True)
+    else:
+        lo, hi = _halves(ka)
+        k0, k1 = _f32_pair(lo, KSRC)
+        k2, k3 = _f32_pair(hi, KSRC)
+    if HW_KEYS:
+        if KSRC == 0:
+            kword = _nan_bytes(_e4nv_word_f16(lo, hi))
+        else:
+            kword = _nan_bytes(_e4nv_word_f32(k0, k1, k2, k3))
+    else:
+        kword = _key_word(k0, k1, k2, k3, KEY_FMT, KEY_LIMIT, NAN_CODE)
+    return kword
+
+
+@triton.jit
+def _value_src(value_ptr, voff, u, umask, VSRC: tl.constexpr, VEC: tl.constexpr):
+    """The source words behind cache value words ``u`` (eight values each): four int64 for fp32 values, two
+    for 16-bit ones (returned twice, the copies unused)."""
+    if VSRC == 2:
+        a, b = _int64_pair(value_ptr, voff + 4 * u[None, :], umask, VEC)
+        c, d = _int64_pair(value_ptr, voff + 4 * u[None, :] + 2, umask, VEC)
+    else:
+        a, b = _int64_pair(value_ptr, voff + 2 * u[None, :], umask, VEC)
+        c, d = a, b
+    return a, b, c, d
+
+
+@triton.jit
+def _value_elems(a, b, c, d, VSRC: tl.constexpr):
+    """Elements 8u..8u+7 of ``_value_src``'s words as fp32 tensors, one per position."""
+    if VSRC == 2:
+        a0, a1 = _halves(a)
+        b0, b1 = _halves(b)
+        c0, c1 = _halves(c)
+        d0, d1 = _halves(d)
+        v0, v1 = a0.to(tl.float32, bitcast=True), a1.to(tl.float32, bitcast=True)
+        v2, v3 = b0.to(tl.float32, bitcast=True), b1.to(tl.float32, bitcast=True)
+        v4, v5 = c0.to(tl.float32, bitcast=True), c1.to(tl.float32, bitcast=True)
+        v6, v7 = d0.to(tl.float32, bitcast=True), d1.to(tl.float32, bitcast=True)
+    else:
+        a0, a1 = _halves(a)
+        b0, b1 = _halves(b)
+        v0, v1 = _f32_pair(a0, VSRC)
+        v2, v3 = _f32_pair(a1, VSRC)
+        v4, v5 = _f32_pair(b0, VSRC)
+        v6, v7 = _f32_pair(b1, VSRC)
+    return v0, v1, v2, v3, v4, v5, v6, v7
+
+
+@triton.jit
+def _value_range(v0, v1, v2, v3, v4, v5, v6, v7, umask, PADDED: tl.constexpr):
+    """Per row, the max (NaN if any element is NaN) and the min of the raw values of a [rows, words] tile;
+    PADDED: some words lie past the row (zeros, kept out)."""
+    hi8 = _max_nan(_max_nan(_max_nan(v0, v1), _max_nan(v2, v3)), _max_nan(_max_nan(v4, v5), _max_nan(v6, v7)))
+    lo8 = tl.minimum(tl.minimum(tl.minimum(v0, v1), tl.minimum(v2, v3)), tl.minimum(tl.minimum(v4, v5),
+                                                                                     tl.minimum(v6, v7)))
+    if PADDED:
+        hi8 = tl.where(umask, hi8, -float("inf"))
+        lo8 = tl.where(umask, lo8, float("inf"))
+    return tl.reduce(hi8, 1, _max_nan), tl.min(lo8, axis=1)
+
+
+@triton.jit
+def _value_words(v0, v1, v2, v3, v4, v5, v6, v7, zero, sc, y, nan, VALUE_LIMIT: tl.constexpr,
+                 RCP_DIV: tl.constexpr):
+    """The cache value words (element 8u + j in bits 4j..4j+3 of word u); rows with a NaN get codes 0."""
+    vword = _value_code(v7, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v6, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v5, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v4, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v3, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v2, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v1, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    vword = (vword << 4) | _value_code(v0, zero, sc, y, VALUE_LIMIT, RCP_DIV)
+    return tl.where(nan[:, None], 0, vword)
+
+
+@triton.jit
 def _store_k8v4_words_kernel(
     key_ptr,
     value_ptr,
@@ -306,8 +404,10 @@ def _store_k8v4_words_kernel(
     block_size,
     num_slots,
     HEAD_DIM: tl.constexpr,
-    KW_P2: tl.constexpr,
-    VW_P2: tl.constexpr,
+    KW1: tl.constexpr,
+    KW2: tl.constexpr,
+    VW1: tl.constexpr,
+    VW2: tl.constexpr,
     TOKS: tl.constexpr,
     HEADS: tl.constexpr,
     BS_LOG2: tl.constexpr,
@@ -346,79 +446,60 @@ def _store_k8v4_words_kernel(
         blk, off = s // block_size, s % block_size
     base = blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs + head * stride_ch
 
-    # --- keys: cache word w = codes of elements 4w..4w+3, byte c = element 4w+c --------------------------
-    w = tl.arange(0, KW_P2)
-    kmask = ok[:, None] & (w < HEAD_DIM // 4)[None, :]
+    # --- loads: every source word of the tile is requested before anything is stored. The compiler keeps a
+    # load after a store in program order (the cache might alias a source), so loading the values after the
+    # keys' store would wait for memory twice per program; the traffic pattern alone (loads, then stores:
+    # benchmarks/store_pattern.py) is what reached 90.6% of copy. A row's HEAD_DIM / 4 key words are two
+    # tiles, KW1 (the largest power of two that fits) and KW2 (the rest, padded to a power of two; 0: none),
+    # and its HEAD_DIM / 8 value words VW1 + VW2 alike: a lane past the row still issues every instruction,
+    # so one padded tile would cost head_dim 96 a third more work than it needs (24 key words in 32 lanes).
     koff = (tok * stride_kt + head * stride_kh)[:, None]  # int64 units
-    if KSRC == 2:
-        ka, kb = _int64_pair(key_ptr, koff + 2 * w[None, :], kmask, VEC)
-        a0, a1 = _halves(ka)
-        b0, b1 = _halves(kb)
-        k0, k1 = a0.to(tl.float32, bitcast=True), a1.to(tl.float32, bitcast=True)
-        k2, k3 = b0.to(tl.float32, bitcast=True), b1.to(tl.float32, bitcast=True)
-    else:
-        lo, hi = _halves(tl.load(key_ptr + koff + w[None, :], mask=kmask, other=0))
-        k0, k1 = _f32_pair(lo, KSRC)
-        k2, k3 = _f32_pair(hi, KSRC)
-    if HW_KEYS:
-        if KSRC == 0:
-            kword = _nan_bytes(_e4nv_word_f16(lo, hi))
-        else:
-            kword = _nan_bytes(_e4nv_word_f32(k0, k1, k2, k3))
-    else:
-        kword = _key_word(k0, k1, k2, k3, KEY_FMT, KEY_LIMIT, NAN_CODE)
-    tl.store(cache_ptr + base[:, None] + w[None, :], kword, mask=kmask)
+    wk1 = tl.arange(0, KW1)
+    km1 = ok[:, None] & (wk1 < HEAD_DIM // 4)[None, :]
+    ka1, kb1 = _key_src(key_ptr, koff, wk1, km1, KSRC, VEC)
+    if KW2 > 0:
+        wk2 = KW1 + tl.arange(0, KW2)
+        km2 = ok[:, None] & (wk2 < HEAD_DIM // 4)[None, :]
+        ka2, kb2 = _key_src(key_ptr, koff, wk2, km2, KSRC, VEC)
+    voff = (tok * stride_vt + head * stride_vh)[:, None]
+    u1 = tl.arange(0, VW1)
+    um1 = ok[:, None] & (u1 < HEAD_DIM // 8)[None, :]
+    a1, b1, c1, d1 = _value_src(value_ptr, voff, u1, um1, VSRC, VEC)
+    if VW2 > 0:
+        u2 = VW1 + tl.arange(0, VW2)
+        um2 = ok[:, None] & (u2 < HEAD_DIM // 8)[None, :]
+        a2, b2, c2, d2 = _value_src(value_ptr, voff, u2, um2, VSRC, VEC)
+
+    # --- keys: cache word w = codes of elements 4w..4w+3, byte c = element 4w+c --------------------------
+    row = cache_ptr + base[:, None]
+    tl.store(row + wk1[None, :], _key_words(ka1, kb1, KSRC, HW_KEYS, KEY_FMT, KEY_LIMIT, NAN_CODE), mask=km1)
+    if KW2 > 0:
+        tl.store(row + wk2[None, :], _key_words(ka2, kb2, KSRC, HW_KEYS, KEY_FMT, KEY_LIMIT, NAN_CODE), mask=km2)
 
     # --- values: cache word u = nibbles of elements 8u..8u+7, element 8u+j in bits 4j..4j+3 -------------
-    u = tl.arange(0, VW_P2)
-    umask = ok[:, None] & (u < HEAD_DIM // 8)[None, :]
-    voff = (tok * stride_vt + head * stride_vh)[:, None]
-    if VSRC == 2:
-        a, b = _int64_pair(value_ptr, voff + 4 * u[None, :], umask, VEC)
-        c, d = _int64_pair(value_ptr, voff + 4 * u[None, :] + 2, umask, VEC)
-        a0, a1 = _halves(a)
-        b0, b1 = _halves(b)
-        c0, c1 = _halves(c)
-        d0, d1 = _halves(d)
-        v0, v1 = a0.to(tl.float32, bitcast=True), a1.to(tl.float32, bitcast=True)
-        v2, v3 = b0.to(tl.float32, bitcast=True), b1.to(tl.float32, bitcast=True)
-        v4, v5 = c0.to(tl.float32, bitcast=True), c1.to(tl.float32, bitcast=True)
-        v6, v7 = d0.to(tl.float32, bitcast=True), d1.to(tl.float32, bitcast=True)
-    else:
-        a, b = _int64_pair(value_ptr, voff + 2 * u[None, :], umask, VEC)
-        a0, a1 = _halves(a)
-        b0, b1 = _halves(b)
-        v0, v1 = _f32_pair(a0, VSRC)
-        v2, v3 = _f32_pair(a1, VSRC)
-        v4, v5 = _f32_pair(b0, VSRC)
-        v6, v7 = _f32_pair(b1, VSRC)
     # min and max of the raw values, clamped after the reduction (clamping is monotone, so this is the min
     # and max of the clamped values); the max propagates NaN, so a NaN anywhere in a vector shows up there.
-    hi8 = _max_nan(_max_nan(_max_nan(v0, v1), _max_nan(v2, v3)), _max_nan(_max_nan(v4, v5), _max_nan(v6, v7)))
-    lo8 = tl.minimum(tl.minimum(tl.minimum(v0, v1), tl.minimum(v2, v3)), tl.minimum(tl.minimum(v4, v5),
-                                                                                     tl.minimum(v6, v7)))
-    if VW_P2 != HEAD_DIM // 8:  # padding words hold zeros: keep them out of the min and max
-        hi8 = tl.where(umask, hi8, -float("inf"))
-        lo8 = tl.where(umask, lo8, float("inf"))
-    vmax_raw = tl.reduce(hi8, 1, _max_nan)
+    x0, x1, x2, x3, x4, x5, x6, x7 = _value_elems(a1, b1, c1, d1, VSRC)
+    vmax_raw, vmin_raw = _value_range(x0, x1, x2, x3, x4, x5, x6, x7, um1, VW1 > HEAD_DIM // 8)
+    if VW2 > 0:
+        y0, y1, y2, y3, y4, y5, y6, y7 = _value_elems(a2, b2, c2, d2, VSRC)
+        hi2, lo2 = _value_range(y0, y1, y2, y3, y4, y5, y6, y7, um2, VW1 + VW2 > HEAD_DIM // 8)
+        vmax_raw = _max_nan(vmax_raw, hi2)
+        vmin_raw = tl.minimum(vmin_raw, lo2)
     nan = vmax_raw != vmax_raw
     # a vector with a NaN is quantized from 0..0 (its codes and parameters are replaced below), so nothing
     # after this line ever sees a NaN
     vmax = tl.where(nan, 0.0, tl.minimum(tl.maximum(vmax_raw, -VALUE_LIMIT), VALUE_LIMIT))
-    vmin = tl.where(nan, 0.0, tl.minimum(tl.maximum(tl.min(lo8, axis=1), -VALUE_LIMIT), VALUE_LIMIT))
+    vmin = tl.where(nan, 0.0, tl.minimum(tl.maximum(vmin_raw, -VALUE_LIMIT), VALUE_LIMIT))
     scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.zeros_like(vmax) + 15.0), EPS)
     rcp = tl.math.div_rn(tl.zeros_like(scale) + 1.0, scale)
     zero, sc, y = vmin[:, None], scale[:, None], rcp[:, None]
-    vword = _value_code(v7, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v6, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v5, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v4, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v3, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v2, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v1, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = (vword << 4) | _value_code(v0, zero, sc, y, VALUE_LIMIT, RCP_DIV)
-    vword = tl.where(nan[:, None], 0, vword)  # a vector with a NaN: codes 0
-    tl.store(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :], vword, mask=umask)
+    vrow = row + HEAD_DIM // 4
+    tl.store(vrow + u1[None, :], _value_words(x0, x1, x2, x3, x4, x5, x6, x7, zero, sc, y, nan, VALUE_LIMIT,
+                                               RCP_DIV), mask=um1)
+    if VW2 > 0:
+        tl.store(vrow + u2[None, :], _value_words(y0, y1, y2, y3, y4, y5, y6, y7, zero, sc, y, nan, VALUE_LIMIT,
+                                                   RCP_DIV), mask=um2)
 
     # --- scale, zero: fp16, scale in the low half of the word ----------------------------------------------
     s_bits = scale.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
@@ -572,7 +653,7 @@ def _words_plan(config: Any, paths: Any, head_dim: int, fmt: str, key_dtype: tor
     ``words_launch_config`` and ``gpu_paths`` as the call found them: a swapped one (the benchmark's sweep,
     tests) is a new key, so it takes effect at once."""
     rows, warps, vec = config(head_dim, max(key_dtype.itemsize, value_dtype.itemsize))
-    consts = _words_constexprs(head_dim, fmt, rows, key_dtype, value_dtype, vec, num_heads=num_heads,
+    consts = _words_constexprs(head_dim, fmt, rows, warps, key_dtype, value_dtype, vec, num_heads=num_heads,
                                block_size=block_size, paths=paths(device_type, fmt))
     return consts, warps
 
@@ -584,13 +665,26 @@ def _plan(config: Any, head_dim: int, fmt: str, words: bool) -> tuple[int, dict,
     return rows, _constexprs(head_dim, fmt, rows=rows, words=words), warps
 
 
-def _words_constexprs(head_dim: int, fmt: str, rows: int, key_dtype: torch.dtype, value_dtype: torch.dtype,
+def _split_words(name: str, n: int, rows: int, lanes: int) -> dict[str, int]:
+    """The word kernel's one or two tiles of ``n`` words per row: ``{name}1`` the largest power of two <= n
+    and ``{name}2`` the rest rounded up to a power of two (24 = 16 + 8), or ``{name}1`` = n rounded up and
+    ``{name}2`` = 0 where n is a power of two or the second tile would not fill the ``lanes`` threads of a
+    program once (``rows`` x rest < lanes: its lanes would hold copies, measured in SASS as more work than
+    the padding it saves; benchmarks/store_sass.py)."""
+    first = 1 << (n.bit_length() - 1)
+    rest = next_pow2(n - first) if n > first else 0
+    if rest and rows * rest >= lanes:
+        return {f"{name}1": first, f"{name}2": rest}
+    return {f"{name}1": next_pow2(n), f"{name}2": 0}
+
+
+def _words_constexprs(head_dim: int, fmt: str, rows: int, warps: int, key_dtype: torch.dtype, value_dtype: torch.dtype,
                       vec: bool, *, num_heads: int, block_size: int, paths: tuple[bool, bool]) -> dict[str, Any]:
     heads = heads_per_program(num_heads, rows)
     return {
         "HEAD_DIM": head_dim,
-        "KW_P2": next_pow2(head_dim // 4),
-        "VW_P2": next_pow2(head_dim // 8),
+        **_split_words("KW", head_dim // 4, rows, 32 * warps),
+        **_split_words("VW", head_dim // 8, rows, 32 * warps),
         "TOKS": rows // heads,
         "HEADS": heads,
         "BS_LOG2": _block_log2(block_size),
@@ -670,7 +764,7 @@ def words_compile_spec(
     kd, vd = _TORCH_DTYPE[key_dtype], _TORCH_DTYPE[value_dtype or key_dtype]
     rows, warps, vec = words_launch_config(head_dim, max(kd.itemsize, vd.itemsize))
     sig = _signature("*i64", "*i64", "*i32", slot_dtype, words=True)  # sources as int64 words, cache as int32
-    consts = _words_constexprs(head_dim, fmt, rows, kd, vd, vec, num_heads=num_heads, block_size=block_size,
+    consts = _words_constexprs(head_dim, fmt, rows, warps, kd, vd, vec, num_heads=num_heads, block_size=block_size,
                                paths=gpu_paths("cuda" if gpu else "cpu", fmt))
     return sig, consts, warps
 

@@ -278,8 +278,20 @@ _KERNEL_CASES = [
 ]
 
 
+# head_dims whose rows the word kernel splits into two tiles of key / value words (8 rows, 1 warp): none (8,
+# 24), keys only (80: 16 + 4 key words, 10 value words in one tile), both exact (96: 16 + 8, 8 + 4), both with
+# a padded second tile (56: 8 + 8 for 14 key words, 4 + 4 for 7 value words)
+_SPLIT_DIMS = {8: (0, 0), 24: (0, 0), 56: (8, 4), 80: (4, 0), 96: (8, 4)}
+
+
+def test_the_word_kernel_dims_cover_every_tile_split():
+    for d, want in _SPLIT_DIMS.items():
+        _, consts, _ = store_mod.words_compile_spec("bf16", "e4nv", head_dim=d)
+        assert (consts["KW2"], consts["VW2"]) == want, d
+
+
 @pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")  # the interpreter's min of a NaN vector
-@pytest.mark.parametrize("d", [8, 24])
+@pytest.mark.parametrize("d", list(_SPLIT_DIMS))
 @pytest.mark.parametrize(
     "kd, vd, fmt",
     _KERNEL_CASES,
@@ -288,16 +300,21 @@ _KERNEL_CASES = [
 def test_word_and_general_store_kernels_write_the_same_bytes(kd, vd, fmt, d, rng, device, harness_arch, tolerance):
     """Key/value rows on 8-byte boundaries take ``_store_k8v4_words_kernel`` (sources read as int64 words),
     others ``_store_k8v4_kernel``: the same bytes, the reference's, with every special in the data — NaN,
-    ±inf and out-of-range keys, NaN / ±inf / beyond-fp16 values, a constant vector (the scale floor)."""
+    ±inf and out-of-range keys, NaN / ±inf / beyond-fp16 values, a constant vector (the scale floor) — and,
+    where the word kernel splits a row in two tiles, a row's NaN, max and min in its last word only."""
     t, h = 6, 2
     key, value = _inputs(rng, t, h, d)
     key[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e4, -2.0])
     key[5, 1, :8] = torch.tensor([-float("nan"), 448.0, -464.0, 2.0**-10, -(2.0**-12), 1.75, -1.8125, -0.0])
+    key[4, 0, -1] = 1e4
     value[1, 0, 3] = float("nan")
     value[0, 1] = -float("nan")  # every element NaN
     value[2, 1] = 7.0
     value[3, 0, :3] = torch.tensor([1e6, -float("inf"), 70000.0])
     value[4, 1, 1] = float("inf")
+    value[4, 0, -1] = float("nan")
+    value[5, 0, -1] = 1e3
+    value[3, 1, -1] = -1e3
     key, value = key.to(kd), value.to(vd)
     slots = torch.tensor([5, -1, 0, 11, 7, 2])
     before = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8)
