@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
 from kernels.qsa import _checks
 from kernels.qsa.config import FP8_MAX, IndexerConfig
@@ -320,7 +321,7 @@ def normalize_query(
     if n == 0:
         return out
     block_m = 16
-    _norm_cast_kernel[(triton.cdiv(n, block_m),)](
+    _norm_cast_kernel[(cdiv(n, block_m),)](
         x,
         w,
         out,

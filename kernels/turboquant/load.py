@@ -29,6 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._grid import cdiv
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
 from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
@@ -377,7 +378,7 @@ def tq_load_k8v4(
         consts, warps, toks, heads = _plan(load_words_launch_config, True, d, fmt, num_heads, block_size)
         if num_heads // heads <= MAX_GRID_Y:
             kernel, cache, unit = _load_k8v4_words_kernel, kv_cache.view(torch.int32), 4
-            grid, count = (triton.cdiv(n, toks), num_heads // heads), n
+            grid, count = (cdiv(n, toks), num_heads // heads), n
         else:  # too many head groups for grid.y
             heads = 0
     else:
@@ -385,7 +386,7 @@ def tq_load_k8v4(
     if heads == 0:  # the general kernel: any layout, a 1-D grid of rows, int64 throughout
         consts, warps, rows, _ = _plan(load_launch_config, False, d, fmt, num_heads, block_size)
         kernel, cache, unit = _load_k8v4_kernel, kv_cache, 1
-        grid, count = (triton.cdiv(n * num_heads, rows),), n * num_heads
+        grid, count = (cdiv(n * num_heads, rows),), n * num_heads
     args = (cache, slot_mapping, key, value, kv_cache.stride(0) // unit, kv_cache.stride(1) // unit,
             kv_cache.stride(2) // unit, num_heads * d, d, slot_mapping.stride(0), count, num_heads, block_size,
             num_slots)

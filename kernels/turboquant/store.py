@@ -31,6 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
@@ -602,7 +603,7 @@ def words_grid(num_tokens: int, num_heads: int, num_slots: int, toks: int, heads
     65,535 head groups."""
     if num_slots >= 2**31 or num_tokens >= 2**31 - toks or num_heads // heads > 65535:
         return None
-    return triton.cdiv(num_tokens, toks), num_heads // heads
+    return cdiv(num_tokens, toks), num_heads // heads
 
 
 def _constexprs(head_dim: int, fmt: str, *, rows: int = 1, words: bool = False) -> dict[str, Any]:
@@ -853,4 +854,4 @@ def tq_store_k8v4(
     args = (key, value, cache, slot_mapping, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
             kv_cache.stride(0) // unit, kv_cache.stride(1) // unit, kv_cache.stride(2) // unit, slot_mapping.stride(0),
             num_rows, num_heads, block_size, num_blocks * block_size)
-    kernel[(triton.cdiv(num_rows, rows),)](*args, **consts, num_warps=warps)
+    kernel[(cdiv(num_rows, rows),)](*args, **consts, num_warps=warps)
