@@ -792,6 +792,40 @@ def _last_dim_unit(x: torch.Tensor) -> torch.Tensor:
     return x if x.shape[-1] <= 1 or x.stride(-1) == 1 else x.contiguous()
 
 
+#: Word-kernel launches already checked and planned, by everything the checks and the plan read except the
+#: token count (``_call_key``): a call that matches one skips the checks (issue 25's host budget: on the CPU
+#: box they cost ~10 us of a call, a hit ~4 us). Bounded: cleared when full.
+_PLANS: dict[tuple, tuple] = {}
+_MAX_PLANS = 256
+
+
+def _call_key(key: Any, value: Any, kv_cache: Any, slot_mapping: Any, fp8_format: Any) -> tuple | None:
+    """What decides a store call's checks and word-kernel launch, apart from the number of tokens: every
+    argument's dtype, shape past dim 0 (the cache's whole shape), strides, device and start alignment (8
+    bytes for the sources, 4 for the cache), the format asked for, and the module globals a test or benchmark
+    may swap (launch config, GPU paths, kernel, the capability query). None: not plain tensors (the full
+    path raises on them or copies)."""
+    if not (type(key) is torch.Tensor and type(value) is torch.Tensor and type(kv_cache) is torch.Tensor
+            and type(slot_mapping) is torch.Tensor and type(fp8_format) is str):
+        return None
+    try:
+        return (key.dtype, key.shape[1:], key.stride(), key.device, key.data_ptr() & 7,
+                value.dtype, value.shape[1:], value.stride(), value.device, value.data_ptr() & 7,
+                kv_cache.dtype, kv_cache.shape, kv_cache.stride(), kv_cache.device, kv_cache.data_ptr() & 3,
+                slot_mapping.dtype, slot_mapping.dim(), slot_mapping.stride(), slot_mapping.device, fp8_format,
+                words_launch_config, gpu_paths, _store_k8v4_words_kernel, torch.cuda.get_device_capability)
+    except RuntimeError:  # a layout without strides or storage (sparse, ...): the full path says what is wrong
+        return None
+
+
+def _launch_words(plan: tuple, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
+                  slot_mapping: torch.Tensor, num_tokens: int) -> None:
+    head, tail, consts, warps, toks, groups = plan
+    _store_k8v4_words_kernel[(cdiv(num_tokens, toks), groups)](
+        key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head, num_tokens,
+        *tail, **consts, num_warps=warps)
+
+
 def tq_store_k8v4(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -814,6 +848,14 @@ def tq_store_k8v4(
     a slot out of range or written twice — for debugging; the default keeps the call free of host syncs, so
     it can be captured in a CUDA graph.
     """
+    call = _call_key(key, value, kv_cache, slot_mapping, fp8_format) if validate is False else None
+    plan = _PLANS.get(call) if call is not None else None
+    if plan is not None:
+        n = key.shape[0]
+        if value.shape[0] == n and slot_mapping.shape[0] == n and n < 2**31 - plan[4]:  # else: the full path
+            if n:
+                _launch_words(plan, key, value, kv_cache, slot_mapping, n)
+            return
     _checks.tensor("key", key, dim=3, dtypes=_checks.FLOAT_DTYPES)
     _checks.tensor("value", value, dim=3, dtypes=_checks.FLOAT_DTYPES)
     if value.shape != key.shape:
@@ -833,6 +875,7 @@ def tq_store_k8v4(
         _checks.slot_values(slot_mapping, num_slots=num_blocks * block_size, unique=True)
     if num_tokens == 0 or num_heads == 0:
         return
+    given = key, value
     key, value = _last_dim_unit(key), _last_dim_unit(value)
     words = words_ok(head_dim, kv_cache)
     cache = kv_cache.view(torch.int32) if words else kv_cache
@@ -843,11 +886,15 @@ def tq_store_k8v4(
                                     block_size, device.type)
         grid = words_grid(num_tokens, num_heads, num_blocks * block_size, consts["TOKS"], consts["HEADS"])
         if grid is not None:
-            kq, vq = key.view(torch.int64), value.view(torch.int64)
-            args = (kq, vq, cache, slot_mapping, kq.stride(0), kq.stride(1), vq.stride(0), vq.stride(1),
-                    kv_cache.stride(0) // 4, kv_cache.stride(1) // 4, kv_cache.stride(2) // 4, slot_mapping.stride(0),
-                    num_tokens, num_heads, block_size, num_blocks * block_size)
-            _store_k8v4_words_kernel[grid](*args, **consts, num_warps=warps)
+            ke, ve, cs = key.element_size(), value.element_size(), kv_cache.stride()  # strides in int64 / int32 words
+            plan = ((ke * key.stride(0) // 8, ke * key.stride(1) // 8, ve * value.stride(0) // 8,
+                     ve * value.stride(1) // 8, cs[0] // 4, cs[1] // 4, cs[2] // 4, slot_mapping.stride(0)),
+                    (num_heads, block_size, num_blocks * block_size), consts, warps, consts["TOKS"], grid[1])
+            if call is not None and key is given[0] and value is given[1]:  # not copies: the same layout next time
+                if len(_PLANS) >= _MAX_PLANS:
+                    _PLANS.clear()
+                _PLANS[call] = plan
+            _launch_words(plan, key, value, kv_cache, slot_mapping, num_tokens)
             return
     rows, consts, warps = _plan(launch_config, head_dim, fmt, words)
     kernel = _store_k8v4_kernel  # module global at call time: tests swap in the known-bad variant

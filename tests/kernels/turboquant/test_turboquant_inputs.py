@@ -510,6 +510,132 @@ def test_words_compile_spec_follows_heads_and_block_size():
     assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, False)
 
 
+# --- calls whose checks are skipped: a planned layout seen again ----------------------------------------------
+
+
+RCP_PATHS = {"gpu_paths": lambda device_type, fmt: (False, True)}
+
+
+def _variants(key, value, slots, new_cache):
+    """(name, key, value, cache factory, slots, kwargs, swapped module globals) calls that each differ from the
+    base call in one thing a store call's plan depends on, or in the token count alone (which it must not)."""
+
+    def wider():  # slots of h + 1 heads, the view skipping head 0: other strides, same shape
+        c = new_cache(heads=key.shape[1] + 1)
+        return c[:, :, 1:]
+
+    def off():  # the same shape and strides, starting 2 bytes past a 4-byte boundary (the byte kernel)
+        c = new_cache()
+        flat = torch.full((c.numel() + 2,), POISON, dtype=torch.uint8, device=c.device)
+        return flat[2:].view(c.shape)
+
+    def strided(x):  # rows 8-byte aligned, twice as far apart
+        return torch.cat([x, x], 2)[:, :, : x.shape[2]]
+
+    rows4 = {"words_launch_config": lambda head_dim, elem_size: (4, 1, False)}
+    return [
+        ("base", key, value, new_cache, slots, {}, None),
+        ("fewer tokens", key[:3], value[:3], new_cache, slots[:3], {}, None),
+        ("key fp16", key.half(), value, new_cache, slots, {}, None),
+        ("value fp32", key, value.float(), new_cache, slots, {}, None),
+        ("key off 8 bytes", _shifted(key, 1), value, new_cache, slots, {}, None),
+        ("value off 8 bytes", key, _shifted(value, 1), new_cache, slots, {}, None),
+        ("value transposed", key, value.transpose(1, 2).contiguous().transpose(1, 2), new_cache, slots, {}, None),
+        ("cache of wider slots", key, value, wider, slots, {}, None),
+        ("cache off 4 bytes", key, value, off, slots, {}, None),
+        ("cache of more blocks", key, value, lambda: new_cache(blocks=4), slots + 8, {}, None),
+        ("cache of longer blocks", key, value, lambda: new_cache(blocks=1, block_size=8), slots, {}, None),
+        ("slots int32", key, value, new_cache, slots.int(), {}, None),
+        ("slots strided", key, value, new_cache, torch.stack([slots, slots], 1)[:, 0], {}, None),
+        ("e4b15", key, value, new_cache, slots, {"fp8_format": "e4b15"}, None),
+        ("key rows strided", strided(key), value, new_cache, slots, {}, None),
+        ("value rows strided", key, strided(value), new_cache, slots, {}, None),
+        ("4 rows per program", key, value, new_cache, slots, {}, rows4),
+        ("reciprocal division", key, value, new_cache, slots, {}, RCP_PATHS),
+    ]
+
+
+def test_a_checked_layout_is_replanned_when_anything_it_depends_on_changes(rng, device, harness_arch, tolerance,
+                                                                           monkeypatch):
+    """After a call has left its plan, every call that differs in dtype, alignment, strides, slot dtype or
+    layout, format or launch config writes what a call with no plans writes (and the reference's bytes);
+    one that differs only in its token count reuses the plan and is right too."""
+    t, h, d = 5, 2, 16
+    key, value = _inputs(rng, t, h, d, torch.bfloat16)
+    key, value = key.to(device), value.to(device)
+    slots = torch.tensor([6, 0, -1, 3, 7], device=device)
+
+    def new_cache(heads=h, blocks=2, block_size=4):
+        return torch.full((blocks, block_size, heads, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+
+    kernel = store_mod._store_k8v4_words_kernel
+    defaults = {n: getattr(store_mod, n) for n in ("words_launch_config", "gpu_paths")}
+    launched = []
+
+    class Recorded:  # the word kernel, recording each launch's rows per program and division path
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.append((kwargs["TOKS"] * kwargs["HEADS"], kwargs["RCP_DIV"]))
+                return kernel[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(store_mod, "_store_k8v4_words_kernel", Recorded())
+    for name, k, v, cache, s, kw, swapped in _variants(key, value, slots, new_cache):
+        got, again, fresh = cache(), cache(), cache()
+        before = got.clone()
+        store_mod._PLANS.clear()
+        for n, f in defaults.items():
+            monkeypatch.setattr(store_mod, n, f)
+        tq_store_k8v4(key, value, new_cache(), slots)  # the base call leaves its plan
+        for n, f in (swapped or {}).items():
+            monkeypatch.setattr(store_mod, n, f)
+        launched.clear()
+        tq_store_k8v4(k, v, got, s, **kw)
+        tq_store_k8v4(k, v, again, s, **kw)  # after the plan (if any) the call itself left
+        if swapped:
+            want = (4, False) if "words_launch_config" in swapped else (8, True)
+            assert launched == [want, want], f"{name}: launched {launched}, not the swapped function's {want}"
+        store_mod._PLANS.clear()
+        tq_store_k8v4(k, v, fresh, s, **kw)
+        assert torch.equal(got, fresh), f"{name}: a call after the base call's plan wrote other bytes"
+        assert torch.equal(again, fresh), f"{name}: a call after its own plan wrote other bytes"
+        if swapped is RCP_PATHS and not _fma_rounds_once(device):
+            continue  # this interpreter's tl.fma rounds twice: the reciprocal path is not IEEE division here
+        fmt = kw.get("fp8_format", "e4nv")
+        _assert_cache(_flat(got), _expect(k.cpu(), v.cpu(), before, s.cpu(), fmt, harness_arch), d, fmt, tolerance)
+
+
+def test_a_planned_call_skips_the_checks_but_not_the_token_count_ones(rng, device, monkeypatch):
+    key, value = _inputs(rng, 4, 2, 16, torch.bfloat16)
+    key, value = key.to(device), value.to(device)
+    cache = torch.zeros(2, 4, 2, slot_bytes(16), dtype=torch.uint8, device=device)
+    slots = torch.tensor([0, 1, 2, 3], device=device)
+    store_mod._PLANS.clear()
+    tq_store_k8v4(key, value, cache, slots)
+    checked = []
+    monkeypatch.setattr(store_mod._checks, "tensor", lambda *a, **k: checked.append(a[0]) or a[1])
+    tq_store_k8v4(key[:2], value[:2], cache, slots[:2])
+    assert checked == [], "a planned layout ran its checks again"
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="value has shape"):
+        tq_store_k8v4(key, value[:3], cache, slots)
+    with pytest.raises(ValueError, match="slot_mapping has 3 entries, expected num_tokens = 4"):
+        tq_store_k8v4(key, value, cache, slots[:3])
+    with pytest.raises(ValueError, match="out of range"):
+        tq_store_k8v4(key, value, cache, slots + 5, validate=True)
+    with pytest.raises(TypeError, match="validate must be a bool"):
+        tq_store_k8v4(key, value, cache, slots, validate=1)
+    # what the checks would refuse is never a planned layout: each differs from the plan in its dtype alone
+    with pytest.raises(TypeError, match="slot_mapping must have dtype"):
+        tq_store_k8v4(key, value, cache, slots.float())
+    with pytest.raises(TypeError, match="key must have dtype"):
+        tq_store_k8v4(key.double(), value, cache, slots)
+    with pytest.raises(TypeError, match="kv_cache must have dtype"):
+        tq_store_k8v4(key, value, cache.view(torch.int8), slots)
+    with pytest.raises(ValueError, match="fp8_format must be"):
+        tq_store_k8v4(key, value, cache, slots, fp8_format="e5m2")
+
+
 # --- GPU: no host sync, CUDA-graph capture ---------------------------------------------------------------
 
 
