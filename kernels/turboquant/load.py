@@ -340,6 +340,38 @@ def _plan(config: Any, words: bool, head_dim: int, fmt: str, num_heads: int,
     return _constexprs(head_dim, fmt, rows), warps, rows, 0
 
 
+#: Word-kernel launches already checked and planned, by everything the checks and the plan read except the
+#: number of slots asked for (``_call_key``); as the store's (kernels.turboquant.store._PLANS). Bounded.
+_PLANS: dict[tuple, tuple] = {}
+_MAX_PLANS = 256
+
+
+def _call_key(kv_cache: Any, slot_mapping: Any, head_dim: Any, fp8_format: Any) -> tuple | None:
+    """What decides a load call's checks and word-kernel launch, apart from the number of slots: the cache's
+    dtype, shape, strides, device and 4-byte alignment, the slot tensor's dtype, dims, strides and device,
+    head_dim and the format asked for, and the module globals a test or benchmark may swap. None: not plain
+    tensors and values (the full path raises)."""
+    if not (type(kv_cache) is torch.Tensor and type(slot_mapping) is torch.Tensor and type(head_dim) is int
+            and type(fp8_format) is str):
+        return None
+    try:
+        return (kv_cache.dtype, kv_cache.shape, kv_cache.stride(), kv_cache.device, kv_cache.data_ptr() & 3,
+                slot_mapping.dtype, slot_mapping.dim(), slot_mapping.stride(), slot_mapping.device, head_dim,
+                fp8_format, load_words_launch_config, _load_k8v4_words_kernel, torch.cuda.get_device_capability)
+    except RuntimeError:  # a layout without strides or storage: the full path says what is wrong
+        return None
+
+
+def _launch_words(plan: tuple, kv_cache: torch.Tensor, slot_mapping: torch.Tensor, n: int) -> tuple:
+    shape, ints, tail, consts, warps, toks, groups = plan
+    key = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
+    value = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
+    if n:
+        _load_k8v4_words_kernel[(cdiv(n, toks), groups)](kv_cache.view(torch.int32), slot_mapping, key, value,
+                                                         *ints, n, *tail, **consts, num_warps=warps)
+    return key, value
+
+
 def tq_load_k8v4(
     kv_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
@@ -356,6 +388,10 @@ def tq_load_k8v4(
     past the cache reads as NaN too (checked on the device); ``validate=True`` raises on it instead, at the
     cost of a host sync (see ``tq_store_k8v4``).
     """
+    call = _call_key(kv_cache, slot_mapping, head_dim, fp8_format) if validate is False else None
+    plan = _PLANS.get(call) if call is not None else None
+    if plan is not None and slot_mapping.shape[0] < 2**31 - 64:
+        return _launch_words(plan, kv_cache, slot_mapping, slot_mapping.shape[0])
     d = _checks.head_dim(head_dim)
     _checks.tensor("kv_cache", kv_cache, dim=4, dtypes=(torch.uint8,))
     num_blocks, block_size, num_heads, _ = kv_cache.shape
@@ -377,6 +413,13 @@ def tq_load_k8v4(
     if load_words_ok(d, kv_cache) and num_slots < 2**31 and n < 2**31 - 64:
         consts, warps, toks, heads = _plan(load_words_launch_config, True, d, fmt, num_heads, block_size)
         if num_heads // heads <= MAX_GRID_Y:
+            cs = kv_cache.stride()
+            plan = ((num_heads, d), (cs[0] // 4, cs[1] // 4, cs[2] // 4, num_heads * d, d, slot_mapping.stride(0)),
+                    (num_heads, block_size, num_slots), consts, warps, toks, num_heads // heads)
+            if call is not None:
+                if len(_PLANS) >= _MAX_PLANS:
+                    _PLANS.clear()
+                _PLANS[call] = plan
             kernel, cache, unit = _load_k8v4_words_kernel, kv_cache.view(torch.int32), 4
             grid, count = (cdiv(n, toks), num_heads // heads), n
         else:  # too many head groups for grid.y

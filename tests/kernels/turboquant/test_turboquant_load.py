@@ -228,3 +228,74 @@ def test_calls_with_other_specializations_keep_their_bits(rng, device):
         for n, step, dtype in ((16, 1, torch.int64), (16, 2, torch.int64), (13, 1, torch.int32), (32, 2, torch.int32)):
             wide = _slots(rng, n * step, 40, dtype).to(device)
             _check(cache, wide[::step], d, "e4nv", device, calls=2)
+
+
+def test_a_checked_layout_is_replanned_when_anything_it_depends_on_changes(rng, device, monkeypatch):
+    """After a call has left its plan, each call that differs from it in one thing the checks or the launch
+    read (cache strides, alignment, blocks, block size, slot dtype and stride, head_dim with the same slot
+    size, format, launch config) returns what a call with no plans returns, twice (the second after its own
+    plan); one that differs only in its slot count reuses the plan and is right too."""
+    d, h = 16, 2
+    base = _on(device, _random_cache(rng, 3, 4, h, d))
+    slots = _slots(rng, 7, 12).to(device)
+    kernel, default = load_mod._load_k8v4_words_kernel, load_mod.load_words_launch_config
+    launched = []
+
+    class Recorded:  # the word kernel, recording each launch's rows per program
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.append(kwargs["TOKS"] * kwargs["HEADS"])
+                return kernel[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(load_mod, "_load_k8v4_words_kernel", Recorded())
+    rows4 = lambda head_dim: (4, 1)  # noqa: E731
+    variants = [
+        ("base", base, slots, d, {}, None),
+        ("fewer slots", base, slots[:3], d, {}, None),
+        ("no slots", base, slots[:0], d, {}, None),
+        ("cache of wider slots", _on(device, _random_cache(rng, 3, 4, h, d, pad=8)), slots, d, {}, None),
+        ("cache off 4 bytes", _on(device, _random_cache(rng, 3, 4, h, d, offset=2), 2), slots, d, {}, None),
+        ("cache of more blocks", _on(device, _random_cache(rng, 6, 4, h, d)), slots + 9, d, {}, None),
+        ("cache of longer blocks", _on(device, _random_cache(rng, 2, 6, h, d)), slots, d, {}, None),
+        ("slots int32", base, slots.int(), d, {}, None),
+        ("slots strided", base, torch.stack([slots, slots], 1)[:, 0], d, {}, None),
+        ("head_dim 15, the same slot size", base, slots, 15, {}, None),
+        ("e4b15", base, slots, d, {"fp8_format": "e4b15"}, None),
+        ("4 rows per program", base, slots, d, {}, rows4),
+    ]
+    assert slot_bytes(15) == slot_bytes(d)
+    for name, cache, s, hd, kw, config in variants:
+        load_mod._PLANS.clear()
+        monkeypatch.setattr(load_mod, "load_words_launch_config", default)
+        tq_load_k8v4(base, slots, head_dim=d)  # the base call leaves its plan
+        monkeypatch.setattr(load_mod, "load_words_launch_config", config or default)
+        launched.clear()
+        got = [tq_load_k8v4(cache, s, head_dim=hd, **kw) for _ in range(2)]
+        if config is not None:
+            assert launched == [4, 4], f"{name}: launched {launched} rows per program, not the new config's 4"
+        load_mod._PLANS.clear()
+        want = tq_load_k8v4(cache, s, head_dim=hd, **kw)
+        for i, (k, v) in enumerate(got):
+            _assert_same_bits(k, want[0], f"{name}: keys of call {i + 1} after a plan")
+            _assert_same_bits(v, want[1], f"{name}: values of call {i + 1} after a plan")
+
+
+def test_a_planned_call_still_refuses_what_the_checks_refuse(rng, device):
+    cache = _on(device, _random_cache(rng, 3, 4, 2, 16))
+    slots = _slots(rng, 5, 12).to(device)
+    load_mod._PLANS.clear()
+    tq_load_k8v4(cache, slots, head_dim=16)
+    assert load_mod._PLANS, "the call left no plan"
+    with pytest.raises(TypeError, match="slot_mapping must have dtype"):
+        tq_load_k8v4(cache, slots.float(), head_dim=16)
+    with pytest.raises(TypeError, match="kv_cache must have dtype"):
+        tq_load_k8v4(cache.view(torch.int8), slots, head_dim=16)
+    with pytest.raises(ValueError, match="head_dim must be an int"):
+        tq_load_k8v4(cache, slots, head_dim=16.0)
+    with pytest.raises(ValueError, match="fp8_format must be"):
+        tq_load_k8v4(cache, slots, head_dim=16, fp8_format="e5m2")
+    with pytest.raises(ValueError, match="out of range"):
+        tq_load_k8v4(cache, slots.clamp(0, 11) + 1, head_dim=16, validate=True)
+    with pytest.raises(TypeError, match="validate must be a bool"):
+        tq_load_k8v4(cache, slots, head_dim=16, validate=1)
