@@ -1,5 +1,5 @@
 """Where a QSA decode selection's time goes, for bench_qsa.py's decode shapes: the whole call (CUDA-graph
-replay, and host microseconds per call with the launch cache of kernels/qsa/_launch.py on and off, and with
+replay, and host microseconds per call with the launch cache of kernels/_launch.py on and off, and with
 no launch at all: the checks and allocations alone), the logits kernel alone for each tiles-per-program ×
 pipeline-depth candidate (each checked bit for bit against one tile per program, and against paged_logits),
 and the top-k alone for the shipped plan and its candidates (each checked equal to the shipped result).
@@ -69,7 +69,8 @@ def main() -> None:
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--topk-sweep-only", action="store_true")
     args = ap.parse_args()
-    from kernels.qsa import _launch, decode_select, paged_logits
+    from kernels import _launch
+    from kernels.qsa import decode_select, paged_logits
     from kernels.qsa import logits as L
     from kernels.qsa import topk as T
 

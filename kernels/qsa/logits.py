@@ -36,8 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._launch import Launcher
 from kernels.qsa import _checks
-from kernels.qsa._launch import Launcher
 from kernels.qsa.cache import IndexerKVCache
 
 __all__ = ["paged_logits", "decode_logits", "LogitsTile", "TILES", "DECODE_TILES", "DECODE_TILES_PER_PROGRAM",

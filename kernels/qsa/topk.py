@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.qsa._launch import Launcher
+from kernels._launch import Launcher
 
 __all__ = ["topk_columns"]
 

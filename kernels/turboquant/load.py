@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from kernels._grid import cdiv
+from kernels._launch import Launcher
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
 from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
@@ -362,13 +363,28 @@ def _call_key(kv_cache: Any, slot_mapping: Any, head_dim: Any, fp8_format: Any) 
         return None
 
 
+#: The word kernel's Launcher, per kernel object (tests swap the module global).
+_LAUNCHERS: dict[Any, Launcher] = {}
+
+
+def _launcher(kernel: Any) -> Launcher:
+    launcher = _LAUNCHERS.get(kernel)
+    if launcher is None:
+        if len(_LAUNCHERS) >= 16:
+            _LAUNCHERS.clear()
+        launcher = _LAUNCHERS[kernel] = Launcher(kernel, tensors=4, classed=("num_tokens",))
+    return launcher
+
+
 def _launch_words(plan: tuple, kv_cache: torch.Tensor, slot_mapping: torch.Tensor, n: int) -> tuple:
-    shape, ints, tail, consts, warps, toks, groups = plan
+    """The two outputs and one word-kernel launch of a plan, through the compiled kernel's handle once it is
+    compiled (kernels._launch)."""
+    shape, ints, tail, launcher, config, toks, groups = plan
     key = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     value = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     if n:
-        _load_k8v4_words_kernel[(cdiv(n, toks), groups)](kv_cache.view(torch.int32), slot_mapping, key, value,
-                                                         *ints, n, *tail, **consts, num_warps=warps)
+        launcher((cdiv(n, toks), groups), (kv_cache.view(torch.int32), slot_mapping, key, value, *ints, n, *tail),
+                 config)
     return key, value
 
 
@@ -405,34 +421,28 @@ def tq_load_k8v4(
     if validate:
         _checks.slot_values(slot_mapping, num_slots=num_blocks * block_size, unique=False)
     n = slot_mapping.shape[0]
-    key = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)
-    value = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)
-    if n == 0 or num_heads == 0:
-        return key, value
     num_slots = num_blocks * block_size
-    if load_words_ok(d, kv_cache) and num_slots < 2**31 and n < 2**31 - 64:
+    if n and num_heads and load_words_ok(d, kv_cache) and num_slots < 2**31 and n < 2**31 - 64:
         consts, warps, toks, heads = _plan(load_words_launch_config, True, d, fmt, num_heads, block_size)
         if num_heads // heads <= MAX_GRID_Y:
-            cs = kv_cache.stride()
+            cs, launcher = kv_cache.stride(), _launcher(_load_k8v4_words_kernel)
             plan = ((num_heads, d), (cs[0] // 4, cs[1] // 4, cs[2] // 4, num_heads * d, d, slot_mapping.stride(0)),
-                    (num_heads, block_size, num_slots), consts, warps, toks, num_heads // heads)
+                    (num_heads, block_size, num_slots), launcher, launcher.config(consts, {"num_warps": warps}), toks,
+                    num_heads // heads)
             if call is not None:
                 if len(_PLANS) >= _MAX_PLANS:
                     _PLANS.clear()
                 _PLANS[call] = plan
-            kernel, cache, unit = _load_k8v4_words_kernel, kv_cache.view(torch.int32), 4
-            grid, count = (cdiv(n, toks), num_heads // heads), n
-        else:  # too many head groups for grid.y
-            heads = 0
-    else:
-        heads = 0
-    if heads == 0:  # the general kernel: any layout, a 1-D grid of rows, int64 throughout
-        consts, warps, rows, _ = _plan(load_launch_config, False, d, fmt, num_heads, block_size)
-        kernel, cache, unit = _load_k8v4_kernel, kv_cache, 1
-        grid, count = (cdiv(n * num_heads, rows),), n * num_heads
-    args = (cache, slot_mapping, key, value, kv_cache.stride(0) // unit, kv_cache.stride(1) // unit,
-            kv_cache.stride(2) // unit, num_heads * d, d, slot_mapping.stride(0), count, num_heads, block_size,
-            num_slots)
-    kernel[grid](*args, **consts, num_warps=warps)
+            return _launch_words(plan, kv_cache, slot_mapping, n)
+        # else too many head groups for grid.y: the general kernel
+    key = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)
+    value = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)
+    if n == 0 or num_heads == 0:
+        return key, value
+    # the general kernel: any layout, a 1-D grid of rows, int64 throughout
+    consts, warps, rows, _ = _plan(load_launch_config, False, d, fmt, num_heads, block_size)
+    args = (kv_cache, slot_mapping, key, value, kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
+            num_heads * d, d, slot_mapping.stride(0), n * num_heads, num_heads, block_size, num_slots)
+    _load_k8v4_kernel[(cdiv(n * num_heads, rows),)](*args, **consts, num_warps=warps)
     return key, value
 

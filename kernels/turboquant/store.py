@@ -33,6 +33,7 @@ import triton.language as tl
 
 from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
+from kernels._launch import Launcher
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -818,12 +819,27 @@ def _call_key(key: Any, value: Any, kv_cache: Any, slot_mapping: Any, fp8_format
         return None
 
 
+#: The word kernel's Launcher, per kernel object (tests swap the module global).
+_LAUNCHERS: dict[Any, Launcher] = {}
+
+
+def _launcher(kernel: Any) -> Launcher:
+    launcher = _LAUNCHERS.get(kernel)
+    if launcher is None:
+        if len(_LAUNCHERS) >= 16:
+            _LAUNCHERS.clear()
+        launcher = _LAUNCHERS[kernel] = Launcher(kernel, classed=("num_tokens",))
+    return launcher
+
+
 def _launch_words(plan: tuple, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
                   slot_mapping: torch.Tensor, num_tokens: int) -> None:
-    head, tail, consts, warps, toks, groups = plan
-    _store_k8v4_words_kernel[(cdiv(num_tokens, toks), groups)](
-        key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head, num_tokens,
-        *tail, **consts, num_warps=warps)
+    """One word-kernel launch of a plan, through the compiled kernel's handle once it is compiled
+    (kernels._launch: Triton's own dispatch is most of a call's host time)."""
+    head, tail, launcher, config, toks, groups = plan
+    args = (key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head,
+            num_tokens, *tail)
+    launcher((cdiv(num_tokens, toks), groups), args, config)
 
 
 def tq_store_k8v4(
@@ -886,10 +902,12 @@ def tq_store_k8v4(
                                     block_size, device.type)
         grid = words_grid(num_tokens, num_heads, num_blocks * block_size, consts["TOKS"], consts["HEADS"])
         if grid is not None:
+            launcher = _launcher(_store_k8v4_words_kernel)
             ke, ve, cs = key.element_size(), value.element_size(), kv_cache.stride()  # strides in int64 / int32 words
             plan = ((ke * key.stride(0) // 8, ke * key.stride(1) // 8, ve * value.stride(0) // 8,
                      ve * value.stride(1) // 8, cs[0] // 4, cs[1] // 4, cs[2] // 4, slot_mapping.stride(0)),
-                    (num_heads, block_size, num_blocks * block_size), consts, warps, consts["TOKS"], grid[1])
+                    (num_heads, block_size, num_blocks * block_size), launcher,
+                    launcher.config(consts, {"num_warps": warps}), consts["TOKS"], grid[1])
             if call is not None and key is given[0] and value is given[1]:  # not copies: the same layout next time
                 if len(_PLANS) >= _MAX_PLANS:
                     _PLANS.clear()

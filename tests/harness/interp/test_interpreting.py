@@ -82,7 +82,7 @@ def _launched(normalize_query, logits):
         seen[self.fn.__name__] = {k: kwargs[k] for k in ("EMULATE_ROUND", "UPCAST") if k in kwargs}
         raise Stop
 
-    from kernels.qsa import _launch
+    from kernels import _launch
 
     classes = {type(logits._paged_logits_kernel)}
     saved = {c: c.__dict__["run"] for c in classes}

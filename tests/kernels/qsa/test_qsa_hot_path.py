@@ -71,7 +71,7 @@ def host_ops_only(monkeypatch):
     on a real device) and are recorded as ``launch <kernel>``."""
     from torch.utils._python_dispatch import _disable_current_modes
 
-    from kernels.qsa import _launch
+    from kernels import _launch
 
     call = _launch.Launcher.__call__
 
@@ -154,9 +154,9 @@ def test_default_decode_select_replays_in_a_cuda_graph_gpu(dtype, tokens, rng, d
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_cached_launches_equal_triton_launches_gpu(dtype, rng, device, monkeypatch):
-    """kernels.qsa._launch: the compiled-handle launches give the bits of ``kernel[grid](...)``, also when an
+    """kernels._launch: the compiled-handle launches give the bits of ``kernel[grid](...)``, also when an
     argument's alignment changes between calls (a new specialization, compiled on first use)."""
-    from kernels.qsa import _launch
+    from kernels import _launch
     from kernels.qsa.inputs import REALISTIC, build_case, decode_rows
 
     qsa = _qsa()

@@ -691,3 +691,32 @@ def test_default_store_does_not_sync(device, monkeypatch):
         tq_load_k8v4(cache, slots, head_dim=d)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.gpu
+def test_cached_launches_equal_triton_launches_gpu(rng, device, monkeypatch):
+    """kernels._launch behind the store's and the load's word kernels: launches through the compiled handle
+    write and return the bits of ``kernel[grid](...)`` launches, over token counts of every specialization
+    class (1, a multiple of 16, neither) and slot tensors whose start moves off 16 bytes and back."""
+    from kernels import _launch
+
+    t, h, d, nb, bs = 48, 4, 128, 16, 16
+    key, value = _inputs(rng, t, h, d, torch.bfloat16)
+    key, value = key.to(device), value.to(device)
+    slots = torch.randperm(nb * bs, generator=rng)[:t].to(device)
+    wide = torch.zeros(t + 1, dtype=slots.dtype, device=device)
+    wide[1:] = slots
+    calls = [(n, s) for n in (13, 16, 1, 48) for s in (slots, wide[1:], slots)]
+    got = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(_launch, "ENABLED", enabled)
+        out = []
+        for n, s in calls:
+            cache = torch.zeros(nb, bs, h, slot_bytes(d), dtype=torch.uint8, device=device)
+            tq_store_k8v4(key[:n], value[:n], cache, s[:n])
+            out.append((cache, *tq_load_k8v4(cache, s[:n], head_dim=d)))
+        got[enabled] = out
+    for i, ((c1, k1, v1), (c0, k0, v0)) in enumerate(zip(got[True], got[False], strict=True)):
+        assert torch.equal(c1, c0), f"call {i} ({calls[i][0]} tokens): the cached launch stored other bytes"
+        assert torch.equal(k1.view(torch.int32), k0.view(torch.int32)), f"call {i}: other key bits"
+        assert torch.equal(v1.view(torch.int32), v0.view(torch.int32)), f"call {i}: other value bits"

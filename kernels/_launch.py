@@ -1,15 +1,17 @@
 """Launch a ``@triton.jit`` kernel through its compiled handle once it is compiled: the host side of a
-decode selection without Triton's per-call binding work.
+hot-path call without Triton's per-call binding work.
 
 Why: a decode step launches two or three small kernels whose GPU time is 20-80 us; Triton's ``kernel[grid]
 (...)`` spends its own tens of microseconds per launch binding and specializing every argument, looking up
 the compiled kernel by a string key and building launch metadata (measured as 60-150 us of host time per
-``decode_select`` call on the H200 box, 2026-12-03, docs/performance.md). Here the first launch of a
-specialization goes through ``kernel[grid]`` (which compiles and returns the compiled kernel); later ones
-with the same key call the compiled kernel's launcher as ``JITFunction.run`` does. The key is finer than
-what Triton 3.6-3.9 specialize on (read off ``native_specialize_impl``: each tensor's dtype and 16-byte
-alignment; for each int whether it is 1, a multiple of 16, and 32 or 64 bits): each tensor's dtype and
-address modulo 16, and the ints' values, so a hit is always the kernel Triton would have launched.
+``decode_select`` call on the H200 box, 2026-12-03, docs/performance.md; 20.5 us of a turboquant load call).
+Here the first launch of a specialization goes through ``kernel[grid]`` (which compiles and returns the
+compiled kernel); later ones with the same key call the compiled kernel's launcher as ``JITFunction.run``
+does. The key is finer than what Triton 3.6-3.9 specialize on (read off ``native_specialize_impl``: each
+tensor's dtype and 16-byte alignment; for each int whether it is 1, a multiple of 16, and 32 or 64 bits):
+each tensor's dtype and address modulo 16, and the ints' values, so a hit is always the kernel Triton would
+have launched. Ints that change from call to call (a token count) can be keyed by that class instead of
+their value (``classed``), so the cache stays small; it is cleared when it holds ``MAX_ENTRIES``.
 
 On the interpreter, or if the installed Triton lacks what this relies on, every launch takes ``kernel[grid]``.
 ``ENABLED = False`` does too (benchmarks compare both).
@@ -24,21 +26,28 @@ import triton
 
 from kernels._interpreter import runs_on_interpreter
 
-__all__ = ["Launcher", "ENABLED"]
+__all__ = ["Launcher", "ENABLED", "MAX_ENTRIES"]
 
 #: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
 ENABLED = True
+#: Compiled kernels one Launcher keeps before it starts again (a bound on memory, never reached by the
+#: shipped calls: their keys are per layout, not per value).
+MAX_ENTRIES = 1024
 
 
 class Launcher:
     """Launches of one ``@triton.jit`` kernel whose runtime arguments come first, positionally, and whose
     constexprs follow."""
 
-    def __init__(self, kernel: Any) -> None:
+    def __init__(self, kernel: Any, *, tensors: int | None = None, classed: tuple[str, ...] = ()) -> None:
+        """``tensors``: how many leading runtime parameters are tensors (default: those named ``*_ptr``).
+        ``classed``: int parameters keyed by Triton's specialization class (1, a multiple of 16, 32 or 64
+        bits) instead of their value."""
         self.kernel = kernel
         self._compiled: dict[tuple, Any] = {}
         self._n_runtime: int | None = None  # None: always the plain path
         self._n_tensors = 0
+        self._classed: tuple[int, ...] = ()
         self._constexpr_names: tuple[str, ...] = ()
         params = getattr(kernel, "params", None)
         if params is not None and not runs_on_interpreter(kernel):
@@ -48,7 +57,14 @@ class Launcher:
                 self._n_runtime = n
                 self._constexpr_names = tuple(p.name for p in params[n:])
                 # leading pointer parameters: named *_ptr in every QSA kernel
-                self._n_tensors = next((i for i, p in enumerate(params[:n]) if not p.name.endswith("_ptr")), n)
+                named = next((i for i, p in enumerate(params[:n]) if not p.name.endswith("_ptr")), n)
+                self._n_tensors = named if tensors is None else tensors
+                names = [p.name for p in params[self._n_tensors:n]]
+                unknown = set(classed) - set(names)
+                if unknown:
+                    raise ValueError(f"{kernel.__name__}: classed names {sorted(unknown)} are not int parameters "
+                                     f"after its {self._n_tensors} tensors")
+                self._classed = tuple(names.index(c) for c in classed)
 
     def config(self, constexprs: dict[str, Any], options: dict[str, Any]) -> tuple:
         """A launch configuration (every constexpr by name, plus ``num_warps``/``num_stages``) as the hashable
@@ -62,21 +78,30 @@ class Launcher:
     def __call__(self, grid: tuple[int, ...], args: tuple, config: tuple) -> Any:
         """``kernel[grid](*args, **constexprs, **options)`` for ``config = self.config(constexprs, options)``.
 
-        ``args``: the kernel's tensors first, then ints (as every QSA kernel takes them). The cache key is each
-        tensor's dtype and address modulo 16 and the ints' values: finer than Triton's own key (alignment to
-        16, and for ints: 1, a multiple of 16, 32 or 64 bits), so a cached compiled kernel is always the one
-        Triton would pick."""
+        ``args``: the kernel's tensors first, then ints (as every QSA and turboquant kernel takes them). The
+        cache key is each tensor's dtype and address modulo 16 and the ints' values (a ``classed`` int's
+        class): finer than Triton's own key (alignment to 16, and for ints: 1, a multiple of 16, 32 or 64
+        bits), so a cached compiled kernel is always the one Triton would pick."""
         if not ENABLED or self._n_runtime is None or len(args) != self._n_runtime:
             return self._plain(grid, args, config)
         nt = self._n_tensors
         device = torch.cuda.current_device()
-        key = (device, config, tuple([(a.dtype, a.data_ptr() & 15) for a in args[:nt]]), args[nt:])
+        ints = args[nt:]
+        if self._classed:
+            ints = list(ints)
+            for i in self._classed:
+                v = ints[i]
+                ints[i] = ("class", v == 1, v % 16 == 0, -(2**31) <= v < 2**31, v < 2**63) if type(v) is int else v
+            ints = tuple(ints)
+        key = (device, config, tuple([(a.dtype, a.data_ptr() & 15) for a in args[:nt]]), ints)
         compiled = self._compiled.get(key)
         if compiled is None:
             compiled = self._plain(grid, args, config)
             if hasattr(compiled, "result"):  # an async-compile future
                 compiled = compiled.result()
             if self._cacheable(args, compiled):
+                if len(self._compiled) >= MAX_ENTRIES:
+                    self._compiled.clear()
                 self._compiled[key] = compiled
             return compiled
         full = args + config[0]

@@ -1,0 +1,143 @@
+"""kernels._launch on a CPU box: which launches reuse a compiled kernel and which go back to Triton.
+
+The direct launch itself needs a GPU (tests/kernels/qsa/test_qsa_hot_path.py and test_turboquant_inputs.py
+compare it with ``kernel[grid]`` there); here a stand-in kernel records both kinds of launch, so the cache key
+is checked on every lane: a hit must be a launch Triton would have specialized the same way.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kernels import _launch
+
+
+class _Compiled:
+    """What ``kernel[grid](...)`` returns on a GPU, as far as the direct launch uses it."""
+
+    function = "fn"
+    packed_metadata = "meta"
+
+    def __init__(self, log):
+        self.log = log
+
+    def launch_metadata(self, grid, stream, *args):
+        return None
+
+    def run(self, gx, gy, gz, stream, function, packed, meta, enter, exit_, *args):
+        self.log.append(("direct", (gx, gy, gz), args))
+
+
+class _Kernel:
+    """A stand-in ``@triton.jit`` kernel: three pointers, two ints (the second a token count), constexpr B."""
+
+    __name__ = "stand_in"
+
+    def __init__(self):
+        self.params = [SimpleNamespace(name=n, is_constexpr=c) for n, c in
+                       (("a_ptr", False), ("b_ptr", False), ("out", False), ("stride", False), ("n", False),
+                        ("B", True))]
+        self.log = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.log.append(("triton", grid, args, kwargs))
+            return _Compiled(self.log)
+        return launch
+
+
+@pytest.fixture
+def cuda_stand_in(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_launch, "_DRIVER", [SimpleNamespace(get_current_stream=lambda device: 7)])
+    monkeypatch.setattr(_launch, "ENABLED", True)
+
+
+def _tensors(offset=0):
+    buf = torch.zeros(64, dtype=torch.float32)
+    return buf[offset:offset + 8], torch.zeros(8, dtype=torch.float32), torch.zeros(8, dtype=torch.int32)
+
+
+def _kinds(kernel):
+    return [entry[0] for entry in kernel.log]
+
+
+def test_a_hit_reuses_the_compiled_kernel_with_this_calls_arguments(cuda_stand_in):
+    k = _Kernel()
+    launcher = _launch.Launcher(k, tensors=3, classed=("n",))
+    cfg = launcher.config({"B": 64}, {"num_warps": 1})
+    a, b, out = _tensors()
+    launcher((2,), (a, b, out, 32, 17), cfg)
+    launcher((5, 3), (a, b, out, 32, 33), cfg)  # n 17 -> 33: the same class (not 1, not a multiple of 16)
+    assert _kinds(k) == ["triton", "direct"]
+    assert k.log[0][3] == {"B": 64, "num_warps": 1}
+    assert k.log[1][1] == (5, 3, 1)
+    assert k.log[1][2] == (a, b, out, 32, 33, 64), "the direct launch passes this call's values and the constexprs"
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["n multiple of 16", "n is 1", "n past int32", "other int value", "a off 16 bytes", "b dtype", "other config"],
+)
+def test_what_triton_specializes_on_goes_back_to_triton(change, cuda_stand_in):
+    k = _Kernel()
+    launcher = _launch.Launcher(k, tensors=3, classed=("n",))
+    cfg = launcher.config({"B": 64}, {"num_warps": 1})
+    a, b, out = _tensors()
+    args = [a, b, out, 32, 17]
+    launcher((1,), tuple(args), cfg)
+    if change == "n multiple of 16":
+        args[4] = 48
+    elif change == "n is 1":
+        args[4] = 1
+    elif change == "n past int32":
+        args[4] = 2**31 + 17
+    elif change == "other int value":  # not classed: keyed by value
+        args[3] = 33
+    elif change == "a off 16 bytes":
+        args[0] = _tensors(offset=1)[0]
+    elif change == "b dtype":
+        args[1] = b.double()
+    else:
+        cfg = launcher.config({"B": 128}, {"num_warps": 1})
+    launcher((1,), tuple(args), cfg)
+    launcher((1,), tuple(args), cfg)
+    assert _kinds(k) == ["triton", "triton", "direct"]
+
+
+def test_the_plain_path_where_the_launcher_cannot_key(cuda_stand_in, monkeypatch):
+    k = _Kernel()
+    launcher = _launch.Launcher(k, tensors=3)
+    cfg = launcher.config({"B": 64}, {"num_warps": 1})
+    a, b, out = _tensors()
+    launcher((1,), (a, b, out, 32, 17.5), cfg)  # a float where an int was expected: never cached
+    launcher((1,), (a, b, out, 32, 17.5), cfg)
+    launcher((1,), (a, b, out, 32), cfg)  # not every runtime argument
+    monkeypatch.setattr(_launch, "ENABLED", False)
+    launcher((1,), (a, b, out, 32, 17), cfg)
+    launcher((1,), (a, b, out, 32, 17), cfg)
+    assert _kinds(k) == ["triton"] * 5
+
+
+def test_the_cache_is_bounded(cuda_stand_in, monkeypatch):
+    monkeypatch.setattr(_launch, "MAX_ENTRIES", 4)
+    k = _Kernel()
+    launcher = _launch.Launcher(k, tensors=3)
+    cfg = launcher.config({"B": 64}, {"num_warps": 1})
+    a, b, out = _tensors()
+    for stride in range(10):
+        launcher((1,), (a, b, out, stride, 17), cfg)
+    assert len(launcher._compiled) <= 4
+    assert _kinds(k) == ["triton"] * 10
+
+
+def test_bad_launcher_arguments_are_named():
+    with pytest.raises(ValueError, match=r"classed names \['m'\] are not int parameters"):
+        _launch.Launcher(_Kernel(), tensors=3, classed=("m",))
+    with pytest.raises(ValueError, match=r"classed names \['out'\] are not int parameters after its 3"):
+        _launch.Launcher(_Kernel(), tensors=3, classed=("out",))
+    with pytest.raises(TypeError, match=r"stand_in: constexprs \['B'\] must be given"):
+        _launch.Launcher(_Kernel(), tensors=3).config({}, {})
