@@ -26,7 +26,7 @@ import triton
 
 from kernels._interpreter import runs_on_interpreter
 
-__all__ = ["Launcher", "ENABLED", "MAX_ENTRIES"]
+__all__ = ["Launcher", "launcher_for", "ENABLED", "MAX_ENTRIES"]
 
 #: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
 ENABLED = True
@@ -125,6 +125,22 @@ class Launcher:
 
     def _plain(self, grid: tuple[int, ...], args: tuple, config: tuple) -> Any:
         return self.kernel[grid](*args, **dict(config[1]), **dict(config[2]))
+
+
+_BY_KERNEL: dict[tuple, Launcher] = {}
+
+
+def launcher_for(kernel: Any, *, tensors: int | None = None, classed: tuple[str, ...] = ()) -> Launcher:
+    """The Launcher of ``kernel`` with these options, one per kernel object: a caller that reads its kernel
+    from a module global at call time (tests swap it for a recorder or a known-bad variant) gets the launcher
+    of the kernel it holds. Kept while there are at most 64."""
+    key = (kernel, tensors, classed)
+    launcher = _BY_KERNEL.get(key)
+    if launcher is None:
+        if len(_BY_KERNEL) >= 64:
+            _BY_KERNEL.clear()
+        launcher = _BY_KERNEL[key] = Launcher(kernel, tensors=tensors, classed=classed)
+    return launcher
 
 
 _DRIVER: list[Any] = []

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from kernels._grid import cdiv
-from kernels._launch import Launcher
+from kernels._launch import Launcher, launcher_for
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
 from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
@@ -363,17 +363,8 @@ def _call_key(kv_cache: Any, slot_mapping: Any, head_dim: Any, fp8_format: Any) 
         return None
 
 
-#: The word kernel's Launcher, per kernel object (tests swap the module global).
-_LAUNCHERS: dict[Any, Launcher] = {}
-
-
 def _launcher(kernel: Any) -> Launcher:
-    launcher = _LAUNCHERS.get(kernel)
-    if launcher is None:
-        if len(_LAUNCHERS) >= 16:
-            _LAUNCHERS.clear()
-        launcher = _LAUNCHERS[kernel] = Launcher(kernel, tensors=4, classed=("num_tokens",))
-    return launcher
+    return launcher_for(kernel, tensors=4, classed=("num_tokens",))
 
 
 def _launch_words(plan: tuple, kv_cache: torch.Tensor, slot_mapping: torch.Tensor, n: int) -> tuple:

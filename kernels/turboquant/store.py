@@ -33,7 +33,7 @@ import triton.language as tl
 
 from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
-from kernels._launch import Launcher
+from kernels._launch import Launcher, launcher_for
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -819,17 +819,8 @@ def _call_key(key: Any, value: Any, kv_cache: Any, slot_mapping: Any, fp8_format
         return None
 
 
-#: The word kernel's Launcher, per kernel object (tests swap the module global).
-_LAUNCHERS: dict[Any, Launcher] = {}
-
-
 def _launcher(kernel: Any) -> Launcher:
-    launcher = _LAUNCHERS.get(kernel)
-    if launcher is None:
-        if len(_LAUNCHERS) >= 16:
-            _LAUNCHERS.clear()
-        launcher = _LAUNCHERS[kernel] = Launcher(kernel, classed=("num_tokens",))
-    return launcher
+    return launcher_for(kernel, classed=("num_tokens",))
 
 
 def _launch_words(plan: tuple, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,

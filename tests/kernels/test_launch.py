@@ -141,3 +141,12 @@ def test_bad_launcher_arguments_are_named():
         _launch.Launcher(_Kernel(), tensors=3, classed=("out",))
     with pytest.raises(TypeError, match=r"stand_in: constexprs \['B'\] must be given"):
         _launch.Launcher(_Kernel(), tensors=3).config({}, {})
+
+
+def test_launcher_for_gives_one_launcher_per_kernel_object_and_options():
+    a, b = _Kernel(), _Kernel()
+    la = _launch.launcher_for(a, tensors=3, classed=("n",))
+    assert _launch.launcher_for(a, tensors=3, classed=("n",)) is la
+    assert _launch.launcher_for(b, tensors=3, classed=("n",)) is not la  # a swapped-in kernel: its own
+    assert _launch.launcher_for(a, tensors=3) is not la
+    assert _launch.launcher_for(b, tensors=3, classed=("n",)).kernel is b
