@@ -1,7 +1,8 @@
 """Host-side validation for the K8V4 entry points: every bad argument is named with what was expected.
 
-Two kinds of checks. Those that need only shapes, strides, dtypes and devices run on every call, before
-anything is launched, so a rejected call writes nothing. Those that need the slot *values* (range,
+Two kinds of checks. Those that need only shapes, strides, dtypes and devices run before anything is
+launched, so a rejected call writes nothing; a call whose layout (everything they read but the token count)
+passed them before skips them (the entry points' ``_PLANS``). Those that need the slot *values* (range,
 duplicates) read device memory, i.e. sync the host with the GPU: they run only with ``validate=True``. The
 kernels re-check the range themselves, so an unvalidated bad slot is skipped, never written out of bounds.
 """

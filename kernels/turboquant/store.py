@@ -849,9 +849,10 @@ def tq_store_k8v4(
     slots must not overlap in memory. Key/value rows on 8-byte boundaries and a 4-byte aligned cache (the
     usual case) take the faster kernel; other layouts write the same bytes, more slowly.
 
-    Every check that needs only shapes, strides and dtypes runs on every call, before launch: on error
-    nothing is written. The slot *values* are checked on the device: a slot outside the cache is skipped,
-    never written out of bounds. ``validate=True`` also reads them on the host (a device sync) and raises on
+    Every check that needs only shapes, strides and dtypes runs before launch: on error nothing is written.
+    They run once per layout: a later call that differs only in its token count reuses the checked plan.
+    The slot *values* are checked on the device: a slot outside the cache is skipped, never written out of
+    bounds. ``validate=True`` also reads them on the host (a device sync) and raises on
     a slot out of range or written twice — for debugging; the default keeps the call free of host syncs, so
     it can be captured in a CUDA graph.
     """
