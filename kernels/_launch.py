@@ -26,7 +26,7 @@ import triton
 
 from kernels._interpreter import runs_on_interpreter
 
-__all__ = ["Launcher", "launcher_for", "ENABLED", "MAX_ENTRIES"]
+__all__ = ["Launcher", "launcher_for", "remember", "ENABLED", "MAX_ENTRIES"]
 
 #: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
 ENABLED = True
@@ -100,9 +100,7 @@ class Launcher:
             if hasattr(compiled, "result"):  # an async-compile future
                 compiled = compiled.result()
             if self._cacheable(args, compiled):
-                if len(self._compiled) >= MAX_ENTRIES:
-                    self._compiled.clear()
-                self._compiled[key] = compiled
+                remember(self._compiled, key, compiled, MAX_ENTRIES)
             return compiled
         full = args + config[0]
         stream = _driver().get_current_stream(device)
@@ -137,10 +135,18 @@ def launcher_for(kernel: Any, *, tensors: int | None = None, classed: tuple[str,
     key = (kernel, tensors, classed)
     launcher = _BY_KERNEL.get(key)
     if launcher is None:
-        if len(_BY_KERNEL) >= 64:
-            _BY_KERNEL.clear()
-        launcher = _BY_KERNEL[key] = Launcher(kernel, tensors=tensors, classed=classed)
+        launcher = Launcher(kernel, tensors=tensors, classed=classed)
+        remember(_BY_KERNEL, key, launcher, 64)
     return launcher
+
+
+def remember(table: dict, key: Any, value: Any, limit: int) -> None:
+    """``table[key] = value``, emptying ``table`` first when it holds ``limit`` entries: the host-side caches
+    of the launch path (compiled kernels, launchers, the turboquant calls' plans) are bounded this way, so a
+    caller that never repeats a key costs memory once, not without end."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
 
 
 _DRIVER: list[Any] = []

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from kernels._grid import cdiv
-from kernels._launch import Launcher, launcher_for
+from kernels._launch import Launcher, launcher_for, remember
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
 from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
@@ -421,9 +421,7 @@ def tq_load_k8v4(
                     (num_heads, block_size, num_slots), launcher, launcher.config(consts, {"num_warps": warps}), toks,
                     num_heads // heads)
             if call is not None:
-                if len(_PLANS) >= _MAX_PLANS:
-                    _PLANS.clear()
-                _PLANS[call] = plan
+                remember(_PLANS, call, plan, _MAX_PLANS)
             return _launch_words(plan, kv_cache, slot_mapping, n)
         # else too many head groups for grid.y: the general kernel
     key = torch.empty((n, num_heads, d), dtype=torch.float32, device=device)

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
-from kernels._launch import Launcher, launcher_for
+from kernels._launch import Launcher, launcher_for, remember
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -886,9 +886,6 @@ def tq_store_k8v4(
     given = key, value
     key, value = _last_dim_unit(key), _last_dim_unit(value)
     words = words_ok(head_dim, kv_cache)
-    cache = kv_cache.view(torch.int32) if words else kv_cache
-    unit = 4 if words else 1
-    num_rows = num_tokens * num_heads
     if words and src_words_ok(key) and src_words_ok(value):
         consts, warps = _words_plan(words_launch_config, gpu_paths, head_dim, fmt, key.dtype, value.dtype, num_heads,
                                     block_size, device.type)
@@ -901,11 +898,12 @@ def tq_store_k8v4(
                     (num_heads, block_size, num_blocks * block_size), launcher,
                     launcher.config(consts, {"num_warps": warps}), consts["TOKS"], grid[1])
             if call is not None and key is given[0] and value is given[1]:  # not copies: the same layout next time
-                if len(_PLANS) >= _MAX_PLANS:
-                    _PLANS.clear()
-                _PLANS[call] = plan
+                remember(_PLANS, call, plan, _MAX_PLANS)
             _launch_words(plan, key, value, kv_cache, slot_mapping, num_tokens)
             return
+    # the general kernel: unaligned sources, or a cache written byte by byte
+    cache, unit = (kv_cache.view(torch.int32), 4) if words else (kv_cache, 1)
+    num_rows = num_tokens * num_heads
     rows, consts, warps = _plan(launch_config, head_dim, fmt, words)
     kernel = _store_k8v4_kernel  # module global at call time: tests swap in the known-bad variant
     args = (key, value, cache, slot_mapping, key.stride(0), key.stride(1), value.stride(0), value.stride(1),
