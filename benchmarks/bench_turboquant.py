@@ -153,6 +153,10 @@ def _check_old_random(job) -> str:
 def main() -> None:
     def options(p):
         p.add_argument("--sweep", action="store_true")
+        p.add_argument("--sweep-rows", type=int, nargs="+", default=list(SWEEP_ROWS), help="--sweep's rows per program")
+        p.add_argument("--sweep-warps", type=int, nargs="+", default=list(SWEEP_WARPS), help="--sweep's warps")
+        p.add_argument("--sweep-vec", type=int, nargs="+", default=[int(v) for v in SWEEP_VEC], choices=(0, 1),
+                       help="--sweep's split 16-byte loads (0 = two 8-byte loads, 1 = one 16-byte load)")
         p.add_argument("--sweep-load", action="store_true")
         p.add_argument("--check-old", action="store_true")
         p.add_argument("--jobs", type=int, default=12, help="processes compiling --sweep-load configs first")
@@ -220,9 +224,9 @@ def main() -> None:
                 rows.append(_row("load-sweep", label, fmt, th, f"{r}r/{w}w", load_bytes, copy, 0.0, ms))
         if args.sweep and fmt == "e4nv" and th >= 1 << 20 and label not in swept:
             swept.add(label)
-            for r in SWEEP_ROWS:
-                for w in SWEEP_WARPS:
-                    for v in SWEEP_VEC:
+            for r in args.sweep_rows:
+                for w in args.sweep_warps:
+                    for v in map(bool, args.sweep_vec):
                         store_mod.words_launch_config = lambda head_dim, elem_size, r=r, w=w, v=v: (r, w, v)
                         try:
                             ms = graph_ms(store)
