@@ -572,10 +572,10 @@ def test_a_checked_layout_is_replanned_when_anything_it_depends_on_changes(rng, 
     defaults = {n: getattr(store_mod, n) for n in ("words_launch_config", "gpu_paths")}
     launched = []
 
-    class Recorded:  # the word kernel, recording each launch's rows per program and division path
+    class Recorded:  # the word kernel, recording each launch's rows per program and its key and division paths
         def __getitem__(self, grid):
             def launch(*args, **kwargs):
-                launched.append((kwargs["TOKS"] * kwargs["HEADS"], kwargs["RCP_DIV"]))
+                launched.append((kwargs["TOKS"] * kwargs["HEADS"], kwargs["HW_KEYS"], kwargs["RCP_DIV"]))
                 return kernel[grid](*args, **kwargs)
             return launch
 
@@ -592,8 +592,10 @@ def test_a_checked_layout_is_replanned_when_anything_it_depends_on_changes(rng, 
         launched.clear()
         tq_store_k8v4(k, v, got, s, **kw)
         tq_store_k8v4(k, v, again, s, **kw)  # after the plan (if any) the call itself left
-        if swapped:
-            want = (4, False) if "words_launch_config" in swapped else (8, True)
+        if swapped:  # on a GPU RCP_PATHS differs from the default in its key path, on the interpreter in division
+            paths = swapped.get("gpu_paths", defaults["gpu_paths"])(torch.device(device).type, "e4nv")
+            want = (4 if "words_launch_config" in swapped else 8, *paths)
+            assert paths != defaults["gpu_paths"](torch.device(device).type, "e4nv") or "gpu_paths" not in swapped
             assert launched == [want, want], f"{name}: launched {launched}, not the swapped function's {want}"
         store_mod._PLANS.clear()
         tq_store_k8v4(k, v, fresh, s, **kw)
