@@ -5,7 +5,8 @@ pipeline-depth candidate (each checked bit for bit against one tile per program,
 and the top-k alone for the shipped plan and its candidates (each checked equal to the shipped result).
 Not a test; prints JSON lines and writes them to OUT.json.
 
-    python benchmarks/qsa_breakdown.py OUT.json [--shapes 0,4] [--no-sweep | --topk-sweep-only]
+    python benchmarks/qsa_breakdown.py OUT.json [--shapes 0,4] [--dtypes fp8] [--configs 128/8/3,256/8/3]
+                                       [--no-sweep | --topk-sweep-only]
 
 Compiles run first in a pool of processes (one per shape and dtype; Triton's disk cache hands them to the
 timing process), so the sweep fits in a short GPU session.
@@ -39,24 +40,31 @@ def _case(i: int, dtype: str):
     return label, mtp, cache, bt, q, vis, nb
 
 
-def _logits(cache, q, bt, vis, mtp, tiles, stages):
+def _logits(cache, q, bt, vis, mtp, tiles, stages, block_n=None, warps=None):
     from kernels.qsa import logits as L
 
     L.DECODE_TILES_PER_PROGRAM[cache.dtype] = (tiles,) * 3  # until reset
     t = L.DECODE_TILES[cache.dtype]
-    tile = L.LogitsTile(block_n=t.block_n, num_warps=t.num_warps, num_stages=stages)
+    tile = L.LogitsTile(block_n=block_n or t.block_n, num_warps=warps or t.num_warps, num_stages=stages)
     return partial(L.decode_logits, cache, q, bt, vis, decode_query_len=mtp, n_cols=bt.shape[1] * cache.page_size,
                    tile=tile)
 
 
+def _candidates(configs: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int | None, int | None]]:
+    """(tiles, stages, block_n, warps) of the logits sweep: TILES x STAGES at the shipped tile, or TILES x
+    each ``--configs`` (block_n, warps, stages)."""
+    if not configs:
+        return [(t, s, None, None) for t in TILES for s in STAGES]
+    return [(t, s, b, w) for b, w, s in configs for t in TILES]
+
+
 def _precompile(job):
-    i, dtype = job
+    i, dtype, configs = job
     from kernels.qsa import decode_select
 
     _, mtp, cache, bt, q, vis, _ = _case(i, dtype)
-    for tiles in TILES:
-        for stages in STAGES:
-            _logits(cache, q, bt, vis, mtp, tiles, stages)()
+    for cand in _candidates(configs):
+        _logits(cache, q, bt, vis, mtp, *cand)()
     decode_select(cache, q, bt, vis, decode_query_len=mtp, topk_blocks=bq.K)
     torch.cuda.synchronize()
     return job
@@ -68,19 +76,23 @@ def main() -> None:
     ap.add_argument("--shapes", default=",".join(str(i) for i in range(len(bq.DECODE))))
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--topk-sweep-only", action="store_true")
+    ap.add_argument("--dtypes", default="bf16,fp8", help="cache dtypes, comma-separated")
+    ap.add_argument("--configs", default="", help="logits tiles to sweep instead of the shipped one's stages: "
+                    "block_n/warps/stages, comma-separated (e.g. 128/8/3,256/8/3)")
     args = ap.parse_args()
+    configs = [tuple(int(x) for x in c.split("/")) for c in args.configs.split(",") if c] or None
     from kernels import _launch
     from kernels.qsa import decode_select, paged_logits
     from kernels.qsa import logits as L
     from kernels.qsa import topk as T
 
     shapes = [int(s) for s in args.shapes.split(",")]
-    jobs = [(i, d) for i in shapes for d in ("bf16", "fp8")]
+    jobs = [(i, d) for i in shapes for d in args.dtypes.split(",")]
     t0 = time.time()
     logits_sweep = not (args.no_sweep or args.topk_sweep_only)
     if logits_sweep:
         with mp.get_context("spawn").Pool(min(len(jobs), 12)) as pool:
-            for job in pool.imap_unordered(_precompile, jobs):
+            for job in pool.imap_unordered(_precompile, [(i, d, configs) for i, d in jobs]):
                 print(f"compiled {job} at {time.time() - t0:.0f}s", flush=True)
     out = []
     shipped_tiles = dict(L.DECODE_TILES_PER_PROGRAM)
@@ -108,10 +120,10 @@ def main() -> None:
         if logits_sweep:
             ref = _logits(cache, q, bt, vis, mtp, 1, 1)()
             sweep = {}
-            for tiles in TILES:
-                for stages in STAGES:
-                    fn = _logits(cache, q, bt, vis, mtp, tiles, stages)
-                    sweep[f"t{tiles}s{stages}"] = dict(ms=graph_ms(fn), same_bits=bool(torch.equal(fn(), ref)))
+            for tiles, stages, block_n, warps in _candidates(configs):
+                fn = _logits(cache, q, bt, vis, mtp, tiles, stages, block_n, warps)
+                name = f"t{tiles}s{stages}" if block_n is None else f"b{block_n}w{warps}t{tiles}s{stages}"
+                sweep[name] = dict(ms=graph_ms(fn), same_bits=bool(torch.equal(fn(), ref)))
             L.DECODE_TILES_PER_PROGRAM.update(shipped_tiles)
             r["logits_sweep"] = sweep
         want = T.topk_columns(logits, vis, bq.K)
