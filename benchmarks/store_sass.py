@@ -38,25 +38,35 @@ import kernels.turboquant.load as load
 import kernels.turboquant.store as store
 from kernels.turboquant import slot_bytes
 
-# (head_dim, dtype, num_tokens, num_kv_heads, block_size): the >= 1M token-head shapes of bench_turboquant.py
-CASES = [(128, "bf16", 131072, 8, 16), (96, "bf16", 131072, 8, 64), (256, "bf16", 131072, 8, 32),
-         (128, "fp16", 131072, 8, 16), (80, "fp32", 65536, 16, 128)]
+# (head_dim, dtype, num_tokens, num_kv_heads, block_size, key format): the >= 1M token-head shapes of
+# bench_turboquant.py
+CASES = [(128, "bf16", 131072, 8, 16, "e4nv"), (128, "bf16", 131072, 8, 16, "e4b15"),
+         (96, "bf16", 131072, 8, 64, "e4nv"), (256, "bf16", 131072, 8, 32, "e4nv"),
+         (128, "fp16", 131072, 8, 16, "e4nv"), (80, "fp32", 65536, 16, 128, "e4nv")]
 _BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 _LINE = re.compile(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)")
 
 
-def _specialized(sig: dict[str, str], ints: dict[str, int]) -> tuple[dict[str, str], dict[str, int], dict]:
+def _specialized(sig: dict[str, str], ints: dict[str, int], kernel=None) -> tuple[dict[str, str], dict[str, int],
+                                                                                dict]:
     """``sig`` with Triton's launch-time specialization of these argument values (Triton 3.6-3.9): an int equal
     to 1 becomes a constexpr, an int divisible by 16 and every pointer (a torch allocation, 16-byte aligned)
-    carry ``tt.divisibility = 16``. Without it the SASS is not what a launch runs (strides divisible by 16
-    let loads widen)."""
+    carry ``tt.divisibility = 16``, except where ``kernel`` declares a parameter ``do_not_specialize`` (no
+    specialization) or ``do_not_specialize_on_alignment`` (no divisibility). Without it the SASS is not what a
+    launch runs (strides divisible by 16 let loads widen)."""
+    params = {p.name: p for p in getattr(kernel, "params", [])}
     sig, consts, attrs = dict(sig), {}, {}
     for i, name in enumerate(sig):
+        p = params.get(name)
+        if p is not None and p.do_not_specialize:
+            continue
+        aligned_ok = p is None or not p.do_not_specialize_on_alignment
         if sig[name].startswith("*"):
-            attrs[(i,)] = [["tt.divisibility", 16]]
+            if aligned_ok:
+                attrs[(i,)] = [["tt.divisibility", 16]]
         elif ints[name] == 1:
             sig[name], consts[name] = "constexpr", 1
-        elif ints[name] % 16 == 0:
+        elif ints[name] % 16 == 0 and aligned_ok:
             attrs[(i,)] = [["tt.divisibility", 16]]
     return sig, consts, attrs
 
@@ -88,9 +98,9 @@ def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int, op: str = "store", 
         kernel = load._load_k8v4_words_kernel
     else:
         sig, constexprs, warps = store.words_compile_spec(dtype, fmt, head_dim=head_dim, num_heads=heads,
-                                                          block_size=block_size)
+                                                          block_size=block_size, arch=arch)
         kernel = store._store_k8v4_words_kernel
-    sig, ones, attrs = _specialized(sig, _launch_ints(op, head_dim, dtype, tokens, heads, block_size))
+    sig, ones, attrs = _specialized(sig, _launch_ints(op, head_dim, dtype, tokens, heads, block_size), kernel)
     sig.update({name: "constexpr" for name in constexprs})
     with contextlib.redirect_stdout(io.StringIO()):
         compiled = triton.compile(ASTSource(kernel, sig, {**ones, **constexprs}, attrs),
@@ -125,15 +135,15 @@ def main() -> None:
         cases = CASES
     else:  # the load writes fp32 whatever the store read: one case per head_dim
         first = {}
-        for d, _, t, h, bs in CASES:
-            first.setdefault(d, (d, "fp32", t, h, bs))
+        for d, _, t, h, bs, _ in CASES:
+            first.setdefault(d, (d, "fp32", t, h, bs, "e4nv"))
         cases = list(first.values())
     print(f"{a.op} kernel SASS, sm{a.arch}, Triton {triton.__version__}, as launched on bench_turboquant.py's inputs; "
           f"issue floor at {issue_rate / 1e12:.3f} T warp-instr/s, byte floor at {a.copy_gbs:,.0f} GB/s")
-    print(f"{'case':<14} {'rows/prog':>9} {'warps':>5} {'SASS':>6} {'per row':>8} {'issue ms':>9} {'bytes ms':>9}  "
+    print(f"{'case':<16} {'rows/prog':>9} {'warps':>5} {'SASS':>6} {'per row':>8} {'issue ms':>9} {'bytes ms':>9}  "
           "top opcodes")
-    for head_dim, dtype, tokens, heads, block_size in cases:
-        ops, rows, warps = sass_ops(head_dim, dtype, "e4nv", a.arch, a.op, tokens, heads, block_size)
+    for head_dim, dtype, tokens, heads, block_size, fmt in cases:
+        ops, rows, warps = sass_ops(head_dim, dtype, fmt, a.arch, a.op, tokens, heads, block_size)
         total = sum(ops.values())
         per_row = total * warps / rows
         n = tokens * heads
@@ -141,9 +151,9 @@ def main() -> None:
         nbytes = n * (src + slot_bytes(head_dim)) + tokens * 8
         issue_ms = n * per_row / issue_rate * 1e3
         bytes_ms = nbytes / (a.copy_gbs * 1e9) * 1e3
-        case = f"d{head_dim} {dtype}"
+        case = f"d{head_dim} {dtype}" + (f" {fmt}" if fmt != "e4nv" else "")
         top = ", ".join(f"{k} {v}" for k, v in ops.most_common(5))
-        print(f"{case:<14} {rows:>9} {warps:>5} {total:>6} {per_row:>8.0f} {issue_ms:>9.3f} {bytes_ms:>9.3f}  {top}")
+        print(f"{case:<16} {rows:>9} {warps:>5} {total:>6} {per_row:>8.0f} {issue_ms:>9.3f} {bytes_ms:>9.3f}  {top}")
         rows_out.append({"case": case, "token_heads": n, "rows_per_program": rows, "warps": warps, "sass": total,
                          "per_row": per_row, "issue_floor_ms": issue_ms, "byte_floor_ms": bytes_ms,
                          "opcodes": dict(ops)})

@@ -314,14 +314,31 @@ def _key_words(ka, kb, KSRC: tl.constexpr, HW_KEYS: tl.constexpr, KEY_FMT: tl.co
         lo, hi = _halves(ka)
         k0, k1 = _f32_pair(lo, KSRC)
         k2, k3 = _f32_pair(hi, KSRC)
-    if HW_KEYS:
+    if HW_KEYS and KEY_FMT == 0:
         if KSRC == 0:
             kword = _nan_bytes(_e4nv_word_f16(lo, hi))
         else:
             kword = _nan_bytes(_e4nv_word_f32(k0, k1, k2, k3))
+    elif HW_KEYS and KSRC != 2:  # e4b15 from 16-bit keys
+        kword = _nan_bytes(_e4nv_word_f32(_e4b15_as_e4m3(k0), _e4b15_as_e4m3(k1), _e4b15_as_e4m3(k2),
+                                          _e4b15_as_e4m3(k3)))
     else:
         kword = _key_word(k0, k1, k2, k3, KEY_FMT, KEY_LIMIT, NAN_CODE)
     return kword
+
+
+@triton.jit
+def _e4b15_as_e4m3(k):
+    """The fp32 whose e4m3 code under ``cvt.rn.satfinite`` is the e4b15 code of key ``k`` (exact in fp16: a
+    16-bit source), so e4b15 keys take the hardware cast too (one cvt per two keys, against ~10 instructions
+    a key through Triton's software cast). e4b15 is e4m3 at 2**-8 the scale, saturating at 1.75 (448 / 256),
+    but Triton rounds its ties away from zero, the cvt to even. ``k * 256`` is exact; adding 2**(e-4) for
+    ``k = ±2**e * m`` (a sixteenth of an ulp of fp16, under half an ulp of any 16-bit source) moves a tie
+    just past itself, away from zero, and no other value across a rounding boundary; the sum is exact in
+    fp32. inf keeps its sign and saturates; NaN stays NaN (``_nan_bytes``). Every fp16 and bf16 key gives
+    Triton's code (tests/kernels/turboquant/test_turboquant_codes.py checks all 2**16 of each)."""
+    e = (k.to(tl.int32, bitcast=True) & -8388608).to(tl.float32, bitcast=True)  # ±2**e; ±inf for inf, NaN
+    return tl.fma(e, 0.0625, k * 256.0)
 
 
 @triton.jit
@@ -431,22 +448,33 @@ def _store_k8v4_words_kernel(
     # every element of a source word is pulled out with shifts into its own tensor, so a cache word is built
     # inside one thread and a row's min/max is one reduction along axis 1. The store is issue-bound
     # (docs/performance.md), so the GPU-only paths exist to cut instructions: HW_KEYS casts four keys with two
-    # saturating cvt instructions, RCP_DIV divides by one reciprocal per vector. Both write the same bytes as
+    # saturating cvt instructions (e4b15 from 16-bit keys after a nudge, _e4b15_as_e4m3), RCP_DIV divides by
+    # one reciprocal per vector. Both write the same bytes as
     # the portable paths, which the interpreter runs (tests/kernels/turboquant/test_turboquant_inputs.py compares them).
     r = tl.arange(0, TOKS * HEADS)
-    tok = tl.program_id(0) * TOKS + r // HEADS
-    head = tl.program_id(1) * HEADS + r % HEADS
-    live = tok < num_tokens
-    tok = tok.to(tl.int64)
-    head = head.to(tl.int64)
-    slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
-    ok = live & (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
-    s = tl.where(ok, slot, 0).to(tl.int32)  # < num_slots, an int32
+    if TOKS == 1:
+        # one token per program (8+ kv heads): its slot and the slot's cache address are scalars, loaded and
+        # computed once per program rather than once per tensor layout that uses them (SASS per row, below)
+        tok = tl.program_id(0).to(tl.int64)
+        head = (tl.program_id(1) * HEADS + r).to(tl.int64)
+        slot = tl.load(slot_ptr + tok * stride_s).to(tl.int64)  # tok < num_tokens: the grid has no spare token
+        ok_tok = (slot >= 0) & (slot < num_slots)
+        ok = tl.where(ok_tok, r >= 0, False)  # (not ``vector & scalar``: Triton 3.9's interpreter refuses it)
+    else:
+        tok = tl.program_id(0) * TOKS + r // HEADS
+        head = tl.program_id(1) * HEADS + r % HEADS
+        live = tok < num_tokens
+        tok = tok.to(tl.int64)
+        head = head.to(tl.int64)
+        slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
+        ok_tok = live & (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
+        ok = ok_tok
+    s = tl.where(ok_tok, slot, 0).to(tl.int32)  # < num_slots, an int32
     if BS_LOG2 >= 0:
         blk, off = s >> BS_LOG2, s & ((1 << BS_LOG2) - 1)
     else:
         blk, off = s // block_size, s % block_size
-    base = blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs + head * stride_ch
+    base = (blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs) + head * stride_ch
 
     # --- loads: every source word of the tile is requested before anything is stored. The compiler keeps a
     # load after a store in program order (the cache might alias a source), so loading the values after the
@@ -544,6 +572,12 @@ def resolve_fp8_format(device: torch.device | str, fp8_format: str = "auto") -> 
 _CAPABILITIES: dict[tuple[Any, int], tuple[int, int]] = {}
 
 
+def _sm(dev: torch.device) -> int:
+    """``dev``'s compute capability as ``10 * major + minor`` (90 for sm90)."""
+    major, minor = _capability(dev)
+    return 10 * major + minor
+
+
 def _capability(dev: torch.device) -> tuple[int, int]:
     """``torch.cuda.get_device_capability(dev)``, asked once per device and per query function: a call is a
     few microseconds of the per-call budget, and keying by the function itself keeps a patched query (tests,
@@ -639,24 +673,26 @@ def _block_log2(block_size: int) -> int:
     return block_size.bit_length() - 1 if block_size > 0 and block_size & (block_size - 1) == 0 else -1
 
 
-def gpu_paths(device_type: str, fmt: str) -> tuple[bool, bool]:
-    """(HW_KEYS, RCP_DIV) of the word kernel on this device type: on a GPU the keys go through inline
-    ``cvt.satfinite`` (e4nv, sm89+; e4b15 has no such instruction) and values divide by a reciprocal; the
-    interpreter runs no inline PTX and (Triton 3.6's) rounds ``tl.fma`` twice, so it takes the
-    portable paths (tests run RCP_DIV there where its fma is exact)."""
+def gpu_paths(device_type: str, fmt: str, cc: int = 0) -> tuple[bool, bool]:
+    """(HW_KEYS, RCP_DIV) of the word kernel on this device type and compute capability (``10 * major +
+    minor``; 0 if unknown): on an sm89+ GPU the keys go through inline ``cvt.rn.satfinite.e4m3x2`` (e4nv
+    needs sm89+ anyway; e4b15 from 16-bit keys through the same instruction, ``_e4b15_as_e4m3``), and on any
+    GPU values divide by a reciprocal; the interpreter runs no inline PTX and (Triton 3.6's) rounds
+    ``tl.fma`` twice, so it takes the portable paths (tests run RCP_DIV there where its fma is exact)."""
     gpu = device_type == "cuda"
-    return gpu and fmt == "e4nv", gpu
+    return gpu and (fmt == "e4nv" or cc >= 89), gpu
 
 
 @functools.lru_cache(maxsize=512)
 def _words_plan(config: Any, paths: Any, head_dim: int, fmt: str, key_dtype: torch.dtype,
-                value_dtype: torch.dtype, num_heads: int, block_size: int, device_type: str) -> tuple[dict, int]:
+                value_dtype: torch.dtype, num_heads: int, block_size: int, device_type: str,
+                cc: int) -> tuple[dict, int]:
     """(constexprs, warps) of one word-kernel launch, computed once per key. ``config`` and ``paths`` are
     ``words_launch_config`` and ``gpu_paths`` as the call found them: a swapped one (the benchmark's sweep,
     tests) is a new key, so it takes effect at once."""
     rows, warps, vec = config(head_dim, max(key_dtype.itemsize, value_dtype.itemsize))
     consts = _words_constexprs(head_dim, fmt, rows, warps, key_dtype, value_dtype, vec, num_heads=num_heads,
-                               block_size=block_size, paths=paths(device_type, fmt))
+                               block_size=block_size, paths=paths(device_type, fmt, cc))
     return consts, warps
 
 
@@ -751,10 +787,12 @@ def words_compile_spec(
     num_heads: int = 8,
     block_size: int = 16,
     gpu: bool = True,
+    arch: int = 90,
 ) -> tuple[dict[str, str], dict[str, Any], int]:
     """(signature, constexprs, num_warps) of ``_store_k8v4_words_kernel`` as ``tq_store_k8v4`` launches it
-    for word-aligned inputs of these dtypes (``benchmarks/store_sass.py`` compiles it ahead of time).
-    ``gpu=False`` gives the interpreter's launch (no inline PTX, IEEE division per element)."""
+    for word-aligned inputs of these dtypes (``benchmarks/store_sass.py`` compiles it ahead of time) on an
+    ``sm{arch}`` GPU. ``gpu=False`` gives the interpreter's launch (no inline PTX, IEEE division per
+    element)."""
     _check_spec_dtypes(key_dtype, value_dtype, fmt)
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 8 or head_dim % 8:
         raise ValueError(f"head_dim must be a positive multiple of 8 for the word kernel, got {head_dim!r}")
@@ -763,11 +801,13 @@ def words_compile_spec(
             raise ValueError(f"{name} must be a positive int, got {n!r}")
     if not isinstance(gpu, bool):
         raise TypeError(f"gpu must be a bool, got {type(gpu).__name__}")
+    if isinstance(arch, bool) or not isinstance(arch, int) or arch < 0:
+        raise ValueError(f"arch must be a compute capability as an int (90 for sm90), got {arch!r}")
     kd, vd = _TORCH_DTYPE[key_dtype], _TORCH_DTYPE[value_dtype or key_dtype]
     rows, warps, vec = words_launch_config(head_dim, max(kd.itemsize, vd.itemsize))
     sig = _signature("*i64", "*i64", "*i32", slot_dtype, words=True)  # sources as int64 words, cache as int32
     consts = _words_constexprs(head_dim, fmt, rows, warps, kd, vd, vec, num_heads=num_heads, block_size=block_size,
-                               paths=gpu_paths("cuda" if gpu else "cpu", fmt))
+                               paths=gpu_paths("cuda" if gpu else "cpu", fmt, arch))
     return sig, consts, warps
 
 
@@ -887,8 +927,9 @@ def tq_store_k8v4(
     key, value = _last_dim_unit(key), _last_dim_unit(value)
     words = words_ok(head_dim, kv_cache)
     if words and src_words_ok(key) and src_words_ok(value):
+        cc = _sm(device) if device.type == "cuda" else 0
         consts, warps = _words_plan(words_launch_config, gpu_paths, head_dim, fmt, key.dtype, value.dtype, num_heads,
-                                    block_size, device.type)
+                                    block_size, device.type, cc)
         grid = words_grid(num_tokens, num_heads, num_blocks * block_size, consts["TOKS"], consts["HEADS"])
         if grid is not None:
             launcher = _launcher(_store_k8v4_words_kernel)

@@ -552,14 +552,17 @@ def test_load_kernel_compiles(compile_target, fmt):
 @pytest.mark.compile_targets("sm75", "sm80", "sm89", "sm90", "sm100", "sm120")
 @pytest.mark.parametrize("src", ["bf16", "fp16", "fp32"])
 def test_word_store_kernel_gpu_paths_compile(compile_target, src):
-    """The word kernel as a GPU launches it builds for every target: e4nv keys through inline
-    ``cvt.rn.satfinite.e4m3x2`` (f32 pairs, or f16x2 for fp16 keys) on sm89+, the e4b15 launch below (no
-    inline PTX there), and the reciprocal value division everywhere. The GPU lane runs one of these; the CPU
-    lane builds them all, so an instruction a target lacks fails here first."""
+    """The word kernel as a GPU launches it builds for every target: on sm89+ both key formats through inline
+    ``cvt.rn.satfinite.e4m3x2`` (f32 pairs, f16x2 for fp16 e4nv keys; e4b15 from fp32 keys the software
+    cast), below sm89 e4b15 through Triton's cast (no inline PTX there), and the reciprocal value division
+    everywhere. The GPU lane runs two of these; the CPU lane builds them all, so an instruction a target
+    lacks fails here first."""
     import kernels.turboquant.store as store
     from harness.compile import matrix as cm
 
-    fmt = "e4nv" if compile_target.cc >= 89 else "e4b15"
-    sig, constexprs, _ = store.words_compile_spec(src, fmt, head_dim=128, gpu=True)
-    assert constexprs["HW_KEYS"] == (fmt == "e4nv") and constexprs["RCP_DIV"]
-    cm.assert_compiles(store._store_k8v4_words_kernel, signature=sig, constexprs=constexprs, target=compile_target)
+    cc = compile_target.cc
+    for fmt in ("e4nv", "e4b15") if cc >= 89 else ("e4b15",):
+        sig, constexprs, _ = store.words_compile_spec(src, fmt, head_dim=128, gpu=True, arch=cc)
+        assert constexprs["HW_KEYS"] == (cc >= 89) and constexprs["RCP_DIV"]
+        cm.assert_compiles(store._store_k8v4_words_kernel, signature=sig, constexprs=constexprs,
+                           target=compile_target)

@@ -198,6 +198,52 @@ def test_keys_saturate_on_both_sides_of_the_bound(fmt, src, device, harness_arch
     assert k_out.cpu()[0][~torch.isnan(want_f)].tolist() == want_f[~torch.isnan(want_f)].tolist()
 
 
+@pytest.mark.parametrize("src", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_store_writes_every_16_bit_key_as_the_reference(fmt, src, device, harness_arch):
+    """All 2**16 fp16 / bf16 bit patterns as keys (64 tokens x 8 heads x d128: the word kernel, one token per
+    program) give the reference's codes (the arch's cast, clamped to the format's bound, NaN → 0x7f). On an
+    sm89+ GPU both formats take the inline ``cvt.rn.satfinite`` path, e4b15 through ``_e4b15_as_e4m3``'s
+    nudge of ties away from zero, which this checks at every tie; the interpreter runs the portable cast."""
+    bits = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    key = bits.view(src).reshape(64, 8, 128)
+    cache = torch.full((4, 16, 8, slot_bytes(128)), 0xAA, dtype=torch.uint8, device=device)
+    tq_store_k8v4(key.to(device), torch.zeros_like(key).to(device), cache, torch.arange(64, device=device),
+                  fp8_format=fmt)
+    got = cache.cpu().reshape(64, 8, -1)[..., :128].reshape(-1)
+    want = ref.key_codes(key, fmt, casts=hw_casts(harness_arch)).reshape(-1)
+    bad = (got != want).nonzero().flatten()
+    assert bad.numel() == 0, (
+        f"{fmt} {src}: {bad.numel()} of 65536 keys differ; first: "
+        + ", ".join(f"{int(bits[i]) & 0xFFFF:#06x} -> {int(got[i]):#04x} (want {int(want[i]):#04x})" for i in bad[:6])
+    )
+
+
+def test_e4b15_through_the_e4m3_cast_is_tritons_e4b15(device):
+    """The arithmetic behind ``_e4b15_as_e4m3`` for every fp16 and bf16 key, in torch: ``k * 256 + sign(k) *
+    2**(e-4)`` is exact in fp32, and its round-to-nearest-even, saturating e4m3fn code (NaN bytes → 0x7f) is
+    the code of Triton's fp32 → e4b15 cast as the store applies it (``cvt.rz`` to fp16, the software cast
+    that rounds ties away and saturates at 1.75; NaN → 0x7f): harness.fp8's model of that lowering, which the
+    H200 tables check."""
+    from harness.fp8 import encode
+
+    for src in (torch.float16, torch.bfloat16):
+        k = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(src).float()
+        e = (k.view(torch.int32) & -8388608).view(torch.float32)
+        y = k * 256.0 + e * 0.0625
+        exact = k.double() * 256.0 + e.double() * 0.0625
+        finite = exact.abs() < 2.0**127
+        assert torch.equal(y.double()[finite], exact[finite]), f"{src}: the sum is not exact"
+        assert bool((y[~finite & ~torch.isnan(k)].abs() > 448).all()), f"{src}: an overflow does not saturate"
+        codes = y.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8).to(torch.int32)
+        codes = torch.where(torch.isnan(y) | ((codes & 0x7F) == 0x7F), 0x7F, codes)
+        nan = torch.isnan(k)
+        triton_codes = encode(torch.where(nan, 0.0, k), "e4b15", arch="sm90").to(torch.int32)
+        triton_codes = torch.where(nan, 0x7F, triton_codes)
+        bad = (codes != triton_codes).nonzero().flatten()
+        assert bad.numel() == 0, f"{src}: {bad.numel()} keys differ, first {k[bad[:4]].tolist()}"
+
+
 def _put(key_codes: torch.Tensor, d: int, device) -> torch.Tensor:
     cache = _cache(1, 1, 1, d, device)
     raw = cache.cpu()

@@ -209,15 +209,19 @@ def test_non_overlapping_permuted_cache_is_accepted(rng, device, harness_arch, t
 # --- slots the host did not validate ---------------------------------------------------------------------
 
 
-def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(rng, device, harness_arch, tolerance):
+@pytest.mark.parametrize("h", [2, 8], ids=["tokens-per-program", "token-per-program"])
+def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(h, rng, device, harness_arch, tolerance):
     """Without ``validate=True`` the host never reads the slots; the kernels skip a slot ≥ num_blocks ·
-    block_size (store: not written; load: NaN row) and the guard bytes after the cache stay intact."""
-    t, h, d, nb, bs = 4, 2, 16, 2, 4
+    block_size or negative (store: not written; load: NaN row) and the guard bytes after the cache stay
+    intact. 2 heads: a word-kernel program stores several tokens; 8: one token, its slot a scalar."""
+    t, d, nb, bs = 5, 16, 2, 4
     sb = slot_bytes(d)
     buf = torch.full((nb * bs * h * sb + 4096,), POISON, dtype=torch.uint8, device=device)
     cache = buf[: nb * bs * h * sb].view(nb, bs, h, sb)
     key, value = _inputs(rng, t, h, d)
-    slots = torch.tensor([nb * bs, 3, 2**40, nb * bs + 1])
+    slots = torch.tensor([nb * bs, 3, 2**40, nb * bs + 1, -1])
+    assert store_mod._words_plan(store_mod.words_launch_config, store_mod.gpu_paths, d, "e4nv", key.dtype,
+                                 value.dtype, h, bs, "cpu", 0)[0]["TOKS"] == (1 if h == 8 else 4)
     before = cache.clone()
     tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
     assert bool((buf[nb * bs * h * sb :] == POISON).all()), "wrote past the cache"
@@ -225,7 +229,7 @@ def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(rng, device,
     want = _expect(key, value, before, kept, "e4nv", harness_arch)
     _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
     k, _ = tq_load_k8v4(cache, slots.to(device), head_dim=d, fp8_format="e4nv")
-    assert [bool(torch.isnan(k[i]).all()) for i in range(t)] == [True, False, True, True]
+    assert [bool(torch.isnan(k[i]).all()) for i in range(t)] == [True, False, True, True, True]
     with pytest.raises(ValueError, match=r"slot_mapping\[2\] = 1099511627776 is out of range"):
         tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), validate=True)
     with pytest.raises(ValueError, match=r"slot_mapping\[2\] = 1099511627776 is out of range"):
@@ -387,7 +391,7 @@ def test_reciprocal_division_writes_what_ieee_division_writes(rng, device, harne
     if not gpu:
         if not _fma_rounds_once(device):
             pytest.skip(f"this Triton's interpreter ({triton.__version__}) rounds tl.fma twice")
-        monkeypatch.setattr(store_mod, "gpu_paths", lambda device_type, fmt: (False, True))
+        monkeypatch.setattr(store_mod, "gpu_paths", lambda device_type, fmt, cc=0: (False, True))
     value = _half_step_values(rng, t, h, d)
     key = torch.zeros_like(value)
     cache = torch.full((t // 16, 16, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
@@ -489,7 +493,9 @@ def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, device, m
      (dict(key_dtype="bf16", fmt="e4nv", num_heads=0), "num_heads must be a positive int, got 0"),
      (dict(key_dtype="bf16", fmt="e4nv", num_heads=2.0), "num_heads must be a positive int, got 2.0"),
      (dict(key_dtype="bf16", fmt="e4nv", block_size=True), "block_size must be a positive int, got True"),
-     (dict(key_dtype="bf16", fmt="e4nv", gpu="yes"), "gpu must be a bool, got str")],
+     (dict(key_dtype="bf16", fmt="e4nv", gpu="yes"), "gpu must be a bool, got str"),
+     (dict(key_dtype="bf16", fmt="e4nv", arch="sm90"), "arch must be a compute capability as an int"),
+     (dict(key_dtype="bf16", fmt="e4nv", arch=-1), "arch must be a compute capability as an int")],
 )
 def test_words_compile_spec_refuses_bad_arguments(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match) as info:
@@ -505,7 +511,9 @@ def test_words_compile_spec_follows_heads_and_block_size():
     _, c, _ = store_mod.words_compile_spec("bf16", "e4nv", num_heads=1, block_size=48)
     assert (c["HEADS"], c["TOKS"], c["BS_LOG2"]) == (1, 8, -1)
     _, c, _ = store_mod.words_compile_spec("bf16", "e4b15", gpu=True)
-    assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, True)  # no cvt instruction for e4b15
+    assert (c["HW_KEYS"], c["RCP_DIV"]) == (True, True)  # sm90 (the default arch): the e4m3 cvt
+    _, c, _ = store_mod.words_compile_spec("bf16", "e4b15", gpu=True, arch=80)
+    assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, True)  # no cvt to e4m3 below sm89
     _, c, _ = store_mod.words_compile_spec("fp16", "e4nv", gpu=False)
     assert (c["HW_KEYS"], c["RCP_DIV"]) == (False, False)
 
@@ -513,7 +521,7 @@ def test_words_compile_spec_follows_heads_and_block_size():
 # --- calls whose checks are skipped: a planned layout seen again ----------------------------------------------
 
 
-RCP_PATHS = {"gpu_paths": lambda device_type, fmt: (False, True)}
+RCP_PATHS = {"gpu_paths": lambda device_type, fmt, cc=0: (False, True)}
 
 
 def _variants(key, value, slots, new_cache):
