@@ -16,7 +16,9 @@ columns score ``-inf``). Valid metadata is unaffected.
 Decode (:func:`decode_logits`, request-major rows): one program scores ``TILES`` consecutive
 ``BLOCK_N``-column tiles of one request against all its ``L`` (MTP) rows, reading each key once for the
 ``L`` rows, in a loop the compiler software-pipelines (``num_stages``): the next tiles' page-table and key
-loads are in flight while the current tile is multiplied. Why: with one tile per program (the layout until
+loads are in flight while the current tile is multiplied. With one row per request (``L = 1``) its queries
+are loaded once per program, before the loop (Triton 3.6 left them in the loop: a second async copy per
+tile, 8 KiB beside the tile's 16 KiB of FP8 keys). Why: with one tile per program (the layout until
 2026-12-04) every program waited on a dependent pair of loads (page id, then keys) before its one MMA, and
 the FP8 kernel moved its bytes at about half the copy bandwidth (docs/performance.md, "QSA"). Each tile's
 product is the same ``[BLOCK_N, D] x [D, H]`` ``tl.dot`` and ReLU head sum as in the paged kernel, so the
@@ -304,16 +306,24 @@ def _decode_logits_kernel(
     d = tl.arange(0, D_PAD)
     d_ok = d < D
     bt_row = bt_ptr + b * stride_btb
+    if L == 1:  # the row's queries, loaded once for all its tiles (not once per tile, inside the loop)
+        q1 = tl.load(q_ptr + b * stride_qr + h[:, None] * stride_qh + d[None, :],
+                     mask=(h[:, None] < H) & d_ok[None, :], other=0.0)
     for t in tl.range(0, TILES):
         cols = first + t * BLOCK_N + tl.arange(0, BLOCK_N)
         kvalid = cols < vmax  # all False past the widest row: the masked loads touch no memory
         k, ok = _gather_keys(kv_ptr, bt_row, cols, kvalid, d, d_ok, stride_kvb, stride_kvp, num_blocks, PAGE)
-        for j in tl.static_range(L):
-            r = b * L + j
-            vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), lim)
-            acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh)
-            out = tl.where((cols < vis) & ok, acc, float("-inf"))
-            tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
+        if L == 1:
+            acc = tl.sum(tl.maximum(tl.dot(k, tl.trans(q1), out_dtype=tl.float32), 0.0), axis=1)
+            out = tl.where(kvalid & ok, acc, float("-inf"))  # vmax is the row's own visible count
+            tl.store(out_ptr + b * stride_or + cols, out, mask=cols < n_cols)
+        else:
+            for j in tl.static_range(L):
+                r = b * L + j
+                vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), lim)
+                acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh)
+                out = tl.where((cols < vis) & ok, acc, float("-inf"))
+                tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
 
 def tiles_per_program(dtype: torch.dtype, mtp: int, n_tiles: int) -> int:
