@@ -109,10 +109,17 @@ def test_the_index_fix_applies_only_where_triton_does_not_squeeze():
     from harness.interp.jit import SQUEEZES_SCALAR_INDEX, fix_scalar_index, unfix_scalar_index
 
     current = itp._patch_lang_tensor
-    if getattr(current, SQUEEZES_SCALAR_INDEX, False):  # Triton 3.6: the plugin's fix is in place
+    if getattr(current, SQUEEZES_SCALAR_INDEX, False):  # Triton 3.6, interpreter lane: the plugin's fix is in place
         assert fix_scalar_index() is None  # an outer fix is never stacked
-    else:  # a Triton whose patch squeezes already (3.9) gets none
-        assert "squeeze()" in __import__("inspect").getsource(current)
+    elif "squeeze()" in __import__("inspect").getsource(current):  # a Triton that squeezes already (3.9): none
         handle = fix_scalar_index()
         assert handle is None and itp._patch_lang_tensor is current
         unfix_scalar_index(handle)
+    else:  # Triton 3.6 in a session that installed no fix (the GPU lane): fixing installs one, once; unfixing
+        handle = fix_scalar_index()  # restores Triton's own
+        try:
+            assert handle is not None and getattr(itp._patch_lang_tensor, SQUEEZES_SCALAR_INDEX, False)
+            assert fix_scalar_index() is None
+        finally:
+            unfix_scalar_index(handle)
+        assert itp._patch_lang_tensor is current
