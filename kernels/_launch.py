@@ -26,7 +26,7 @@ import triton
 
 from kernels._interpreter import runs_on_interpreter
 
-__all__ = ["Launcher", "launcher_for", "remember", "ENABLED", "MAX_ENTRIES"]
+__all__ = ["Launcher", "launcher_for", "remember", "run_compiled", "ENABLED", "MAX_ENTRIES"]
 
 #: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
 ENABLED = True
@@ -85,7 +85,7 @@ class Launcher:
         if not ENABLED or self._n_runtime is None or len(args) != self._n_runtime:
             return self._plain(grid, args, config)
         nt = self._n_tensors
-        device = torch.cuda.current_device()
+        device = _CUDA_DEVICE() if _CUDA_DEVICE is not None else torch.cuda.current_device()
         ints = args[nt:]
         if self._classed:
             ints = list(ints)
@@ -102,14 +102,16 @@ class Launcher:
             if self._cacheable(args, compiled):
                 remember(self._compiled, key, compiled, MAX_ENTRIES)
             return compiled
-        full = args + config[0]
-        stream = _driver().get_current_stream(device)
-        hooks = triton.knobs.runtime
-        meta = compiled.launch_metadata(grid, stream, *full)
-        compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
-                     compiled.function, compiled.packed_metadata, meta, hooks.launch_enter_hook,
-                     hooks.launch_exit_hook, *full)
+        run_compiled(compiled, grid, args + config[0])
         return compiled
+
+    def runs_directly(self, args: tuple, compiled: Any) -> bool:
+        """Whether ``compiled``, which this launcher's call with ``args`` returned, may be launched again with
+        :func:`run_compiled` by a caller that keys it by all Triton specializes on (what the store's and
+        load's plans do): not when launches go through ``kernel[grid]`` (the interpreter, ``ENABLED = False``,
+        a stand-in kernel that is not a ``@triton.jit`` function)."""
+        return ENABLED and self._n_runtime is not None and len(args) == self._n_runtime and \
+            self._cacheable(args, compiled)
 
     def _cacheable(self, args: tuple, compiled: Any) -> bool:
         # Tensors exactly in the first _n_tensors places and plain ints after them (so that the key above
@@ -140,6 +142,19 @@ def launcher_for(kernel: Any, *, tensors: int | None = None, classed: tuple[str,
     return launcher
 
 
+def run_compiled(compiled: Any, grid: tuple[int, ...], full: tuple) -> None:
+    """Launch a compiled kernel on the current stream as ``JITFunction.run`` does once it has found it:
+    ``full`` is every argument, constexpr values included, in the kernel's order; tensors need only a
+    ``data_ptr()`` (the launcher reads nothing else of them). The launch-metadata hook is built only when a
+    launch-enter hook is set (Triton's ``launch_metadata`` returns None otherwise)."""
+    stream = _driver().get_current_stream(_CUDA_DEVICE() if _CUDA_DEVICE is not None else torch.cuda.current_device())
+    hooks = triton.knobs.runtime
+    enter = hooks.launch_enter_hook
+    meta = None if enter is None else compiled.launch_metadata(grid, stream, *full)
+    compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
+                 compiled.function, compiled.packed_metadata, meta, enter, hooks.launch_exit_hook, *full)
+
+
 def remember(table: dict, key: Any, value: Any, limit: int) -> None:
     """``table[key] = value``, emptying ``table`` first when it holds ``limit`` entries: the host-side caches
     of the launch path (compiled kernels, launchers, the turboquant calls' plans) are bounded this way, so a
@@ -150,6 +165,10 @@ def remember(table: dict, key: Any, value: Any, limit: int) -> None:
 
 
 _DRIVER: list[Any] = []
+#: ``torch.cuda.current_device()`` without its lazy-initialization check (microseconds on the H200 box): the
+#: index of the current device either way (a launch that finds no compiled kernel goes through Triton, which
+#: initializes CUDA). None on a torch without CUDA.
+_CUDA_DEVICE = getattr(torch._C, "_cuda_getDevice", None)
 
 
 def _driver() -> Any:

@@ -29,8 +29,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _launch
 from kernels._grid import cdiv
-from kernels._launch import Launcher, launcher_for, remember
+from kernels._launch import Launcher, launcher_for, remember, run_compiled
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
 from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
@@ -349,16 +350,18 @@ _MAX_PLANS = 256
 
 def _call_key(kv_cache: Any, slot_mapping: Any, head_dim: Any, fp8_format: Any) -> tuple | None:
     """What decides a load call's checks and word-kernel launch, apart from the number of slots: the cache's
-    dtype, shape, strides, device and 4-byte alignment, the slot tensor's dtype, dims, strides and device,
-    head_dim and the format asked for, and the module globals a test or benchmark may swap. None: not plain
-    tensors and values (the full path raises)."""
+    dtype, shape, strides, device and address modulo 16, the slot tensor's dtype, dims, strides, device and
+    address modulo 16, head_dim and the format asked for, and the module globals a test or benchmark may swap
+    (the kernel by identity, as the store's key). None: not plain tensors and values (the full path
+    raises)."""
     if not (type(kv_cache) is torch.Tensor and type(slot_mapping) is torch.Tensor and type(head_dim) is int
             and type(fp8_format) is str):
         return None
     try:
-        return (kv_cache.dtype, kv_cache.shape, kv_cache.stride(), kv_cache.device, kv_cache.data_ptr() & 3,
-                slot_mapping.dtype, slot_mapping.dim(), slot_mapping.stride(), slot_mapping.device, head_dim,
-                fp8_format, load_words_launch_config, _load_k8v4_words_kernel, torch.cuda.get_device_capability)
+        return (kv_cache.dtype, kv_cache.shape, kv_cache.stride(), kv_cache.device, kv_cache.data_ptr() & 15,
+                slot_mapping.dtype, slot_mapping.dim(), slot_mapping.stride(), slot_mapping.device,
+                slot_mapping.data_ptr() & 15, head_dim, fp8_format, load_words_launch_config,
+                id(_load_k8v4_words_kernel), torch.cuda.get_device_capability)
     except RuntimeError:  # a layout without strides or storage: the full path says what is wrong
         return None
 
@@ -368,14 +371,23 @@ def _launcher(kernel: Any) -> Launcher:
 
 
 def _launch_words(plan: tuple, kv_cache: torch.Tensor, slot_mapping: torch.Tensor, n: int) -> tuple:
-    """The two outputs and one word-kernel launch of a plan, through the compiled kernel's handle once it is
-    compiled (kernels._launch)."""
-    shape, ints, tail, launcher, config, toks, groups = plan
+    """The two outputs and one word-kernel launch of a plan: directly through the plan's compiled kernel for
+    the slot count's specialization class and the outputs' 16-byte alignment once there is one, else through
+    the compiled-kernel launcher (as the store's ``_launch_words``)."""
+    shape, ints, tail, launcher, config, toks, groups, direct = plan
     key = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     value = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     if n:
-        launcher((cdiv(n, toks), groups), (kv_cache.view(torch.int32), slot_mapping, key, value, *ints, n, *tail),
-                 config)
+        grid = (cdiv(n, toks), groups)
+        cls = (n == 1, n % 16 == 0, key.data_ptr() & 15, value.data_ptr() & 15)
+        compiled = direct.get(cls)
+        if compiled is not None and _launch.ENABLED:
+            run_compiled(compiled, grid, (kv_cache, slot_mapping, key, value, *ints, n, *tail, *config[0]))
+        else:
+            args = (kv_cache.view(torch.int32), slot_mapping, key, value, *ints, n, *tail)
+            compiled = launcher(grid, args, config)
+            if launcher.runs_directly(args, compiled):
+                direct[cls] = compiled
     return key, value
 
 
@@ -419,7 +431,7 @@ def tq_load_k8v4(
             cs, launcher = kv_cache.stride(), _launcher(_load_k8v4_words_kernel)
             plan = ((num_heads, d), (cs[0] // 4, cs[1] // 4, cs[2] // 4, num_heads * d, d, slot_mapping.stride(0)),
                     (num_heads, block_size, num_slots), launcher, launcher.config(consts, {"num_warps": warps}), toks,
-                    num_heads // heads)
+                    num_heads // heads, {})
             if call is not None:
                 remember(_PLANS, call, plan, _MAX_PLANS)
             return _launch_words(plan, kv_cache, slot_mapping, n)

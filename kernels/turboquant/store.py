@@ -31,9 +31,10 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _launch
 from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
-from kernels._launch import Launcher, launcher_for, remember
+from kernels._launch import Launcher, launcher_for, remember, run_compiled
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -842,19 +843,21 @@ _MAX_PLANS = 256
 
 def _call_key(key: Any, value: Any, kv_cache: Any, slot_mapping: Any, fp8_format: Any) -> tuple | None:
     """What decides a store call's checks and word-kernel launch, apart from the number of tokens: every
-    argument's dtype, shape past dim 0 (the cache's whole shape), strides, device and start alignment (8
-    bytes for the sources, 4 for the cache), the format asked for, and the module globals a test or benchmark
-    may swap (launch config, GPU paths, kernel, the capability query). None: not plain tensors (the full
-    path raises on them or copies)."""
+    argument's dtype, shape past dim 0 (the cache's whole shape), strides, device and start address modulo 16
+    (Triton specializes a pointer on 16-byte alignment, so a plan can hold its compiled kernels), the format
+    asked for, and the module globals a test or benchmark may swap (launch config, GPU paths, the kernel by
+    identity: a plan holds it, and a JITFunction's own hash costs microseconds, the capability query). None:
+    not plain tensors (the full path raises on them or copies)."""
     if not (type(key) is torch.Tensor and type(value) is torch.Tensor and type(kv_cache) is torch.Tensor
             and type(slot_mapping) is torch.Tensor and type(fp8_format) is str):
         return None
     try:
-        return (key.dtype, key.shape[1:], key.stride(), key.device, key.data_ptr() & 7,
-                value.dtype, value.shape[1:], value.stride(), value.device, value.data_ptr() & 7,
-                kv_cache.dtype, kv_cache.shape, kv_cache.stride(), kv_cache.device, kv_cache.data_ptr() & 3,
-                slot_mapping.dtype, slot_mapping.dim(), slot_mapping.stride(), slot_mapping.device, fp8_format,
-                words_launch_config, gpu_paths, _store_k8v4_words_kernel, torch.cuda.get_device_capability)
+        return (key.dtype, key.shape[1:], key.stride(), key.device, key.data_ptr() & 15,
+                value.dtype, value.shape[1:], value.stride(), value.device, value.data_ptr() & 15,
+                kv_cache.dtype, kv_cache.shape, kv_cache.stride(), kv_cache.device, kv_cache.data_ptr() & 15,
+                slot_mapping.dtype, slot_mapping.dim(), slot_mapping.stride(), slot_mapping.device,
+                slot_mapping.data_ptr() & 15, fp8_format, words_launch_config, gpu_paths,
+                id(_store_k8v4_words_kernel), torch.cuda.get_device_capability)
     except RuntimeError:  # a layout without strides or storage (sparse, ...): the full path says what is wrong
         return None
 
@@ -865,12 +868,23 @@ def _launcher(kernel: Any) -> Launcher:
 
 def _launch_words(plan: tuple, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
                   slot_mapping: torch.Tensor, num_tokens: int) -> None:
-    """One word-kernel launch of a plan, through the compiled kernel's handle once it is compiled
-    (kernels._launch: Triton's own dispatch is most of a call's host time)."""
-    head, tail, launcher, config, toks, groups = plan
+    """One word-kernel launch of a plan. The plan's compiled kernels, by the token count's specialization
+    class (1, a multiple of 16, neither: the plan's key holds everything else Triton specializes on), launch
+    directly (``kernels._launch.run_compiled``: no views, no launcher key; on the H200 box that is about half
+    a planned call's host time); a class not seen yet goes through the compiled-kernel launcher, which also
+    compiles."""
+    head, tail, launcher, config, toks, groups, direct = plan
+    grid = (cdiv(num_tokens, toks), groups)
+    cls = (num_tokens == 1, num_tokens % 16 == 0)
+    compiled = direct.get(cls)
+    if compiled is not None and _launch.ENABLED:
+        run_compiled(compiled, grid, (key, value, kv_cache, slot_mapping, *head, num_tokens, *tail, *config[0]))
+        return
     args = (key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head,
             num_tokens, *tail)
-    launcher((cdiv(num_tokens, toks), groups), args, config)
+    compiled = launcher(grid, args, config)
+    if launcher.runs_directly(args, compiled):
+        direct[cls] = compiled
 
 
 def tq_store_k8v4(
@@ -937,7 +951,7 @@ def tq_store_k8v4(
             plan = ((ke * key.stride(0) // 8, ke * key.stride(1) // 8, ve * value.stride(0) // 8,
                      ve * value.stride(1) // 8, cs[0] // 4, cs[1] // 4, cs[2] // 4, slot_mapping.stride(0)),
                     (num_heads, block_size, num_blocks * block_size), launcher,
-                    launcher.config(consts, {"num_warps": warps}), consts["TOKS"], grid[1])
+                    launcher.config(consts, {"num_warps": warps}), consts["TOKS"], grid[1], {})
             if call is not None and key is given[0] and value is given[1]:  # not copies: the same layout next time
                 remember(_PLANS, call, plan, _MAX_PLANS)
             _launch_words(plan, key, value, kv_cache, slot_mapping, num_tokens)

@@ -34,7 +34,7 @@ def _cfg(dtype):
 
 
 #: The sweep runs in parts (shapes[part::PARTS]) so that xdist spreads its compiles over the workers.
-PARTS = 4
+PARTS = 8
 
 
 @pytest.mark.parametrize("part", range(PARTS), ids=[f"part{i + 1}of{PARTS}" for i in range(PARTS)])
