@@ -212,10 +212,34 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     s.arch, s.lane = arch, lane
     config.stash[_plan_key] = None
+    if hasattr(config, "workerinput"):
+        _share_cpu_threads(config.workerinput)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHandoff(s), "harness-xdist")
         if getattr(config.option, "tx", None):  # distributing (-n / --tx): hand the device plan to the workers
             _hand_out_plan(config, lane)
+
+
+#: torch CPU threads of each xdist worker (a positive int); unset: the cores divided among the workers.
+ENV_WORKER_THREADS = "HARNESS_WORKER_THREADS"
+
+
+def _share_cpu_threads(workerinput: dict[str, Any]) -> None:
+    """Give an xdist worker's torch CPU ops its share of the cores, not every core each: N workers of
+    ``cores`` threads oversubscribe the machine, and CPU-bound tests spin (on the H200 box's GPU lane, 8
+    workers on 16 cores, CPU-model tests that take 2 s alone took 20-29 s each; docs/gpu-lane.md). Left to
+    torch where ``OMP_NUM_THREADS`` is set; ``HARNESS_WORKER_THREADS`` sets the count."""
+    import torch
+
+    value = os.environ.get(ENV_WORKER_THREADS)
+    if value is not None:
+        if not value.isdigit() or int(value) < 1:
+            raise pytest.UsageError(f"{ENV_WORKER_THREADS}={value!r}: expected a positive int (torch CPU threads per "
+                                    "xdist worker)")
+        torch.set_num_threads(int(value))
+    elif "OMP_NUM_THREADS" not in os.environ:
+        workers = int(workerinput.get("workercount", 1))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, workers)))
 
 
 def _restore_env(name: str, value: str | None) -> None:

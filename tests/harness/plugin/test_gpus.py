@@ -244,3 +244,41 @@ def test_a_bad_workers_per_gpu_is_a_usage_error(pytester, monkeypatch):
     result = pytester.runpytest("-n", "auto")  # refused while xdist counts workers
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*HARNESS_WORKERS_PER_GPU='0' must be a positive integer*"])
+
+
+THREADS_TEST = """
+import os, torch
+def test_threads():
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "none")
+    with open(f"threads-{worker}-{os.getpid()}.txt", "w") as f:
+        f.write(f"{torch.get_num_threads()} {os.cpu_count()}")
+"""
+
+
+@pytest.mark.parametrize("env, want", [(None, "share"), ("3", 3)], ids=["shared", "set"])
+def test_xdist_workers_share_the_cores_among_their_torch_threads(env, want, pytester, monkeypatch):
+    """Each of 2 workers gets cores // 2 torch threads (at least 1), or HARNESS_WORKER_THREADS."""
+    from harness.plugin import ENV_WORKER_THREADS
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    if env is None:
+        monkeypatch.delenv(ENV_WORKER_THREADS, raising=False)
+    else:
+        monkeypatch.setenv(ENV_WORKER_THREADS, env)
+    pytester.makepyfile(test_a=THREADS_TEST, test_b=THREADS_TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "--harness-lane=interp", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    seen = sorted(pytester.path.glob("threads-gw*.txt"))
+    assert len(seen) == 2, [p.name for p in pytester.path.iterdir()]
+    for path in seen:
+        threads, cores = (int(v) for v in path.read_text().split())
+        assert threads == (max(1, cores // 2) if want == "share" else want), path.name
+
+
+def test_a_bad_worker_thread_count_is_refused(pytester, monkeypatch):
+    monkeypatch.setenv("HARNESS_WORKER_THREADS", "0")
+    pytester.makepyfile(test_a=THREADS_TEST)
+    result = pytester.runpytest_subprocess("-n", "1", "--harness-lane=interp", "-p", "no:randomly")
+    assert result.ret != 0
+    out = result.stdout.str() + result.stderr.str()
+    assert "HARNESS_WORKER_THREADS='0': expected a positive int" in out, out[-2000:]
