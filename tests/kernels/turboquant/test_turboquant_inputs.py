@@ -730,3 +730,63 @@ def test_cached_launches_equal_triton_launches_gpu(rng, device, monkeypatch):
         assert torch.equal(c1, c0), f"call {i} ({calls[i][0]} tokens): the cached launch stored other bytes"
         assert torch.equal(k1.view(torch.int32), k0.view(torch.int32)), f"call {i}: other key bits"
         assert torch.equal(v1.view(torch.int32), v0.view(torch.int32)), f"call {i}: other value bits"
+
+
+# --- a plan's compiled kernels, launched directly ------------------------------------------------------------
+
+
+def _pointers_and_ints(args):
+    return [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+@pytest.mark.parametrize("op", ["store", "load"])
+def test_a_plans_direct_launch_passes_what_the_launcher_passes(op, rng, device, monkeypatch):
+    """Once a plan holds a compiled kernel for a token-count class, a call of that class launches it through
+    ``run_compiled`` with the launcher's arguments: the same grid, the same pointers (the sources and the
+    cache unviewed: the launcher reads only their addresses) and ints in the same order, the constexpr values
+    after them; a token count of another class (1, a multiple of 16, neither), or ``ENABLED = False``, goes
+    back to the launcher. (On the GPU the two are compared by their bits:
+    ``test_cached_launches_equal_triton_launches_gpu``.)"""
+    import kernels.turboquant.load as load_mod
+    from kernels import _launch
+
+    mod = store_mod if op == "store" else load_mod
+    t, h, d, nb, bs = 17, 4, 16, 4, 8
+    key, value = (x.to(device) for x in _inputs(rng, t, h, d, torch.bfloat16))
+    cache = torch.zeros(nb, bs, h, slot_bytes(d), dtype=torch.uint8, device=device)
+    slots = torch.randperm(nb * bs, generator=rng)[:t].to(device)
+
+    def call(n):
+        if op == "store":
+            return tq_store_k8v4(key[:n], value[:n], cache, slots[:n])
+        return tq_load_k8v4(cache, slots[:n], head_dim=d)
+
+    mod._PLANS.clear()
+    seen = []
+    real_call = _launch.Launcher.__call__
+    monkeypatch.setattr(_launch.Launcher, "__call__",
+                        lambda self, grid, args, config: seen.append(("launcher", grid, args, config)))
+    monkeypatch.setattr(_launch.Launcher, "runs_directly", lambda self, args, compiled: True)
+    monkeypatch.setattr(mod, "run_compiled", lambda compiled, grid, full: seen.append(("direct", grid, full)))
+    call(13)  # checks, plans, launches through the launcher (whose "compiled kernel" the plan keeps: None here)
+    (plan,) = mod._PLANS.values()
+    direct = plan[-1]
+    fake = object()
+    for cls in list(direct):
+        direct[cls] = fake
+    seen.clear()
+    call(11)  # the same class as 13 (neither 1 nor a multiple of 16): direct
+    call(16)  # another class: the launcher
+    monkeypatch.setattr(_launch, "ENABLED", False)
+    call(11)  # direct launches off: the launcher
+    monkeypatch.setattr(_launch.Launcher, "__call__", real_call)
+    assert [s[0] for s in seen] == ["direct", "launcher", "launcher"]
+    _, grid, full = seen[0]
+    _, lgrid, largs, config = seen[2]
+    assert grid == lgrid
+    got, want = _pointers_and_ints(full), _pointers_and_ints(largs) + list(config[0])
+    if op == "load":  # the outputs (arguments 2 and 3) are each call's own new tensors
+        assert [tuple(full[i].shape) for i in (2, 3)] == [tuple(largs[i].shape) for i in (2, 3)] == [(11, h, d)] * 2
+        got, want = got[:2] + got[4:], want[:2] + want[4:]
+    assert got == want
+    assert [type(a) for a in full[: len(largs)]].count(torch.Tensor) == 4
