@@ -112,16 +112,18 @@ def emit(title: str, columns: Sequence[tuple[str, str]], rows: Sequence[dict[str
                                         indent=2) + "\n")
 
 
-def host_us(fn: Callable[[], Any], calls: int = 50) -> float:
+def host_us(fn: Callable[[], Any], calls: int = 50, *, sync: bool = True) -> float:
     """Median microseconds of Python time per call of ``fn``, each started with the GPU idle (synchronized
-    before it): what the host side of a call costs, apart from the GPU's time (issue 25's "host us" column)."""
+    before it): what the host side of a call costs, apart from the GPU's time (issue 25's "host us" column).
+    ``sync=False``: back to back, the GPU busy (``host_breakdown.py``'s "queued")."""
     import statistics
     import time
 
     fn()
     times = []
     for _ in range(calls):
-        torch.cuda.synchronize()
+        if sync:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)

@@ -22,33 +22,18 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
-import statistics
-import time
 from functools import partial
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import bench_qsa as bq
 import torch
-from _common import emit, parse_args, require_cuda
+from _common import emit, host_us, parse_args, require_cuda
 
 import kernels._launch as launch_mod
 from kernels.qsa import decode_select
 from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4
 
 COLUMNS = [("call", ""), ("what", ""), ("us", ".1f")]
-
-
-def _median_us(fn, calls: int, sync: bool) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        if sync:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return 1e6 * statistics.median(times)
 
 
 def _launches(fn) -> list[tuple]:
@@ -123,21 +108,21 @@ def main() -> None:
                                                           topk_blocks=bq.K)
     rows, profiles = [], []
     rows.append(_row("reference", "torch.empty(1 MiB) on the GPU",
-                     _median_us(lambda: torch.empty(1 << 20, device="cuda"), 2000, False)))
-    rows.append(_row("reference", "torch.cuda.current_stream()", _median_us(torch.cuda.current_stream, 2000, False)))
+                     host_us(lambda: torch.empty(1 << 20, device="cuda"), 2000, sync=False)))
+    rows.append(_row("reference", "torch.cuda.current_stream()", host_us(torch.cuda.current_stream, 2000, sync=False)))
     for name, fn in calls.items():
         seen = _launches(fn)
-        rows.append(_row(name, "synced (host_us)", _median_us(fn, 300, True)))
-        rows.append(_row(name, "queued", _median_us(fn, 300, False)))
+        rows.append(_row(name, "synced (host_us)", host_us(fn, 300)))
+        rows.append(_row(name, "queued", host_us(fn, 300, sync=False)))
         real = launch_mod.Launcher.__call__
         launch_mod.Launcher.__call__ = lambda self, grid, a, config: None
         try:
-            rows.append(_row(name, "no launch", _median_us(fn, 300, False)))
+            rows.append(_row(name, "no launch", host_us(fn, 300, sync=False)))
         finally:
             launch_mod.Launcher.__call__ = real
         rows.append(_row(name, f"launcher ({len(seen)} launches)",
-                         _median_us(lambda seen=seen: [s[0](*s[1:]) for s in seen], 300, False)))
-        rows.append(_row(name, "run (compiled launcher alone)", _median_us(_raw_runs(seen), 300, False)))
+                         host_us(lambda seen=seen: [s[0](*s[1:]) for s in seen], 300, sync=False)))
+        rows.append(_row(name, "run (compiled launcher alone)", host_us(_raw_runs(seen), 300, sync=False)))
         profiles.append(f"--- {name}: cProfile of 2,000 queued calls ---\n{_profile(fn)}")
     emit("host time per call, broken down (us)", COLUMNS, rows, args.json)
     for p in profiles:
