@@ -212,8 +212,9 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     s.arch, s.lane = arch, lane
     config.stash[_plan_key] = None
+    threads = _worker_threads()  # checked in every process: a bad value stops the run before workers start
     if hasattr(config, "workerinput"):
-        _share_cpu_threads(config.workerinput)
+        _share_cpu_threads(config.workerinput, threads)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHandoff(s), "harness-xdist")
         if getattr(config.option, "tx", None):  # distributing (-n / --tx): hand the device plan to the workers
@@ -224,19 +225,26 @@ def pytest_configure(config: pytest.Config) -> None:
 ENV_WORKER_THREADS = "HARNESS_WORKER_THREADS"
 
 
-def _share_cpu_threads(workerinput: dict[str, Any]) -> None:
+def _worker_threads() -> int | None:
+    """``HARNESS_WORKER_THREADS`` as a positive int, None when unset; anything else is a usage error naming it."""
+    value = os.environ.get(ENV_WORKER_THREADS)
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"{ENV_WORKER_THREADS}={value!r}: expected a positive int (torch CPU threads per "
+                                "xdist worker)")
+    return int(value)
+
+
+def _share_cpu_threads(workerinput: dict[str, Any], threads: int | None) -> None:
     """Give an xdist worker's torch CPU ops its share of the cores, not every core each: N workers of
     ``cores`` threads oversubscribe the machine, and CPU-bound tests spin (on the H200 box's GPU lane, 8
     workers on 16 cores, CPU-model tests that take 2 s alone took 20-29 s each; docs/gpu-lane.md). Left to
-    torch where ``OMP_NUM_THREADS`` is set; ``HARNESS_WORKER_THREADS`` sets the count."""
+    torch where ``OMP_NUM_THREADS`` is set; ``threads`` (``HARNESS_WORKER_THREADS``) sets the count."""
     import torch
 
-    value = os.environ.get(ENV_WORKER_THREADS)
-    if value is not None:
-        if not value.isdigit() or int(value) < 1:
-            raise pytest.UsageError(f"{ENV_WORKER_THREADS}={value!r}: expected a positive int (torch CPU threads per "
-                                    "xdist worker)")
-        torch.set_num_threads(int(value))
+    if threads is not None:
+        torch.set_num_threads(threads)
     elif "OMP_NUM_THREADS" not in os.environ:
         workers = int(workerinput.get("workercount", 1))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, workers)))

@@ -279,6 +279,6 @@ def test_a_bad_worker_thread_count_is_refused(pytester, monkeypatch):
     monkeypatch.setenv("HARNESS_WORKER_THREADS", "0")
     pytester.makepyfile(test_a=THREADS_TEST)
     result = pytester.runpytest_subprocess("-n", "1", "--harness-lane=interp", "-p", "no:randomly")
-    assert result.ret != 0
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # refused before any worker starts
     out = result.stdout.str() + result.stderr.str()
     assert "HARNESS_WORKER_THREADS='0': expected a positive int" in out, out[-2000:]
