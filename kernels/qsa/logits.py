@@ -90,9 +90,14 @@ def _gather_keys(kv_ptr, bt_row, cols, valid, d, d_ok, stride_kvb, stride_kvp, n
 
 
 @triton.jit
-def _relu_head_sum(k, q_row, h, d, d_ok, H, stride_qh):
+def _queries(q_row, h, d, d_ok, H, stride_qh):
+    # the [H_PAD, D_PAD] queries of one row, zero-padded (a zero head contributes relu(0) = 0)
+    return tl.load(q_row + h[:, None] * stride_qh + d[None, :], mask=(h[:, None] < H) & d_ok[None, :], other=0.0)
+
+
+@triton.jit
+def _relu_head_sum(k, q):
     # Σ_h relu(k · q_h) for every column of the key tile: one [BLOCK_N, D] x [D, H] MMA, fp32 accumulation.
-    q = tl.load(q_row + h[:, None] * stride_qh + d[None, :], mask=(h[:, None] < H) & d_ok[None, :], other=0.0)
     s = tl.dot(k, tl.trans(q), out_dtype=tl.float32)
     return tl.sum(tl.maximum(s, 0.0), axis=1)
 
@@ -136,7 +141,7 @@ def _paged_logits_kernel(
         d_ok = d < D
         k, valid = _gather_keys(kv_ptr, bt_ptr + req * stride_btb, cols, valid, d, d_ok, stride_kvb, stride_kvp,
                                 num_blocks, PAGE)
-        acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh)
+        acc = _relu_head_sum(k, _queries(q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh))
     out = tl.where(valid, acc, float("-inf"))
     tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
@@ -307,21 +312,20 @@ def _decode_logits_kernel(
     d_ok = d < D
     bt_row = bt_ptr + b * stride_btb
     if L == 1:  # the row's queries, loaded once for all its tiles (not once per tile, inside the loop)
-        q1 = tl.load(q_ptr + b * stride_qr + h[:, None] * stride_qh + d[None, :],
-                     mask=(h[:, None] < H) & d_ok[None, :], other=0.0)
+        q1 = _queries(q_ptr + b * stride_qr, h, d, d_ok, H, stride_qh)
     for t in tl.range(0, TILES):
         cols = first + t * BLOCK_N + tl.arange(0, BLOCK_N)
         kvalid = cols < vmax  # all False past the widest row: the masked loads touch no memory
         k, ok = _gather_keys(kv_ptr, bt_row, cols, kvalid, d, d_ok, stride_kvb, stride_kvp, num_blocks, PAGE)
         if L == 1:
-            acc = tl.sum(tl.maximum(tl.dot(k, tl.trans(q1), out_dtype=tl.float32), 0.0), axis=1)
+            acc = _relu_head_sum(k, q1)
             out = tl.where(kvalid & ok, acc, float("-inf"))  # vmax is the row's own visible count
             tl.store(out_ptr + b * stride_or + cols, out, mask=cols < n_cols)
         else:
             for j in tl.static_range(L):
                 r = b * L + j
                 vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), lim)
-                acc = _relu_head_sum(k, q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh)
+                acc = _relu_head_sum(k, _queries(q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh))
                 out = tl.where((cols < vis) & ok, acc, float("-inf"))
                 tl.store(out_ptr + r * stride_or + cols, out, mask=cols < n_cols)
 
