@@ -26,7 +26,7 @@ import triton
 
 from kernels._interpreter import runs_on_interpreter
 
-__all__ = ["Launcher", "launcher_for", "remember", "run_compiled", "ENABLED", "MAX_ENTRIES"]
+__all__ = ["Launcher", "launcher_for", "launch_planned", "remember", "run_compiled", "ENABLED", "MAX_ENTRIES"]
 
 #: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
 ENABLED = True
@@ -85,7 +85,7 @@ class Launcher:
         if not ENABLED or self._n_runtime is None or len(args) != self._n_runtime:
             return self._plain(grid, args, config)
         nt = self._n_tensors
-        device = _CUDA_DEVICE() if _CUDA_DEVICE is not None else torch.cuda.current_device()
+        device = _device()
         ints = args[nt:]
         if self._classed:
             ints = list(ints)
@@ -102,7 +102,7 @@ class Launcher:
             if self._cacheable(args, compiled):
                 remember(self._compiled, key, compiled, MAX_ENTRIES)
             return compiled
-        run_compiled(compiled, grid, args + config[0])
+        run_compiled(compiled, grid, args + config[0], device)
         return compiled
 
     def runs_directly(self, args: tuple, compiled: Any) -> bool:
@@ -142,12 +142,30 @@ def launcher_for(kernel: Any, *, tensors: int | None = None, classed: tuple[str,
     return launcher
 
 
-def run_compiled(compiled: Any, grid: tuple[int, ...], full: tuple) -> None:
+def launch_planned(launcher: Launcher, compiled_by_class: dict, cls: Any, grid: tuple[int, ...], config: tuple,
+                   raw: tuple, viewed: Any) -> None:
+    """One launch of a layout a caller has planned (the turboquant store's and load's plans): the plan's
+    compiled kernel for ``cls`` directly, with ``raw`` (the runtime arguments, tensors as the caller holds
+    them: only their addresses are read), once there is one; else through ``launcher`` with ``viewed()`` (the
+    same arguments as the kernel's signature types them), keeping the kernel it compiled when it may run
+    directly. The caller's plan key and ``cls`` together must hold all Triton specializes on."""
+    compiled = compiled_by_class.get(cls)
+    if compiled is not None and ENABLED:
+        run_compiled(compiled, grid, raw + config[0])
+        return
+    args = viewed()
+    compiled = launcher(grid, args, config)
+    if launcher.runs_directly(args, compiled):
+        compiled_by_class[cls] = compiled
+
+
+def run_compiled(compiled: Any, grid: tuple[int, ...], full: tuple, device: int | None = None) -> None:
     """Launch a compiled kernel on the current stream as ``JITFunction.run`` does once it has found it:
     ``full`` is every argument, constexpr values included, in the kernel's order; tensors need only a
-    ``data_ptr()`` (the launcher reads nothing else of them). The launch-metadata hook is built only when a
-    launch-enter hook is set (Triton's ``launch_metadata`` returns None otherwise)."""
-    stream = _driver().get_current_stream(_CUDA_DEVICE() if _CUDA_DEVICE is not None else torch.cuda.current_device())
+    ``data_ptr()`` (the launcher reads nothing else of them); ``device`` the current device's index when the
+    caller has it. The launch-metadata hook is built only when a launch-enter hook is set (Triton's
+    ``launch_metadata`` returns None otherwise)."""
+    stream = _driver().get_current_stream(_device() if device is None else device)
     hooks = triton.knobs.runtime
     enter = hooks.launch_enter_hook
     meta = None if enter is None else compiled.launch_metadata(grid, stream, *full)
@@ -169,6 +187,10 @@ _DRIVER: list[Any] = []
 #: index of the current device either way (a launch that finds no compiled kernel goes through Triton, which
 #: initializes CUDA). None on a torch without CUDA.
 _CUDA_DEVICE = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def _device() -> int:
+    return _CUDA_DEVICE() if _CUDA_DEVICE is not None else torch.cuda.current_device()
 
 
 def _driver() -> Any:

@@ -29,12 +29,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import _launch
 from kernels._grid import cdiv
-from kernels._launch import Launcher, launcher_for, remember, run_compiled
+from kernels._launch import Launcher, launch_planned, launcher_for, remember
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
-from kernels.turboquant.store import FMT_CODE, heads_per_program, resolve_fp8_format
+from kernels.turboquant.store import FMT_CODE, _slot_base, _token_rows, heads_per_program, resolve_fp8_format
 
 __all__ = [
     "tq_load_k8v4",
@@ -129,20 +128,9 @@ def _load_k8v4_words_kernel(
     # cache_ptr is the cache as int32 words (strides in words); a program decodes TOKS tokens x HEADS heads.
     # Key word w holds codes 4w..4w+3, value word u the nibbles of elements 8u..8u+7 (element 8u+j in bits
     # 4j..4j+3), then one word: fp16 scale (low half) | fp16 zero (high half).
-    r = tl.arange(0, TOKS * HEADS)
-    tok = tl.program_id(0) * TOKS + r // HEADS
-    head = tl.program_id(1) * HEADS + r % HEADS
-    live = tok < num_tokens
-    tok = tok.to(tl.int64)
-    head = head.to(tl.int64)
-    slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
-    ok = (slot >= 0) & (slot < num_slots)  # rows of other slots read nothing and come back NaN
-    s = tl.where(ok, slot, 0).to(tl.int32)  # < num_slots < 2**31
-    if BS_LOG2 >= 0:
-        blk, off = s >> BS_LOG2, s & ((1 << BS_LOG2) - 1)
-    else:
-        blk, off = s // block_size, s % block_size
-    base = blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs + head * stride_ch
+    # rows of slots outside the cache read nothing and come back NaN
+    tok, head, live, slot, ok = _token_rows(slot_ptr, stride_s, num_tokens, num_slots, TOKS, HEADS)
+    base = _slot_base(slot, ok, block_size, stride_cb, stride_cs, BS_LOG2) + head * stride_ch
     out = (tok * stride_ot + head * stride_oh)[:, None]
     live2 = live[:, None]
 
@@ -378,16 +366,11 @@ def _launch_words(plan: tuple, kv_cache: torch.Tensor, slot_mapping: torch.Tenso
     key = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     value = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     if n:
-        grid = (cdiv(n, toks), groups)
-        cls = (n == 1, n % 16 == 0, key.data_ptr() & 15, value.data_ptr() & 15)
-        compiled = direct.get(cls)
-        if compiled is not None and _launch.ENABLED:
-            run_compiled(compiled, grid, (kv_cache, slot_mapping, key, value, *ints, n, *tail, *config[0]))
-        else:
-            args = (kv_cache.view(torch.int32), slot_mapping, key, value, *ints, n, *tail)
-            compiled = launcher(grid, args, config)
-            if launcher.runs_directly(args, compiled):
-                direct[cls] = compiled
+        launch_planned(
+            launcher, direct, (n == 1, n % 16 == 0, key.data_ptr() & 15, value.data_ptr() & 15),
+            (cdiv(n, toks), groups), config, (kv_cache, slot_mapping, key, value, *ints, n, *tail),
+            lambda: (kv_cache.view(torch.int32), slot_mapping, key, value, *ints, n, *tail),
+        )
     return key, value
 
 

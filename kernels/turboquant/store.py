@@ -31,10 +31,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import _launch
 from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
-from kernels._launch import Launcher, launcher_for, remember, run_compiled
+from kernels._launch import Launcher, launch_planned, launcher_for, remember
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -406,6 +405,33 @@ def _value_words(v0, v1, v2, v3, v4, v5, v6, v7, zero, sc, y, nan, VALUE_LIMIT: 
 
 
 @triton.jit
+def _token_rows(slot_ptr, stride_s, num_tokens, num_slots, TOKS: tl.constexpr, HEADS: tl.constexpr):
+    """(token, head, live, slot, ok) of a word-kernel program's TOKS x HEADS rows (the store's and the
+    load's): token groups along grid axis 0, head groups along axis 1; a row past the batch reads slot -1, and
+    only a slot in [0, num_slots) is ok (the others are skipped on the device, never followed)."""
+    r = tl.arange(0, TOKS * HEADS)
+    tok = tl.program_id(0) * TOKS + r // HEADS
+    head = tl.program_id(1) * HEADS + r % HEADS
+    live = tok < num_tokens
+    tok = tok.to(tl.int64)
+    head = head.to(tl.int64)
+    slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
+    return tok, head, live, slot, (slot >= 0) & (slot < num_slots)
+
+
+@triton.jit
+def _slot_base(slot, ok, block_size, stride_cb, stride_cs, BS_LOG2: tl.constexpr):
+    """The int64 offset of slot ``slot``'s first head in the cache (0 where not ``ok``): a shift and a mask
+    where block_size is a power of two (BS_LOG2 >= 0), else a division."""
+    s = tl.where(ok, slot, 0).to(tl.int32)  # < num_slots < 2**31
+    if BS_LOG2 >= 0:
+        blk, off = s >> BS_LOG2, s & ((1 << BS_LOG2) - 1)
+    else:
+        blk, off = s // block_size, s % block_size
+    return blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs
+
+
+@triton.jit
 def _store_k8v4_words_kernel(
     key_ptr,
     value_ptr,
@@ -452,30 +478,19 @@ def _store_k8v4_words_kernel(
     # saturating cvt instructions (e4b15 from 16-bit keys after a nudge, _e4b15_as_e4m3), RCP_DIV divides by
     # one reciprocal per vector. Both write the same bytes as
     # the portable paths, which the interpreter runs (tests/kernels/turboquant/test_turboquant_inputs.py compares them).
-    r = tl.arange(0, TOKS * HEADS)
     if TOKS == 1:
         # one token per program (8+ kv heads): its slot and the slot's cache address are scalars, loaded and
         # computed once per program rather than once per tensor layout that uses them (SASS per row, below)
+        r = tl.arange(0, HEADS)
         tok = tl.program_id(0).to(tl.int64)
         head = (tl.program_id(1) * HEADS + r).to(tl.int64)
         slot = tl.load(slot_ptr + tok * stride_s).to(tl.int64)  # tok < num_tokens: the grid has no spare token
-        ok_tok = (slot >= 0) & (slot < num_slots)
+        ok_tok = (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
         ok = tl.where(ok_tok, r >= 0, False)  # (not ``vector & scalar``: Triton 3.9's interpreter refuses it)
     else:
-        tok = tl.program_id(0) * TOKS + r // HEADS
-        head = tl.program_id(1) * HEADS + r % HEADS
-        live = tok < num_tokens
-        tok = tok.to(tl.int64)
-        head = head.to(tl.int64)
-        slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
-        ok_tok = live & (slot >= 0) & (slot < num_slots)  # slots outside the cache are skipped, never written
+        tok, head, _, slot, ok_tok = _token_rows(slot_ptr, stride_s, num_tokens, num_slots, TOKS, HEADS)
         ok = ok_tok
-    s = tl.where(ok_tok, slot, 0).to(tl.int32)  # < num_slots, an int32
-    if BS_LOG2 >= 0:
-        blk, off = s >> BS_LOG2, s & ((1 << BS_LOG2) - 1)
-    else:
-        blk, off = s // block_size, s % block_size
-    base = (blk.to(tl.int64) * stride_cb + off.to(tl.int64) * stride_cs) + head * stride_ch
+    base = _slot_base(slot, ok_tok, block_size, stride_cb, stride_cs, BS_LOG2) + head * stride_ch
 
     # --- loads: every source word of the tile is requested before anything is stored. The compiler keeps a
     # load after a store in program order (the cache might alias a source), so loading the values after the
@@ -870,21 +885,16 @@ def _launch_words(plan: tuple, key: torch.Tensor, value: torch.Tensor, kv_cache:
                   slot_mapping: torch.Tensor, num_tokens: int) -> None:
     """One word-kernel launch of a plan. The plan's compiled kernels, by the token count's specialization
     class (1, a multiple of 16, neither: the plan's key holds everything else Triton specializes on), launch
-    directly (``kernels._launch.run_compiled``: no views, no launcher key; on the H200 box that is about half
+    directly (``kernels._launch.launch_planned``: no views, no launcher key; on the H200 box that is about half
     a planned call's host time); a class not seen yet goes through the compiled-kernel launcher, which also
     compiles."""
     head, tail, launcher, config, toks, groups, direct = plan
-    grid = (cdiv(num_tokens, toks), groups)
-    cls = (num_tokens == 1, num_tokens % 16 == 0)
-    compiled = direct.get(cls)
-    if compiled is not None and _launch.ENABLED:
-        run_compiled(compiled, grid, (key, value, kv_cache, slot_mapping, *head, num_tokens, *tail, *config[0]))
-        return
-    args = (key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head,
-            num_tokens, *tail)
-    compiled = launcher(grid, args, config)
-    if launcher.runs_directly(args, compiled):
-        direct[cls] = compiled
+    launch_planned(
+        launcher, direct, (num_tokens == 1, num_tokens % 16 == 0), (cdiv(num_tokens, toks), groups), config,
+        (key, value, kv_cache, slot_mapping, *head, num_tokens, *tail),
+        lambda: (key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head,
+                 num_tokens, *tail),
+    )
 
 
 def tq_store_k8v4(

@@ -150,3 +150,35 @@ def test_launcher_for_gives_one_launcher_per_kernel_object_and_options():
     assert _launch.launcher_for(b, tensors=3, classed=("n",)) is not la  # a swapped-in kernel: its own
     assert _launch.launcher_for(a, tensors=3) is not la
     assert _launch.launcher_for(b, tensors=3, classed=("n",)).kernel is b
+
+
+def test_a_planned_layout_keeps_its_compiled_kernel_and_launches_it_with_the_callers_tensors(cuda_stand_in,
+                                                                                            monkeypatch):
+    """``launch_planned``: the first launch of a class goes through the launcher with the viewed arguments and
+    keeps the kernel it compiled; the next of that class launches it with the caller's own tensors, never
+    building the views; another class, or ``ENABLED = False``, goes back to the launcher (which keeps nothing
+    when it launches through ``kernel[grid]``)."""
+    k = _Kernel()
+    launcher = _launch.Launcher(k, tensors=3, classed=("n",))
+    cfg = launcher.config({"B": 64}, {"num_warps": 1})
+    a, b, out = _tensors()
+    views = []
+
+    def viewed(n):
+        views.append(n)
+        return (a.view(torch.int32), b, out, 32, n)
+
+    kept = {}
+    _launch.launch_planned(launcher, kept, "x", (2,), cfg, (a, b, out, 32, 17), lambda: viewed(17))
+    assert _kinds(k) == ["triton"] and views == [17] and list(kept) == ["x"]
+    _launch.launch_planned(launcher, kept, "x", (3,), cfg, (a, b, out, 32, 19), lambda: viewed(19))
+    assert _kinds(k) == ["triton", "direct"] and views == [17], "a kept class builds no views"
+    assert k.log[1][1] == (3, 1, 1) and k.log[1][2] == (a, b, out, 32, 19, 64)
+    assert k.log[1][2][0] is a, "the caller's tensor, not a view of it"
+    _launch.launch_planned(launcher, kept, "y", (4,), cfg, (a, b, out, 32, 32), lambda: viewed(32))
+    assert views == [17, 32] and len(kept) == 2
+    monkeypatch.setattr(_launch, "ENABLED", False)
+    _launch.launch_planned(launcher, kept, "x", (5,), cfg, (a, b, out, 32, 21), lambda: viewed(21))
+    fresh = {}
+    _launch.launch_planned(launcher, fresh, "z", (5,), cfg, (a, b, out, 32, 21), lambda: viewed(21))
+    assert views == [17, 32, 21, 21] and _kinds(k)[-2:] == ["triton", "triton"] and fresh == {}

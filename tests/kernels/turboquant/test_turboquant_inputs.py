@@ -767,7 +767,7 @@ def test_a_plans_direct_launch_passes_what_the_launcher_passes(op, rng, device, 
     monkeypatch.setattr(_launch.Launcher, "__call__",
                         lambda self, grid, args, config: seen.append(("launcher", grid, args, config)))
     monkeypatch.setattr(_launch.Launcher, "runs_directly", lambda self, args, compiled: True)
-    monkeypatch.setattr(mod, "run_compiled", lambda compiled, grid, full: seen.append(("direct", grid, full)))
+    monkeypatch.setattr(_launch, "run_compiled", lambda compiled, grid, full: seen.append(("direct", grid, full)))
     call(13)  # checks, plans, launches through the launcher (whose "compiled kernel" the plan keeps: None here)
     (plan,) = mod._PLANS.values()
     direct = plan[-1]
