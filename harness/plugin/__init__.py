@@ -20,6 +20,7 @@ import gc
 import hashlib
 import os
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ import pytest
 from harness import session as sessions
 from harness import summary, tolerances
 from harness.arch import ENV_ARCH, Arch, detect_arch, interpreting, parse_arch
-from harness.plugin import gpus, report
+from harness.plugin import gpus, report, timeline
 from harness.session import Session
 
 #: This config's session (pushed in ``pytest_load_initial_conftests``, popped at the config's cleanup).
@@ -215,9 +216,15 @@ def pytest_configure(config: pytest.Config) -> None:
     threads = _worker_threads()  # checked in every process: a bad value stops the run before workers start
     if hasattr(config, "workerinput"):
         _share_cpu_threads(config.workerinput, threads)
+        started = config.workerinput.get(_STARTED)
+        if started is not None:  # the controller's clock: this worker's readings count from its session start
+            clock = timeline.Worker(config.workerinput["workerid"], started)
+            s.add_section(timeline.SECTION, clock)
+            config.pluginmanager.register(clock, "harness-timeline")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(_XdistHandoff(s), "harness-xdist")
-        if getattr(config.option, "tx", None):  # distributing (-n / --tx): hand the device plan to the workers
+        tx = getattr(config.option, "tx", None)
+        config.pluginmanager.register(_XdistHandoff(s, bool(tx)), "harness-xdist")
+        if tx:  # distributing (-n / --tx): hand the device plan to the workers
             _hand_out_plan(config, lane)
 
 
@@ -494,6 +501,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("-", "harness: observed error vs tolerance")
         for line in summary.render_table(rows):
             terminalreporter.write_line(line)
+    clock = s.sections.get(timeline.SECTION)
+    if isinstance(clock, timeline.Controller):
+        lines = clock.lines()
+        if lines:
+            terminalreporter.write_sep("-", "harness: where the wall time went (xdist workers)")
+            for line in lines:
+                terminalreporter.write_line(line)
     pins = s.sections.get("gpu_pin")
     if pins is not None and pins.lines:
         terminalreporter.write_sep("-", "harness: xdist workers and GPUs")
@@ -501,18 +515,37 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(line)
 
 
+#: workerinput key: the controller's session start (time.time()), which workers' timelines count from.
+_STARTED = "harness_started"
+
+
 class _XdistHandoff:
     """Controller side of the one xdist hand-off: fold each worker's session data in as it goes down."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, distributing: bool) -> None:
         self.session = session
         session.add_section("gpu_pin", _Pins([]))
+        self.clock = timeline.Controller() if distributing else None
+        if self.clock is not None:
+            session.add_section(timeline.SECTION, self.clock)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self) -> None:
+        if self.clock is not None:  # before xdist's own sessionstart spawns the workers
+            self.clock.started = time.time()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.clock is not None:
+            node.workerinput[_STARTED] = self.clock.started
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         data = getattr(node, "workeroutput", {}).get("harness")
         if data:
             self.session.merge_worker(data)
+        if self.clock is not None and not (data and timeline.SECTION in data):
+            self.clock.missing += 1  # a worker that crashed or was killed hands over nothing
 
 
 # --- GPU pinning of xdist workers (the rules are in harness.plugin.gpus; docs/gpu-lane.md) ------------------
