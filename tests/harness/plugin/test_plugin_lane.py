@@ -178,3 +178,27 @@ def test_lane_independent_option_rejects_other_values(pytester):
     result = pytester.runpytest("--harness-lane-independent=maybe")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--harness-lane-independent*invalid choice*'maybe'*"])
+
+
+COMPILE_ITEMS = """
+import pytest
+@pytest.mark.compile_targets("sm80", "sm90")
+def test_builds(compile_target): pass
+def test_launches(): pass
+"""
+
+
+@pytest.mark.parametrize("mode, ran", [("auto", False), ("run", True)])
+def test_compile_matrix_items_are_lane_independent(pytester, monkeypatch, mode, ran):
+    """An AOT compile never touches a device: every compile_target item is lane_independent, so the GPU lane
+    skips it unless asked (the CPU lanes build the whole matrix), and an unmarked test beside it still runs."""
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    pytester.makepyfile(COMPILE_ITEMS)
+    result = pytester.runpytest("-rs", "--harness-lane=gpu", "--harness-arch=sm90",
+                                f"--harness-lane-independent={mode}")
+    result.assert_outcomes(passed=3 if ran else 1, skipped=0 if ran else 2)
+    if not ran:
+        result.stdout.fnmatch_lines(["SKIPPED [[]2[]] *lane-independent (covered by the interpreter lane*"])

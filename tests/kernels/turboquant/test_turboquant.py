@@ -555,8 +555,8 @@ def test_word_store_kernel_gpu_paths_compile(compile_target, src):
     """The word kernel as a GPU launches it builds for every target: on sm89+ both key formats through inline
     ``cvt.rn.satfinite.e4m3x2`` (f32 pairs, f16x2 for fp16 e4nv keys; e4b15 from fp32 keys the software
     cast), below sm89 e4b15 through Triton's cast (no inline PTX there), and the reciprocal value division
-    everywhere. The GPU lane runs two of these; the CPU lane builds them all, so an instruction a target
-    lacks fails here first."""
+    everywhere. The GPU lane launches sm90's two (a compile is lane_independent, so it skips these); the CPU
+    lanes build them all, so an instruction a target lacks fails here first."""
     import kernels.turboquant.store as store
     from harness.compile import matrix as cm
 
