@@ -126,10 +126,11 @@ def test_exact_family_and_min_arch_gating(pytester, arch, passed, reasons):
     result.assert_outcomes(passed=len(passed), skipped=5 - len(passed))
 
 
+@pytest.mark.lane_independent  # the variable is the --harness-arch default whatever the lane (interp child)
 def test_env_override_of_arch(pytester, monkeypatch):
     monkeypatch.setenv("HARNESS_ARCH", "sm80")
     pytester.makepyfile("def test_a(harness_arch): assert harness_arch.name == 'sm80'")
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--harness-lane=interp").assert_outcomes(passed=1)
 
 
 SEEDS = """
