@@ -68,7 +68,8 @@ def render(workers: list[WorkerTimes], missing: int = 0) -> list[str]:
         )
     for w in sorted(workers, key=_order):
         span = "no test" if w.last is None else f"tests {w.first:.1f}-{w.last:.1f} s"
-        lines.append(f"{w.worker}: ready {w.ready:.1f} s, {w.tests} tests, busy {w.busy:.1f} s, {span}")
+        tests = "1 test" if w.tests == 1 else f"{w.tests} tests"
+        lines.append(f"{w.worker}: ready {w.ready:.1f} s, {tests}, busy {w.busy:.1f} s, {span}")
     if missing:
         lines.append(f"{missing} worker(s) handed over no timeline")
     return lines
