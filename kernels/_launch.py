@@ -26,7 +26,9 @@ import triton
 
 from kernels._interpreter import runs_on_interpreter
 
-__all__ = ["Launcher", "launcher_for", "launch_planned", "remember", "run_compiled", "ENABLED", "MAX_ENTRIES"]
+__all__ = [
+    "Launcher", "int_class", "launcher_for", "launch_planned", "remember", "run_compiled", "ENABLED", "MAX_ENTRIES"
+]
 
 #: Switch for benchmarks and tests: False sends every launch through ``kernel[grid](...)``.
 ENABLED = True
@@ -91,7 +93,7 @@ class Launcher:
             ints = list(ints)
             for i in self._classed:
                 v = ints[i]
-                ints[i] = ("class", v == 1, v % 16 == 0, -(2**31) <= v < 2**31, v < 2**63) if type(v) is int else v
+                ints[i] = ("class", *int_class(v)) if type(v) is int else v
             ints = tuple(ints)
         key = (device, config, tuple([(a.dtype, a.data_ptr() & 15) for a in args[:nt]]), ints)
         compiled = self._compiled.get(key)
@@ -140,6 +142,13 @@ def launcher_for(kernel: Any, *, tensors: int | None = None, classed: tuple[str,
         launcher = Launcher(kernel, tensors=tensors, classed=classed)
         remember(_BY_KERNEL, key, launcher, 64)
     return launcher
+
+
+def int_class(v: int) -> tuple[bool, bool, bool, bool]:
+    """What Triton 3.6-3.9 specialize an int argument on (``native_specialize_impl``): whether it is 1, a
+    multiple of 16, 32-bit and below 2**63. Two ints of one class launch the same compiled kernel, so a cache
+    keyed by the class serves every value of it (a token count, a slot count)."""
+    return v == 1, v % 16 == 0, -(2**31) <= v < 2**31, v < 2**63
 
 
 def launch_planned(launcher: Launcher, compiled_by_class: dict, cls: Any, grid: tuple[int, ...], config: tuple,

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from kernels._grid import cdiv
-from kernels._launch import Launcher, launch_planned, launcher_for, remember
+from kernels._launch import Launcher, int_class, launch_planned, launcher_for, remember
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import next_pow2, value_bytes
 from kernels.turboquant.store import FMT_CODE, _slot_base, _token_rows, heads_per_program, resolve_fp8_format
@@ -367,7 +367,7 @@ def _launch_words(plan: tuple, kv_cache: torch.Tensor, slot_mapping: torch.Tenso
     value = torch.empty((n, *shape), dtype=torch.float32, device=kv_cache.device)
     if n:
         launch_planned(
-            launcher, direct, (n == 1, n % 16 == 0, key.data_ptr() & 15, value.data_ptr() & 15),
+            launcher, direct, (*int_class(n), key.data_ptr() & 15, value.data_ptr() & 15),
             (cdiv(n, toks), groups), config, (kv_cache, slot_mapping, key, value, *ints, n, *tail),
             lambda: (kv_cache.view(torch.int32), slot_mapping, key, value, *ints, n, *tail),
         )

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from kernels._grid import cdiv
 from kernels._interpreter import runs_on_interpreter
-from kernels._launch import Launcher, launch_planned, launcher_for, remember
+from kernels._launch import Launcher, int_class, launch_planned, launcher_for, remember
 from kernels.turboquant import _checks
 from kernels.turboquant.layout import (
     FP16_NAN_BITS,
@@ -884,13 +884,13 @@ def _launcher(kernel: Any) -> Launcher:
 def _launch_words(plan: tuple, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
                   slot_mapping: torch.Tensor, num_tokens: int) -> None:
     """One word-kernel launch of a plan. The plan's compiled kernels, by the token count's specialization
-    class (1, a multiple of 16, neither: the plan's key holds everything else Triton specializes on), launch
+    class (``kernels._launch.int_class``; the plan's key holds everything else Triton specializes on), launch
     directly (``kernels._launch.launch_planned``: no views, no launcher key; on the H200 box that is about half
     a planned call's host time); a class not seen yet goes through the compiled-kernel launcher, which also
     compiles."""
     head, tail, launcher, config, toks, groups, direct = plan
     launch_planned(
-        launcher, direct, (num_tokens == 1, num_tokens % 16 == 0), (cdiv(num_tokens, toks), groups), config,
+        launcher, direct, int_class(num_tokens), (cdiv(num_tokens, toks), groups), config,
         (key, value, kv_cache, slot_mapping, *head, num_tokens, *tail),
         lambda: (key.view(torch.int64), value.view(torch.int64), kv_cache.view(torch.int32), slot_mapping, *head,
                  num_tokens, *tail),

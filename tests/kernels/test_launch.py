@@ -182,3 +182,19 @@ def test_a_planned_layout_keeps_its_compiled_kernel_and_launches_it_with_the_cal
     fresh = {}
     _launch.launch_planned(launcher, fresh, "z", (5,), cfg, (a, b, out, 32, 21), lambda: viewed(21))
     assert views == [17, 32, 21, 21] and _kinds(k)[-2:] == ["triton", "triton"] and fresh == {}
+
+
+def test_int_class_groups_ints_exactly_as_triton_specializes_them():
+    """Two ints share an ``int_class`` exactly when the installed Triton specializes them alike (its own
+    ``native_specialize_impl``, as the JIT's binder calls it): the classed launcher keys and the turboquant plans
+    rely on it to reuse a compiled kernel for another token or slot count."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+
+    edges = [2**31, 2**63]
+    values = [1, 2, 15, 16, 17, 32, 48, 1000, -1, -16, -(2**31), -(2**31) - 1, -(2**31) - 16]
+    values += [e + d for e in edges for d in (-16, -1, 0, 1, 16)]
+    triton_key = {v: native_specialize_impl(BaseBackend, v, False, True, True) for v in values}
+    for a in values:
+        for b in values:
+            assert (_launch.int_class(a) == _launch.int_class(b)) == (triton_key[a] == triton_key[b]), (a, b)
