@@ -5,8 +5,10 @@ For each call of ``bench_turboquant.py``'s d128 bf16 shape (16k tokens, 8 heads)
 
 - ``synced``: the whole public call, each started with the GPU idle (``host_us``, the benchmarks' column);
 - ``queued``: the same call back to back, the GPU busy (no synchronization between calls);
-- ``no launch``: the call with ``kernels._launch.Launcher`` launching nothing (checks, plans, allocations);
-- ``launcher``: the call's launches alone, through ``Launcher`` with the arguments the call gave it;
+- ``no launch``: the call with ``kernels._launch.run_compiled`` launching nothing (checks, plans, allocations,
+  launcher keys): every launch of a warmed-up call goes through it, the ``Launcher``'s cached ones and the
+  turboquant plans' direct ones alike;
+- ``launches``: the call's launches alone, through ``run_compiled`` with the arguments the call gave it;
 - ``run``: the same launches through Triton's compiled-kernel launcher alone, stream and metadata prepared
   (the floor of any Python-side launch path on Triton's launcher);
 - and the same machine's reference costs: ``torch.empty`` on the GPU, ``torch.cuda.current_stream()``.
@@ -27,6 +29,7 @@ from functools import partial
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import bench_qsa as bq
 import torch
+import triton
 from _common import emit, host_us, parse_args, require_cuda
 
 import kernels._launch as launch_mod
@@ -37,35 +40,31 @@ COLUMNS = [("call", ""), ("what", ""), ("us", ".1f")]
 
 
 def _launches(fn) -> list[tuple]:
-    """(launcher, grid, args, config) of every Launcher launch one call of ``fn`` makes."""
+    """(compiled, grid, full, device) of every launch one warmed-up call of ``fn`` makes."""
+    fn()  # every specialization compiled and kept: the call below launches through run_compiled only
     seen = []
-    real = launch_mod.Launcher.__call__
+    real = launch_mod.run_compiled
 
-    def record(self, grid, args, config):
-        seen.append((self, grid, args, config))
-        return real(self, grid, args, config)
+    def record(compiled, grid, full, device=None):
+        seen.append((compiled, grid, full, device))
+        return real(compiled, grid, full, device)
 
-    launch_mod.Launcher.__call__ = record
+    launch_mod.run_compiled = record
     try:
         fn()
     finally:
-        launch_mod.Launcher.__call__ = real
+        launch_mod.run_compiled = real
     return seen
 
 
 def _raw_runs(seen: list[tuple]):
     """A function launching each recorded launch through its compiled kernel's ``run`` alone."""
-    import triton
-
     prepared = []
-    for launcher, grid, args, config in seen:
-        compiled = launcher(grid, args, config)  # a hit: the compiled kernel
-        full = args + config[0]
-        device = torch.cuda.current_device()
-        stream = launch_mod._driver().get_current_stream(device)
-        meta = compiled.launch_metadata(grid, stream, *full)
-        g = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+    for compiled, grid, full, device in seen:
+        stream = launch_mod._driver().get_current_stream(torch.cuda.current_device() if device is None else device)
         hooks = triton.knobs.runtime
+        meta = None if hooks.launch_enter_hook is None else compiled.launch_metadata(grid, stream, *full)
+        g = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         prepared.append((compiled, g, stream, meta, full, hooks))
 
     def run():
@@ -114,14 +113,14 @@ def main() -> None:
         seen = _launches(fn)
         rows.append(_row(name, "synced (host_us)", host_us(fn, 300)))
         rows.append(_row(name, "queued", host_us(fn, 300, sync=False)))
-        real = launch_mod.Launcher.__call__
-        launch_mod.Launcher.__call__ = lambda self, grid, a, config: None
+        real = launch_mod.run_compiled
+        launch_mod.run_compiled = lambda compiled, grid, full, device=None: None
         try:
             rows.append(_row(name, "no launch", host_us(fn, 300, sync=False)))
         finally:
-            launch_mod.Launcher.__call__ = real
-        rows.append(_row(name, f"launcher ({len(seen)} launches)",
-                         host_us(lambda seen=seen: [s[0](*s[1:]) for s in seen], 300, sync=False)))
+            launch_mod.run_compiled = real
+        rows.append(_row(name, f"launches ({len(seen)}, run_compiled)",
+                         host_us(lambda seen=seen: [launch_mod.run_compiled(*s) for s in seen], 300, sync=False)))
         rows.append(_row(name, "run (compiled launcher alone)", host_us(_raw_runs(seen), 300, sync=False)))
         profiles.append(f"--- {name}: cProfile of 2,000 queued calls ---\n{_profile(fn)}")
     emit("host time per call, broken down (us)", COLUMNS, rows, args.json)
