@@ -330,6 +330,9 @@ def test_bad_arguments_name_the_argument():
         fp8.ulp_distance([1], torch.zeros(1, dtype=torch.uint8), "e4nv")
     with pytest.raises(ValueError, match="shape"):
         fp8.ulp_distance(torch.zeros(2, dtype=torch.uint8), torch.zeros(3, dtype=torch.uint8), "e4nv")
+    for bad in ([1.0], x.double(), x.int()):
+        with pytest.raises(TypeError, match="x must be a float16, bfloat16 or float32 tensor"):
+            fp8.upcast_fp32(bad)
 
 
 # ---------------------------------------------------------------------------------------------- decode
@@ -346,6 +349,9 @@ def test_decode_matches_torch_dtypes(fmt):
     assert torch.equal(torch.isnan(got), torch.isnan(want))
     fin = ~torch.isnan(want)
     assert torch.equal(got[fin].view(torch.int32), want[fin].view(torch.int32))  # bitwise: -0.0 stays -0.0
+    # the special codes by torch's own dtypes: fnuz's one NaN (0x80), e5m2's infs and NaNs, e4nv's two NaNs
+    assert torch.equal(fp8.is_nan_code(ALL_CODES, fmt), torch.isnan(want))
+    assert torch.equal(fp8.is_inf_code(ALL_CODES, fmt), torch.isinf(want))
 
 
 @pytest.mark.parametrize("fmt", HW_FORMATS)

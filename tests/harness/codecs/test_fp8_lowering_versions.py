@@ -67,6 +67,14 @@ def test_unknown_triton_warns_once_naming_the_nearest_model():
         assert fp8.lowering_version("3.5.1") == (3, 6)
 
 
+@pytest.mark.parametrize("version, model", [("3.6.0", (3, 6)), ("3.7.1", (3, 7)), ("3.8.0", (3, 8)),
+                                            ("3.9.0", (3, 9)), ("3.9.1+git", (3, 9))])
+def test_a_modelled_triton_is_its_own_version_without_a_warning(version, model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fp8.lowering_version(version) == model
+
+
 #: (target, case) -> the cvt instructions the installed Triton's row implies, by model version
 _EXPECTED_CVT = {
     (3, 6): {(89, "fp32", "e4nv"): {"cvt.rz.f16.f32", "cvt.rn.satfinite.e4m3x2.f16x2"},
