@@ -354,6 +354,28 @@ def test_decode_matches_torch_dtypes(fmt):
     assert torch.equal(fp8.is_inf_code(ALL_CODES, fmt), torch.isinf(want))
 
 
+@pytest.mark.parametrize("fmt", ["e4nv", "e5m2", "e4m3fnuz", "e5m2fnuz"])
+def test_format_fields_agree_with_torch_finfo(fmt):
+    """The layout fields describe the dtype torch implements; hardware ``satfinite`` saturates at its max."""
+    f = fp8.get_format(fmt)
+    fi = torch.finfo(f.torch_dtype)
+    assert 1 + f.exp_bits + f.man_bits == fi.bits == 8
+    assert f.max_finite == f.sat_max == fi.max
+    assert 2.0 ** (1 - f.bias) == fi.smallest_normal
+    # not fi.eps: torch reports 0.125 for e5m2fnuz, whose codes step from 1.0 to 1.25
+    values = ALL_CODES.view(f.torch_dtype).float()
+    assert values[values > 1].min().item() == 1 + 2.0 ** -f.man_bits
+
+
+def test_e4b15_fields_are_e4m3_with_bias_15():
+    f = fp8.get_format("e4b15")
+    assert (f.exp_bits, f.man_bits, f.bias, f.nan_style) == (4, 3, 15, "none")
+    # every code finite: the top magnitude S.1111.111 is 1.875, saturating casts stop one code below it
+    top = fp8.decode(torch.tensor([0x7F, 0x7E], dtype=torch.uint8), f).tolist()
+    assert top == [f.max_finite, f.sat_max] == [1.875, 1.75]
+    assert fp8.decode(torch.tensor([0x08], dtype=torch.uint8), f).item() == 2.0 ** (1 - f.bias)
+
+
 @pytest.mark.parametrize("fmt", HW_FORMATS)
 def test_decode_matches_layout(fmt):
     got = fp8.decode(ALL_CODES, fmt).tolist()
