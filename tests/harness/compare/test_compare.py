@@ -294,6 +294,13 @@ def test_fp8_message_lines():
         r"Tolerance: Tolerance\(max_ulp=1, ulp_floor=1\.0e-03\) \[demo\.store/e4nv/sm90\]",
         r"Tolerance note: measured somewhere",
     )
+    # without a floor no absolute difference is allowed, and the line says no bound rather than "up to 0"
+    _raises_lines(
+        lambda: public.assert_fp8_close(got, want, "e4nv", max_ulp=1),
+        "...",
+        r"Greatest absolute difference of a mismatch: 1\.875e-01 at index \(1, 0\)",
+        "...",
+    )
 
 
 def test_checks_report_to_the_summary(monkeypatch):
@@ -630,3 +637,75 @@ def test_the_raising_path_is_hidden_from_tracebacks():
         (e.frame.code.name, e.frame.f_locals.get("__tracebackhide__")) for e in frames
     ]
 
+
+
+# ------------------------------------------------------------- found by mutating harness/compare/checks.py
+
+
+def test_worst_differences_are_the_finite_elements_and_the_table_ranks_by_allowed_error():
+    """NaN and inf are listed but never the "greatest" difference; an exact zero (0 / 0) is no worst relative
+    difference; the table ranks by |diff| / allowed, not by |diff| (rtol gives each element its own bound)."""
+    got = torch.tensor([math.nan, 11.5, math.inf, 0.0, 1.4])
+    want = torch.tensor([1.0, 10.0, 1.0, 0.0, 1.0])
+    _raises_lines(
+        lambda: public.assert_close_tol(got, want, Tolerance(rtol=0.1, atol=0.0)),
+        r"Tensor-likes are not close! .*",
+        r"Mismatched elements: 4 / 5 \(80\.0%\)",
+        r"Greatest absolute difference: 1\.500e\+00 at index \(1,\) \(up to 1\.000e\+00 allowed\)",
+        r"Greatest relative difference: 4\.000e-01 at index \(4,\) \(up to 1\.000e-01 allowed\)",
+        r"Worst elements \(4\):",
+        r"\s+index\s+actual\s+expected\s+abs diff\s+allowed",
+        r"\s+\(0,\)\s+nan\s+1\s+nan\s+0\.1",
+        r"\s+\(2,\)\s+inf\s+1\s+inf\s+0\.1",
+        r"\s+\(4,\)\s+1\.4\s+1\s+0\.4\s+0\.1",  # 4x its bound before 1.5x its bound
+        r"\s+\(1,\)\s+11\.5\s+10\s+1\.5\s+1",
+        "...",
+    )
+    # a one-sided inf within max_mismatch is still no greatest difference
+    with pytest.raises(AssertionError, match=r"Greatest absolute difference: 4\.000e-01 at index \(2,\)"):
+        public.assert_close_tol(got[2:], want[2:], Tolerance(rtol=0.1, max_mismatch=0.5))
+
+
+def test_exact_rules_record_a_zero_ratio_for_exact_elements(monkeypatch):
+    seen = []
+    monkeypatch.setattr(summary, "record", lambda **kw: seen.append(kw))
+    compare.check_close(torch.zeros(3), torch.zeros(3), EXACT_FLOAT, op="rec.exact")
+    compare.check_close(torch.tensor([0.0, 1.0]), torch.zeros(2), EXACT_FLOAT, op="rec.exact")
+    compare.check_close(torch.tensor([math.nan, 1.0]), torch.zeros(2), QUARTER, op="rec.exact")
+    assert [(s["passed"], s["worst_abs"], s["worst_ratio"]) for s in seen] == [
+        (True, 0.0, 0.0), (False, 1.0, math.inf), (False, 1.0, math.inf)  # a NaN has no finite ratio: 4.0 hides it
+    ]
+
+
+def test_the_report_names_a_wildcard_row_by_the_compared_dtype(monkeypatch):
+    """A row registered for every op / dtype ("*") is reported under the caller's names or the compared
+    tensor's dtype, never as "*"; a row of its own names itself."""
+    seen = []
+    monkeypatch.setattr(summary, "record", lambda **kw: seen.append(kw))
+    ones = torch.ones(2, dtype=torch.bfloat16)
+    compare.check_close(ones, ones, Tolerance(op="*", dtype="*"))
+    compare.check_close(ones, ones, Tolerance(op="gemm", dtype="fp16"))
+    compare.check_close(ones, ones, Tolerance(op="gemm", dtype="fp16"), op="mine", dtype="e4nv")
+    compare.check_fp8(_codes(1), _codes(1), "e5m2", Tolerance(max_ulp=0, op="*", dtype="*"))
+    assert [(s["op"], s["dtype"]) for s in seen] == [("", "bf16"), ("gemm", "fp16"), ("mine", "e4nv"), ("", "e5m2")]
+
+
+def test_a_shape_mismatch_is_recorded_as_failed(monkeypatch):
+    seen = []
+    monkeypatch.setattr(summary, "record", lambda **kw: seen.append(kw))
+    assert compare.check_close(torch.zeros(2), torch.zeros(3), QUARTER, op="rec.shape") is not None
+    assert compare.check_fp8(_codes(1, 2), _codes(1, 2, 3), "e4nv", Tolerance(max_ulp=1), op="rec.shape") is not None
+    assert [(s["op"], s["n"], s["passed"]) for s in seen] == [("rec.shape", 3, False), ("rec.shape", 3, False)]
+
+
+@pytest.mark.parametrize("floor", [-1.0, math.nan, math.inf, True, "0.1"])
+def test_a_bad_floor_names_floor(floor):
+    with pytest.raises(ValueError, match=r"floor must be a finite number >= 0, got "):
+        public.assert_fp8_within_one_ulp(_codes(1), _codes(1), "e4nv", floor=floor)
+    with pytest.raises(ValueError, match=r"^floor must be a finite number >= 0, got "):  # not the row's
+        public.assert_fp8_within_one_ulp(_codes(1), _codes(1), "e4nv", floor=floor, tol=Tolerance(max_ulp=1))
+
+
+def test_a_zero_expected_counts_as_either_sign():
+    # the other way round from test_signed_zero_counts_as_either_sign: a value facing a signed zero
+    public.assert_fp8_within_one_ulp(_codes(0x02, 0x82), _codes(0x80, 0x00), "e4nv", floor=2 * E4NV_MIN_SUB)
