@@ -304,3 +304,40 @@ def test_wrong_shape_message_names_both_shapes():
         "Row 0 failed check 'shape': selection has the wrong shape.",
         "got (1, 3), expected (2, 2)",
     ], text
+
+
+# ------------------------------------------------------------------ found by mutating harness/topk.py
+
+
+def test_the_first_index_past_the_columns_may_pad():
+    scores = torch.tensor([[3.0, 2.0, 1.0]])
+    assert_topk_multiset_equal(torch.tensor([[0, 3]]), scores, k=2, visible=1, pad=3)
+    with pytest.raises(ValueError, match=r"pad=2 is a real column index \(ref_scores has 3 columns\)"):
+        assert_topk_multiset_equal(torch.tensor([[0, 2]]), scores, k=2, visible=1, pad=2)
+
+
+def test_one_column_and_no_column():
+    one = torch.tensor([[3.0], [-2.0]])
+    assert_topk_multiset_equal(torch.tensor([[0], [0]]), one, k=1)
+    assert "failed check 'count'" in _fails([[0], [-1]], one, k=1)
+    # no candidate at all: every row is padding, and a real index is out of range
+    assert_topk_multiset_equal(torch.tensor([[-1, -1]]), torch.zeros(1, 0), k=2)
+    assert "failed check 'range'" in _fails([[0, -1]], torch.zeros(1, 0), k=2)
+
+
+def test_a_nan_column_makes_the_recorded_error_nan():
+    """The session report must not show a NaN row's error as a finite number (here every selected score is
+    finite and equal to the reference's: only the unselected NaN column fails the row)."""
+    scores = torch.tensor([[float("nan"), 1.0, 2.0]])
+    mismatch, stats = check_topk_multiset_equal(torch.tensor([[2]]), scores, k=1)
+    assert mismatch is not None and mismatch.check == "nan"
+    assert stats["n"] == 1 and stats["worst_abs"] != stats["worst_abs"] and stats["worst_ratio"] != stats["worst_ratio"]
+
+
+def test_the_entry_table_is_capped():
+    scores = torch.arange(100.0)[None]
+    text = _fails([list(range(30))], scores, k=30)
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if "index" in line and "ref score" in line)
+    assert [int(line.split()[0]) for line in lines[head + 1 : head + 21]] == list(range(29, 9, -1))
+    assert lines[head + 21] == "... 10 more"
