@@ -341,3 +341,28 @@ def test_the_entry_table_is_capped():
     head = next(i for i, line in enumerate(lines) if "index" in line and "ref score" in line)
     assert [int(line.split()[0]) for line in lines[head + 1 : head + 21]] == list(range(29, 9, -1))
     assert lines[head + 21] == "... 10 more"
+
+
+def test_the_missing_check_allows_rtol_at_the_kth_score():
+    """109 and 100 for the reference's 110 and 109 are equivalent under rtol=0.1 (|diff| 1 and 9 against
+    11 and 10.9); the unselected 110 is within 10.9 of the k-th score, so it is not missing either."""
+    scores = torch.tensor([[110.0, 109.0, 100.0]])
+    assert_topk_multiset_equal(torch.tensor([[1, 2]]), scores, k=2, tol=Tolerance(rtol=0.1))
+    # 6 and 5 for 10 and 6 pass the values under rtol=0.4 (4 <= 4, 1 <= 2.4), but 10 is 4 above the k-th
+    # score 6, beyond its 2.4
+    mismatch, _ = check_topk_multiset_equal(torch.tensor([[1, 2]]), torch.tensor([[10.0, 6.0, 5.0, 4.0]]), k=2,
+                                            tol=Tolerance(rtol=0.4))
+    assert mismatch.check == "missing" and mismatch.entries == [(0, 10.0, None)]
+    assert mismatch.kth == 6.0 and mismatch.allowed == pytest.approx(2.4)
+
+
+def test_failure_entries_carry_their_scores_in_order():
+    scores = torch.tensor([[7.0, 1.0, 9.0, 8.0, 0.5]])
+    dup, _ = check_topk_multiset_equal(torch.tensor([[0, 0]]), scores, k=2)
+    assert dup.check == "duplicate" and dup.entries == [(0, 7.0, None)]  # column 0 has a score too
+    far, _ = check_topk_multiset_equal(torch.tensor([[2, 5]]), scores, k=2)
+    assert far.check == "range" and far.entries == [(5, None, None)]  # one past the last column: no score
+    # 'missing' lists the dropped columns best first (rtol 0.97 lets 5, 4, 3 stand in for 100, 90, 5)
+    miss, _ = check_topk_multiset_equal(torch.tensor([[2, 3, 4]]), torch.tensor([[90.0, 100.0, 5.0, 4.0, 3.0]]),
+                                        k=3, tol=Tolerance(rtol=0.97))
+    assert miss.check == "missing" and miss.entries == [(1, 100.0, None), (0, 90.0, None)]
