@@ -281,6 +281,36 @@ def test_bad_inputs_name_the_argument_and_what_was_expected():
             call()
 
 
+def test_format_objects_are_accepted_only_where_they_belong():
+    """A format object is taken where its name would be, and refused where its name would be: an e8m0 scale
+    format is no element format, and a look-alike object is not one of the formats."""
+    from harness.mx.formats import MXFormat
+
+    e2m1 = get_mx_format("e2m1")
+    one = torch.ones(1)
+    assert get_mx_format(e2m1) is e2m1 and torch.equal(e8m0_scale(one, e2m1), e8m0_scale(one, "e2m1"))
+    fake = MXFormat("e2m1", 2, 1, 1, 7.0, False, True, "float4_e2m1fn")
+    for call, message in [
+        (lambda: get_mx_format(fake), r"name: expected one of e2m1, .*; got MXFormat"),
+        (lambda: e8m0_scale(one, FORMATS["e8m0"]), r"elem_fmt: expected an element format"),
+        (lambda: e8m0_scale(one, fake), r"elem_fmt: expected one of"),
+        (lambda: e8m0_scale(one, torch.float16), r"elem_fmt: expected an element format, .*got torch.float16"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_mxfp8_element_fields_are_the_torch_dtypes(dtype):
+    from harness.mx.formats import _element_format
+
+    f, fi = _element_format(dtype), torch.finfo(dtype)
+    assert f.bits == fi.bits == 8 and f.signed and f.max_finite == fi.max
+    assert 2.0 ** (1 - f.bias) == fi.smallest_normal and 2.0**-f.man_bits == fi.eps
+    every_code = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype).float()
+    assert f.has_nan == bool(torch.isnan(every_code).any())
+
+
 def test_codecs_take_any_float_dtype_and_keep_shape():
     x = torch.tensor([[0.25, -3.0], [7.0, 0.0]])
     for dtype in (torch.float16, torch.bfloat16, torch.float64):
