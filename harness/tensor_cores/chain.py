@@ -150,9 +150,9 @@ def _block_chain(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, p: BlockFMA,
     return _chain(A, B, C, p, emin_a, emin_b) if out is None else out.double()
 
 
-def _ieee_naive(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    """C + sum_k A*B elementwise in float64 (never a BLAS, which may skip inf * 0): the IEEE class of the result."""
-    return (A[:, :, None] * B[None, :, :]).sum(1) + C
+def _ieee_naive(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """sum_k A*B elementwise in float64 (never a BLAS, which may skip inf * 0): the IEEE class of the result."""
+    return (A[:, :, None] * B[None, :, :]).sum(1)
 
 
 def _fma_f32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -203,7 +203,7 @@ def _fp8_mmaemu(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, preset: str) 
         out = chain.dot(av, bv, torch.where(finite_c, C, 0.0).float(), preset=preset)
     out = specials.nonfinite_patch(out, a_u8, b_u8, fa, fb).double()
     if not bool(finite_c.all()):  # an inf/NaN accumulator: IEEE
-        out = torch.where(finite_c, out, C + _ieee_naive(a.double(), b.double(), torch.zeros_like(C)))
+        out = torch.where(finite_c, out, C + _ieee_naive(a.double(), b.double()))
     return out
 
 

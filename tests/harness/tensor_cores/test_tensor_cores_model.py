@@ -3,6 +3,9 @@ generic evaluator against mmaemu's FP8 chain (the implementation validated on th
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+import numpy as np
 import pytest
 import torch
 
@@ -172,3 +175,88 @@ def test_blackwell_rows_cover_mma_sync_only() -> None:
         tc.dot(e4, e4.T, arch="sm120", instr="mma")
     for arch in ("sm100", "sm120"):
         assert not any(m.measured for (a_, _, _), m in tc.MODELS.items() if a_ == arch)
+
+
+# --------------------------------------------------- found by mutating harness/tensor_cores/chain.py
+
+
+def _round_f32(x: Fraction) -> Fraction:
+    """The fp32 nearest to the exact ``x``, ties to even (subnormals included; no overflow here)."""
+    f = np.float32(float(x))
+    cands = {f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))}
+    best = min(abs(Fraction(float(c)) - x) for c in cands)
+    near = [c for c in cands if abs(Fraction(float(c)) - x) == best]
+    return Fraction(float(min(near, key=lambda c: int(c.view(np.uint32)) & 1)))
+
+
+def _fma_chain_exact(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """One correctly rounded fma.rn.f32 per k in k order, in exact rationals: independent of the model's float64
+    arithmetic and of its round-to-odd repair."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=torch.float32)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            acc = Fraction(float(c[i, j]))
+            for k in range(a.shape[1]):
+                acc = _round_f32(acc + Fraction(float(a[i, k])) * Fraction(float(b[k, j])))
+            out[i, j] = float(acc)
+    return out
+
+
+def test_ieee_rounds_each_fma_once_where_float64_rounds_first() -> None:
+    """(1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 lies exactly halfway between two fp32 values; an accumulator of
+    ±2^-100 decides the direction, but float64 loses it in the sum: only the round-to-odd repair, which needs
+    TwoSum's error with its sign, keeps the fma correctly rounded."""
+    a = torch.tensor([[1 + 2.0**-12]])
+    # and 2^-52 (1 - 2^-24) above it: float64 rounds the sum up to the odd H + 2^-52, already on the right
+    # side; moving it again would land on the tie and round down
+    odd = 2.0**-52 * (1 - 2.0**-24)
+    # A row and a column of 2^-70 put every product of the tile near fp32's subnormal range, where the model
+    # evaluates the fmas one by one instead of through its vectorized float64 path: both must agree.
+    a2, b2 = torch.tensor([[1 + 2.0**-12], [2.0**-70]]), torch.tensor([[1 + 2.0**-12, 2.0**-70]])
+    for c, want in ((2.0**-100, 1 + 2.0**-11 + 2.0**-23), (-(2.0**-100), 1 + 2.0**-11),
+                    (odd, 1 + 2.0**-11 + 2.0**-23)):
+        got = tc.dot(a, a, torch.tensor([[c]]), arch="sm90", input_precision="ieee").item()
+        assert got == want, (c, got)
+        acc = torch.tensor([[c, 0.0], [0.0, 0.0]])
+        got = tc.dot(a2, b2, acc, arch="sm90", input_precision="ieee")
+        assert got[0, 0].item() == want and torch.equal(got, _fma_chain_exact(a2, b2, acc)), (c, got)
+
+
+def test_ieee_matches_exact_fma_chains_in_the_subnormal_range() -> None:
+    """Products near 2^-140 (each fma's sum below fp32's smallest normal, where the fast path refuses) and
+    near 2^-24 of an accumulator of 1 (halfway cases), against the exact chain."""
+    g = torch.Generator().manual_seed(7)
+    tiny = torch.ldexp(torch.rand(3, 12, generator=g) + 1, torch.randint(-72, -66, (3, 12), generator=g))
+    tiny = tiny * torch.where(torch.rand(3, 12, generator=g) < 0.5, -1.0, 1.0)
+    b = torch.ldexp(torch.rand(12, 2, generator=g) + 1, torch.randint(-72, -66, (12, 2), generator=g))
+    c = torch.zeros(3, 2)
+    got = tc.dot(tiny.float(), b.float(), c, arch="sm90", input_precision="ieee")
+    assert torch.equal(got, _fma_chain_exact(tiny.float(), b.float(), c))
+    half = torch.tensor([[1 + 2.0**-12, 1 + 2.0**-12, 2.0**-12, -(2.0**-13)]])
+    col = torch.tensor([[1 + 2.0**-12], [1 + 2.0**-12], [2.0**-12 + 2.0**-35], [2.0**-11]])
+    one = torch.tensor([[1.0]])
+    assert torch.equal(tc.dot(half, col, one, arch="sm90", input_precision="ieee"), _fma_chain_exact(half, col, one))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn])
+def test_a_special_accumulator_stays_what_it_is(dtype) -> None:
+    """inf, -inf and NaN in ``acc`` with finite operands: the result's IEEE class is the accumulator's."""
+    a = torch.ones(2, 32).to(dtype)
+    acc = torch.tensor([[float("inf"), float("-inf")], [float("nan"), 3.0]])
+    got = tc.dot(a, a.T.contiguous(), acc, arch="sm90")
+    assert got[0, 0].item() == float("inf") and got[0, 1].item() == float("-inf") and torch.isnan(got[1, 0])
+    assert got[1, 1].item() == 35.0
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((4,), (4, 2)), ((2, 4), (4,)), ((2, 4), (1, 4, 2)),
+                                              ((2, 2, 4), (3, 4, 2)), ((2, 4), (5, 2)), ((1, 1, 2, 4), (1, 1, 4, 2))])
+def test_operands_that_are_no_tile_are_refused(a_shape, b_shape) -> None:
+    with pytest.raises(ValueError, match=r"expected a \[M, K\] and b \[K, N\] \(or \[P, M, K\] and \[P, K, N\]\)"):
+        tc.dot(torch.ones(a_shape, dtype=torch.float16), torch.ones(b_shape, dtype=torch.float16), arch="sm90")
+
+
+def test_an_fp8_operand_with_a_16_bit_one_is_not_modelled() -> None:
+    a8, a16 = torch.ones(2, 32).to(torch.float8_e4m3fn), torch.ones(32, 2, dtype=torch.float16)
+    for a, b in ((a8, a16), (a16.T.contiguous(), a8.T.contiguous())):
+        with pytest.raises(NotImplementedError, match=r"mixed operands (e4m3 x fp16|fp16 x e4m3) are not modelled"):
+            tc.dot(a, b, arch="sm90")
