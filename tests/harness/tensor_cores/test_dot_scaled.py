@@ -296,6 +296,14 @@ def test_refusals_follow_the_compiler_per_triton_version():
     assert dot_scaled(h, None, "bf16", f, None, "fp16", triton="3.9").shape == (64, 64)
     with pytest.raises(DotScaledRefused, match=r"groups of 16 do not compile with Triton 3\.6"):
         dot_scaled(a, torch.full((64, 2), 127, dtype=torch.uint8), "e2m1", b, None, "e4m3", triton="3.6")
+    # Triton 3.9 takes them: one scale per 16 values, so two equal scales are one scale of 32, two others are not
+    a1, ones = torch.full((64, 16), 0x22, dtype=torch.uint8), torch.ones(32, 64).to(torch.float8_e4m3fn)  # all 1.0
+    s16 = torch.full((64, 2), 127, dtype=torch.uint8)
+    by32 = dot_scaled(a1, s16[:, :1].contiguous(), "e2m1", ones, None, "e4m3", triton="3.9")
+    assert torch.equal(by32, torch.full((64, 64), 32.0))
+    assert torch.equal(dot_scaled(a1, s16, "e2m1", ones, None, "e4m3", triton="3.9"), by32)
+    s16[:, 1] = 128  # the second 16 values scaled by 2
+    assert torch.equal(dot_scaled(a1, s16, "e2m1", ones, None, "e4m3", triton="3.9"), torch.full((64, 64), 48.0))
 
 
 def test_the_installed_version_takes_the_nvfp4_rule_from_the_arch_model():
