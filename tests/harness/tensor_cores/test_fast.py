@@ -136,6 +136,23 @@ def test_fast_chain_declines_what_it_cannot_do_exactly(why: str) -> None:
     assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(want))
 
 
+@pytest.mark.parametrize("arch,kind,instr", [("sm90", "fp16", "wgmma"), ("sm90", "bf16", "wgmma"),
+                                              ("sm80", "fp16", "mma"), ("sm80", "tf32", "mma")])
+def test_integer_sums_at_their_limit(arch: str, kind: str, instr: str) -> None:
+    """Every product of a block at the largest significand of one binade, all of one sign, and an accumulator just
+    below the products' binade with that sign too. On sm90 (16 products, 25 fraction bits) the block's terms sum to
+    2^31 + 2^26 - 2^21 in units of its last place: an int32 sum of the accumulator's term with the products' wraps."""
+    p = MODELS[(arch, kind, instr)]
+    top = {"fp16": 2 - 2.0**-10, "bf16": 2 - 2.0**-7, "tf32": 2 - 2.0**-10}[kind]
+    for sign in (1.0, -1.0):
+        A = torch.full((2, 2 * p.nfma), top)
+        B = torch.full((2 * p.nfma, 3), sign * top)
+        C = torch.tensor([[sign * (2 - 2.0**-23), sign * 1.5, 0.0]] * 2)
+        got = fast.chain(A, B, C, p, EMIN[kind], EMIN[kind])
+        want = chain._chain(A.double(), B.double(), C.double(), p, EMIN[kind], EMIN[kind]).float()
+        assert got is not None and torch.equal(_bits(got), _bits(want)), (sign, got, want)
+
+
 FP8_PAIRS = [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
 
 
