@@ -229,6 +229,7 @@ def test_ieee_matches_exact_fma_chains_in_the_subnormal_range() -> None:
     tiny = torch.ldexp(torch.rand(3, 12, generator=g) + 1, torch.randint(-72, -66, (3, 12), generator=g))
     tiny = tiny * torch.where(torch.rand(3, 12, generator=g) < 0.5, -1.0, 1.0)
     b = torch.ldexp(torch.rand(12, 2, generator=g) + 1, torch.randint(-72, -66, (12, 2), generator=g))
+    tiny[0, 5], b[3, 1] = 0.0, 0.0  # zeros are no smallest exponent: they must not hide how small the rest is
     c = torch.zeros(3, 2)
     got = tc.dot(tiny.float(), b.float(), c, arch="sm90", input_precision="ieee")
     assert torch.equal(got, _fma_chain_exact(tiny.float(), b.float(), c))
@@ -236,6 +237,17 @@ def test_ieee_matches_exact_fma_chains_in_the_subnormal_range() -> None:
     col = torch.tensor([[1 + 2.0**-12], [1 + 2.0**-12], [2.0**-12 + 2.0**-35], [2.0**-11]])
     one = torch.tensor([[1.0]])
     assert torch.equal(tc.dot(half, col, one, arch="sm90", input_precision="ieee"), _fma_chain_exact(half, col, one))
+
+
+def test_ieee_rounds_a_subnormal_tie_that_float64_made() -> None:
+    """(1 + 2^-23) 2^-75 x (1 - 2^-23) 2^-75 = 2^-150 (1 - 2^-46), added to the odd subnormal 2^-140 + 2^-149: the
+    float64 sum rounds to the midpoint between two fp32 subnormals, and rounding that to even would go up; the
+    exact sum is below it, so the fma keeps the accumulator. The zero elements beside must not change that."""
+    a = torch.tensor([[(1 + 2.0**-23) * 2.0**-75, 0.0]])
+    b = torch.tensor([[(1 - 2.0**-23) * 2.0**-75], [0.0]])
+    c = torch.tensor([[2.0**-140 + 2.0**-149]])
+    got = tc.dot(a, b, c, arch="sm90", input_precision="ieee")
+    assert got.item() == 2.0**-140 + 2.0**-149 and torch.equal(got, _fma_chain_exact(a, b, c))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn])
