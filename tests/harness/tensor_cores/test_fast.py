@@ -153,6 +153,19 @@ def test_integer_sums_at_their_limit(arch: str, kind: str, instr: str) -> None:
         assert got is not None and torch.equal(_bits(got), _bits(want)), (sign, got, want)
 
 
+@pytest.mark.parametrize("row", [("sm90", "fp8", "wgmma"), ("sm89", "fp8", "mma"), ("sm90", "fp16", "wgmma")])
+def test_negative_zeros_sum_as_the_readable_chain_does(row: tuple[str, str, str]) -> None:
+    """Products that are all -0 onto a -0 accumulator (and, in the other row, a -0 product beside nonzero ones):
+    the fast chain's zero has the readable chain's sign, in fp32 sums (FP8 rows) and int32 sums alike."""
+    p = MODELS[row]
+    A, B, C = torch.full((2, 2 * p.nfma), -0.0), torch.ones(2 * p.nfma, 2), torch.full((2, 2), -0.0)
+    A[1, 1:] = 2.0**-9
+    B[:, 1] = -1.0
+    got = fast.chain(A, B, C, p, -126, -126)
+    want = chain._chain(A.double(), B.double(), C.double(), p, -126, -126).float()
+    assert got is not None and torch.equal(_bits(got), _bits(want))
+
+
 FP8_PAIRS = [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
 
 
