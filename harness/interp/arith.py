@@ -470,26 +470,37 @@ def install(target: str | Arch | None = None) -> _Installed | None:
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
-    """The interpreter's own bf16 arithmetic inside the block (to measure or model it), the shim's after."""
+    """The interpreter's own bf16 arithmetic inside the block (every nested install lifted: to measure or model
+    it), the shims' after."""
     global _current
     with _lock:
         saved = _current
-        replaced = []
-        if saved is not None:
-            replaced = [(obj, name, obj.__dict__.get(name)) for obj, name, _ in saved.originals]
-            for obj, name, original in reversed(saved.originals):
-                if original is None:
-                    delattr(obj, name)
-                else:
-                    setattr(obj, name, original)
+        layers = []  # nested installs, newest first: each one's originals are the wrappers of the one below
+        h = saved
+        while h is not None:
+            layers.append(h)
+            h = h.previous
+        touched = list(dict.fromkeys((obj, name) for layer in layers for obj, name, _ in layer.originals))
+        replaced = [(obj, name, obj.__dict__.get(name)) for obj, name in touched]
+        for layer in layers:
+            _restore(layer.originals)
         _current = None
     try:
         yield
     finally:
         with _lock:
             _current = saved
-            for obj, name, wrapper in replaced:
-                setattr(obj, name, wrapper)
+            _restore(replaced)
+
+
+def _restore(entries: list[tuple[Any, str, Any]]) -> None:
+    """Put each (object, attribute, value) back, newest first; a value of None means the attribute was absent."""
+    for obj, name, value in reversed(entries):
+        if value is None:
+            if name in obj.__dict__:
+                delattr(obj, name)
+        else:
+            setattr(obj, name, value)
 
 
 def uninstall(handle: _Installed | None) -> None:
@@ -500,9 +511,5 @@ def uninstall(handle: _Installed | None) -> None:
     with _lock:
         if handle is not _current:
             raise RuntimeError("interp.arith.uninstall: handles must be undone in reverse install order")
-        for obj, name, original in reversed(handle.originals):
-            if original is None:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, original)
+        _restore(handle.originals)
         _current = handle.previous

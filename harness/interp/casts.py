@@ -137,12 +137,16 @@ def uninstall(handle: _Installed | None) -> None:
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
-    """The interpreter's own casts inside the block (to measure or model them), the installed ones after."""
+    """The interpreter's own casts inside the block (every nested install lifted: to measure or model them), the
+    installed ones after."""
     global _current
     with _lock:
         saved = _current
         if saved is not None:
-            saved.module._convert_float = saved.original
+            bottom = saved
+            while bottom.previous is not None:  # a nested install's original is the wrapper of the one below
+                bottom = bottom.previous
+            saved.module._convert_float = bottom.original
         _current = None
     try:
         yield

@@ -179,6 +179,26 @@ def _assert_same(op: str, got: torch.Tensor, ref: torch.Tensor, x: torch.Tensor)
         f"reference 0x{int(r[bad[0]]):04x}")
 
 
+@triton.jit
+def _bf16_fma(a_ptr, b_ptr, c_ptr, o_ptr, BLOCK: tl.constexpr):
+    off = tl.arange(0, BLOCK)
+    tl.store(o_ptr + off, tl.fma(tl.load(a_ptr + off), tl.load(b_ptr + off), tl.load(c_ptr + off)))
+
+
+def test_bf16_fma_rounds_once_where_float64_makes_a_tie():
+    """35 x 11 = 385 lies halfway between the bf16 neighbours 384 and 386; an addend of +-2^-100 decides, but
+    float64 drops it from the sum (385 + 2^-100 rounds to 385): only the round-to-odd step, in the right
+    direction, keeps fma.rn.bf16's one rounding. With 0 the tie goes to the even 384."""
+    a = torch.tensor([35.0, 35.0, -35.0, 35.0, 1.0, 1.0, 0.0, 0.0], dtype=torch.bfloat16)
+    b = torch.tensor([11.0, 11.0, 11.0, 11.0, 2.0 ** -100, -(2.0 ** -100), 0.0, 0.0], dtype=torch.bfloat16)
+    c = torch.tensor([2.0 ** -100, -(2.0 ** -100), -(2.0 ** -100), 0.0, 384.0, 384.0, 0.0, 0.0],
+                     dtype=torch.bfloat16)
+    out = torch.empty(8, dtype=torch.bfloat16)
+    _bf16_fma[(1,)](a, b, c, out, BLOCK=8)
+    assert out.float().tolist()[:6] == [386.0, 384.0, -386.0, 384.0, 384.0, 384.0]
+    _assert_same("fma", _bits(out), _fma_reference(a, b, c), a)
+
+
 def test_bf16_ops_match_one_rounding(rng):
     a, b, c = _inputs(rng)
     f = torch.randn(N, generator=rng) * torch.exp2(torch.randint(-140, 128, (N,), generator=rng).float())
@@ -312,3 +332,70 @@ def test_helpers_round_to_nearest_even():
     f = np.array([1.00390625, 1.01171875, 3.3963e38, -np.inf, 2.0 ** -134, 2.0 ** -134 * 3], dtype=np.float32)
     assert [hex(v) for v in arith.f32_to_bf16(f)] == ["0x3f80", "0x3f82", "0x7f80", "0xff80", "0x0", "0x2"]
     assert arith.f32_to_bf16(np.array([np.nan], np.float32))[0] == 0x7FFF
+
+
+def test_installs_nest_and_uninstall_restores_the_interpreter():
+    from triton.runtime import interpreter as itp
+
+    from harness import fp8
+
+    def state():
+        return arith.active(), fp8.interpreter_bf16_exact(), itp.InterpreterBuilder.__dict__.get("binary_op")
+
+    before = state()  # the session's shim (the plugin installs it on this lane)
+    outer = arith.install("sm80")
+    inner = arith.install("sm90")
+    try:
+        assert arith.active().name == "sm90" and fp8.interpreter_bf16_exact()
+        with pytest.raises(RuntimeError, match="reverse install order"):
+            arith.uninstall(outer)
+        with arith.suspended():  # the interpreter's own arithmetic: every layer lifted, the session's too
+            assert arith.active() is None and not fp8.interpreter_bf16_exact()
+        assert arith.active().name == "sm90"
+    finally:
+        arith.uninstall(inner)
+    try:
+        assert arith.active().name == "sm80" and fp8.interpreter_bf16_exact()
+        arith.uninstall(None)  # a failed install's handle: nothing to undo
+    finally:
+        arith.uninstall(outer)
+    assert state() == before
+
+
+@triton.jit
+def _bf16_zero_max_min(a_ptr, b_ptr, o_ptr, BLOCK: tl.constexpr):
+    off = tl.arange(0, BLOCK)
+    a, b = tl.load(a_ptr + off), tl.load(b_ptr + off)
+    tl.store(o_ptr + off, tl.maximum(a, b))
+    tl.store(o_ptr + BLOCK + off, tl.minimum(a, b))
+
+
+def test_max_and_min_of_opposite_zeros():
+    """max.bf16 / min.bf16 order -0 below +0 (PTX ISA: max(+0, -0) is +0, min is -0), whichever side holds which;
+    the shim's own rule (not H200-measured), checked here because the all-pattern test ignores zero signs."""
+    a = torch.tensor([0.0, -0.0, -0.0, 0.0], dtype=torch.bfloat16)
+    b = torch.tensor([-0.0, 0.0, -0.0, 0.0], dtype=torch.bfloat16)
+    out = torch.empty(8, dtype=torch.bfloat16)
+    _bf16_zero_max_min[(1,)](a, b, out, BLOCK=4)
+    signs = torch.signbit(out.float()).tolist()
+    assert signs == [False, False, True, False, True, True, True, False] and not out.float().abs().any()
+
+
+@triton.jit
+def _clamp_modes(x_ptr, o_ptr, BLOCK: tl.constexpr):
+    off = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + off)
+    tl.store(o_ptr + off, tl.clamp(x, -1.0, 2.0))
+    tl.store(o_ptr + BLOCK + off, tl.clamp(x, -1.0, 2.0, propagate_nan=tl.PropagateNan.ALL))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_clamp_returns_a_bound_for_nan_unless_nans_propagate(dtype):
+    """tt.clampf is max then min: max/min.{f32,bf16} give the non-NaN operand, so a NaN input clamps to the lower
+    bound; with propagate_nan=ALL (the .NaN forms) it stays NaN. Triton 3.6's interpreter propagated NaN in both."""
+    x = torch.tensor([float("nan"), 5.0, -3.0, 0.5], dtype=dtype)
+    out = torch.empty(8, dtype=dtype)
+    _clamp_modes[(1,)](x, out, BLOCK=4)
+    none, all_ = out[:4].float().tolist(), out[4:8].float()
+    assert none == [-1.0, 2.0, -1.0, 0.5]
+    assert torch.isnan(all_[0]) and all_[1:].tolist() == [2.0, -1.0, 0.5]

@@ -270,3 +270,21 @@ def test_nested_sessions_restore(pytester):
         res.assert_outcomes(passed=1)
         assert interpreter._convert_float is outer_fn
         assert interp_casts.active_target().name == "sm90"
+
+
+def test_suspended_lifts_every_nested_install():
+    """A nested session installs the casts again on top of the outer one's; suspending must reach the
+    interpreter's own converter, not the outer install's (a nested install's original is that wrapper)."""
+    from triton.runtime import interpreter as itp
+
+    outer = fp8.interpreter_imitates()
+    inner = interp_casts.install("sm80")
+    try:
+        assert fp8.interpreter_imitates().name == "sm80"
+        with interp_casts.suspended():
+            assert fp8.interpreter_imitates() is None and interp_casts.active_target() is None
+            assert not hasattr(itp._convert_float, "__wrapped__")
+        assert fp8.interpreter_imitates().name == "sm80"
+    finally:
+        interp_casts.uninstall(inner)
+    assert fp8.interpreter_imitates() == outer
