@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from harness.compile.launches import expect_compile_failure
 from harness.interp import arith
 
 pytestmark = pytest.mark.interp_only
@@ -399,3 +400,59 @@ def test_clamp_returns_a_bound_for_nan_unless_nans_propagate(dtype):
     none, all_ = out[:4].float().tolist(), out[4:8].float()
     assert none == [-1.0, 2.0, -1.0, 0.5]
     assert torch.isnan(all_[0]) and all_[1:].tolist() == [2.0, -1.0, 0.5]
+
+
+@triton.jit
+def _bf16_conversions(b_ptr, h_ptr, f_ptr, ob_ptr, oh_ptr, oi_ptr, oz_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    b = tl.load(b_ptr + i)
+    tl.store(oh_ptr + i, b.to(tl.float16))
+    tl.store(oi_ptr + i, b.to(tl.int32))
+    tl.store(ob_ptr + i, tl.load(h_ptr + i).to(tl.bfloat16))
+    # fp32 whatever the launch capture's widened variants load: rtz is for downcasts only
+    tl.store(oz_ptr + i, tl.load(f_ptr + i).to(tl.float32).to(tl.bfloat16, fp_downcast_rounding="rtz"))
+
+
+expect_compile_failure(_bf16_conversions, "sm75", match=r"Feature '\.bf16' requires \.target sm_80",
+                       reason="cvt.rz.bf16.f32 has no sm75 lowering: ptxas refuses it, as it should")
+
+
+def test_bf16_conversions_to_and_from_other_types():
+    """bf16 -> fp16 and -> int32 go through the exact fp32 value (cvt.rn.f16.f32, cvt.rzi.s32.f32); fp16 -> bf16
+    rounds once (the fp16 value is exact in fp32); fp32 -> bf16 with rounding "rtz" truncates (cvt.rz.bf16.f32)."""
+    b = torch.tensor([1.0078125, -2.5, 300.0, -0.0, 7e4, 1e-6, 3.75, -3.75], dtype=torch.bfloat16)
+    h = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, -(1.0 + 2**-8 + 2**-10), 65504.0, 2.0**-24, -0.0, 0.1, -7.0],
+                     dtype=torch.float16)
+    f = torch.tensor([1.0 + 2**-8 + 2**-9, -(1.0 + 3 * 2**-9), 3.4e38, float("inf"), float("nan"), 2.0**-130,
+                      -(2.0**-126), 1.0])
+    ob, oh = torch.empty(8, dtype=torch.bfloat16), torch.empty(8, dtype=torch.float16)
+    oi, oz = torch.empty(8, dtype=torch.int32), torch.empty(8, dtype=torch.bfloat16)
+    _bf16_conversions[(1,)](b, h, f, ob, oh, oi, oz, BLOCK=8)
+    assert torch.equal(oh.view(torch.int16), b.float().to(torch.float16).view(torch.int16))
+    assert oi.tolist() == [1, -2, 300, 0, 70144, 0, 3, -3]
+    assert torch.equal(_bits(ob), _bits(h.float().to(torch.bfloat16)))
+    want = (f.view(torch.int32) >> 16).to(torch.int32) & 0xFFFF  # truncation: the top 16 bits
+    want[4] = 0x7FFF  # NaN: canonical
+    assert (_bits(oz) & 0xFFFF).tolist() == want.tolist()
+
+
+@triton.jit
+def _bf16_argmax_and_fp32_atomics(x_ptr, im_ptr, vm_ptr, q_ptr, w_ptr, ROWS: tl.constexpr, W: tl.constexpr):
+    r = tl.arange(0, ROWS)
+    x = tl.load(x_ptr + r[:, None] * W + tl.arange(0, W)[None, :])
+    v, i = tl.max(x, axis=1, return_indices=True)
+    tl.store(vm_ptr + r, v)
+    tl.store(im_ptr + r, tl.argmin(x, axis=1))
+    tl.store(im_ptr + ROWS + r, i)
+    k = tl.arange(0, 8)
+    tl.atomic_add(q_ptr + k % 2, tl.load(w_ptr + k))  # fp32 adds: the interpreter's own, not the bf16 shim's
+
+
+def test_bf16_argmax_and_fp32_atomic_adds():
+    x = torch.tensor([[1.0, 3.0, -2.0, 3.0], [-1.0, -5.0, 0.5, -5.0]], dtype=torch.bfloat16)
+    im, vm = torch.empty(4, dtype=torch.int32), torch.empty(2, dtype=torch.bfloat16)
+    q, w = torch.zeros(2), torch.tensor([1.0, 2.0, 0.5, 0.25, 2.0**-30, 1e8, 3.0, -1.0])
+    _bf16_argmax_and_fp32_atomics[(1,)](x, im, vm, q, w, ROWS=2, W=4)
+    assert vm.float().tolist() == [3.0, 0.5] and im.tolist() == [2, 1, 1, 2]  # argmin, then max's index
+    assert q.tolist() == [float(np.float32(1.0) + np.float32(0.5) + np.float32(2.0**-30) + np.float32(3.0)),
+                          float(np.float32(2.0) + np.float32(0.25) + np.float32(1e8) + np.float32(-1.0))]
