@@ -374,6 +374,11 @@ def _bf16_zero_max_min(a_ptr, b_ptr, o_ptr, BLOCK: tl.constexpr):
 def test_max_and_min_of_opposite_zeros():
     """max.bf16 / min.bf16 order -0 below +0 (PTX ISA: max(+0, -0) is +0, min is -0), whichever side holds which;
     the shim's own rule (not H200-measured), checked here because the all-pattern test ignores zero signs."""
+    from harness.versions import triton_at_least
+
+    if not triton_at_least(3, 7):
+        pytest.skip("Triton 3.6 upcasts bf16 to fp32 for maximum/minimum: no bf16 max/min runs, and the fp32 "
+                    "zero signs are the interpreter's own (not modelled)")
     a = torch.tensor([0.0, -0.0, -0.0, 0.0], dtype=torch.bfloat16)
     b = torch.tensor([-0.0, 0.0, -0.0, 0.0], dtype=torch.bfloat16)
     out = torch.empty(8, dtype=torch.bfloat16)
