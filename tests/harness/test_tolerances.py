@@ -17,9 +17,16 @@ def table(monkeypatch):
 
 
 def test_defaults_mirror_torch_testing():
+    import torch
+    from torch.testing._comparison import default_tolerances  # assert_close's own table
+
     assert (lookup("anything", "bf16", "sm90").rtol, lookup("anything", "bf16", "sm90").atol) == (1.6e-2, 1e-5)
     assert lookup("x", "fp16", "interp").rtol == 1e-3
     assert lookup("x", "fp32", "sm80").rtol == 1.3e-6
+    for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16), ("fp32", torch.float32),
+                        ("fp64", torch.float64)):
+        t = lookup("x", name, "sm90")
+        assert (t.rtol, t.atol) == default_tolerances(dtype), name
 
 
 def test_fp8_casts_exact_on_hardware_and_interp_model():
@@ -239,3 +246,37 @@ def test_a_failure_cites_where_its_row_is_defined(tmp_path):
     load_toml(f)
     with pytest.raises(AssertionError, match=rf"Tolerance row defined at: {f}:1"):
         assert_close_tol(torch.tensor([1.0]), torch.tensor([2.0]), lookup("c.op", "fp32", "sm90"))
+
+
+def test_allowed_error_and_the_mismatch_fraction_bounds():
+    assert Tolerance(rtol=0.5, atol=0.25).allowed(2.0) == 1.25
+    assert Tolerance(max_mismatch=1.0).max_mismatch == 1.0  # every element may break the rule: allowed
+    with pytest.raises(ValueError, match=r"max_mismatch is a fraction in \[0, 1\], got 1.01"):
+        Tolerance(max_mismatch=1.01)
+
+
+def test_register_refuses_an_empty_or_non_string_op():
+    table = tolerances.ToleranceTable()
+    for op in ("", None, 3):
+        with pytest.raises(ValueError, match=r"op must be a non-empty string, got"):
+            table.register(op, "bf16", "*", Tolerance(rtol=0.1))
+
+
+def test_inline_toml_rows_have_no_header_line(tmp_path):
+    """Rows written as an inline array (no [[tolerance]] headers to cite) are cited by their row number."""
+    f = tmp_path / "inline.toml"
+    f.write_text('tolerance = [{op = "a", dtype = "bf16", arch = "*", rtol = 0.5}, '
+                 '{op = "b", dtype = "bf16", arch = "*", atol = -1.0}]\n')
+    with pytest.raises(ValueError, match=r"inline\.toml, row 2: Tolerance\.atol must be"):
+        tolerances.ToleranceTable().load_toml(f)
+    f.write_text('tolerance = [{op = "a", dtype = "bf16", arch = "*", rtol = 0.5}]\n')
+    table = tolerances.ToleranceTable()
+    assert table.load_toml(f) == 1 and table.lookup("a", "bf16", "sm90").origin.endswith("inline.toml, row 1")
+
+
+def test_load_globs_refuses_a_missing_literal_path_only(tmp_path):
+    (tmp_path / "rows.toml").write_text('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "*"\nrtol = 0.5\n')
+    table = tolerances.ToleranceTable()
+    assert table.load_globs(["rows.toml", "nothing/*.toml"], tmp_path) == [tmp_path / "rows.toml"]
+    with pytest.raises(FileNotFoundError, match=r"harness_tolerance_files: 'typo\.toml' does not exist under"):
+        table.load_globs(["typo.toml"], tmp_path)
