@@ -77,10 +77,12 @@ def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
 
 
 def _elem_ulp(a: torch.Tensor, e: torch.Tensor, scheme: Scheme) -> torch.Tensor:
+    """Element code distances as int64 for every scheme: harness.fp8's are int32, against which the histogram's
+    top bin edge (2^62) wraps to 0, and its NaN elements fell in no bin."""
     if scheme.elem_name in ("e4m3", "e5m2"):
         from harness import fp8
 
-        return fp8.ulp_distance(a, e, "e4nv" if scheme.elem_name == "e4m3" else "e5m2")
+        return fp8.ulp_distance(a, e, "e4nv" if scheme.elem_name == "e4m3" else "e5m2").to(torch.int64)
     return ulp_distance(a, e, scheme.elem_name)
 
 

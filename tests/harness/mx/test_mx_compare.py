@@ -144,3 +144,25 @@ def test_fp8_diagnosis_names_ml_dtypes_against_satfinite():
         assert_fp8_close(got, want, "e4nv", msg=fp8_policy_msg(x, got, want, "e4nv"))
     assert str(e.value).splitlines()[-1].startswith("Diagnosis: actual matches ml_dtypes (RNE, not saturating)")
     assert diagnose_fp8(x, got ^ 0x01, want, "e4nv").startswith("actual matches no known convention (closest: ")
+
+
+def test_the_ulp_histogram_puts_every_compared_element_in_one_bin():
+    """mxfp4 ones (code 2) against 1.5, 2, 3, 6 and -1 (1, 2, 3, 5 and 4 steps away), and mxfp8e4m3 ones against
+    9/8 and NaN: the bins add up to the compared elements, a NaN in far/NaN; rel-L2 = sqrt(34.25 / 128) for the
+    first (squared differences 0.25 + 1 + 4 + 25 + 4 over 128 ones), sqrt(1/64 / 127) over the finite ones of the
+    second."""
+    sc = torch.full((2, 2), 127, dtype=torch.uint8)
+    c4 = torch.full((2, 32), 0x22, dtype=torch.uint8)
+    a4 = c4.clone()
+    a4[0, :5] = torch.tensor([0x23, 0x24, 0x25, 0x27, 0x2A], dtype=torch.uint8)  # low nibbles 3, 4, 5, 7, -2
+    lines = _fail((a4, sc), (c4, sc), "mxfp4")
+    assert "ULP histogram: 0: 123 | 1: 1 | 2: 1 | 3+: 3 | far/NaN: 0" in lines
+    assert f"Global error: rel-L2 {math.sqrt(34.25 / 128):.3e}" in lines
+    c8 = torch.full((2, 64), 0x38, dtype=torch.uint8)
+    a8 = c8.clone()
+    a8[0, 0], a8[1, 3] = 0x39, 0x7F
+    lines = _fail((a8, sc), (c8, sc), "mxfp8e4m3")
+    assert "ULP histogram: 0: 126 | 1: 1 | 2: 0 | 3+: 0 | far/NaN: 1" in lines
+    assert f"Global error: rel-L2 {math.sqrt(1 / 64 / 127):.3e}" in lines
+    with pytest.raises(TypeError, match=r"actual: its codes must be a torch.uint8 tensor of codes; got list"):
+        assert_mx_close(([1], sc), (c4, sc), "mxfp4")
