@@ -158,6 +158,10 @@ def test_the_ulp_histogram_puts_every_compared_element_in_one_bin():
     lines = _fail((a4, sc), (c4, sc), "mxfp4")
     assert "ULP histogram: 0: 123 | 1: 1 | 2: 1 | 3+: 3 | far/NaN: 0" in lines
     assert f"Global error: rel-L2 {math.sqrt(34.25 / 128):.3e}" in lines
+    s4 = sc.clone()
+    s4[0, 0] = 129  # the first block's scale 4: its differences and its 32 ones weigh 16 times as much
+    lines = _fail((a4, s4), (c4, s4), "mxfp4")
+    assert f"Global error: rel-L2 {math.sqrt(34.25 * 16 / (32 * 16 + 96)):.3e}" in lines
     c8 = torch.full((2, 64), 0x38, dtype=torch.uint8)
     a8 = c8.clone()
     a8[0, 0], a8[1, 3] = 0x39, 0x7F
