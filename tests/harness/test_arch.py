@@ -10,7 +10,7 @@ from harness.arch import Arch, parse_arch, supports_format
 @pytest.mark.parametrize(
     "spec, name, cap",
     [("sm90", "sm90", (9, 0)), ("sm_89", "sm89", (8, 9)), ("120", "sm120", (12, 0)), ("sm90a", "sm90", (9, 0)),
-     ("SM100", "sm100", (10, 0))],
+     ("SM100", "sm100", (10, 0)), ("sm30", "sm30", (3, 0)), ("sm_35", "sm35", (3, 5))],
 )
 def test_parse_cuda(spec, name, cap):
     a = parse_arch(spec)
@@ -20,9 +20,11 @@ def test_parse_cuda(spec, name, cap):
 @pytest.mark.parametrize("spec, kind", [("interp", "interp"), ("cpu", "cpu"), ("gfx942", "rocm")])
 def test_parse_other(spec, kind):
     assert parse_arch(spec).kind == kind
+    assert parse_arch(spec).is_gpu is (kind == "rocm")
+    assert parse_arch("sm75").is_gpu
 
 
-@pytest.mark.parametrize("bad", ["", "sm", "ampere", "sm_2", "gfx"])
+@pytest.mark.parametrize("bad", ["", "sm", "ampere", "sm_2", "gfx", "sm20", "sm_29"])
 def test_parse_rejects(bad):
     with pytest.raises(ValueError, match="arch .* is not understood|not a CUDA architecture"):
         parse_arch(bad)
@@ -107,6 +109,24 @@ def test_at_least_never_crosses_kinds(a, b, expected):
 )
 def test_same_family_is_exact(a, b, expected):
     assert parse_arch(a).same_family(b) is expected
+
+
+@pytest.mark.parametrize("version, refused", [("3.6.0", True), ("3.8.0", True), ("3.9.0", False)])
+def test_nvfp4_scaled_dots_follow_the_triton_version(monkeypatch, version, refused):
+    """Triton 3.6 (and, assumed, 3.7/3.8) refuses e4m3 scales where it emulates dot_scaled: sm89 and sm90 only."""
+    from harness import arch, versions
+
+    monkeypatch.setattr(versions, "triton_version", lambda: version)
+    monkeypatch.setattr(arch, "triton_version", lambda: version)
+    monkeypatch.setattr(arch, "triton_at_least", versions.triton_at_least)
+    for target in ("sm89", "sm90"):
+        ok, why = arch.supports_scaled_dot(target, "e4m3")
+        assert ok is not refused
+        assert why == ("" if ok else f"NVFP4 tl.dot_scaled (e4m3 scales) does not compile for {target} with triton "
+                       f"{version} (Triton 3.6 refuses it where it emulates dot_scaled: sm89 and sm90, compiled "
+                       "2026-12-04)")
+    for target, scale in (("sm90", "e8m0"), ("sm100", "e4m3"), ("sm120", "e4m3"), ("gfx950", "e4m3")):
+        assert arch.supports_scaled_dot(target, scale) == (True, ""), (target, scale)
 
 
 def test_e5m2_below_sm80_follows_the_installed_triton():
