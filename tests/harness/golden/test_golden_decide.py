@@ -87,3 +87,25 @@ def test_check_mode_never_writes():
 def test_bad_arguments_are_named(args, match):
     with pytest.raises(ValueError, match=match):
         decide(*args)
+
+
+@pytest.mark.parametrize("ci", ["true", "1", "yes", "github-actions"])
+def test_ci_refuses_writing_goldens_but_not_checking_them(ci):
+    from harness.golden.decide import ci_value, run_mode
+
+    env = {"CI": ci}
+    assert ci_value(env) == ci and run_mode(False, False, env) == "check"
+    for regen, regen_all, flag in ((True, False, "--golden-regen"), (False, True, "--golden-regen-all")):
+        with pytest.raises(ValueError, match=rf"^{flag}: refusing to write golden files because the environment "
+                                             rf"variable CI is set \(CI='{ci}'\)"):
+            run_mode(regen, regen_all, env)
+
+
+@pytest.mark.parametrize("ci", ["", "0", "false", "No", " off "])
+def test_an_explicitly_false_ci_writes_goldens(ci):
+    from harness.golden.decide import ci_value, run_mode
+
+    env = {"CI": ci}
+    assert ci_value(env) is None and ci_value({}) is None
+    assert (run_mode(True, False, env), run_mode(False, True, env), run_mode(True, True, env)) == (
+        "regen", "regen-all", "regen-all")
