@@ -178,3 +178,26 @@ def test_bad_inputs_name_the_argument_and_what_was_expected():
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_axes_blocks_and_global_scales_at_their_edges():
+    """A positive axis is the same axis as its negative twin; a block of one value is allowed; MXFP6/MXFP8 keep
+    one code per byte whatever ``pack`` says; the default NVFP4 global scale is amax / (448 * 6) for any nonzero
+    amax (0.5 / 2688 for amax 0.5, not 1), and a scale of 0 or below is refused."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 64, generator=g)
+    for t, pos, neg in ((x, 1, -1), (x.T.contiguous(), 0, -2)):
+        a, b = quantize_mx(t, "e2m1", axis=pos), quantize_mx(t, "e2m1", axis=neg)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    codes, scales = quantize_mx(x[:, :3], "e2m3", block=1)
+    assert codes.shape == scales.shape == (4, 3)
+    # one scale per value puts it in [4, 8): steps of 0.5 up to 7.5 (error <= 1/16), saturated above (< 1/15)
+    err = (dequantize_mx(codes, scales, "e2m3", block=1) - x[:, :3]).abs()
+    assert bool((err < x[:, :3].abs() / 15).all())
+    for fmt in ("e2m3", "e3m2", torch.float8_e4m3fn):
+        assert quantize_mx(x, fmt)[0].shape == (4, 64), fmt  # pack=True packs e2m1 only
+    half = x / x.abs().max() * 0.5
+    assert quantize_nvfp4(half)[2].item() == pytest.approx(0.5 / 2688, rel=1e-7)
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match=r"global_scale: expected a finite positive scalar"):
+            quantize_nvfp4(x, global_scale=bad)
