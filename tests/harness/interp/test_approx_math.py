@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.interp import approx_math as am
+from tests.harness._exact import round_f32
 
 pytestmark = pytest.mark.lane_independent
 
@@ -30,15 +31,7 @@ def test_table_file_stays_small():
 
 def _exact_fma(a, b, c):
     v = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
-    return np.float32(torch.tensor(float(v), dtype=torch.float64).float().item()) if v == 0 else _round_f32(v)
-
-
-def _round_f32(v: Fraction) -> np.float32:
-    # round to nearest even among fp32 values, by bracketing with fp64 neighbours turned into fp32
-    lo = np.float32(float(v))
-    cands = [np.nextafter(lo, np.float32(-np.inf)), lo, np.nextafter(lo, np.float32(np.inf))]
-    best = min(cands, key=lambda f: (abs(Fraction(float(f)) - v), int(np.float32(f).view(np.int32)) & 1))
-    return best
+    return np.float32(torch.tensor(float(v), dtype=torch.float64).float().item()) if v == 0 else round_f32(v)
 
 
 def test_fma_ftz_is_one_rounding():

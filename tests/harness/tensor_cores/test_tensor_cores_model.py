@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
 import pytest
 import torch
 
 from harness import tensor_cores as tc
+from tests.harness._exact import round_f32
 
 FP8_PAIRS = [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
 DT = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -180,15 +180,6 @@ def test_blackwell_rows_cover_mma_sync_only() -> None:
 # --------------------------------------------------- found by mutating harness/tensor_cores/chain.py
 
 
-def _round_f32(x: Fraction) -> Fraction:
-    """The fp32 nearest to the exact ``x``, ties to even (subnormals included; no overflow here)."""
-    f = np.float32(float(x))
-    cands = {f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))}
-    best = min(abs(Fraction(float(c)) - x) for c in cands)
-    near = [c for c in cands if abs(Fraction(float(c)) - x) == best]
-    return Fraction(float(min(near, key=lambda c: int(c.view(np.uint32)) & 1)))
-
-
 def _fma_chain_exact(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """One correctly rounded fma.rn.f32 per k in k order, in exact rationals: independent of the model's float64
     arithmetic and of its round-to-odd repair."""
@@ -197,7 +188,7 @@ def _fma_chain_exact(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch
         for j in range(b.shape[1]):
             acc = Fraction(float(c[i, j]))
             for k in range(a.shape[1]):
-                acc = _round_f32(acc + Fraction(float(a[i, k])) * Fraction(float(b[k, j])))
+                acc = Fraction(float(round_f32(acc + Fraction(float(a[i, k])) * Fraction(float(b[k, j])))))
             out[i, j] = float(acc)
     return out
 
