@@ -1,0 +1,113 @@
+"""``harness.golden.unused.judge`` on hand-built records: every reason it refuses to judge, the overlap note, and
+the message's pinned lines. The end-to-end path (shards writing real records) is ``plugin/test_shards.py``;
+these pin what a mutation survey found it left open: the status names, the truncated lists, the overlap count."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.golden.unused import RECORD_KIND, RECORD_VERSION, Verdict, judge, load_record
+
+SUITE = [f"tests/test_m.py::test_{i}" for i in range(12)]
+
+
+def record(selected, *, used=(), items=None, passed=None, exitstatus=0, **extra) -> dict:
+    r = {"kind": RECORD_KIND, "version": RECORD_VERSION, "exitstatus": exitstatus, "golden_dir": "golden",
+         "collected": list(SUITE), "selected": list(selected), "used": list(used), "items": dict(items or {}),
+         "passed": list(selected if passed is None else passed), "not_passed": [], "skipped_modules": []}
+    r.update(extra)
+    return r
+
+
+def goldens(root: Path, *rels: str) -> None:
+    for rel in rels:
+        p = root / "golden" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+
+
+@pytest.mark.parametrize("status, name", [(2, "INTERRUPTED"), (3, "INTERNAL_ERROR"), (4, "USAGE_ERROR"),
+                                          (5, "NO_TESTS_COLLECTED"), (None, "None"), (7, "7")])
+def test_a_shard_that_did_not_finish_is_named_by_its_exit_status(tmp_path, status, name):
+    v = judge([("a.json", record(SUITE[:6])), ("b.json", record(SUITE[6:], exitstatus=status))], tmp_path)
+    assert v.exit_code == 2
+    assert v.message() == f"golden unused: 2 record(s): not judged: b.json ended with {name}: its tests' " \
+                          f"outcomes are not known"
+
+
+@pytest.mark.parametrize("status", [0, 1])
+def test_failed_tests_still_leave_a_shard_judgeable(tmp_path, status):
+    goldens(tmp_path, "test_m/test_0.npz")
+    v = judge([("a.json", record(SUITE, exitstatus=status, used=["golden/test_m/test_0.npz"]))], tmp_path)
+    assert v.problem is None and v.exit_code == 0
+    assert v.message().splitlines() == ["golden unused: 1 record(s), 12 tests (0 with goldens), 1 golden file(s) used",
+                                        "every golden file was used"]
+
+
+def test_no_records_is_not_judged(tmp_path):
+    v = judge([], tmp_path)
+    assert v.exit_code == 2 and v.message() == "golden unused: 0 record(s): not judged: no records given"
+
+
+def test_missing_tests_are_listed_ten_at_most(tmp_path):
+    # 11 missing: ten shown and "... and 1 more"; 10 missing: all ten, no tail
+    v = judge([("a.json", record(SUITE[:1]))], tmp_path)
+    shown = ", ".join(sorted(SUITE[1:])[:10])
+    assert v.problem == f"11 of the suite's 12 tests ran in no shard: {shown} ... and 1 more (is a shard's record " \
+                        f"missing?)"
+    v = judge([("a.json", record(SUITE[:2]))], tmp_path)
+    assert v.problem == f"10 of the suite's 12 tests ran in no shard: {', '.join(sorted(SUITE[2:]))} (is a shard's " \
+                        f"record missing?)"
+
+
+def test_tests_in_more_than_one_shard_are_noted_not_refused(tmp_path):
+    goldens(tmp_path, "test_m/test_0.npz", "test_m/test_1.npz")
+    a = record(SUITE[:7], used=["golden/test_m/test_0.npz"])
+    b = record(SUITE[5:], used=["golden/test_m/test_1.npz"])
+    v = judge([("a.json", a), ("b.json", b)], tmp_path)
+    assert v.exit_code == 0 and v.overlap == SUITE[5:7]
+    assert v.message().splitlines()[1] == f"note: 2 test(s) ran in more than one shard: {SUITE[5]}, {SUITE[6]}"
+    v = judge([("a.json", record(SUITE[:6])), ("b.json", record(SUITE[6:]))], tmp_path)
+    assert v.overlap == [] and "ran in more than one shard" not in v.message()
+
+
+def test_counts_and_unused_files_over_the_union(tmp_path):
+    goldens(tmp_path, "test_m/test_0.npz", "test_m/test_1.npz", "test_m/test_2.npz", "other/x.npz")
+    a = record(SUITE[:6], used=["golden/test_m/test_0.npz"], items={SUITE[0]: "golden/test_m"})
+    b = record(SUITE[6:], used=["golden/test_m/test_1.npz", "golden/test_m/test_0.npz"],
+               items={SUITE[6]: "golden/test_m"})
+    v = judge([("a.json", a), ("b.json", b)], tmp_path)
+    assert (v.records, v.tests, v.golden_tests, v.files_used) == (2, 12, 2, 2)
+    assert v.unused == ["golden/other/x.npz", "golden/test_m/test_2.npz"] and v.exit_code == 1
+    assert v.message().splitlines() == [
+        "golden unused: 2 record(s), 12 tests (2 with goldens), 2 golden file(s) used",
+        "2 golden file(s) used by no test of any shard:", "  golden/other/x.npz", "  golden/test_m/test_2.npz"]
+    # a golden test that failed in the shard that ran it blocks its directory; one passing elsewhere does not
+    b["passed"] = SUITE[7:]
+    assert judge([("a.json", a), ("b.json", b)], tmp_path).unused == ["golden/other/x.npz"]
+
+
+def test_a_verdict_before_judging_counts_nothing():
+    assert (Verdict(records=3).tests, Verdict(records=3).golden_tests, Verdict(records=3).files_used) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("golden_dir", "goldens", "b.json records golden dir 'goldens', a.json 'golden'"),
+    ("partial", "-k given", "b.json is not a shard of the whole suite (-k given)"),
+])
+def test_records_that_disagree_are_not_judged(tmp_path, field, value, words):
+    v = judge([("a.json", record(SUITE[:6])), ("b.json", record(SUITE[6:], **{field: value}))], tmp_path)
+    assert v.exit_code == 2 and v.problem == words
+
+
+def test_a_record_of_another_version_is_refused(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"kind": RECORD_KIND, "version": RECORD_VERSION + 1}))
+    with pytest.raises(ValueError, match=rf"golden record version {RECORD_VERSION + 1}, this harness reads "
+                                         rf"{RECORD_VERSION}:"):
+        load_record(p)
+    p.write_text(json.dumps({"kind": RECORD_KIND, "version": 1}))
+    assert RECORD_VERSION == 1 and load_record(p)["version"] == 1  # records written today stay readable
