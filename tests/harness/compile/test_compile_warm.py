@@ -259,3 +259,182 @@ def test_the_gpu_lane_counts_its_compiles_and_records_them(pytester, monkeypatch
     assert [(e["module"], e["qualname"], e["target"], e["options"]) for e in entries] == [
         ("test_aot", "fill", "sm90", {"num_warps": 2})]
     assert entries[0]["file"] == "test_aot.py"  # relative to the rootdir
+
+
+# --------------------------------------------------- found by mutating harness/compile/warm.py (in process)
+
+WK_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def halve(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(y_ptr + o, tl.load(x_ptr + o) * 0.5)
+'''
+
+
+def test_constexpr_values_round_trip_through_their_manifest_form(tmp_path, monkeypatch):
+    import math
+
+    import triton.language as tl
+
+    from harness.compile.warm import _decode, _encode, _unwrap
+
+    def trip(v):
+        return _decode(json.loads(json.dumps(_encode(v))))
+
+    for v in (None, True, False, 7, "s", 1.5, -0.0, float("inf"), (1, (2.5, "x")), tl.bfloat16, tl.float8e4nv):
+        got = trip(v)
+        assert got == v and type(got) is type(v), v
+    assert math.copysign(1, trip(-0.0)) == -1 and math.isnan(trip(float("nan")))
+    assert _encode(tl.float8e5) == {"dtype": "fp8e5"} and _encode(tl.constexpr(4)) == {"constexpr": 4}
+    c = trip(tl.constexpr(tl.float16))
+    assert isinstance(c, tl.constexpr) and c.value == tl.float16
+    # a module-level kernel is named by module and qualname, and imported back
+    (tmp_path / "wk_values.py").write_text(WK_KERNEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # a JITFunction, as on the GPU lane (nothing is compiled)
+    monkeypatch.delitem(sys.modules, "wk_values", raising=False)
+    import wk_values
+
+    assert _encode(wk_values.halve) == {"jit": ["wk_values", "halve"]}
+    assert trip(wk_values.halve) is _unwrap(wk_values.halve)
+
+
+@pytest.mark.parametrize("value, kind", [
+    (object(), "object"),
+    (SimpleNamespace(name="bf16"), "SimpleNamespace"),  # a name alone does not make a dtype
+    (SimpleNamespace(fn=SimpleNamespace(__qualname__="k", __module__="m")), "SimpleNamespace"),  # no cache_key
+    (SimpleNamespace(cache_key="x", fn=SimpleNamespace(__qualname__="t.<locals>.k", __module__="m")),
+     "SimpleNamespace"),
+])
+def test_a_value_without_a_manifest_form_is_refused(value, kind):
+    from harness.compile.warm import _encode
+
+    with pytest.raises(TypeError, match=f"^a constexpr of type {kind} has no manifest form$"):
+        _encode(value)
+
+
+def test_an_unknown_value_form_is_refused():
+    from harness.compile.warm import _decode
+
+    with pytest.raises(ValueError, match=r"unknown value form \['what'\]"):
+        _decode({"what": 1})
+
+
+@pytest.mark.parametrize("target, name", [
+    (SimpleNamespace(backend="cuda", arch=90, warp_size=32), "sm90"),
+    ({"backend": "cuda", "arch": 120}, "sm120"),
+    ({"backend": "hip", "arch": "gfx942"}, "gfx942"),
+    (SimpleNamespace(backend="hip", arch="gfx950"), "gfx950"),
+    ({"backend": "cuda", "arch": "90"}, None),
+    ({"backend": "hip", "arch": 942}, None),
+    ({"backend": "cpu", "arch": 90}, None),
+    (None, None),
+])
+def test_target_names(target, name):
+    from harness.compile.warm import _target_name
+
+    assert _target_name(target) == name
+
+
+def test_entry_of_refuses_what_is_not_a_jit_source():
+    from harness.compile.warm import entry_of
+
+    for src in (SimpleNamespace(), SimpleNamespace(fn=SimpleNamespace(fn=lambda: 0)),
+                SimpleNamespace(signature={})):
+        with pytest.raises(TypeError, match="not a @triton.jit source"):
+            entry_of(src, {})
+    fn = SimpleNamespace(__qualname__="k", __module__="m")
+    with pytest.raises(ValueError, match="target 'tpu' is neither CUDA nor ROCm"):
+        entry_of(SimpleNamespace(fn=SimpleNamespace(fn=fn), signature={}), {"target": "tpu"})
+
+
+def test_the_listener_counts_compiles_and_their_seconds():
+    fn = SimpleNamespace(__qualname__="t.<locals>.k", __module__="m")
+    src = SimpleNamespace(fn=SimpleNamespace(fn=fn), signature={}, constants={}, attrs={})
+    listener = Listener()  # counting only: nothing recorded, nothing refused
+    for total, hit in ((2_500_000, False), (500_000, False), (9_000_000, True)):
+        listener(src=src, metadata={}, times=SimpleNamespace(total=total), cache_hit=hit)
+    assert listener.counts() == {"compiled": 2, "cached": 1, "seconds": 3.0, "slowest": 2.5}
+    assert listener.entries == {} and listener.not_recorded == {}
+    listener(src=src, metadata={}, times=SimpleNamespace(total=1234), cache_hit=False)
+    assert listener.counts()["seconds"] == 3.001  # microseconds, rounded to the millisecond
+
+
+def test_the_listener_chains_and_its_undo_leaves_a_later_one(monkeypatch):
+    from triton import knobs
+
+    from harness.compile.warm import install_listener
+
+    calls = []
+    monkeypatch.setattr(knobs.compilation, "listener", lambda **kw: calls.append(("before", kw["n"])))
+    undo = install_listener(lambda **kw: calls.append(("ours", kw["n"])))
+    knobs.compilation.listener(n=1)
+    assert calls == [("ours", 1), ("before", 1)]
+    undo()
+    knobs.compilation.listener(n=2)
+    assert calls[-1] == ("before", 2) and len(calls) == 3
+    undo = install_listener(lambda **kw: calls.append(("ours", kw["n"])))
+    later = knobs.compilation.listener = lambda **kw: calls.append(("later", kw["n"]))
+    undo()  # someone installed theirs on top: it stays
+    assert knobs.compilation.listener is later
+
+
+COMPILE_ONE = '''
+import json
+import sys
+
+import harness.compile.cache as cache
+from harness.compile import warm
+
+latched = []
+cache.latch_e5m2 = lambda t: latched.append(t.name)
+entry = json.loads(sys.argv[1])
+root = sys.argv[2]
+before = root in sys.path
+out = [warm._compile_one(entry, t, root) for t in ("sm80", "sm80", "sm90")]
+out.append(warm._compile_one(dict(entry, module="wk_nowhere", file=""), "sm80", root))
+print(json.dumps({"before": before, "after": root in sys.path, "latched": latched,
+                  "out": [[o, w] for o, _, w in out], "skipped_seconds": out[-1][1]}))
+'''
+
+
+def test_an_entry_is_compiled_from_its_file_once_latched(tmp_path):
+    """A kernel module that does not import by name (``wkpkg.kmod``, its folder not on ``sys.path``) is found
+    from the entry's file, relative to the rootdir; the e5m2 lowering is latched once per target, before the
+    target's first compile; the second compile of an entry is read from Triton's cache. In a process of its
+    own, as the warm start's pool runs it: this lane's process imported Triton interpreting."""
+    root = tmp_path / "root"
+    (root / "wkpkg").mkdir(parents=True)
+    (root / "wkpkg" / "kmod.py").write_text(WK_KERNEL)
+    (tmp_path / "one.py").write_text(COMPILE_ONE)
+    entry = {"module": "wkpkg.kmod", "qualname": "halve", "file": "wkpkg/kmod.py",
+             "signature": [["x_ptr", "*fp32"], ["y_ptr", "*fp32"], ["BLOCK", "constexpr"]],
+             "constexprs": [[[2], 32]], "attrs": [], "options": {"num_warps": 1}}
+    env_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    p = subprocess.run([sys.executable, str(tmp_path / "one.py"), json.dumps(entry), str(root)], cwd=tmp_path,
+                       env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "0",
+                            "PYTHONPATH": env_path}, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = json.loads(p.stdout.splitlines()[-1])
+    assert got["out"][:3] == [["compiled", ""], ["cached", ""], ["compiled", ""]]
+    assert got["latched"] == ["sm80", "sm90"]
+    # the package's parent, one level above the file's folder, was put on sys.path
+    assert (got["before"], got["after"]) == (False, True)
+    # a module that imports neither by name nor from a file is skipped, naming the import error
+    assert got["out"][3] == ["skipped", "ModuleNotFoundError: No module named 'wk_nowhere'"]
+    assert got["skipped_seconds"] == 0.0
+
+
+def test_the_warm_summary_names_every_outcome_it_had():
+    from collections import Counter
+
+    from harness.compile.warm import WarmResult
+
+    r = WarmResult("sm90", 4, Counter(compiled=3, cached=2, failed=1), cpu_seconds=7.25, wall_seconds=2.04)
+    assert r.summary("m.json", "/c") == ("harness compile --warm: 6 launches from m.json for sm90: 3 compiled, "
+                                         "2 already cached, 1 failed; 2.0s wall, 7.2s compiling in 4 processes; "
+                                         "Triton cache /c")
