@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 import numpy as np
@@ -443,3 +444,35 @@ def test_report_builds_the_layout_bits_and_compare_golden_messages():
     assert format_golden(m) == "\n".join(HEAD + [
         "  tolerance: Tolerance(rtol=0.0e+00, atol=0.0e+00) [golden/exact/interp] (same arch: bit-exact)",
         format_mismatch(cmp)])
+
+
+# --------------------------------------------------- found by mutating harness/golden/files.py: naming limits
+
+
+def test_a_component_of_the_longest_length_is_kept_and_one_longer_is_hashed():
+    from harness.golden.files import _MAX_COMPONENT
+
+    assert _MAX_COMPONENT == 120
+    assert sanitize_component("x" * 120) == "x" * 120
+    long = sanitize_component("x" * 121)
+    assert len(long) == 120 and long[:103] == "x" * 103 and long[103] == "-" and len(long[104:]) == 16
+    assert sanitize_component(".hidden") == "_hidden" and sanitize_component("a.b") == "a.b"
+
+
+@pytest.mark.parametrize("param", ["a/b", "a\\b", "a\x00b", ".x", ".."])
+def test_a_param_that_is_not_an_id_is_refused(param):
+    from harness.golden.files import param_component
+
+    with pytest.raises(ValueError, match=re.escape("must be a param id (no '/', '\\', NUL or leading '.')")):
+        param_component(param)
+
+
+def test_param_ids_and_test_refs_that_are_kept():
+    from harness.golden.files import param_component, split_test_ref
+
+    assert param_component("1.5-bf16") == "1.5-bf16" and param_component("x.") == "x."
+    assert split_test_ref("test_a", "mod") == ("mod", "test_a")
+    assert split_test_ref("other::test_a", "mod") == ("other", "test_a")
+    for bad in ("a::b::c", "a::b::", "::"):
+        with pytest.raises(ValueError, match="must be 'test_name' or 'module_stem::test_name'"):
+            split_test_ref(bad, "mod")

@@ -301,3 +301,129 @@ def test_the_repository_golden_dir_stays_within_its_size_budget(pytestconfig):
 def _has_stored_member(p) -> bool:
     with zipfile.ZipFile(p) as zf:
         return any(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist())
+
+
+# --------------------------------------------------- found by mutating harness/golden/files.py: reading limits
+
+
+def _members_of(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return {n: zf.read(n) for n in zf.namelist()}
+
+
+def test_members_are_npy_1_0_dated_1980_mode_0644(tmp_path):
+    data = write_golden(tmp_path / "g.npz", to_stored(_tensor()), META)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for info in zf.infolist():
+            assert info.date_time == (1980, 1, 1, 0, 0, 0) and info.external_attr >> 16 == 0o644
+            assert zf.read(info)[6:8] == b"\x01\x00"  # npy version 1.0
+    assert (tmp_path / "g.npz").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("version", [(2, 0), (3, 0)])
+def test_npy_members_of_version_2_and_3_read(version):
+    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    arr = np.lib.format.read_array(io.BytesIO(members["tensor.npy"]))
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, version=version, allow_pickle=False)
+    t, _ = decode_golden(_zip({**members, "tensor.npy": buf.getvalue()}))
+    assert torch.equal(t, _tensor())
+
+
+def test_npy_members_of_another_version_or_no_npy_are_refused():
+    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    npy = members["tensor.npy"]
+    with pytest.raises(GoldenFormatError, match="member tensor.npy has npy version 4, expected 1, 2 or 3"):
+        decode_golden(_zip({**members, "tensor.npy": npy[:6] + b"\x04" + npy[7:]}))
+    with pytest.raises(GoldenFormatError, match="member tensor.npy is not an npy array"):
+        decode_golden(_zip({**members, "tensor.npy": b"\x93NUMPX" + npy[6:]}))  # long enough, wrong magic
+
+
+def test_encrypted_members_are_refused():
+    data = bytearray(encode_golden(to_stored(_tensor()), META))
+    for sig, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # general-purpose flag bits, both headers
+        pos = 0
+        while (pos := data.find(sig, pos)) >= 0:
+            data[pos + at] |= 0x1
+            pos += 4
+    with pytest.raises(GoldenFormatError, match=r"member (meta|tensor)\.npy is encrypted"):
+        decode_golden(bytes(data))
+
+
+def test_the_deflate_ratio_limit_is_1032_to_1_plus_64_bytes():
+    data = encode_golden(to_stored(_tensor(n=1 << 16)), META)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        size = zf.getinfo("tensor.npy").compress_size
+    at_limit = 1032 * size + 64
+    # at the limit the size passes this check and meets the npy header's; one byte more is a bomb
+    with pytest.raises(GoldenFormatError, match=f"declares {at_limit} uncompressed bytes, but its npy header needs"):
+        decode_golden(_declare_size(data, "tensor.npy", at_limit))
+    with pytest.raises(GoldenFormatError, match=f"declares {at_limit + 1} bytes from {size} compressed bytes, "
+                                                f"past deflate's 1032:1 limit"):
+        decode_golden(_declare_size(data, "tensor.npy", at_limit + 1))
+
+
+def test_metadata_of_exactly_one_mib_reads_and_one_byte_more_is_refused():
+    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    meta = np.lib.format.read_array(io.BytesIO(members["meta.npy"])).tobytes()
+
+    def meta_member(total: int) -> bytes:
+        # the npy header's length depends only on the digits of the shape: pad the JSON to hit ``total``
+        head = len(_npy(np.zeros(total, dtype=np.uint8))) - total
+        return _npy(np.frombuffer(meta + b" " * (total - head - len(meta)), dtype=np.uint8))
+
+    exact = meta_member(1 << 20)
+    assert len(exact) == 1 << 20
+    t, got = decode_golden(_zip({**members, "meta.npy": exact}))
+    assert torch.equal(t, _tensor()) and got["name"] == "out"
+    with pytest.raises(GoldenFormatError, match="metadata member is 1048577 bytes, more than 1048576"):
+        decode_golden(_zip({**members, "meta.npy": meta_member((1 << 20) + 1)}))
+
+
+@pytest.mark.parametrize("arr", [np.zeros((2, 8), dtype=np.uint8), np.zeros(8, dtype=np.int16)])
+def test_a_meta_member_that_is_not_1d_bytes_is_refused(arr):
+    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    with pytest.raises(GoldenFormatError, match=r"unreadable metadata \(meta member is not a 1-d uint8 array\)"):
+        decode_golden(_zip({**members, "meta.npy": _npy(arr)}))
+
+
+def test_metadata_nested_16_deep_is_read_and_17_is_refused():
+    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    base = json.loads(np.lib.format.read_array(io.BytesIO(members["meta.npy"])).tobytes())
+
+    def nested(depth: int) -> dict:
+        v: object = 1
+        for _ in range(depth):  # one object a level
+            v = {"a": v}
+        return v  # type: ignore[return-value]
+
+    assert files._json_depth(1) == 0 and files._json_depth({"a": 1}) == 1 and files._json_depth(nested(16)) == 16
+    assert files._json_depth([[], {"a": [1]}]) == 3
+    t, got = decode_golden(_zip({**members, "meta.npy": _meta_npy({**base, "test": nested(15)})}))
+    assert got["test"] == nested(15)
+    with pytest.raises(GoldenFormatError, match=r"unreadable metadata \(nested too deeply\)"):
+        decode_golden(_zip({**members, "meta.npy": _meta_npy({**base, "test": nested(16)})}))
+    with pytest.raises(GoldenFormatError, match=r"metadata field 'test' is 5 \(int\), expected null or an object"):
+        decode_golden(_zip({**members, "meta.npy": _meta_npy({**base, "test": 5})}))
+    assert decode_golden(_zip({**members, "meta.npy": _meta_npy({**base, "test": None})}))[1]["test"] is None
+
+
+def test_what_a_repack_would_change_is_named():
+    a = np.arange(6, dtype=np.int16)
+    meta = np.frombuffer(b'{"a":1}', dtype=np.uint8)
+    assert files._same((meta, a), (meta, a.copy())) is None
+    assert files._same((meta, a), (meta, a.astype(np.int32))) == "the array's type (<i2[6] became <i4[6])"
+    assert files._same((meta, a), (meta, a.reshape(2, 3))) == "the array's type (<i2[6] became <i2[2, 3])"
+    assert files._same((meta, a), (meta, a + np.array([0, 1, 0, 0, 1, 0], dtype=np.int16))) == "2 of 6 array elements"
+    assert files._same((meta, a), (np.frombuffer(b'{"a":2}', dtype=np.uint8), a)) == "the metadata"
+
+
+def test_read_golden_with_a_root_refuses_a_path_outside_it(tmp_path):
+    root = tmp_path / "golden"
+    (root / "m").mkdir(parents=True)
+    write_golden(tmp_path / "outside.npz", to_stored(_tensor()), META)
+    write_golden(root / "m" / "in.npz", to_stored(_tensor()), META)
+    assert torch.equal(read_golden(root / "m" / "in.npz", root=root)[0], _tensor())
+    assert torch.equal(read_golden(tmp_path / "outside.npz")[0], _tensor())
+    with pytest.raises(files.GoldenPathError, match="escapes the golden dir"):
+        read_golden(root / ".." / "outside.npz", root=root)

@@ -122,7 +122,8 @@ def test_directory_at_the_file_path_is_a_format_error_naming_the_fix(tree):
     d = root / "m" / "t" / "_" / "dir.npz"
     d.mkdir()
     for kw in ({"root": root}, {}):
-        with pytest.raises(GoldenFormatError, match=r"dir\.npz is a directory, not a golden file: remove it"):
+        with pytest.raises(GoldenFormatError,
+                           match=r"dir\.npz is a directory, not a golden file: remove it \(rm -r\), then"):
             read_golden(d, **kw)
     with pytest.raises(GoldenFormatError, match="is a directory"):
         write_golden(d, _stored(), META, root=root)
