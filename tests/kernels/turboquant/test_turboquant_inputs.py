@@ -174,10 +174,12 @@ def _aliasing(device, d=16):
         "zero block stride": raw.as_strided((2, 4, 1, sb), (0, sb, sb, 1)),
         "slots interleaved": raw.as_strided((2, 4, 1, sb), (4 * sb, sb // 2, sb, 1)),
         "heads overlap": raw.as_strided((2, 4, 2, sb), (8 * sb, 2 * sb, sb - 4, 1)),
+        "heads share one byte": raw.as_strided((2, 4, 2, sb), (8 * sb, 2 * sb, sb - 1, 1)),
     }
 
 
-@pytest.mark.parametrize("case", ["expand", "zero block stride", "slots interleaved", "heads overlap"])
+@pytest.mark.parametrize("case", ["expand", "zero block stride", "slots interleaved", "heads overlap",
+                                  "heads share one byte"])
 def test_self_overlapping_cache_is_refused(case, device):
     """Two slots sharing bytes would bypass the duplicate-slot guard: refused by name, nothing written."""
     cache = _aliasing(device)[case]
@@ -204,6 +206,61 @@ def test_non_overlapping_permuted_cache_is_accepted(rng, device, harness_arch, t
     tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
     want = _expect(key, value, before, slots, "e4nv", harness_arch)
     _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
+def test_validated_calls_accept_every_slot_they_may_address(rng, device, harness_arch, tolerance):
+    """``validate=True`` refuses only what is wrong: slot 0, the last slot and a skipped (negative) token pass
+    on a cache of one block of one slot and on a larger one, and write what the unvalidated call writes; a
+    single token past the end is still refused, and slot 0 twice is a duplicate like any other."""
+    d = 16
+    sb = slot_bytes(d)
+    key, value = _inputs(rng, 3, 1, d)
+    for nb, bs, slots in ((1, 1, [0, -1, 0]), (2, 4, [7, 0, -1])):
+        slots = torch.tensor(slots)
+        if nb == 1:  # one slot: the first and third tokens both address it; only one may write it
+            key_, value_, slots = key[:2], value[:2], slots[:2]
+        else:
+            key_, value_ = key, value
+        checked = torch.full((nb, bs, 1, sb), POISON, dtype=torch.uint8, device=device)
+        plain = checked.clone()
+        tq_store_k8v4(key_.to(device), value_.to(device), checked, slots.to(device), fp8_format="e4nv",
+                      validate=True)
+        tq_store_k8v4(key_.to(device), value_.to(device), plain, slots.to(device), fp8_format="e4nv")
+        assert torch.equal(checked, plain)
+        want = _expect(key_, value_, torch.full_like(checked, POISON).cpu(), slots, "e4nv", harness_arch)
+        _assert_cache(_flat(checked), want, d, "e4nv", tolerance)
+        got = tq_load_k8v4(checked, slots.to(device), head_dim=d, validate=True)
+        for g, w in zip(got, tq_load_k8v4(checked, slots.to(device), head_dim=d), strict=True):
+            _same(g, w.cpu())
+    one = torch.full((1, 1, 1, sb), POISON, dtype=torch.uint8, device=device)
+    with pytest.raises(ValueError, match=r"slot_mapping\[0\] = 1 is out of range: the cache has num_blocks × "
+                                         r"block_size = 1 slots \(valid: 0\.\.0, or negative to skip"):
+        tq_store_k8v4(key[:1].to(device), value[:1].to(device), one, torch.tensor([1], device=device),
+                      validate=True)
+    with pytest.raises(ValueError, match=r"slot_mapping writes slot 0 more than once"):
+        tq_store_k8v4(key.to(device), value.to(device), torch.full((2, 4, 1, sb), POISON, dtype=torch.uint8,
+                      device=device), torch.tensor([0, -1, 0], device=device), validate=True)
+    assert bool((one == POISON).all())
+
+
+def test_a_head_dim_of_one_may_come_from_a_strided_view(rng, device, harness_arch, tolerance):
+    """The smallest head: a key and value of head_dim 1 taken as a ``[..., ::2]`` view (stride 2) are stored
+    as their contiguous copies are; ``head_dim`` spans 1..1024, ends included."""
+    from kernels.turboquant import _checks
+
+    assert (_checks.head_dim(1), _checks.head_dim(1024)) == (1, 1024)
+    for bad in (0, 1025, True):
+        with pytest.raises(ValueError, match=r"head_dim must be an int in \[1, 1024\]"):
+            _checks.head_dim(bad)
+    key2, value2 = _inputs(rng, 2, 2, 2)
+    key, value = key2[..., ::2], value2[..., ::2]
+    assert key.shape[-1] == 1 and key.stride(-1) == 2
+    sb = slot_bytes(1)
+    cache = torch.full((1, 4, 2, sb), POISON, dtype=torch.uint8, device=device)
+    slots = torch.tensor([3, 0])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, torch.full_like(cache, POISON).cpu(), slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, 1, "e4nv", tolerance)
 
 
 # --- slots the host did not validate ---------------------------------------------------------------------
