@@ -297,3 +297,34 @@ def test_bounds_are_exact_at_the_edges(setup):
     for bad in ([-2, 0], [0, n_slots]):
         with pytest.raises(ValueError, match="slot_mapping entries must be -1"):
             qsa.store_compressed_keys(cache, keys, torch.tensor(bad, dtype=torch.int32, device=bt.device), w)
+
+
+# --------------------------------------------------- found by mutating kernels/qsa/_checks.py
+
+
+def test_overlap_ignores_dims_of_size_one_and_answers_a_bool():
+    from kernels.qsa import _checks
+
+    x = torch.zeros(8)
+    assert _checks.overlapping(x.as_strided((1, 4), (0, 1))) is False  # a size-1 dim's stride steps nowhere
+    assert _checks.overlapping(x.as_strided((2, 4), (4, 1))) is False
+    assert _checks.overlapping(x.as_strided((2, 4), (3, 1))) is True  # rows share one element
+    assert _checks.overlapping(x.as_strided((2, 4), (0, 1))) is True
+
+
+def test_a_single_row_is_range_checked_like_many():
+    from kernels.qsa import _checks
+
+    bt = torch.tensor([[0, 1]])
+    with pytest.raises(ValueError, match=r"visible_blocks must be >= 0, got min -1"):
+        _checks.visible_within(torch.tensor([-1]), bt, torch.tensor([0]), page_size=4, num_blocks=2)
+    with pytest.raises(ValueError, match=r"visible_blocks\[0\] = 9 exceeds the page-table capacity 2 pages"):
+        _checks.visible_within(torch.tensor([9]), bt, torch.tensor([0]), page_size=4, num_blocks=2)
+    _checks.visible_within(torch.tensor([8]), bt, torch.tensor([0]), page_size=4, num_blocks=2)  # the capacity
+    _checks.visible_within(torch.tensor([], dtype=torch.long), bt, torch.tensor([], dtype=torch.long),
+                           page_size=4, num_blocks=2)
+    with pytest.raises(ValueError, match=r"row_req entries must index block_table rows \[0, 1\), got range "
+                                         r"\[1, 1\]"):
+        _checks.row_req_within(torch.tensor([1]), 1)
+    _checks.row_req_within(torch.tensor([0]), 1)
+    _checks.row_req_within(torch.tensor([], dtype=torch.long), 1)
