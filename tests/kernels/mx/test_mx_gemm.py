@@ -142,6 +142,10 @@ def test_bad_operands_name_the_argument(device):
         (lambda: scaled_gemm(qa, qa, out=torch.empty(4, 5, device=device)), ValueError,
          r"out: expected a float32 \(4, 4\)"),
         (lambda: scaled_gemm(qa, qa, "fp4"), ValueError, r"scheme: expected one of mxfp4, nvfp4"),
+        (lambda: scaled_gemm((qa[0].reshape(-1), qa[1]), qa), ValueError,
+         r"a: codes must be 2-D \(rows, K / 2\) with unit stride along K; got shape \(128,\)"),
+        (lambda: scaled_gemm(qa, (qa[0].T.contiguous().T, qa[1])), ValueError,
+         r"b: codes must be 2-D \(rows, K / 2\) with unit stride along K; got shape \(4, 32\), strides \(1, 4\)"),
     ]:
         with pytest.raises(err, match=text):
             call()

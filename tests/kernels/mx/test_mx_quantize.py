@@ -96,7 +96,10 @@ def test_bad_inputs_name_the_argument(device):
         (lambda: quantize_fp4(x, layout="tiled"), ValueError, r"layout: expected 'linear' or 'swizzled'"),
         (lambda: quantize_fp4(x, out=(u8, u8)), ValueError, r"out\[1\] \(scales\): expected shape \(4, 2\)"),
         (lambda: quantize_fp4(x, out=(u8.float(), u8)), TypeError, r"out\[0\] \(codes\): expected a torch.uint8"),
-        (lambda: quantize_fp4(x, out=u8), TypeError, r"out: expected a \(codes, scales\) pair"),
+        (lambda: quantize_fp4(x, out=u8), TypeError, r"out: expected a \(codes, scales\) pair of tensors; got Tensor"),
+        (lambda: quantize_fp4(x, out=(u8, u8[:, :2], u8)), TypeError,
+         r"out: expected a \(codes, scales\) pair of tensors; got tuple"),
+        (lambda: quantize_fp4(x, out=[u8]), TypeError, r"out: expected a \(codes, scales\) pair of tensors; got list"),
     ]:
         with pytest.raises(err, match=text):
             call()
