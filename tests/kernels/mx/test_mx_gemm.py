@@ -133,6 +133,8 @@ def test_bad_operands_name_the_argument(device):
 
     qa = quantize_fp4(torch.ones(4, 64, device=device))
     qb = quantize_fp4(torch.ones(5, 32, device=device))
+    g = torch.ones(1, device=device)
+    qn = quantize_fp4(torch.ones(4, 64, device=device), "nvfp4", global_scale=g)
     for call, err, text in [
         (lambda: scaled_gemm(qa, qb), ValueError, r"b: K = 32 but a has K = 64"),
         (lambda: scaled_gemm(qa[0], qa), TypeError, r"a: mxfp4 operands are \(codes, scales\)"),
@@ -142,6 +144,8 @@ def test_bad_operands_name_the_argument(device):
         (lambda: scaled_gemm(qa, qa, out=torch.empty(4, 5, device=device)), ValueError,
          r"out: expected a float32 \(4, 4\)"),
         (lambda: scaled_gemm(qa, qa, "fp4"), ValueError, r"scheme: expected one of mxfp4, nvfp4"),
+        (lambda: scaled_gemm((*qn[:2], qn[2].half()), qn, "nvfp4"), ValueError,
+         r"global_scale: nvfp4 needs a one-element float32 tensor .*; got torch.float16 of shape \(\)"),
         (lambda: scaled_gemm((qa[0].reshape(-1), qa[1]), qa), ValueError,
          r"a: codes must be 2-D \(rows, K / 2\) with unit stride along K; got shape \(128,\)"),
         (lambda: scaled_gemm(qa, (qa[0].T.contiguous().T, qa[1])), ValueError,
