@@ -1,0 +1,114 @@
+"""``harness.plugin.report``: merging shards' ``--harness-report`` files on hand-built reports. The shards'
+end-to-end path is ``test_shards.py``; these pin each merge rule and refusal, which a mutation survey found it
+left open (the launch cells' sums, findings kept once, keys present in some reports only)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from harness.plugin import report
+from harness.summary import Collector, Observation
+
+pytestmark = pytest.mark.lane_independent
+
+
+def _obs(test: str, op: str = "cast", ulp: int = 0, passed: bool = True) -> dict:
+    c = Collector()
+    c.add(Observation(op=op, dtype="bf16", arch="sm90", n=8, worst_ulp=ulp, worst_abs=0.5 * ulp, tol="t",
+                      max_ulp=1, passed=passed, test=test))
+    return c.to_dicts()[0]
+
+
+def _launches(**kw) -> dict:
+    base = {"targets": ["sm80", "sm90"], "widen": True, "widen_targets": ["sm90"], "seconds": 1.25,
+            "compiles": 3, "cached": 1, "cells": [], "findings": []}
+    return {**base, **kw}
+
+
+def _report(*obs: dict, **keys) -> dict:
+    c = Collector()
+    c.merge(obs)
+    return {**c.report(), **keys}
+
+
+def test_launch_counts_add_up_per_kernel_and_target_and_findings_are_kept_once():
+    a = _launches(cells=[{"kernel": "k", "target": "sm90", "ok": 2, "expected": 1},
+                         {"kernel": "k", "target": "sm80", "ok": 1}],
+                  findings=[{"kernel": "k", "what": "x"}])
+    b = _launches(seconds=0.3334, compiles=4, cached=0,
+                  cells=[{"kernel": "k", "target": "sm90", "ok": 3, "failed": 1}, {"kernel": "j", "target": "sm90",
+                                                                                    "ok": 1}],
+                  findings=[{"kernel": "k", "what": "x"}, {"kernel": "j", "what": "y"}])
+    got = report._merge_launches([a, b])
+    assert got == {"targets": ["sm80", "sm90"], "widen": True, "widen_targets": ["sm90"], "seconds": 1.583,
+                   "compiles": 7, "cached": 1,
+                   "cells": [{"kernel": "j", "target": "sm90", "ok": 1},
+                             {"kernel": "k", "target": "sm80", "ok": 1},
+                             {"kernel": "k", "target": "sm90", "ok": 5, "expected": 1, "failed": 1}],
+                   "findings": [{"kernel": "k", "what": "x"}, {"kernel": "j", "what": "y"}]}
+    # a shard that compiled nothing adds nothing (absent counts are zeros)
+    assert report._merge_launches([a, {k: a[k] for k in report._LAUNCH_SETTINGS}])["compiles"] == 3
+
+
+@pytest.mark.parametrize("key", ["targets", "widen", "widen_targets"])
+def test_launch_settings_must_agree(key):
+    with pytest.raises(ValueError, match=f"compile_launches: the reports ran with different {key} "):
+        report._merge_launches([_launches(), _launches(), _launches(**{key: "other"})])
+
+
+def test_a_launch_key_without_a_rule_is_refused():
+    with pytest.raises(ValueError, match=r"compile_launches: no merge rule for extra, more"):
+        report._merge_launches([_launches(), _launches(extra=1, more=2)])
+
+
+def test_rows_are_recomputed_from_every_shards_observations():
+    a = _report(_obs("t::b", ulp=1), _obs("t::a", op="dot"))
+    b = _report(_obs("t::c", ulp=2, passed=False))
+    merged = report.merge([a, b])
+    assert [o["test"] for o in merged["observations"]] == ["t::a", "t::b", "t::c"]
+    assert merged == _report(_obs("t::a", op="dot"), _obs("t::b", ulp=1), _obs("t::c", ulp=2, passed=False))
+    cast = next(r for r in merged["rows"] if r["op"] == "cast")
+    assert (cast["checks"], cast["failures"], cast["worst_ulp"]) == (2, 1, 2)
+
+
+def test_other_keys_must_be_in_every_report_and_equal():
+    a, b = _report(_obs("t::a")), _report(_obs("t::b"))
+    assert report.merge([{**a, "arch": "sm90"}, {**b, "arch": "sm90"}])["arch"] == "sm90"
+    with pytest.raises(ValueError, match="report key 'arch' differs between the reports and has no merge rule"):
+        report.merge([{**a, "arch": "sm90"}, {**b, "arch": "sm80"}])
+    with pytest.raises(ValueError, match="report key 'arch' differs"):
+        report.merge([{**a, "arch": "sm90"}, b])  # present in one only
+    # compile_launches has a rule: merged even where only one shard launched anything
+    assert report.merge([{**a, "compile_launches": _launches()}, b])["compile_launches"]["compiles"] == 3
+
+
+def test_what_cannot_be_merged_is_refused():
+    with pytest.raises(ValueError, match="no reports to merge"):
+        report.merge([])
+    with pytest.raises(ValueError, match=r"report 2: version 0, this harness merges 1"):
+        report.merge([_report(), {**_report(), "version": 0}])
+
+
+def test_the_command_writes_the_merge_and_says_what_it_holds(tmp_path, capsys):
+    paths = []
+    for i, obs in enumerate((_obs("t::a"), _obs("t::b", op="dot"))):
+        paths.append(tmp_path / f"r{i}.json")
+        report.write(paths[-1], _report(obs, tols={"b", "a"}))
+    assert json.loads(paths[0].read_text())["tols"] == ["a", "b"]  # sets are written sorted
+    assert not list(tmp_path.glob("*.tmp*"))
+    out = tmp_path / "merged.json"
+    assert report.run(argparse.Namespace(out=str(out), inputs=[str(p) for p in paths])) == 0
+    assert capsys.readouterr().out == f"report merge: 2 report(s), 2 rows, 2 checks -> {out}\n"
+    assert [r["op"] for r in json.loads(out.read_text())["rows"]] == ["cast", "dot"]
+    (tmp_path / "bad.json").write_text("{")
+    assert report.run(argparse.Namespace(out=str(out), inputs=[str(tmp_path / "bad.json")])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"report merge: {tmp_path / 'bad.json'}: cannot read a harness report ("), err
+
+
+def test_write_refuses_what_json_cannot_hold(tmp_path):
+    with pytest.raises(TypeError, match="not JSON serializable: object"):
+        report.write(tmp_path / "r.json", {"x": object()})
