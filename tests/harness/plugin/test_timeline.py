@@ -89,3 +89,10 @@ def test_a_crashed_worker_is_counted_as_handing_over_nothing(pytester):
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly", "--harness-lane=interp")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([HEADER, "2 workers; *", "1 worker(s) handed over no timeline"])
+
+
+def test_a_session_that_ended_at_its_start_renders_no_share():
+    """Every clock reading 0 (a worker that ran nothing at once): no division by a zero span."""
+    lines = render([WorkerTimes("gw0", 0.0, 0, 0.0, None, None)])
+    assert lines[0] == ("1 workers; the last test ended 0.0 s after the session started; tests kept the workers "
+                        "busy 0% of 1 × 0.0 s")
