@@ -48,6 +48,8 @@ def test_plan_order_harness_gpus_then_visible_list_then_device_count():
     assert gpus.plan({}, hip=False, device_count=lambda: 4) == Plan(CUDA, ("0", "1", "2", "3"), "device count")
     assert gpus.plan({ROCR: "4,5"}, hip=True, device_count=_no_count) == Plan(ROCR, ("4", "5"), ROCR)
     assert gpus.plan({}, hip=True, device_count=lambda: 2) == Plan(HIP, ("0", "1"), "device count")
+    # one GPU (the H200 box): a plan of one device, not "no GPU"
+    assert gpus.plan({}, hip=False, device_count=lambda: 1) == Plan(CUDA, ("0",), "device count")
 
 
 def test_plan_is_none_without_gpus_or_when_switched_off():
