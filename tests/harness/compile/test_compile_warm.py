@@ -263,18 +263,6 @@ def test_the_gpu_lane_counts_its_compiles_and_records_them(pytester, monkeypatch
 
 # --------------------------------------------------- found by mutating harness/compile/warm.py (in process)
 
-WK_KERNEL = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def halve(x_ptr, y_ptr, BLOCK: tl.constexpr):
-    o = tl.arange(0, BLOCK)
-    tl.store(y_ptr + o, tl.load(x_ptr + o) * 0.5)
-'''
-
-
 def test_constexpr_values_round_trip_through_their_manifest_form(tmp_path, monkeypatch):
     import math
 
@@ -293,14 +281,14 @@ def test_constexpr_values_round_trip_through_their_manifest_form(tmp_path, monke
     c = trip(tl.constexpr(tl.float16))
     assert isinstance(c, tl.constexpr) and c.value == tl.float16
     # a module-level kernel is named by module and qualname, and imported back
-    (tmp_path / "wk_values.py").write_text(WK_KERNEL)
+    (tmp_path / "wk_values.py").write_text(KERNEL)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # a JITFunction, as on the GPU lane (nothing is compiled)
     monkeypatch.delitem(sys.modules, "wk_values", raising=False)
     import wk_values
 
-    assert _encode(wk_values.halve) == {"jit": ["wk_values", "halve"]}
-    assert trip(wk_values.halve) is _unwrap(wk_values.halve)
+    assert _encode(wk_values.scale_kernel) == {"jit": ["wk_values", "scale_kernel"]}
+    assert trip(wk_values.scale_kernel) is _unwrap(wk_values.scale_kernel)
 
 
 @pytest.mark.parametrize("value, kind", [
@@ -402,23 +390,18 @@ print(json.dumps({"before": before, "after": root in sys.path, "latched": latche
 '''
 
 
-def test_an_entry_is_compiled_from_its_file_once_latched(tmp_path):
+def test_an_entry_is_compiled_from_its_file_once_latched(recorded, tmp_path):
     """A kernel module that does not import by name (``wkpkg.kmod``, its folder not on ``sys.path``) is found
     from the entry's file, relative to the rootdir; the e5m2 lowering is latched once per target, before the
     target's first compile; the second compile of an entry is read from Triton's cache. In a process of its
     own, as the warm start's pool runs it: this lane's process imported Triton interpreting."""
     root = tmp_path / "root"
     (root / "wkpkg").mkdir(parents=True)
-    (root / "wkpkg" / "kmod.py").write_text(WK_KERNEL)
+    (root / "wkpkg" / "kmod.py").write_text(KERNEL)
     (tmp_path / "one.py").write_text(COMPILE_ONE)
-    entry = {"module": "wkpkg.kmod", "qualname": "halve", "file": "wkpkg/kmod.py",
-             "signature": [["x_ptr", "*fp32"], ["y_ptr", "*fp32"], ["BLOCK", "constexpr"]],
-             "constexprs": [[[2], 32]], "attrs": [], "options": {"num_warps": 1}}
-    env_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    p = subprocess.run([sys.executable, str(tmp_path / "one.py"), json.dumps(entry), str(root)], cwd=tmp_path,
-                       env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "0",
-                            "PYTHONPATH": env_path}, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
+    _, entries = read_manifest(recorded / "launches.json")
+    entry = dict(entries[0], module="wkpkg.kmod", file="wkpkg/kmod.py")
+    p = _run([str(tmp_path / "one.py"), json.dumps(entry), str(root)], tmp_path, tmp_path / "cache")
     got = json.loads(p.stdout.splitlines()[-1])
     assert got["out"][:3] == [["compiled", ""], ["cached", ""], ["compiled", ""]]
     assert got["latched"] == ["sm80", "sm90"]
