@@ -73,18 +73,25 @@ def _meta_npy(meta: dict) -> bytes:
     return _npy(np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
 
 
+def _headers(buf: bytes | bytearray, member: str | None = None) -> list[tuple[int, bool]]:
+    """(offset, is_local) of every local header and central directory entry, of ``member`` only if given."""
+    out = []
+    for sig, local in ((b"PK\x03\x04", True), (b"PK\x01\x02", False)):
+        pos = 0
+        while (pos := buf.find(sig, pos)) >= 0:
+            name_at = pos + (30 if local else 46)
+            if member is None or buf[name_at:name_at + len(member)] == member.encode():
+                out.append((pos, local))
+            pos += 4
+    return out
+
+
 def _declare_size(data: bytes, member: str, size: int) -> bytes:
     """``data`` with ``member``'s uncompressed size rewritten in its local header and central directory
     entry (what a crafted file can claim; the CRC and the payload are left as they are)."""
     buf = bytearray(data)
-    name = member.encode()
-    for sig, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
-        pos = 0
-        while (pos := buf.find(sig, pos)) >= 0:
-            name_at = pos + (30 if sig == b"PK\x03\x04" else 46)
-            if buf[name_at:name_at + len(name)] == name:
-                struct.pack_into("<I", buf, pos + at, size)
-            pos += 4
+    for pos, local in _headers(buf, member):
+        struct.pack_into("<I", buf, pos + (22 if local else 24), size)
     return bytes(buf)
 
 
@@ -306,9 +313,14 @@ def _has_stored_member(p) -> bool:
 # --------------------------------------------------- found by mutating harness/golden/files.py: reading limits
 
 
-def _members_of(data: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+def _members() -> dict[str, bytes]:
+    """The members of a fresh golden of ``_tensor()``, by name: the parts the tests below swap one at a time."""
+    with zipfile.ZipFile(io.BytesIO(encode_golden(to_stored(_tensor()), META))) as zf:
         return {n: zf.read(n) for n in zf.namelist()}
+
+
+def _meta_of(members: dict[str, bytes]) -> bytes:
+    return np.lib.format.read_array(io.BytesIO(members["meta.npy"])).tobytes()
 
 
 def test_members_are_npy_1_0_dated_1980_mode_0644(tmp_path):
@@ -322,7 +334,7 @@ def test_members_are_npy_1_0_dated_1980_mode_0644(tmp_path):
 
 @pytest.mark.parametrize("version", [(2, 0), (3, 0)])
 def test_npy_members_of_version_2_and_3_read(version):
-    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    members = _members()
     arr = np.lib.format.read_array(io.BytesIO(members["tensor.npy"]))
     buf = io.BytesIO()
     np.lib.format.write_array(buf, arr, version=version, allow_pickle=False)
@@ -331,7 +343,7 @@ def test_npy_members_of_version_2_and_3_read(version):
 
 
 def test_npy_members_of_another_version_or_no_npy_are_refused():
-    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    members = _members()
     npy = members["tensor.npy"]
     with pytest.raises(GoldenFormatError, match="member tensor.npy has npy version 4, expected 1, 2 or 3"):
         decode_golden(_zip({**members, "tensor.npy": npy[:6] + b"\x04" + npy[7:]}))
@@ -341,11 +353,8 @@ def test_npy_members_of_another_version_or_no_npy_are_refused():
 
 def test_encrypted_members_are_refused():
     data = bytearray(encode_golden(to_stored(_tensor()), META))
-    for sig, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # general-purpose flag bits, both headers
-        pos = 0
-        while (pos := data.find(sig, pos)) >= 0:
-            data[pos + at] |= 0x1
-            pos += 4
+    for pos, local in _headers(data):
+        data[pos + (6 if local else 8)] |= 0x1  # the general-purpose flags' encryption bit
     with pytest.raises(GoldenFormatError, match=r"member (meta|tensor)\.npy is encrypted"):
         decode_golden(bytes(data))
 
@@ -364,8 +373,8 @@ def test_the_deflate_ratio_limit_is_1032_to_1_plus_64_bytes():
 
 
 def test_metadata_of_exactly_one_mib_reads_and_one_byte_more_is_refused():
-    members = _members_of(encode_golden(to_stored(_tensor()), META))
-    meta = np.lib.format.read_array(io.BytesIO(members["meta.npy"])).tobytes()
+    members = _members()
+    meta = _meta_of(members)
 
     def meta_member(total: int) -> bytes:
         # the npy header's length depends only on the digits of the shape: pad the JSON to hit ``total``
@@ -382,14 +391,14 @@ def test_metadata_of_exactly_one_mib_reads_and_one_byte_more_is_refused():
 
 @pytest.mark.parametrize("arr", [np.zeros((2, 8), dtype=np.uint8), np.zeros(8, dtype=np.int16)])
 def test_a_meta_member_that_is_not_1d_bytes_is_refused(arr):
-    members = _members_of(encode_golden(to_stored(_tensor()), META))
+    members = _members()
     with pytest.raises(GoldenFormatError, match=r"unreadable metadata \(meta member is not a 1-d uint8 array\)"):
         decode_golden(_zip({**members, "meta.npy": _npy(arr)}))
 
 
 def test_metadata_nested_16_deep_is_read_and_17_is_refused():
-    members = _members_of(encode_golden(to_stored(_tensor()), META))
-    base = json.loads(np.lib.format.read_array(io.BytesIO(members["meta.npy"])).tobytes())
+    members = _members()
+    base = json.loads(_meta_of(members))
 
     def nested(depth: int) -> dict:
         v: object = 1
