@@ -91,7 +91,8 @@ def test_counts_and_unused_files_over_the_union(tmp_path):
 
 
 def test_a_verdict_before_judging_counts_nothing():
-    assert (Verdict(records=3).tests, Verdict(records=3).golden_tests, Verdict(records=3).files_used) == (0, 0, 0)
+    v = Verdict(records=3)
+    assert (v.tests, v.golden_tests, v.files_used) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("field, value, words", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -16,10 +17,9 @@ pytestmark = pytest.mark.lane_independent
 
 
 def _obs(test: str, op: str = "cast", ulp: int = 0, passed: bool = True) -> dict:
-    c = Collector()
-    c.add(Observation(op=op, dtype="bf16", arch="sm90", n=8, worst_ulp=ulp, worst_abs=0.5 * ulp, tol="t",
-                      max_ulp=1, passed=passed, test=test))
-    return c.to_dicts()[0]
+    """One observation as a report holds it."""
+    return asdict(Observation(op=op, dtype="bf16", arch="sm90", n=8, worst_ulp=ulp, worst_abs=0.5 * ulp, tol="t",
+                              max_ulp=1, passed=passed, test=test))
 
 
 def _launches(**kw) -> dict:
