@@ -11,6 +11,10 @@ For each call of ``bench_turboquant.py``'s d128 bf16 shape (16k tokens, 8 heads)
 - ``launches``: the call's launches alone, through ``run_compiled`` with the arguments the call gave it;
 - ``run``: the same launches through Triton's compiled-kernel launcher alone, stream and metadata prepared
   (the floor of any Python-side launch path on Triton's launcher);
+- ``C launch``: the launcher's C function itself (``compiled.run.launch``, Triton 3.6's ``CudaLauncher``), once
+  with the tensors and once with their addresses as ints: for a tensor the C code calls ``data_ptr()`` and
+  ``cuPointerGetAttribute``, for an int neither, so the two rows price that check (NaN where the installed
+  Triton's launcher has no such function, or the kernel needs scratch memory);
 - and the same machine's reference costs: ``torch.empty`` on the GPU, ``torch.cuda.current_stream()``.
 
 Then the top functions of a cProfile of 2,000 queued calls each. Not a test; prints a table and, with
@@ -75,6 +79,30 @@ def _raw_runs(seen: list[tuple]):
     return run
 
 
+def _c_launches(seen: list[tuple], as_ints: bool):
+    """A function calling each recorded launch's C launcher directly (None if one cannot be)."""
+    prepared = []
+    for compiled, grid, full, device in seen:
+        run = compiled.run
+        launch = getattr(run, "launch", None)
+        if launch is None or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+            return None
+        stream = launch_mod._driver().get_current_stream(torch.cuda.current_device() if device is None else device)
+        hooks = triton.knobs.runtime
+        meta = None if hooks.launch_enter_hook is None else compiled.launch_metadata(grid, stream, *full)
+        g = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+        args = tuple(a.data_ptr() if as_ints and isinstance(a, torch.Tensor) else a for a in full)
+        prepared.append((launch, g, stream, compiled.function, run.launch_cooperative_grid, run.launch_pdl,
+                         compiled.packed_metadata, meta, hooks, args))
+
+    def run():
+        for launch, g, stream, fn, coop, pdl, packed, meta, hooks, args in prepared:
+            launch(*g, stream, fn, coop, pdl, None, None, packed, meta, hooks.launch_enter_hook,
+                   hooks.launch_exit_hook, *args)
+
+    return run
+
+
 def _profile(fn, calls: int = 2000, top: int = 18) -> str:
     pr = cProfile.Profile()
     pr.enable()
@@ -122,6 +150,14 @@ def main() -> None:
         rows.append(_row(name, f"launches ({len(seen)}, run_compiled)",
                          host_us(lambda seen=seen: [launch_mod.run_compiled(*s) for s in seen], 300, sync=False)))
         rows.append(_row(name, "run (compiled launcher alone)", host_us(_raw_runs(seen), 300, sync=False)))
+        for as_ints, what in ((False, "C launch, tensors"), (True, "C launch, int addresses")):
+            c = _c_launches(seen, as_ints)
+            try:
+                us = float("nan") if c is None else host_us(c, 300, sync=False)
+            except Exception as e:  # a launcher whose C signature differs: a finding, not a crash
+                print(f"{name}: {what} failed: {type(e).__name__}: {e}", flush=True)
+                us = float("nan")
+            rows.append(_row(name, what, us))
         profiles.append(f"--- {name}: cProfile of 2,000 queued calls ---\n{_profile(fn)}")
     emit("host time per call, broken down (us)", COLUMNS, rows, args.json)
     for p in profiles:
