@@ -11,7 +11,8 @@ the same events with L2 filled by a read instead (clean lines: evicting them cos
 - ``read`` / ``copy`` of N bytes moved (a Triton read-only streaming kernel; ``Tensor.copy_`` of N/2 to N/2):
   the floor a memory-bound kernel of that size meets, with and without the flush's write-back;
 - the QSA decode logits (FP8 and BF16) and the turboquant store at the shapes of ``bench_qsa.py`` /
-  ``bench_turboquant.py`` where issue 25's targets are missed.
+  ``bench_turboquant.py`` where issue 25's targets are missed, each beside a copy of as many bytes timed the
+  same two ways (``pct_copy_*`` = copy time / kernel time: the floor at the row's own size).
 
 Not a test; nothing asserts a time.
 """
@@ -30,7 +31,7 @@ from _common import emit, parse_args, require_cuda, time_ms
 FLUSH_BYTES = 256 * 10**6  # do_bench's own flush buffer size
 SIZES_MIB = (16, 32, 64, 128, 256, 512, 1024)
 COLUMNS = [("row", ""), ("MiB", ".1f"), ("dirty_us", ".1f"), ("clean_us", ".1f"), ("flush_cost_us", ".1f"),
-           ("dirty_GBs", ".0f"), ("clean_GBs", ".0f")]
+           ("dirty_GBs", ".0f"), ("clean_GBs", ".0f"), ("pct_copy_dirty", ".1f"), ("pct_copy_clean", ".1f")]
 
 
 @triton.jit
@@ -70,11 +71,20 @@ def clean_us(fn, reps: int = 100) -> float:
     return 1000 * statistics.median(s.elapsed_time(e) for s, e in times)
 
 
-def _row(name: str, nbytes: int, fn) -> dict:
+def _row(name: str, nbytes: int, fn, *, against_copy: bool = False) -> dict:
     dirty = 1000 * time_ms(fn)
     clean = clean_us(fn)
-    return {"row": name, "MiB": nbytes / 2**20, "bytes": nbytes, "dirty_us": dirty, "clean_us": clean,
-            "flush_cost_us": dirty - clean, "dirty_GBs": nbytes / dirty / 1e3, "clean_GBs": nbytes / clean / 1e3}
+    row = {"row": name, "MiB": nbytes / 2**20, "bytes": nbytes, "dirty_us": dirty, "clean_us": clean,
+           "flush_cost_us": dirty - clean, "dirty_GBs": nbytes / dirty / 1e3, "clean_GBs": nbytes / clean / 1e3,
+           "pct_copy_dirty": float("nan"), "pct_copy_clean": float("nan")}
+    if against_copy:  # the floor at this row's own size: a copy moving as many bytes, timed the same two ways
+        half = nbytes // 2
+        src = torch.empty(half, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        copy = partial(dst.copy_, src)
+        row["pct_copy_dirty"] = 100 * 1000 * time_ms(copy) / dirty
+        row["pct_copy_clean"] = 100 * clean_us(copy) / clean
+    return row
 
 
 def main() -> None:
@@ -102,7 +112,7 @@ def main() -> None:
             _, cache, table, q, vis, _, nb = bq._build(dtype, reqs, tokens, mtp, True, g)
             n_cols = table.shape[1] * cache.page_size
             fn = partial(L.decode_logits, cache, q, table, vis, decode_query_len=mtp, n_cols=n_cols)
-            rows.append(_row(f"qsa {label} logits {dtype}", nb, fn))
+            rows.append(_row(f"qsa {label} logits {dtype}", nb, fn, against_copy=True))
             del cache, table, q, vis
             torch.cuda.empty_cache()
     for label, t, h, d, bs, dtype, fmt in bt.SHAPES:
@@ -110,8 +120,8 @@ def main() -> None:
             continue
         key, value, cache, slots = bt._case(t, h, d, bs, dtype)
         nbytes = 2 * key.numel() * key.element_size() + t * h * slot_bytes(d) + slots.numel() * slots.element_size()
-        rows.append(_row(f"store {label} {fmt}", nbytes, partial(tq_store_k8v4, key, value, cache, slots,
-                                                                   fp8_format=fmt)))
+        store = partial(tq_store_k8v4, key, value, cache, slots, fp8_format=fmt)
+        rows.append(_row(f"store {label} {fmt}", nbytes, store, against_copy=True))
         del key, value, cache, slots
         torch.cuda.empty_cache()
     emit("do_bench's L2 flush: dirty (do_bench) vs clean (read-filled) L2", COLUMNS, rows, args.json,
