@@ -71,6 +71,29 @@ def _precompile(job):
     return job
 
 
+def _radix_levels(levels: tuple, logits, vis, k: int) -> list[dict]:
+    """Graph ms of each level of a radix top-k plan launched alone (as ``topk._run_radix`` launches it)."""
+    from kernels.qsa import topk as T
+
+    rows = logits.shape[0]
+    sizes = [n * k for _, n, _, _ in levels[:-1]]
+    scratch = torch.empty(rows, 2 * sum(sizes), dtype=torch.int32, device=logits.device)
+    out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
+    src, cols, at, timed = logits, logits, 0, []
+    for i, (block, n, w, cfg) in enumerate(levels):
+        if i == len(levels) - 1:
+            dst, dst_keys = out, out
+        else:
+            dst = scratch[:, at : at + sizes[i]]
+            dst_keys = scratch[:, at + sizes[i] : at + 2 * sizes[i]]
+            at += 2 * sizes[i]
+        launch = partial(T._RADIX, (rows, n), (src, cols, vis, dst, dst_keys, src.stride(0), dst.stride(0), w), cfg)
+        launch()  # fills this level's output for the next one
+        timed.append(dict(block=block, programs=rows * n, width_in=w, ms=graph_ms(launch)))
+        src, cols = dst_keys, dst
+    return timed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
@@ -138,6 +161,10 @@ def main() -> None:
                                same=bool(torch.equal(T.topk_columns(logits, vis, bq.K), want)))
             T.BITS_PER_PASS = defaults_bits
             r["topk_bits_per_pass"] = bits
+        kind, how = T._steps(logits.shape[0], n_cols, bq.K, T.CHUNK, T.RADIX_ABOVE, T.SINGLE, T.TILE,
+                             (T.FEW_ROWS, T.SINGLE_FEW), T._warps, T.BITS_PER_PASS)
+        if kind == "radix":  # each level of the split search alone, on the inputs the whole search gave it
+            r["topk_levels"] = _radix_levels(how, logits, vis, bq.K)
         if not args.no_sweep and n_cols > T.RADIX_ABOVE:
             plans = {}
             for few, single_few, tile in TOPK_PLANS:
