@@ -2,8 +2,8 @@
 replay, and host microseconds per call with the launch cache of kernels/_launch.py on and off, and with
 no launch at all: the checks and allocations alone), the logits kernel alone for each tiles-per-program ×
 pipeline-depth candidate (each checked bit for bit against one tile per program, and against paged_logits),
-and the top-k alone for the shipped plan and its candidates, and the bitwise search at 1 and 2 bits a pass (each
-checked equal to the shipped result).
+and the top-k alone for the shipped plan and its candidates (each checked equal to the shipped result), each level
+of a split (radix) top-k alone.
 Not a test; prints JSON lines and writes them to OUT.json.
 
     python benchmarks/qsa_breakdown.py OUT.json [--shapes 0,4] [--dtypes fp8] [--configs 128/8/3,256/8/3]
@@ -121,7 +121,6 @@ def main() -> None:
     out = []
     shipped_tiles = dict(L.DECODE_TILES_PER_PROGRAM)
     defaults = (T.FEW_ROWS, T.SINGLE_FEW, T.TILE)
-    defaults_bits = T.BITS_PER_PASS
     for i, dtype in jobs:
         label, mtp, cache, bt, q, vis, nb = _case(i, dtype)
         n_cols = bt.shape[1] * cache.page_size
@@ -153,16 +152,8 @@ def main() -> None:
             r["logits_sweep"] = sweep
         want = T.topk_columns(logits, vis, bq.K)
         r["topk_graph_ms"] = graph_ms(partial(T.topk_columns, logits, vis, bq.K))
-        if n_cols <= T.RADIX_ABOVE:  # the bitwise search: its passes at 1 and 2 bits each
-            bits = {}
-            for b in (1, 2):
-                T.BITS_PER_PASS = b
-                bits[b] = dict(ms=graph_ms(partial(T.topk_columns, logits, vis, bq.K)),
-                               same=bool(torch.equal(T.topk_columns(logits, vis, bq.K), want)))
-            T.BITS_PER_PASS = defaults_bits
-            r["topk_bits_per_pass"] = bits
         kind, how = T._steps(logits.shape[0], n_cols, bq.K, T.CHUNK, T.RADIX_ABOVE, T.SINGLE, T.TILE,
-                             (T.FEW_ROWS, T.SINGLE_FEW), T._warps, T.BITS_PER_PASS)
+                             (T.FEW_ROWS, T.SINGLE_FEW), T._warps)
         if kind == "radix":  # each level of the split search alone, on the inputs the whole search gave it
             r["topk_levels"] = _radix_levels(how, logits, vis, bq.K)
         if not args.no_sweep and n_cols > T.RADIX_ABOVE:

@@ -8,10 +8,8 @@ Two searches, chosen by row width (H200 timings in docs/performance.md):
 
 - **bitwise** (rows up to ``RADIX_ABOVE`` = 16,384 columns, and any ``k``): one program per row holds the
   row in registers as order-preserving int32 keys and decides the 32 bits of the k-th largest key from the
-  top, ``BITS_PER_PASS`` = 2 bits a counting pass: one sum over the row counts the keys that match the bits
-  decided so far by their next two bits, three counts packed in one int64: 16 block-wide reductions where
-  one bit a pass took 33 (the H200's 64 rows × 8,192 columns took 26 us with 33; docs/performance.md has
-  both timed). Wider rows would be re-read from memory on every pass.
+  top, each bit one counting pass (is ``count(key >= candidate) >= k``?). Wider rows would be re-read from
+  memory on every pass.
 - **radix, split** (wider rows, ``k <= TILE // 2``): the row is cut into ``TILE``-column tiles, one program
   each; a program finds its tile's k-th largest key one 8-bit digit at a time (four ``tl.histogram``
   passes) and keeps its top-k as (key, column) candidates, which one program per row then selects again
@@ -55,10 +53,6 @@ TILE = 2048
 #: Below this many rows the last level is cut down to SINGLE_FEW candidates (see ``_plan``).
 FEW_ROWS = 64
 SINGLE_FEW = 4096
-#: Bits of the k-th largest key the bitwise search decides per counting pass (1 or 2): 2 halves its passes
-#: (16, each one packed int64 sum of three digit counts of FIELD bits) where a count fits its field.
-BITS_PER_PASS = 2
-FIELD = 21
 
 
 @triton.jit
@@ -70,20 +64,21 @@ def _order_key(x):
 
 
 @triton.jit
-def _digits(u, ok, prefix, i, S, BITS: tl.constexpr, FIELD: tl.constexpr, CHUNK: tl.constexpr):
-    # Of the columns ``ok`` whose unsigned-order key ``u`` matches ``prefix`` above bit S + BITS (every one on
-    # the first pass, i == 0), how many have each digit d = (u >> S) & (2**BITS - 1) >= 1: one sum, digit d
-    # counted in the FIELD-bit field d - 1 of an int64 (a single int32 count when BITS == 1).
-    p = tl.minimum(S + BITS, 31)  # unused when i == 0; a shift by 32 is undefined
-    match = ok & ((i == 0) | ((u >> p) == (prefix >> p)))
-    digit = (u >> S) & ((1 << BITS) - 1)
-    if BITS == 1:
-        packed = tl.sum((match & (digit > 0)).to(tl.int32), axis=0)
+def _count(
+    row_ptr, vis, t, ks, offs, STRICT: tl.constexpr, CHUNK: tl.constexpr, RESIDENT: tl.constexpr, N_CHUNKS: tl.constexpr
+):
+    # Visible columns whose key is > t (STRICT) or >= t.
+    if RESIDENT:
+        hit = (ks > t) if STRICT else (ks >= t)
+        n = tl.sum((hit & (offs < vis)).to(tl.int32))
     else:
-        one = tl.full([CHUNK], 1, tl.int64)
-        field = ((digit - 1) * FIELD).to(tl.int64)
-        packed = tl.sum(tl.where(match & (digit > 0), one << field, 0), axis=0)
-    return packed
+        n = tl.zeros([], dtype=tl.int32)
+        for c in tl.static_range(N_CHUNKS):
+            cols = c * CHUNK + offs
+            key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
+            hit = (key > t) if STRICT else (key >= t)
+            n += tl.sum((hit & (cols < vis)).to(tl.int32))
+    return n
 
 
 @triton.jit
@@ -98,12 +93,9 @@ def _bitwise_topk_kernel(
     CHUNK: tl.constexpr,
     RESIDENT: tl.constexpr,
     N_CHUNKS: tl.constexpr,
-    BITS: tl.constexpr,
-    FIELD: tl.constexpr,
 ):
     # K, the chunk counts and the loops over them are compile-time: the Triton 3.6 interpreter cannot run a
     # loop bounded by a runtime value.
-    tl.static_assert(CHUNK < 65536)  # the compaction packs two per-chunk counts into one int32 scan
     r = tl.program_id(0).to(tl.int64)
     # Clamped to the row: an unvalidated visible count past the logits' width (or below 0) must not make
     # the loads leave the row; valid counts are unchanged.
@@ -114,46 +106,20 @@ def _bitwise_topk_kernel(
         ks = _order_key(tl.load(row_ptr + offs, mask=offs < vis, other=0.0))
     else:
         ks = tl.zeros([CHUNK], dtype=tl.int32)  # unused: each pass reloads the row
-    # The k-th largest visible key, BITS bits a pass from the top, in the unsigned order (key ^ INT32_MIN):
-    # ``prefix`` holds the bits decided so far, ``need`` how many of the top k lie among the columns that
-    # match it. A row with <= k visible columns keeps prefix 0 (key INT32_MIN) and need k: everything is taken.
-    prefix = tl.zeros([], dtype=tl.int32)
-    need = tl.full([], K, dtype=tl.int32)
+    # t: the key of the k-th largest visible score, the largest t with count(key >= t) >= k, decided bit by
+    # bit from the top (int64 bookkeeping, int32 compares: every candidate lies in the int32 range).
+    # A row with <= k visible columns keeps t = INT32_MIN: everything is taken.
+    t = tl.full([], -2147483648, dtype=tl.int64)
     if vis > K:
-        for i in range(32 // BITS):
-            S = 32 - BITS * (i + 1)
-            if RESIDENT:
-                packed = _digits(ks ^ -2147483648, offs < vis, prefix, i, S, BITS, FIELD, CHUNK)
-            else:
-                if BITS == 1:
-                    packed = tl.zeros([], dtype=tl.int32)
-                else:
-                    packed = tl.zeros([], dtype=tl.int64)
-                for c in tl.static_range(N_CHUNKS):
-                    cols = c * CHUNK + offs
-                    key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
-                    packed += _digits(key ^ -2147483648, cols < vis, prefix, i, S, BITS, FIELD, CHUNK)
-            # The largest digit d whose count of matching keys with digit >= d reaches need.
-            above = tl.zeros([], dtype=tl.int32)  # matching keys with a digit above the one looked at
-            chosen = tl.zeros([], dtype=tl.int32)
-            d = tl.zeros([], dtype=tl.int32)
-            new_need = need
-            for dd in tl.static_range((1 << BITS) - 1, 0, -1):
-                if BITS == 1:
-                    n = packed
-                else:
-                    n = ((packed >> (FIELD * (dd - 1))) & ((1 << FIELD) - 1)).to(tl.int32)
-                hit = (chosen == 0) & (above + n >= need)
-                d = tl.where(hit, dd, d)
-                new_need = tl.where(hit, need - above, new_need)
-                chosen = tl.where(hit, 1, chosen)
-                above += n
-            need = tl.where(chosen == 0, need - above, new_need)  # digit 0: every counted key is above it
-            prefix = prefix | (d << S)
-    t32 = prefix ^ -2147483648  # back to the signed order of _order_key
-    # Compaction: every key above t, and the first ``need`` equal to it; one scan counts both (above in the
-    # high 16 bits, equal in the low 16: CHUNK < 2**16).
-    above_t = tl.zeros([], dtype=tl.int32)
+        step = tl.full([], 2147483648, dtype=tl.int64)
+        for _ in range(32):
+            cand = (t + step).to(tl.int32)
+            if _count(row_ptr, vis, cand, ks, offs, False, CHUNK, RESIDENT, N_CHUNKS) >= K:
+                t += step
+            step = step // 2
+    t32 = t.to(tl.int32)
+    need = K - _count(row_ptr, vis, t32, ks, offs, True, CHUNK, RESIDENT, N_CHUNKS)  # ties at t to take
+    taken = tl.zeros([], dtype=tl.int32)
     ties = tl.zeros([], dtype=tl.int32)
     for c in tl.static_range(N_CHUNKS):
         cols = c * CHUNK + offs
@@ -162,17 +128,13 @@ def _bitwise_topk_kernel(
         else:
             key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
         ok = cols < vis
-        gt = ok & (key > t32)
-        eq = ok & (key == t32)
-        run = tl.cumsum((gt.to(tl.int32) << 16) | eq.to(tl.int32), axis=0)
-        n_eq = ties + (run & 0xFFFF)  # ties up to and including this column
-        take = gt | (eq & (n_eq <= need))
-        pos = above_t + (run >> 16) + tl.minimum(n_eq, need) - 1
+        eq = (key == t32) & ok
+        tie_rank = ties + tl.cumsum(eq.to(tl.int32), axis=0) - 1
+        take = ((key > t32) & ok) | (eq & (tie_rank < need))
+        pos = taken + tl.cumsum(take.to(tl.int32), axis=0) - 1
         tl.store(out_ptr + r * stride_or + pos, cols.to(tl.int32), mask=take)
-        total = tl.sum((gt.to(tl.int32) << 16) | eq.to(tl.int32), axis=0)
-        above_t += total >> 16
-        ties += total & 0xFFFF
-    taken = above_t + tl.minimum(ties, need)
+        taken += tl.sum(take.to(tl.int32))
+        ties += tl.sum(eq.to(tl.int32))
     for c in tl.static_range((K + CHUNK - 1) // CHUNK):
         p = c * CHUNK + offs
         tl.store(out_ptr + r * stride_or + p, tl.full([CHUNK], -1, tl.int32), mask=(p >= taken) & (p < K))
@@ -300,7 +262,7 @@ def _plan(
 @functools.lru_cache(maxsize=512)
 def _steps(
     rows: int, width: int, k: int, chunk: int, radix_above: int, single: int, tile: int, few: tuple[int, int],
-    warps: object, bits_per_pass: int,
+    warps: object,
 ) -> tuple:
     """The launches of ``topk_columns`` for one shape, computed once: ("bitwise", config) or
     ("radix", ((block, tiles, width in, config), ...)). The tunables (``warps``: the ``_warps`` rule) are
@@ -308,10 +270,8 @@ def _steps(
     plan = _plan(width, k, single, tile, rows, few) if width > radix_above else None
     if plan is None:
         c = min(chunk, max(16, triton.next_power_of_2(max(width, k))))
-        bits = bits_per_pass if width < 1 << FIELD else 1  # a count of up to ``width`` must fit its field
         return ("bitwise", _BITWISE.config(
-            dict(K=k, CHUNK=c, RESIDENT=width <= c, N_CHUNKS=triton.cdiv(width, c), BITS=bits, FIELD=FIELD),
-            dict(num_warps=warps(c))))
+            dict(K=k, CHUNK=c, RESIDENT=width <= c, N_CHUNKS=triton.cdiv(width, c)), dict(num_warps=warps(c))))
     levels, w = [], width
     for i, (block, n) in enumerate(plan):
         cfg = _RADIX.config(
@@ -330,8 +290,7 @@ def _radix_topk(
     rows, width = logits.shape
     if _plan(width, k, single, tile, rows) is None:
         return False
-    steps = _steps(rows, width, k, CHUNK, -1, single, tile, (FEW_ROWS, SINGLE_FEW), _warps, BITS_PER_PASS)
-    _run_radix(steps[1], logits, visible, out)
+    _run_radix(_steps(rows, width, k, CHUNK, -1, single, tile, (FEW_ROWS, SINGLE_FEW), _warps)[1], logits, visible, out)
     return True
 
 
@@ -355,7 +314,7 @@ def _run_radix(levels: tuple, logits: torch.Tensor, visible: torch.Tensor, out: 
 
 def _bitwise_topk(logits: torch.Tensor, visible: torch.Tensor, k: int, out: torch.Tensor) -> None:
     rows, width = logits.shape
-    cfg = _steps(rows, width, k, CHUNK, width, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW), _warps, BITS_PER_PASS)[1]
+    cfg = _steps(rows, width, k, CHUNK, width, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW), _warps)[1]
     _BITWISE((rows,), (logits, visible, out, logits.stride(0), out.stride(0), width), cfg)
 
 
@@ -372,7 +331,7 @@ def topk_columns(
         out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
     if rows == 0:
         return out
-    kind, how = _steps(rows, width, k, CHUNK, RADIX_ABOVE, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW), _warps, BITS_PER_PASS)
+    kind, how = _steps(rows, width, k, CHUNK, RADIX_ABOVE, SINGLE, TILE, (FEW_ROWS, SINGLE_FEW), _warps)
     if kind == "radix":
         _run_radix(how, logits, visible, out)
     else:

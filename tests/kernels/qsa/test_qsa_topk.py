@@ -97,31 +97,11 @@ def test_radix_topk_writes_a_row_slice_of_a_larger_result(rng, device):
     assert (buf[:, 0] == 99).all() and (buf[:, k + 1 :] == 99).all()
 
 
-@pytest.mark.parametrize("bits", [1, 2], ids=["1-bit-passes", "2-bit-passes"])
 @pytest.mark.parametrize("chunk", [32, 128], ids=["chunked", "resident"])
 @pytest.mark.parametrize("k", [1, 5])
-def test_bitwise_topk_is_the_documented_selection(bits, chunk, k, rng, device, monkeypatch):
+def test_bitwise_topk_is_the_documented_selection(chunk, k, rng, device, monkeypatch):
     monkeypatch.setattr(T, "CHUNK", chunk)  # 32: the row is re-read in chunks on every counting pass
-    monkeypatch.setattr(T, "BITS_PER_PASS", bits)
     x, vis = _rows(k, rng)
-    out = torch.full((x.shape[0], k), 7, dtype=torch.int32, device=device)
-    T._bitwise_topk(x.to(device), vis.to(device), k, out)
-    assert out.cpu().tolist() == _spec(x, vis, k)
-
-
-@pytest.mark.parametrize("width", [63, 64, 100], ids=["counts-fit", "at-the-field", "counts-overflow"])
-def test_bitwise_passes_fall_back_to_one_bit_where_a_count_could_overflow_its_field(width, rng, device, monkeypatch):
-    # 6-bit fields hold counts up to 63: a row of 64 or more columns must count one bit a pass (one int32
-    # count), or its packed digit counts would carry into each other.
-    monkeypatch.setattr(T, "FIELD", 6)
-    k = 5
-    cfg = T._steps(12, width, k, T.CHUNK, width, T.SINGLE, T.TILE, (T.FEW_ROWS, T.SINGLE_FEW), T._warps, 2)[1]
-    assert dict(cfg[1])["BITS"] == (2 if width < 64 else 1)
-    x, vis = _rows(k, rng)
-    x = torch.cat([x, x], dim=1)[:, :width]
-    x[0] = 1.0  # every column ties: the first pass counts all of them under one digit
-    vis = vis.clamp(max=width)
-    vis[:2] = width
     out = torch.full((x.shape[0], k), 7, dtype=torch.int32, device=device)
     T._bitwise_topk(x.to(device), vis.to(device), k, out)
     assert out.cpu().tolist() == _spec(x, vis, k)
