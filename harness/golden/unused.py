@@ -10,7 +10,8 @@ its tests checked or loaded, which golden tests passed), and ``python -m harness
 
 The rule (:func:`unused_files`): a golden file is unused when no test checked or loaded it, unless its
 directory belongs to a selected test that did not pass (failed, skipped, never ran: its checks may not have
-been reached) or its module was skipped at collection. The union of records is judged only when it is the
+been reached), or it is a file the params of such a test share (a directory of that test that is no param's
+own, such as the inputs every param loads with ``param="inputs"``), or its module was skipped at collection. The union of records is judged only when it is the
 whole suite: every record collected the same tests, their selections together cover all of them, and no
 record is narrower for another reason (``-k``, ``-m``, a path argument...) or ended interrupted. Anything
 else is a verdict that could not judge (exit 2), never a silent pass.
@@ -49,13 +50,19 @@ def unused_files(root: Path, rootdir: Path, *, used: Iterable[str], items: Mappi
                  passed: Iterable[str], skipped_modules: Iterable[str]) -> list[str]:
     """Golden files under ``root`` (paths relative to ``rootdir``) that no test used.
 
-    ``used``: files checked or loaded; ``items``: selected golden tests -> their golden directory;
+    ``used``: files checked or loaded; ``items``: selected golden tests -> their golden directory
+    (``<root>/<module>/<test>/<param id or _>``);
     ``passed``: tests that passed (and failed or skipped in no phase); ``skipped_modules``: module stems skipped
     at collection."""
     if not root.is_dir():
         return []
     used, passed, skipped = set(used), set(passed), set(skipped_modules)
     blocked = {d for n, d in items.items() if n not in passed}
+    # A directory <root>/<module>/<test>/<name> that is no selected test's own holds files its test's params
+    # share (inputs each one loads with ``param=``): they wait on every param of that test.
+    depth = len(_rel(root, rootdir).split("/")) + 3
+    waiting = {d.rsplit("/", 1)[0] for d in blocked if len(d.split("/")) == depth}
+    own = set(items.values())
     out = []
     for p in sorted(root.rglob("*.npz")):
         if not p.is_file():
@@ -67,6 +74,8 @@ def unused_files(root: Path, rootdir: Path, *, used: Iterable[str], items: Mappi
         except (ValueError, IndexError):
             stem = ""
         if rel in used or parent in blocked or stem in skipped:
+            continue
+        if parent not in own and parent.rsplit("/", 1)[0] in waiting:
             continue
         out.append(rel)
     return out

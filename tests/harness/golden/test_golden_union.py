@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.golden.unused import RECORD_KIND, RECORD_VERSION, Verdict, judge, load_record
+from harness.golden.unused import RECORD_KIND, RECORD_VERSION, Verdict, judge, load_record, unused_files
 
 SUITE = [f"tests/test_m.py::test_{i}" for i in range(12)]
 
@@ -88,6 +88,28 @@ def test_counts_and_unused_files_over_the_union(tmp_path):
     # a golden test that failed in the shard that ran it blocks its directory; one passing elsewhere does not
     b["passed"] = SUITE[7:]
     assert judge([("a.json", a), ("b.json", b)], tmp_path).unused == ["golden/other/x.npz"]
+
+
+def test_files_a_tests_params_share_wait_on_all_of_its_params(tmp_path):
+    # golden/<module>/<test>/<param>: "inputs" is no param's own directory; every param loads it. On the GPU lane
+    # of 2026-12-05 every param was skipped (lane-independent), and the inputs were called unused.
+    fn = "golden/test_m/test_f"
+    goldens(tmp_path, "test_m/test_f/a/x.npz", "test_m/test_f/a/y.npz", "test_m/test_f/b/x.npz",
+            "test_m/test_f/inputs/in.npz", "test_m/test_g/inputs/in.npz")
+    items = {SUITE[0]: f"{fn}/a", SUITE[1]: f"{fn}/b", SUITE[2]: "golden/test_m/test_g/_"}
+    used = [f"{fn}/a/x.npz"]
+
+    def unused(passed):
+        return unused_files(tmp_path / "golden", tmp_path, used=used, items=items, passed=passed, skipped_modules=())
+
+    # b skipped: its own file and the shared inputs wait; a passed without its y, test_g without its inputs
+    assert unused([SUITE[0], SUITE[2]]) == [f"{fn}/a/y.npz", "golden/test_m/test_g/inputs/in.npz"]
+    # every param passed and none loaded the inputs: unused too
+    every = [f"{fn}/a/y.npz", f"{fn}/b/x.npz", f"{fn}/inputs/in.npz", "golden/test_m/test_g/inputs/in.npz"]
+    assert unused(SUITE[:3]) == every
+    # a test of another depth (a golden root one level deeper) blocks its own directory only
+    items[SUITE[3]] = "golden/test_m"
+    assert unused(SUITE[:3]) == every
 
 
 def test_a_verdict_before_judging_counts_nothing():
