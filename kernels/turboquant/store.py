@@ -640,11 +640,13 @@ def launch_config(head_dim: int) -> tuple[int, int]:
 def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
     """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``; ``elem_size`` is the widest source
     element in bytes. A program stores ``rows`` (token, head) rows: ``heads_per_program`` heads of
-    ``rows / heads`` tokens. 8 rows / 1 warp / two 8-byte loads: the fastest (or tied, within 0.5%) of the
-    H200 sweep at every shape of ``bench_turboquant.py --sweep`` (rows 2-16 x warps 1-2 x split 16-byte
-    loads; d128 bf16/fp16, d96 bf16, d80 fp32, d256 bf16; docs/performance.md, "Evening run"); 2 rows lost
-    30%, 16 rows 2-20% (more layout conversions through shared memory), 2 warps 2-10%."""
-    return (8, 1, False)
+    ``rows / heads`` tokens. 8 rows / two 8-byte loads: the fastest (or tied, within 0.5%) of the H200 sweeps
+    at every shape of ``bench_turboquant.py --sweep`` (rows 2-16 x warps 1-2 x split 16-byte loads; d128
+    bf16/fp16, d96 bf16, d80 fp32, d256 bf16; docs/performance.md, "Evening run"); 2 rows lost 30%, 16 rows
+    2-20% (more layout conversions through shared memory). 1 warp, except 2 for 16-bit sources at d128: since
+    the loads-first rework, two H200 runs put bf16 d128 at 78% of copy with 1 warp, and the sweep of
+    2026-12-05 at 85-86% with 2 (fp16 d128 tied, 85.2 vs 85.6%; d96 bf16 lost 8 points, d80 and d256 1-2)."""
+    return (8, 2 if head_dim == 128 and elem_size == 2 else 1, False)
 
 
 def words_grid(num_tokens: int, num_heads: int, num_slots: int, toks: int, heads: int) -> tuple[int, int] | None:
