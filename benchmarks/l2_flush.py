@@ -61,7 +61,7 @@ def clean_us(fn, reps: int = 100) -> float:
     fn()
     times = []
     for _ in range(reps):
-        torch.sum(buf, dtype=torch.int64, out=sink)  # evicts fn's dirty lines here, leaves clean ones
+        torch.sum(buf, 0, dtype=torch.int64, out=sink)  # evicts fn's dirty lines here, leaves clean ones
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
