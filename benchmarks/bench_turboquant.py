@@ -198,7 +198,7 @@ def main() -> None:
         check_larger_than_l2(store_bytes, label)
         store = partial(tq_store_k8v4, key, value, cache, slots, fp8_format=fmt)
         load = partial(tq_load_k8v4, cache, slots, head_dim=d, fp8_format=fmt)
-        r0, w0, v0 = default(d, key.element_size())
+        r0, w0, v0 = default(d, key.dtype, value.dtype, fmt)
         cfg = f"{r0}r/{w0}w{'/vec' if v0 else ''}"
         rows.append(_row("store", label, fmt, th, cfg, store_bytes, copy, time_ms(store), graph_ms(store),
                          host_us(store, calls=200)))
@@ -227,7 +227,7 @@ def main() -> None:
             for r in args.sweep_rows:
                 for w in args.sweep_warps:
                     for v in map(bool, args.sweep_vec):
-                        store_mod.words_launch_config = lambda head_dim, elem_size, r=r, w=w, v=v: (r, w, v)
+                        store_mod.words_launch_config = lambda *shape, r=r, w=w, v=v: (r, w, v)
                         try:
                             ms = graph_ms(store)
                         finally:

@@ -637,16 +637,18 @@ def launch_config(head_dim: int) -> tuple[int, int]:
     return (1, 1) if head_dim > 128 else (4, 2)
 
 
-def words_launch_config(head_dim: int, elem_size: int) -> tuple[int, int, bool]:
-    """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``; ``elem_size`` is the widest source
-    element in bytes. A program stores ``rows`` (token, head) rows: ``heads_per_program`` heads of
-    ``rows / heads`` tokens. 8 rows / two 8-byte loads: the fastest (or tied, within 0.5%) of the H200 sweeps
-    at every shape of ``bench_turboquant.py --sweep`` (rows 2-16 x warps 1-2 x split 16-byte loads; d128
-    bf16/fp16, d96 bf16, d80 fp32, d256 bf16; docs/performance.md, "Evening run"); 2 rows lost 30%, 16 rows
-    2-20% (more layout conversions through shared memory). 1 warp, except 2 for 16-bit sources at d128: since
-    the loads-first rework, two H200 runs put bf16 d128 at 78% of copy with 1 warp, and the sweep of
-    2026-12-05 at 85-86% with 2 (fp16 d128 tied, 85.2 vs 85.6%; d96 bf16 lost 8 points, d80 and d256 1-2)."""
-    return (8, 2 if head_dim == 128 and elem_size == 2 else 1, False)
+def words_launch_config(head_dim: int, key_dtype: torch.dtype, value_dtype: torch.dtype,
+                        fmt: str) -> tuple[int, int, bool]:
+    """(rows per program, warps, VEC) of ``_store_k8v4_words_kernel``. A program stores ``rows`` (token, head)
+    rows: ``heads_per_program`` heads of ``rows / heads`` tokens. 8 rows / two 8-byte loads: the fastest (or
+    tied, within 0.5%) of the H200 sweeps at every shape of ``bench_turboquant.py --sweep`` (rows 2-16 x warps
+    1-2 x split 16-byte loads; d128 bf16/fp16, d96 bf16, d80 fp32, d256 bf16; docs/performance.md, "Evening
+    run"); 2 rows lost 30%, 16 rows 2-20% (more layout conversions through shared memory). 1 warp, except 2
+    for bf16 sources with e4nv keys at d128, from the H200 runs of 2026-12-05 (% of copy, 1 warp -> 2):
+    bf16 e4nv d128 78.3 -> 84.8-84.9 (1M and 2M token-heads, four runs), bf16 e4b15 d128 84.7 -> 82.9,
+    fp16 d128 85.6-85.8 -> 84.8-85.1, d96 bf16 83.6 -> 75.8, d80 fp32 89.0 -> 87.5-87.9, d256 92.5 -> 90.2."""
+    two = head_dim == 128 and key_dtype == value_dtype == torch.bfloat16 and fmt == "e4nv"
+    return (8, 2 if two else 1, False)
 
 
 def words_grid(num_tokens: int, num_heads: int, num_slots: int, toks: int, heads: int) -> tuple[int, int] | None:
@@ -708,7 +710,7 @@ def _words_plan(config: Any, paths: Any, head_dim: int, fmt: str, key_dtype: tor
     """(constexprs, warps) of one word-kernel launch, computed once per key. ``config`` and ``paths`` are
     ``words_launch_config`` and ``gpu_paths`` as the call found them: a swapped one (the benchmark's sweep,
     tests) is a new key, so it takes effect at once."""
-    rows, warps, vec = config(head_dim, max(key_dtype.itemsize, value_dtype.itemsize))
+    rows, warps, vec = config(head_dim, key_dtype, value_dtype, fmt)
     consts = _words_constexprs(head_dim, fmt, rows, warps, key_dtype, value_dtype, vec, num_heads=num_heads,
                                block_size=block_size, paths=paths(device_type, fmt, cc))
     return consts, warps
@@ -822,7 +824,7 @@ def words_compile_spec(
     if isinstance(arch, bool) or not isinstance(arch, int) or arch < 0:
         raise ValueError(f"arch must be a compute capability as an int (90 for sm90), got {arch!r}")
     kd, vd = _TORCH_DTYPE[key_dtype], _TORCH_DTYPE[value_dtype or key_dtype]
-    rows, warps, vec = words_launch_config(head_dim, max(kd.itemsize, vd.itemsize))
+    rows, warps, vec = words_launch_config(head_dim, kd, vd, fmt)
     sig = _signature("*i64", "*i64", "*i32", slot_dtype, words=True)  # sources as int64 words, cache as int32
     consts = _words_constexprs(head_dim, fmt, rows, warps, kd, vd, vec, num_heads=num_heads, block_size=block_size,
                                paths=gpu_paths("cuda" if gpu else "cpu", fmt, arch))

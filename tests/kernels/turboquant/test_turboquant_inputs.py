@@ -303,7 +303,7 @@ def test_every_tile_size_writes_the_same_bytes(rows, d, vec, rng, device, harnes
     (token, head) in every program. d16 runs the int64-word kernel (split 16-byte loads or not), d7 the
     general one's byte path."""
     monkeypatch.setattr(store_mod, "launch_config", lambda head_dim: (rows, 1))
-    monkeypatch.setattr(store_mod, "words_launch_config", lambda head_dim, elem_size: (rows, 1, vec))
+    monkeypatch.setattr(store_mod, "words_launch_config", lambda *shape: (rows, 1, vec))
     t, h = 7, 3
     key, value = _inputs(rng, t, h, d)
     cache = torch.full((3, 4, h, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
@@ -513,8 +513,9 @@ def test_head_groups_beyond_grid_y_launch_the_general_kernel(device, monkeypatch
 
 @pytest.mark.parametrize(
     "kd, vd, d",
-    # every branch of words_launch_config; the mixed case takes the wider (value) element
-    [("bf16", None, 128), ("fp16", None, 96), ("fp32", None, 80), ("bf16", None, 256), ("bf16", "fp32", 128)],
+    # every branch of words_launch_config: 2 warps for bf16 e4nv at d128; 1 for e4b15, fp16, other dims, a mix
+    [("bf16", None, 128), ("fp16", None, 128), ("fp16", None, 96), ("fp32", None, 80), ("bf16", None, 256),
+     ("bf16", "fp32", 128)],
 )
 @pytest.mark.parametrize("fmt", ["e4nv", "e4b15"])
 def test_words_compile_spec_is_what_the_store_launches(kd, vd, d, fmt, device, monkeypatch):
@@ -594,7 +595,7 @@ def _variants(key, value, slots, new_cache):
     def strided(x):  # rows 8-byte aligned, twice as far apart
         return torch.cat([x, x], 2)[:, :, : x.shape[2]]
 
-    rows4 = {"words_launch_config": lambda head_dim, elem_size: (4, 1, False)}
+    rows4 = {"words_launch_config": lambda *shape: (4, 1, False)}
     return [
         ("base", key, value, new_cache, slots, {}, None),
         ("fewer tokens", key[:3], value[:3], new_cache, slots[:3], {}, None),
