@@ -25,10 +25,12 @@ class _Compiled:
         self.log = log
 
     def launch_metadata(self, grid, stream, *args):
-        return None
+        self.log.append(("metadata", grid))
+        return {"name": "stand_in"}
 
     def run(self, gx, gy, gz, stream, function, packed, meta, enter, exit_, *args):
         self.log.append(("direct", (gx, gy, gz), args))
+        self.hooks = (meta, enter, exit_)
 
 
 class _Kernel:
@@ -182,6 +184,38 @@ def test_a_planned_layout_keeps_its_compiled_kernel_and_launches_it_with_the_cal
     fresh = {}
     _launch.launch_planned(launcher, fresh, "z", (5,), cfg, (a, b, out, 32, 21), lambda: viewed(21))
     assert views == [17, 32, 21, 21] and _kinds(k)[-2:] == ["triton", "triton"] and fresh == {}
+
+
+@pytest.mark.parametrize("enter, leave", [("empty", "empty"), (None, None), ("hooked", "empty"), ("empty", "hooked"),
+                                          ("plain", None)])
+def test_launch_hooks_are_passed_only_where_they_call_something(enter, leave, cuda_stand_in, monkeypatch):
+    """Triton 3.5+'s hook chains are never None: an empty one is passed as None and no launch metadata is built
+    (the launcher then calls nothing, as the empty chain would); a chain holding a hook, or a plain function (an
+    older Triton's hook), is passed as is, with the metadata both hooks receive."""
+    import triton
+
+    made = {"empty": lambda: triton.knobs.HookChain(), "hooked": lambda: _chain(), "plain": lambda: print,
+            None: lambda: None}
+    hooks = triton.knobs.runtime
+    monkeypatch.setattr(hooks, "launch_enter_hook", made[enter]())
+    monkeypatch.setattr(hooks, "launch_exit_hook", made[leave]())
+    log = []
+    compiled = _Compiled(log)
+    _launch.run_compiled(compiled, (3,), (1, 2))
+    calls = [e for e in (enter, leave) if e not in ("empty", None)]
+    assert [e[0] for e in log] == (["metadata"] if calls else []) + ["direct"]
+    meta, got_enter, got_leave = compiled.hooks
+    assert meta == ({"name": "stand_in"} if calls else None)
+    assert got_enter is (hooks.launch_enter_hook if enter in ("hooked", "plain") else None)
+    assert got_leave is (hooks.launch_exit_hook if leave == "hooked" else None)
+
+
+def _chain():
+    import triton
+
+    chain = triton.knobs.HookChain()
+    chain.add(lambda metadata: None)
+    return chain
 
 
 def test_int_class_groups_ints_exactly_as_triton_specializes_them():
