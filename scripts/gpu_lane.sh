@@ -40,16 +40,16 @@ tox_env() {
     python3 -m harness compile --warm "${HARNESS_WARM_MANIFEST:-.gpu_launches.json}" --missing-ok \
         --jobs "${HARNESS_WARM_JOBS:-0}" || echo "gpu_lane: the warm start failed (exit $?); the lane compiles as it goes"
     if [ "$env" = regen ]; then
-        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-4} python3 -m harness golden regen "$@"
+        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} python3 -m harness golden regen "$@"
     else
-        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-4} \
+        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} \
             python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --harness-lane=gpu "$@"
     fi
 }
 
 # profile_junit JUNIT: where a lane's summed test time went (per file, the slowest tests, the critical path).
 profile_junit() {
-    python3 - "$1" "${HARNESS_WORKERS_PER_GPU:-4}" <<'PY'
+    python3 - "$1" "${HARNESS_WORKERS_PER_GPU:-8}" <<'PY'
 import collections, sys, xml.etree.ElementTree as ET
 path, workers = sys.argv[1], int(sys.argv[2])
 ran = [(float(t.get("time", 0)), f"{t.get('classname')}::{t.get('name')}") for t in ET.parse(path).iter("testcase")
