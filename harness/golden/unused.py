@@ -11,10 +11,11 @@ its tests checked or loaded, which golden tests passed), and ``python -m harness
 The rule (:func:`unused_files`): a golden file is unused when no test checked or loaded it, unless its
 directory belongs to a selected test that did not pass (failed, skipped, never ran: its checks may not have
 been reached), or it is a file the params of such a test share (a directory of that test that is no param's
-own, such as the inputs every param loads with ``param="inputs"``), or its module was skipped at collection. The union of records is judged only when it is the
-whole suite: every record collected the same tests, their selections together cover all of them, and no
-record is narrower for another reason (``-k``, ``-m``, a path argument...) or ended interrupted. Anything
-else is a verdict that could not judge (exit 2), never a silent pass.
+own, such as the inputs every param loads with ``param="inputs"``), or its module was skipped at collection.
+The union of records is judged only when it is the whole suite: every record collected the same tests, their
+selections together cover all of them, and no record is narrower for another reason (``-k``, ``-m``, a path
+argument...) or ended interrupted. Anything else is a verdict that could not judge (exit 2), never a silent
+pass.
 
 Pure: no torch, no pytest (the merge step runs anywhere the checkout is).
 """
