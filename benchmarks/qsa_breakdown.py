@@ -71,27 +71,28 @@ def _precompile(job):
     return job
 
 
-def _radix_levels(levels: tuple, logits, vis, k: int) -> list[dict]:
-    """Graph ms of each level of a radix top-k plan launched alone (as ``topk._run_radix`` launches it)."""
+def _radix_levels(logits, vis, k: int) -> list[dict]:
+    """Graph ms of each level of the split (radix) top-k launched alone, on the inputs one whole search gave it:
+    the levels are the launches ``topk_columns`` makes through ``topk._RADIX``, recorded (none for the bitwise
+    search)."""
     from kernels.qsa import topk as T
 
-    rows = logits.shape[0]
-    sizes = [n * k for _, n, _, _ in levels[:-1]]
-    scratch = torch.empty(rows, 2 * sum(sizes), dtype=torch.int32, device=logits.device)
-    out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
-    src, cols, at, timed = logits, logits, 0, []
-    for i, (block, n, w, cfg) in enumerate(levels):
-        if i == len(levels) - 1:
-            dst, dst_keys = out, out
-        else:
-            dst = scratch[:, at : at + sizes[i]]
-            dst_keys = scratch[:, at + sizes[i] : at + 2 * sizes[i]]
-            at += 2 * sizes[i]
-        launch = partial(T._RADIX, (rows, n), (src, cols, vis, dst, dst_keys, src.stride(0), dst.stride(0), w), cfg)
-        launch()  # fills this level's output for the next one
-        timed.append(dict(block=block, programs=rows * n, width_in=w, ms=graph_ms(launch)))
-        src, cols = dst_keys, dst
-    return timed
+    real, seen = T._RADIX, []
+
+    class Recorder:  # the launcher, recording each launch (its config() still plans the levels)
+        config = real.config
+
+        def __call__(self, grid, args, cfg):
+            seen.append((grid, args, cfg))
+            return real(grid, args, cfg)
+
+    T._RADIX = Recorder()
+    try:
+        T.topk_columns(logits, vis, k)
+    finally:
+        T._RADIX = real
+    return [dict(block=dict(cfg[1])["BLOCK"], programs=grid[0] * grid[1], width_in=args[-1],
+                 ms=graph_ms(partial(real, grid, args, cfg))) for grid, args, cfg in seen]
 
 
 def main() -> None:
@@ -152,10 +153,8 @@ def main() -> None:
             r["logits_sweep"] = sweep
         want = T.topk_columns(logits, vis, bq.K)
         r["topk_graph_ms"] = graph_ms(partial(T.topk_columns, logits, vis, bq.K))
-        kind, how = T._steps(logits.shape[0], n_cols, bq.K, T.CHUNK, T.RADIX_ABOVE, T.SINGLE, T.TILE,
-                             (T.FEW_ROWS, T.SINGLE_FEW), T._warps)
-        if kind == "radix":  # each level of the split search alone, on the inputs the whole search gave it
-            r["topk_levels"] = _radix_levels(how, logits, vis, bq.K)
+        if n_cols > T.RADIX_ABOVE:
+            r["topk_levels"] = _radix_levels(logits, vis, bq.K)
         if not args.no_sweep and n_cols > T.RADIX_ABOVE:
             plans = {}
             for few, single_few, tile in TOPK_PLANS:
