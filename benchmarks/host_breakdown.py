@@ -61,18 +61,25 @@ def _launches(fn) -> list[tuple]:
     return seen
 
 
-def _raw_runs(seen: list[tuple]):
-    """A function launching each recorded launch through its compiled kernel's ``run`` alone."""
-    prepared = []
+def _prepared(seen: list[tuple]) -> list[tuple]:
+    """(compiled, 3-d grid, stream, launch metadata, arguments) of each recorded launch, everything a launch
+    through Triton's own launcher needs computed beforehand."""
+    out = []
     for compiled, grid, full, device in seen:
         stream = launch_mod._driver().get_current_stream(torch.cuda.current_device() if device is None else device)
-        hooks = triton.knobs.runtime
-        meta = None if hooks.launch_enter_hook is None else compiled.launch_metadata(grid, stream, *full)
-        g = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
-        prepared.append((compiled, g, stream, meta, full, hooks))
+        meta = None if triton.knobs.runtime.launch_enter_hook is None else compiled.launch_metadata(grid, stream,
+                                                                                                    *full)
+        out.append((compiled, (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1), stream,
+                    meta, full))
+    return out
+
+
+def _raw_runs(seen: list[tuple]):
+    """A function launching each recorded launch through its compiled kernel's ``run`` alone."""
+    prepared, hooks = _prepared(seen), triton.knobs.runtime
 
     def run():
-        for compiled, g, stream, meta, full, hooks in prepared:
+        for compiled, g, stream, meta, full in prepared:
             compiled.run(*g, stream, compiled.function, compiled.packed_metadata, meta, hooks.launch_enter_hook,
                          hooks.launch_exit_hook, *full)
 
@@ -81,22 +88,18 @@ def _raw_runs(seen: list[tuple]):
 
 def _c_launches(seen: list[tuple], as_ints: bool):
     """A function calling each recorded launch's C launcher directly (None if one cannot be)."""
-    prepared = []
-    for compiled, grid, full, device in seen:
+    prepared, hooks = [], triton.knobs.runtime
+    for compiled, g, stream, meta, full in _prepared(seen):
         run = compiled.run
         launch = getattr(run, "launch", None)
         if launch is None or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
             return None
-        stream = launch_mod._driver().get_current_stream(torch.cuda.current_device() if device is None else device)
-        hooks = triton.knobs.runtime
-        meta = None if hooks.launch_enter_hook is None else compiled.launch_metadata(grid, stream, *full)
-        g = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         args = tuple(a.data_ptr() if as_ints and isinstance(a, torch.Tensor) else a for a in full)
         prepared.append((launch, g, stream, compiled.function, run.launch_cooperative_grid, run.launch_pdl,
-                         compiled.packed_metadata, meta, hooks, args))
+                         compiled.packed_metadata, meta, args))
 
     def run():
-        for launch, g, stream, fn, coop, pdl, packed, meta, hooks, args in prepared:
+        for launch, g, stream, fn, coop, pdl, packed, meta, args in prepared:
             launch(*g, stream, fn, coop, pdl, None, None, packed, meta, hooks.launch_enter_hook,
                    hooks.launch_exit_hook, *args)
 
