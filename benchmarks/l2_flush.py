@@ -53,6 +53,12 @@ def _reader(nbytes: int):
     return partial(_read_kernel[(grid,)], x, out, x.numel(), BLOCK=block, ITERS=iters, num_warps=8)
 
 
+def _copier(nbytes: int):
+    """A device-to-device copy moving ``nbytes`` (half read, half written), as the copy floor counts bytes."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    return partial(torch.empty_like(src).copy_, src)
+
+
 def clean_us(fn, reps: int = 100) -> float:
     """Median microseconds of ``fn`` between CUDA events, L2 filled before each run by *reading* a buffer of
     do_bench's flush size (after one zeroing write of it, outside every timed region)."""
@@ -78,10 +84,7 @@ def _row(name: str, nbytes: int, fn, *, against_copy: bool = False) -> dict:
            "flush_cost_us": dirty - clean, "dirty_GBs": nbytes / dirty / 1e3, "clean_GBs": nbytes / clean / 1e3,
            "pct_copy_dirty": float("nan"), "pct_copy_clean": float("nan")}
     if against_copy:  # the floor at this row's own size: a copy moving as many bytes, timed the same two ways
-        half = nbytes // 2
-        src = torch.empty(half, dtype=torch.uint8, device="cuda")
-        dst = torch.empty_like(src)
-        copy = partial(dst.copy_, src)
+        copy = _copier(nbytes)
         row["pct_copy_dirty"] = 100 * 1000 * time_ms(copy) / dirty
         row["pct_copy_clean"] = 100 * clean_us(copy) / clean
     return row
@@ -100,10 +103,7 @@ def main() -> None:
     for mib in SIZES_MIB:
         n = mib << 20
         rows.append(_row(f"read {mib} MiB", n, _reader(n)))
-        src = torch.empty(n // 2, dtype=torch.uint8, device="cuda")
-        dst = torch.empty_like(src)
-        rows.append(_row(f"copy {mib // 2} MiB to {mib // 2} MiB", n, partial(dst.copy_, src)))
-        del src, dst
+        rows.append(_row(f"copy {mib // 2} MiB to {mib // 2} MiB", n, _copier(n)))
         torch.cuda.empty_cache()
     g = torch.Generator(device="cuda").manual_seed(0)
     for i in (0, 4):  # 64x32k MTP1 (the lowest ratio), 8x256k MTP2
