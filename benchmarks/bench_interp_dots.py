@@ -119,16 +119,12 @@ def main() -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
-    from harness.interp import approx_math, arith, casts, dots
-    from harness.interp.jit import fix_interpreter_leak
+    from harness.interp import dots, shims
+    from harness.interp.patch import Patch
 
-    target = casts.target_for("sm90")  # every shim the interpreter lane installs, as the pytest plugin does
-    casts.install(target)
-    arith.install(target)
-    approx_math.install()
-    fix_interpreter_leak()
-    handle = dots.install(target)
-    if handle is None:
+    patch = Patch()
+    shims.install(patch, "sm90")  # every shim the interpreter lane installs
+    if not dots.installed():
         raise SystemExit("harness.interp.dots does not understand this Triton's interpreter")
     cases = [
         ("qsa prefill logits", "bf16", _qsa_case("bf16", False)),
@@ -154,7 +150,7 @@ def main() -> None:
         rows.append(row)
         print(f"{name:<28} {dt:<10} {m['shim_s']:>8.3f} {m['plain_s']:>8.3f} {row['ratio']:>12.2f} "
               f"{m['shim_cpu_s']:>7.3f} {m['plain_cpu_s']:>9.3f} {row['cpu_ratio']:>9.2f}", flush=True)
-    dots.uninstall(handle)
+    patch.undo()
     if args.json is not None:
         args.json.write_text(json.dumps({"triton": triton.__version__, "threads": torch.get_num_threads(),
                                          "rows": rows}, indent=1))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.arch import ENV_ARCH, Arch, detect_arch, parse_arch
+from harness.interp.patch import Patch
 
 if TYPE_CHECKING:
     from harness.summary import Collector
@@ -55,6 +56,8 @@ class Session:
     arch: Arch | None = None
     lane: str | None = None
     sections: dict[str, Section] = field(default_factory=dict)
+    #: every replacement the session's features make (interpreter shims, capture, env): undone when it closes
+    patch: Patch = field(default_factory=Patch, repr=False)
     _undo: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def add_section(self, name: str, section: Section) -> None:
@@ -63,7 +66,8 @@ class Session:
         self.sections[name] = section
 
     def on_close(self, undo: Callable[[], None]) -> None:
-        """Run ``undo`` when the session ends (in reverse order of registration): interpreter patches."""
+        """Run ``undo`` when the session ends (in reverse order of registration), before :attr:`patch` is
+        undone: what is not a replacement (a listener's last flush, say). Replacements go through :attr:`patch`."""
         self._undo.append(undo)
 
     def to_worker(self) -> dict[str, Any]:
@@ -91,8 +95,11 @@ class Session:
         return out
 
     def close(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+        try:
+            while self._undo:
+                self._undo.pop()()
+        finally:
+            self.patch.undo()
 
 
 _stack: list[Session] = []

@@ -81,16 +81,10 @@ def main() -> int:
 def _install_shims() -> None:
     """What the pytest plugin installs on the interpreter lane (harness.interp), for sm90: without the tl.dot shim
     the interpreter multiplies raw bf16 bit patterns, and its FP8 dot and casts are not the H200's."""
-    from harness.interp import approx_math, arith, casts, dots
-    from harness.interp.jit import fix_interpreter_leak
+    from harness.interp import shims
+    from harness.interp.patch import Patch
 
-    target = casts.target_for("sm90")
-    casts.install(target)
-    arith.install(target)
-    approx_math.install()
-    dots.install(target)
-    fix_interpreter_leak()
-
+    shims.install(Patch(), "sm90")  # for the whole script
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -114,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_targets_key] = _option_targets(config)  # a bad list is a usage error now, not at collection
     session_of(config).add_section("compile_stats", _Stats())
     if interpreting():
-        session_of(config).on_close(autotune.install(config.getoption("harness_autotune", default="first")))
+        autotune.install(session_of(config).patch, config.getoption("harness_autotune", default="first"))
     _configure_capture(config)
     _configure_warm(config)
 
@@ -506,14 +506,13 @@ def _configure_warm(config: pytest.Config) -> None:
                                     "lane compiles none (run it with --harness-lane=gpu)")
         return
     listener = Listener(record=bool(path), rootdir=config.rootpath)
+    s = session_of(config)
     try:
-        undo = install_listener(listener)
+        install_listener(s.patch, listener)
     except RuntimeError as e:
         if path:
             raise pytest.UsageError(f"--harness-record-launches: {e}") from None
         return
-    s = session_of(config)
-    s.on_close(undo)
     s.add_section(WARM_SECTION, _Warm(listener, path))
 
 

@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["MODES", "config_values", "configs_in_flight", "install"]
+from harness.interp.patch import Patch
+
+__all__ = ["MODES", "TAG", "config_values", "configs_in_flight", "install"]
 
 MODES: tuple[str, ...] = ("first", "each")
+
+#: The tag of this wrapper's record in the patch layer (:mod:`harness.interp.patch`).
+TAG = "autotune"
+_ORIGINAL = "harness_autotune_original"  # on the wrapper: the Autotuner.run it runs configs through
 
 _LOCAL = threading.local()
 
@@ -57,16 +63,16 @@ def config_values(config: Any) -> tuple[dict[str, Any], dict[str, int]]:
     return dict(getattr(config, "kwargs", {}) or {}), opts
 
 
-def install(mode: str) -> Callable[[], None]:
-    """Wrap ``Autotuner.run`` for ``mode`` (:data:`MODES`); returns the undo step."""
+def install(patch: Patch, mode: str) -> None:
+    """Wrap ``Autotuner.run`` for ``mode`` (:data:`MODES`), through ``patch``."""
     if mode not in MODES:
         raise ValueError(f"--harness-autotune={mode!r}: expected one of {', '.join(MODES)}")
     from triton.runtime.autotuner import Autotuner  # only on the interpreter lane, when the session starts
 
-    previous = Autotuner.run
     # An outer session's wrapper (a pytester session nested in a test) is replaced, not wrapped: it would narrow
     # the configs capture sees to the one this wrapper runs.
-    orig = getattr(previous, "_harness_orig", previous)
+    previous = Autotuner.run
+    orig = getattr(previous, _ORIGINAL, previous)
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         configs = list(self.configs)
@@ -89,11 +95,5 @@ def install(mode: str) -> Callable[[], None]:
                     self.configs = saved
             return ret
 
-    run._harness_orig = orig  # type: ignore[attr-defined]
-    Autotuner.run = run
-
-    def undo() -> None:
-        if Autotuner.__dict__.get("run") is run:
-            Autotuner.run = previous
-
-    return undo
+    setattr(run, _ORIGINAL, orig)
+    patch.setattr(Autotuner, "run", run, tag=TAG)

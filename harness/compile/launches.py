@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.compile.targets import parse_targets
 from harness.interp.jit import as_jit
+from harness.interp.patch import Patch, installed
 from harness.session import current
 
 __all__ = [
@@ -57,6 +58,9 @@ __all__ = [
     "state",
     "variants",
 ]
+
+#: The tag of capture's launch wrapper in the patch layer (:mod:`harness.interp.patch`).
+CAPTURE_TAG = "capture"
 
 #: The source dtypes a floating-point tensor argument is widened to.
 WIDEN_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
@@ -546,15 +550,16 @@ class CaptureState:
         block takes the launches made inside it, the outer one does not see them. With ``test_code`` (the test
         function's code object), the launcher calls that asked ``torch.cuda`` about the device before a launch
         are kept for replay."""
-        _install()
         got = Captured(test_code)
-        with self._lock:
-            self._sinks.append(got)
-        try:
-            yield got
-        finally:
-            with self._lock:  # by identity: two blocks' lists may be equal
-                del self._sinks[next(i for i, x in enumerate(self._sinks) if x is got)]
+        with Patch.context() as patch:
+            _install(patch)  # for the block only: outside one, launches run unwatched
+            with self._lock:
+                self._sinks.append(got)
+            try:
+                yield got
+            finally:
+                with self._lock:  # by identity: two blocks' lists may be equal
+                    del self._sinks[next(i for i, x in enumerate(self._sinks) if x is got)]
 
     def _sink(self) -> Captured | None:
         with self._lock:
@@ -651,21 +656,20 @@ def skip_compile(kernel: Any, *targets: str, reason: str = "") -> None:
     state().declarations.add_skip(name, tuple(t.name for t in parse_targets(targets)), reason)
 
 
-def _install() -> None:
-    """Wrap the interpreter's launch once per process; the wrapper hands each launch to the current session's
-    innermost capture block, if any. Why wrap ``run``: it is the one call every interpreted launch makes, with
-    the arguments as given."""
+def _install(patch: Patch) -> None:
+    """Wrap the interpreter's launch, through ``patch``, unless an enclosing capture block already did; the
+    wrapper hands each launch to the current session's innermost capture block. Why wrap ``run``: it is the one
+    call every interpreted launch makes, with the arguments as given."""
     from triton.runtime import interpreter as itp  # on first capture only: loading the plugin imports no triton
 
     cls = itp.InterpretedFunction
-    orig = cls.run
-    if getattr(orig, "_harness_capture", False):
+    if installed(cls, "run", CAPTURE_TAG):
         return
+    orig = cls.run
 
     def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
         if not warmup and state().record(self, args, kwargs):
             return None  # a replay under a device personality: the launch is recorded, not run
         return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
-    run._harness_capture = True  # type: ignore[attr-defined]
-    cls.run = run
+    patch.setattr(cls, "run", run, tag=CAPTURE_TAG)

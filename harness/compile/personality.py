@@ -35,6 +35,7 @@ from types import FrameType, SimpleNamespace
 from typing import Any
 
 from harness.compile.targets import parse_target
+from harness.interp.patch import Patch
 
 __all__ = ["QUERIES", "DeviceQueries", "Personality", "ReplayCall", "device_personality", "replay_root"]
 
@@ -111,14 +112,11 @@ class DeviceQueries:
         import torch  # a test that launches kernels has torch loaded
 
         cuda = torch.cuda
-        saved = {q: cuda.__dict__[q] for q in QUERIES if q in cuda.__dict__}
-        for q, orig in saved.items():
-            setattr(cuda, q, self._wrap(q, orig))
-        try:
+        with Patch.context() as patch:
+            for q in QUERIES:
+                if q in cuda.__dict__:
+                    patch.setattr(cuda, q, self._wrap(q, cuda.__dict__[q]), tag="device-queries")
             yield self
-        finally:
-            for q, orig in saved.items():
-                setattr(cuda, q, orig)
 
     def _wrap(self, query: str, orig: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -38,10 +38,12 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness.interp.patch import Patch
 
 __all__ = [
     "FORMAT",
@@ -224,9 +226,9 @@ class Listener:
                 "slowest": round(self.slowest, 3)}
 
 
-def install_listener(listener: Listener) -> Callable[[], None]:
-    """Make ``listener`` Triton's compilation listener (a listener already there is called after it); returns
-    the undo. ``RuntimeError`` on a Triton without ``knobs.compilation.listener`` (before 3.4)."""
+def install_listener(patch: Patch, listener: Listener) -> None:
+    """Make ``listener`` Triton's compilation listener, through ``patch`` (a listener already there is called
+    after it). ``RuntimeError`` on a Triton without ``knobs.compilation.listener`` (before 3.4)."""
     try:
         from triton import knobs
     except ImportError:
@@ -238,13 +240,7 @@ def install_listener(listener: Listener) -> Callable[[], None]:
         if before is not None:
             before(**kw)
 
-    knobs.compilation.listener = chained
-
-    def undo() -> None:
-        if knobs.compilation.listener is chained:
-            knobs.compilation.listener = before
-
-    return undo
+    patch.setattr(knobs.compilation, "listener", chained, tag="compile-listener")
 
 
 # --- the manifest -------------------------------------------------------------------------------------------

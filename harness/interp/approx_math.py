@@ -34,6 +34,7 @@ All functions take and return fp32 torch tensors on any device.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -42,10 +43,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness.interp import differences
+from harness.interp.patch import Patch, lift
+from harness.interp.patch import installed as patch_installed
+
 __all__ = [
     "LOWERING", "TABLE_FILE", "div_full", "rcp_approx", "sqrt_approx", "rsqrt_approx", "ex2_approx",
-    "exp_approx", "log2_libdevice", "log_libdevice", "table_meta", "use_tables",
+    "exp_approx", "log2_libdevice", "log_libdevice", "table_meta", "use_tables", "install", "installed", "suspended",
+    "TAG",
 ]
+
+#: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
+TAG = "approx_math"
 
 #: What each op lowers to in Triton 3.6.0 and 3.9.0 for sm90 (PTX; read 2026-12, see the module docstring).
 LOWERING = {
@@ -338,14 +347,13 @@ def _wrap(name: str, original, fn):
     w = binary if name == "create_fdiv" else unary
     w.__name__ = w.__qualname__ = name
     w.__wrapped__ = original
-    w._harness_approx_math = True
     return w
 
 
-def install() -> dict | None:
+def install(patch: Patch) -> bool:
     """Route the interpreter's fp32 ``/``, ``sqrt``, ``rsqrt``, ``exp``, ``exp2``, ``log``, ``log2`` through the
-    model; returns the handle :func:`uninstall` takes. A Triton whose interpreter lacks one of the methods gets
-    one warning and no patch at all."""
+    model, via ``patch``. A Triton whose interpreter lacks one of the methods gets one warning and no patch at
+    all (``False``)."""
     import warnings
 
     from triton.runtime import interpreter as itp
@@ -356,47 +364,20 @@ def install() -> dict | None:
         warnings.warn(f"harness.interp.approx_math: this Triton's interpreter has no {', '.join(missing)}; fp32 "
                       "division and math keep the interpreter's IEEE results (the GPU's are approximate)",
                       stacklevel=2)
-        return None
-    saved = {n: cls.__dict__.get(n) for n in SHIMMED}
+        return False
     for n, fn in SHIMMED.items():
-        setattr(cls, n, _wrap(n, getattr(cls, n), fn))
-    return {"cls": cls, "saved": saved}
-
-
-def uninstall(handle: dict | None) -> None:
-    """Undo :func:`install` (handles are undone innermost first, as sessions close)."""
-    if handle is None:
-        return
-    cls = handle["cls"]
-    for n, orig in handle["saved"].items():
-        if orig is None:
-            delattr(cls, n)
-        else:
-            setattr(cls, n, orig)
+        patch.setattr(cls, n, _wrap(n, getattr(cls, n), fn), tag=TAG)
+        differences.mark_modelled(patch, TAG, n, ("fp32",))
+    return True
 
 
 def installed() -> bool:
     """Whether the interpreter's fp32 math is routed through the model now."""
     from triton.runtime import interpreter as itp
 
-    return getattr(getattr(itp.InterpreterBuilder, "create_fdiv", None), "_harness_approx_math", False)
+    return patch_installed(itp.InterpreterBuilder, "create_fdiv", TAG)
 
 
-class suspended:  # noqa: N801 - used as a context manager, like casts.suspended
-    """``with suspended():`` the interpreter's own IEEE fp32 math inside, the shim (if any) again after."""
-
-    def __enter__(self) -> None:
-        from triton.runtime import interpreter as itp
-
-        cls = itp.InterpreterBuilder
-        self._saved = {n: cls.__dict__[n] for n in SHIMMED if getattr(cls.__dict__.get(n), "_harness_approx_math", 0)}
-        for n, w in self._saved.items():
-            while getattr(w, "_harness_approx_math", False):  # every layer (a nested session adds one)
-                w = w.__wrapped__
-            setattr(cls, n, w)
-
-    def __exit__(self, *exc) -> None:
-        from triton.runtime import interpreter as itp
-
-        for n, w in self._saved.items():
-            setattr(itp.InterpreterBuilder, n, w)
+def suspended() -> contextlib.AbstractContextManager[None]:
+    """The interpreter's own IEEE fp32 math inside the block, the shim (if any) again after."""
+    return lift(TAG)

@@ -1,4 +1,4 @@
-"""Make the Triton interpreter's bf16 arithmetic compute what a GPU computes, and warn about the ops it does not.
+"""Make the Triton interpreter's bf16 arithmetic compute what a GPU computes.
 
 Why: the interpreter stores bf16 as raw ``uint16`` (numpy has no bf16) and then does numpy arithmetic on the bit
 patterns: ``1.5 * 2`` gives 0 and ``3 * -1`` gives -3.7e19, comparisons order negative numbers after positive
@@ -16,58 +16,29 @@ with RNE. For ``+ - *`` an fp32 result rounded again to bf16 equals one rounding
 bits: double rounding is innocuous); ``fma`` is rounded to odd in fp32 first, which makes its second rounding
 exact too.
 
-What stays different is reported, never silent: ops known to differ from the GPU (:data:`KNOWN_DIFFERENT`:
-fp32 ``/`` = ``div.full.f32``, MUFU approximations, ``tl.dot``, the GPU's reduction order for bf16 sums, fp
-contraction of ``a * b + c``) get one ``RuntimeWarning`` per kernel, op and dtype. An interpreter whose builder
-the shim does not recognize gets one warning and no patch.
+What stays different is reported, never silent, by :mod:`harness.interp.differences`. An interpreter whose
+builder the shim does not recognize gets one warning and no patch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from harness.arch import Arch, parse_arch
 from harness.fp8 import BF16_EXACT_ATTR
+from harness.interp import differences
+from harness.interp.patch import Patch, installed, lift
 
-__all__ = ["install", "uninstall", "suspended", "active", "warn_once", "KNOWN_DIFFERENT", "BF16_EXACT_ATTR",
-           "bf16_to_f32", "f32_to_bf16", "f64_to_bf16"]
+__all__ = ["install", "suspended", "active", "BF16_EXACT_ATTR", "TAG", "bf16_to_f32", "f32_to_bf16", "f64_to_bf16"]
 
+#: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
+TAG = "arith"
 
-#: Interpreter ops known to compute something else than the GPU, which no shim covers: (builder op, dtype
-#: name or "*") -> what the GPU does. A shim that makes one exact removes its row.
-KNOWN_DIFFERENT: dict[tuple[str, str], str] = {
-    ("create_fdiv", "fp32"): "the GPU's fp32 `/` is div.full.f32 (approximate: 27.6% of quotients 1-2 ulp off, "
-                             "H200); the interpreter divides exactly (tl.math.div_rn is exact on both)",
-    ("create_exp", "fp32"): "tl.exp lowers to ex2.approx.f32 (MUFU) on the GPU; the interpreter uses numpy's exp",
-    ("create_exp2", "fp32"): "tl.exp2 lowers to ex2.approx.f32 (MUFU); the interpreter uses numpy's exp2",
-    ("create_log", "fp32"): "tl.log lowers to lg2.approx.f32 (MUFU); the interpreter uses numpy's log",
-    ("create_log2", "fp32"): "tl.log2 lowers to lg2.approx.f32 (MUFU); the interpreter uses numpy's log2",
-    ("create_sin", "fp32"): "tl.sin lowers to sin.approx.f32 (MUFU); the interpreter uses numpy's sin",
-    ("create_cos", "fp32"): "tl.cos lowers to cos.approx.f32 (MUFU); the interpreter uses numpy's cos",
-    ("create_sqrt", "fp32"): "tl.sqrt lowers to sqrt.approx.f32 (MUFU); the interpreter is correctly rounded "
-                             "(tl.math.sqrt_rn is exact on both)",
-    ("create_rsqrt", "fp32"): "tl.math.rsqrt lowers to rsqrt.approx.f32 (MUFU); the interpreter computes 1/sqrt",
-    ("create_dot", "*"): "tl.dot accumulates in the tensor cores' order and precision (tf32 for fp32 inputs by "
-                         "default); the interpreter uses numpy's matmul",
-    ("create_dot_scaled", "*"): "tl.dot_scaled accumulates in the tensor cores' order; the interpreter uses "
-                                "numpy's matmul",
-    ("sum", "bf16"): "tl.sum of bf16 adds in bf16 on the GPU, in its layout's tree order; the interpreter adds "
-                     "in bf16 (each add rounded, as there) but sequentially, so sums can round differently",
-    ("scan", "bf16"): "tl.cumsum/cumprod of bf16 round each step in bf16 on the GPU in its scan order; the "
-                      "interpreter steps sequentially",
-    ("fma_contraction", "*"): "a product fed into + or - is contracted to one fma by the GPU compiler (fp "
-                              "fusion, on by default through Triton 3.9): one rounding there, two here",
-}
-
-_lock = threading.Lock()
-_tls = threading.local()
+_TARGET_ATTR = "harness_arith_target"  # set on the installed binary_op: the arch it computes as
 
 
 def bf16_to_f32(u: np.ndarray) -> np.ndarray:
@@ -115,53 +86,11 @@ def _fma_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return f64_to_bf16(s)
 
 
-# --- which kernel runs (for one warning per kernel) ---------------------------------------------------------
-
-
-def _kernel_name() -> str:
-    stack = getattr(_tls, "kernels", None)
-    return stack[-1] if stack else "?"
-
-
-@dataclass
-class _Installed:
-    target: Arch
-    originals: list[tuple[Any, str, Any]]
-    warned: set[tuple[str, str, str]] = field(default_factory=set)
-    previous: _Installed | None = None
-
-
-_current: _Installed | None = None
-
-
-def active() -> Arch | None:
-    """The arch whose bf16 arithmetic the interpreter computes now, or ``None`` when the shim is off."""
-    return _current.target if _current is not None else None
-
-
-def warn_once(op: str, dtype: str) -> None:
-    state = _current
-    if state is None:
-        return
-    key = (_kernel_name(), op, dtype)
-    reason = KNOWN_DIFFERENT.get((op, dtype)) or KNOWN_DIFFERENT.get((op, "*"))
-    if reason is None or key in state.warned:
-        return
-    state.warned.add(key)
-    warnings.warn(f"harness: interpreter op {op.removeprefix('create_')} on {dtype} in kernel {key[0]} is not "
-                  f"what the GPU computes: {reason}", RuntimeWarning, stacklevel=4)
-
-
 # --- the builder wrappers -----------------------------------------------------------------------------------
 
 _BINARY_F32 = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
                "fmod": np.fmod}
 _SELECT_OPS = {"maximum", "minimum", "fmax", "fmin"}  # the result is one operand: no rounding
-
-
-def _dtype_name(tl: Any, t: Any) -> str:
-    names = {tl.bfloat16: "bf16", tl.float16: "fp16", tl.float32: "fp32", tl.float64: "fp64"}
-    return names.get(getattr(t, "scalar", t), str(t))
 
 
 def _select_zero_sign(op: str, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -184,9 +113,6 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
     orig_cast = B.cast_impl
     orig_fp_to_fp = B.create_fp_to_fp
     orig_rmw = B.create_atomic_rmw
-    orig_fmul = B.create_fmul
-    orig_fadd = B.create_fadd
-    orig_fsub = B.create_fsub
     RTZ = getattr(getattr(itp, "_ir", None), "ROUNDING_MODE", None)
     RTZ = getattr(RTZ, "RTZ", None)
 
@@ -288,38 +214,12 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
             itp._interpreter.store(p, new, one)
         return TH(old, bf16)
 
-    def create_fmul(self: Any, lhs: Any, rhs: Any) -> Any:
-        out = orig_fmul(self, lhs, rhs)
-        out.attr["harness_product"] = True
-        return out
-
-    def contracted(name: str, orig: Any) -> Any:
-        def fn(self: Any, lhs: Any, rhs: Any) -> Any:
-            if lhs.attr.get("harness_product") or rhs.attr.get("harness_product"):
-                warn_once("fma_contraction", _dtype_name(tl, lhs.dtype))
-            return orig(self, lhs, rhs)
-
-        fn.__name__ = name
-        return fn
-
-    def warned(name: str) -> Any:
-        orig = getattr(B, name)
-
-        def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
-            warn_once(name, _dtype_name(tl, args[0].dtype))
-            return orig(self, *args, **kwargs)
-
-        fn.__name__ = name
-        return fn
-
     cast_impl.__dict__[BF16_EXACT_ATTR] = True
     out: dict[tuple[Any, str], Any] = {
         (B, "binary_op"): binary_op, (B, "ternary_op"): ternary_op, (B, "create_fma"): create_fma,
         (B, "create_clampf"): create_clampf,
         (B, "cast_impl"): cast_impl, (B, "create_fp_to_fp"): create_fp_to_fp,
-        (B, "create_atomic_rmw"): create_atomic_rmw, (B, "create_fmul"): create_fmul,
-        (B, "create_fadd"): contracted("create_fadd", orig_fadd),
-        (B, "create_fsub"): contracted("create_fsub", orig_fsub),
+        (B, "create_atomic_rmw"): create_atomic_rmw,
     }
     if orig_fneg is not None:
         out[(B, "create_fneg")] = create_fneg
@@ -329,11 +229,7 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
     out[(B, "create_minnumf")] = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)
     if not hasattr(B, "get_bf16"):  # Triton 3.6: bf16 scalar constants (x * 0.1) fail without it
         out[(B, "get_bf16")] = lambda self, value: self.cast_impl(self.get_fp32(value), tl.bfloat16)
-    for name in {op for op, _ in KNOWN_DIFFERENT if op.startswith("create_")} - {"create_fadd", "create_fsub"}:
-        if hasattr(B, name):
-            out[(B, name)] = warned(name)
     out.update(_reduce_wrappers(itp, tl))
-    out[(itp.GridExecutor, "__call__")] = _grid_call(itp.GridExecutor.__call__)
     return out
 
 
@@ -359,7 +255,7 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
     def r_sum(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
         if input.dtype.scalar != bf16:
             return orig_sum(self, input)
-        warn_once("sum", "bf16")
+        differences.warn("sum", "bf16")
         data = input.handle.data
         if self.axis is None:
             out = seq(data.reshape(-1), 0, np.add, False, scan=False)
@@ -389,27 +285,13 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
         def fn(self: Any, input: Any) -> Any:  # noqa: A002
             if input.dtype.scalar != bf16:
                 return orig(self, input)
-            warn_once("scan", "bf16")
+            differences.warn("scan", "bf16")
             return [self.to_tensor(seq(input.handle.data, self.axis, op, False, scan=True), input.dtype)]
 
         return fn
 
     return {(R, "sum"): r_sum, (R, "min_max"): r_min_max, (S, "cumsum"): scan(orig_cumsum, np.add),
             (S, "cumprod"): scan(orig_cumprod, np.multiply)}
-
-
-def _grid_call(orig: Any) -> Any:
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        stack = getattr(_tls, "kernels", None)
-        if stack is None:
-            stack = _tls.kernels = []
-        stack.append(getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?")))
-        try:
-            return orig(self, *args, **kwargs)
-        finally:
-            stack.pop()
-
-    return __call__
 
 
 # --- install / uninstall ------------------------------------------------------------------------------------
@@ -440,11 +322,10 @@ def _layout_problem(itp: Any, tl: Any) -> str | None:
     return None
 
 
-def install(target: str | Arch | None = None) -> _Installed | None:
-    """Make the interpreter's bf16 arithmetic the GPU's (integer -> bf16 conversions as ``target`` lowers them;
-    default sm90) and arm the warnings of :data:`KNOWN_DIFFERENT`. Returns the handle for :func:`uninstall`, or
-    ``None`` after one warning when this Triton's interpreter is not understood. Installs nest."""
-    global _current
+def install(patch: Patch, target: str | Arch | None = None) -> bool:
+    """Make the interpreter's bf16 arithmetic the GPU's, through ``patch`` (integer -> bf16 conversions as
+    ``target`` lowers them; default sm90). ``False`` after one warning when this Triton's interpreter is not
+    understood: nothing is patched then."""
     t = parse_arch("sm90" if target is None else target)
     try:
         import triton.language as tl
@@ -452,64 +333,31 @@ def install(target: str | Arch | None = None) -> _Installed | None:
     except ImportError as e:
         warnings.warn(f"harness: Triton's interpreter is not importable ({e}); its bf16 arithmetic stays as is",
                       RuntimeWarning, stacklevel=2)
-        return None
+        return False
     problem = _layout_problem(itp, tl)
     if problem:
         warnings.warn(f"harness: cannot make the interpreter's bf16 arithmetic GPU-exact on this Triton "
                       f"({problem}); its own (bf16 computed on bit patterns) stays in use", RuntimeWarning,
                       stacklevel=2)
-        return None
-    with _lock:
-        wrappers = _make_wrappers(itp, tl, t)
-        originals = [(obj, name, obj.__dict__.get(name)) for (obj, name) in wrappers]
-        for (obj, name), fn in wrappers.items():
-            setattr(obj, name, fn)
-        _current = _Installed(t, originals, previous=_current)
-        return _current
+        return False
+    wrappers = _make_wrappers(itp, tl, t)
+    wrappers[(itp.InterpreterBuilder, "binary_op")].__dict__[_TARGET_ATTR] = t
+    for (obj, name), fn in wrappers.items():
+        patch.setattr(obj, name, fn, tag=TAG)
+    return True
 
 
-@contextlib.contextmanager
-def suspended() -> Iterator[None]:
-    """The interpreter's own bf16 arithmetic inside the block (every nested install lifted: to measure or model
-    it), the shims' after."""
-    global _current
-    with _lock:
-        saved = _current
-        layers = []  # nested installs, newest first: each one's originals are the wrappers of the one below
-        h = saved
-        while h is not None:
-            layers.append(h)
-            h = h.previous
-        touched = list(dict.fromkeys((obj, name) for layer in layers for obj, name, _ in layer.originals))
-        replaced = [(obj, name, obj.__dict__.get(name)) for obj, name in touched]
-        for layer in layers:
-            _restore(layer.originals)
-        _current = None
+def active() -> Arch | None:
+    """The arch whose bf16 arithmetic the interpreter computes now, or ``None`` when the shim is off."""
     try:
-        yield
-    finally:
-        with _lock:
-            _current = saved
-            _restore(replaced)
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return None
+    B = itp.InterpreterBuilder
+    return B.binary_op.__dict__.get(_TARGET_ATTR) if installed(B, "binary_op", TAG) else None
 
 
-def _restore(entries: list[tuple[Any, str, Any]]) -> None:
-    """Put each (object, attribute, value) back, newest first; a value of None means the attribute was absent."""
-    for obj, name, value in reversed(entries):
-        if value is None:
-            if name in obj.__dict__:
-                delattr(obj, name)
-        else:
-            setattr(obj, name, value)
-
-
-def uninstall(handle: _Installed | None) -> None:
-    """Undo one :func:`install` (``None`` is a no-op); handles must be undone in reverse order."""
-    global _current
-    if handle is None:
-        return
-    with _lock:
-        if handle is not _current:
-            raise RuntimeError("interp.arith.uninstall: handles must be undone in reverse install order")
-        _restore(handle.originals)
-        _current = handle.previous
+def suspended() -> contextlib.AbstractContextManager[None]:
+    """The interpreter's own bf16 arithmetic inside the block (every layer of this shim lifted: to measure or
+    model it), the shim's after."""
+    return lift(TAG)

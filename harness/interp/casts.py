@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import threading
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,14 +29,17 @@ import torch
 
 from harness.arch import Arch, parse_arch, supports_format
 from harness.fp8 import FORMATS, IMITATES_ATTR, decode, encode, rz_f16_bits
+from harness.interp.patch import Patch, installed, lift
 
-__all__ = ["CastRefusedError", "install", "uninstall", "active_target", "target_for", "suspended", "DEFAULT_TARGET"]
+__all__ = ["CastRefusedError", "install", "active_target", "target_for", "suspended", "DEFAULT_TARGET", "TAG"]
+
+#: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
+TAG = "casts"
 
 #: The arch whose casts the interpreter reproduces when none is given (the H200 the goldens come from).
 DEFAULT_TARGET = "sm90"
 
 _EXPECTED_PARAMS = ["input", "input_dtype", "output_dtype", "rounding_mode"]
-_lock = threading.Lock()
 
 
 def _compilation_error_base() -> type[Exception]:
@@ -65,21 +65,15 @@ class CastRefusedError(_compilation_error_base()):  # type: ignore[misc]
         return (type(self), (self.message,))
 
 
-@dataclass
-class _Installed:
-    module: Any
-    original: Any
-    wrapper: Any
-    target: Arch
-    previous: _Installed | None
-
-
-_current: _Installed | None = None
-
-
 def active_target() -> Arch | None:
     """The arch whose casts the interpreter currently reproduces, or ``None`` when it uses its own."""
-    return _current.target if _current is not None else None
+    try:
+        from triton.runtime import interpreter as module
+    except ImportError:  # pragma: no cover
+        return None
+    if not installed(module, "_convert_float", TAG):
+        return None
+    return getattr(module._convert_float, IMITATES_ATTR, None)
 
 
 def target_for(arch: Arch | str | None) -> Arch:
@@ -88,14 +82,12 @@ def target_for(arch: Arch | str | None) -> Arch:
     return a if a is not None and a.kind == "cuda" else parse_arch(DEFAULT_TARGET)
 
 
-def install(target: str | Arch | None = None) -> _Installed | None:
-    """Wrap the interpreter's converter so its FP8 casts are ``target``'s (default sm90); returns a handle
-    for :func:`uninstall` (``None``, after one warning, when this Triton's interpreter is not understood).
+def install(patch: Patch, target: str | Arch | None = None) -> bool:
+    """Wrap the interpreter's converter, through ``patch``, so its FP8 casts are ``target``'s (default sm90).
+    ``False`` (after one warning) when this Triton's interpreter is not understood: nothing is patched then.
 
     ``target`` must be a CUDA arch: ``interp``/``cpu`` (no GPU to imitate) and ROCm (not modelled) raise.
-    Installs nest: each :func:`uninstall` restores exactly what its :func:`install` replaced.
     """
-    global _current
     t = parse_arch(DEFAULT_TARGET if target is None else target)
     if t.kind != "cuda":
         raise ValueError(f"target {t.name!r}: the interpreter can imitate a CUDA arch (e.g. 'sm90', 'sm80'); "
@@ -106,55 +98,22 @@ def install(target: str | Arch | None = None) -> _Installed | None:
     except ImportError as e:
         warnings.warn(f"harness: Triton's interpreter is not importable ({e}); its own FP8 casts stay in use",
                       RuntimeWarning, stacklevel=2)
-        return None
+        return False
     original = getattr(module, "_convert_float", None)
     problem = _layout_problem(original, tl)
     if problem:
         warnings.warn(f"harness: cannot make the interpreter's FP8 casts GPU-exact on Triton "
                       f"{getattr(module, '__name__', '?')} ({problem}); its own casts stay in use, and FP8 "
                       f"codes differ from a GPU's (docs/MEASUREMENTS.md)", RuntimeWarning, stacklevel=2)
-        return None
-    with _lock:
-        wrapper = _make_wrapper(original, t, tl)
-        module._convert_float = wrapper
-        _current = _Installed(module, original, wrapper, t, _current)
-        return _current
+        return False
+    patch.setattr(module, "_convert_float", _make_wrapper(original, t, tl), tag=TAG)
+    return True
 
 
-def uninstall(handle: _Installed | None) -> None:
-    """Undo one :func:`install` (a ``None`` handle is a no-op). Refuses to unwind out of order: a nested
-    session must end before the one around it."""
-    global _current
-    if handle is None:
-        return
-    with _lock:
-        if handle is not _current:
-            raise RuntimeError("interp_casts.uninstall: handles must be undone in reverse install order")
-        if handle.module._convert_float is handle.wrapper:
-            handle.module._convert_float = handle.original
-        _current = handle.previous
-
-
-@contextlib.contextmanager
-def suspended() -> Iterator[None]:
-    """The interpreter's own casts inside the block (every nested install lifted: to measure or model them), the
-    installed ones after."""
-    global _current
-    with _lock:
-        saved = _current
-        if saved is not None:
-            bottom = saved
-            while bottom.previous is not None:  # a nested install's original is the wrapper of the one below
-                bottom = bottom.previous
-            saved.module._convert_float = bottom.original
-        _current = None
-    try:
-        yield
-    finally:
-        with _lock:
-            _current = saved
-            if saved is not None:
-                saved.module._convert_float = saved.wrapper
+def suspended() -> contextlib.AbstractContextManager[None]:
+    """The interpreter's own casts inside the block (every layer of this shim lifted: to measure or model
+    them), the installed ones after."""
+    return lift(TAG)
 
 
 def _layout_problem(original: Any, tl: Any) -> str | None:

@@ -31,10 +31,16 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["install", "installed", "instruction", "launch_num_warps", "suspended", "uninstall"]
+from harness.interp import differences
+from harness.interp.patch import Patch, lift
+from harness.interp.patch import installed as patch_installed
 
-_ATTR = "_harness_dots"
-_REPLACED = "_harness_dots_replaced"
+__all__ = ["MODELLED_DTYPES", "TAG", "install", "installed", "instruction", "launch_num_warps", "suspended"]
+
+#: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
+TAG = "dots"
+#: Operand types (:func:`harness.interp.differences.dtype_name`) whose dots the tensor-core models compute.
+MODELLED_DTYPES = ("fp16", "bf16", "fp32", "fp8e4nv", "fp8e5")
 _PARAMS = ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")
 #: ``num_warps`` of the launch being interpreted (Triton's default: 4)
 _NUM_WARPS: contextvars.ContextVar[int] = contextvars.ContextVar("harness_dots_num_warps", default=4)
@@ -120,10 +126,9 @@ def handle_tensor(tl: Any, h: Any) -> torch.Tensor | None:
     return None
 
 
-def install(arch: Any) -> dict | None:
-    """Route the interpreter's ``tl.dot`` through the model of ``arch`` (an :class:`harness.arch.Arch` or name);
-    returns the handle :func:`uninstall` takes, or ``None`` after one warning when the interpreter is not
-    understood."""
+def install(patch: Patch, arch: Any) -> bool:
+    """Route the interpreter's ``tl.dot`` through the model of ``arch`` (an :class:`harness.arch.Arch` or name),
+    via ``patch``; ``False`` after one warning when the interpreter is not understood (nothing patched)."""
     import triton.language as tl
     from triton.runtime import interpreter as itp
 
@@ -133,7 +138,7 @@ def install(arch: Any) -> dict | None:
     if problem is not None:
         warnings.warn(f"harness.interp.dots: this Triton's interpreter is not understood ({problem}); tl.dot keeps "
                       "the interpreter's numpy matmul", RuntimeWarning, stacklevel=2)
-        return None
+        return False
     name = getattr(arch, "name", arch)
     cls = itp.InterpreterBuilder
     orig = cls.create_dot
@@ -156,7 +161,10 @@ def install(arch: Any) -> dict | None:
                                          instr=instr) for x, y, c in zip(ta, tb, acc, strict=True)]
         except tensor_cores.DotRefused as e:
             raise tensor_cores.DotRefused(f"tl.dot on {name}: {e}") from None
-        except NotImplementedError:
+        except NotImplementedError as e:
+            differences.warn("create_dot", differences.dtype_name(tl, handle_dtype(a)),
+                             f"no model of {name}'s tensor cores for this tl.dot tile ({e}); the interpreter's numpy "
+                             "matmul computes it")
             return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
         out = torch.stack(outs).reshape(d.data.shape).numpy()
         return itp.TensorHandle(out, acc_dt)
@@ -171,43 +179,20 @@ def install(arch: Any) -> dict | None:
         finally:
             _NUM_WARPS.reset(token)
 
-    create_dot.__dict__[_ATTR] = True
-    create_dot.__dict__[_REPLACED] = orig  # what suspended() puts back
-    cls.create_dot = create_dot
-    grid_cls.__call__ = launch
-    return {"cls": cls, "orig": orig, "patched": create_dot, "grid_cls": grid_cls, "grid_orig": grid_orig,
-            "grid_patched": launch}
+    patch.setattr(cls, "create_dot", create_dot, tag=TAG)
+    patch.setattr(grid_cls, "__call__", launch, tag=TAG)
+    differences.mark_modelled(patch, TAG, "create_dot", MODELLED_DTYPES)
+    return True
 
 
-def uninstall(handle: dict | None) -> None:
-    """Undo :func:`install` (handles are undone innermost first, as sessions close)."""
-    if handle is None:
-        return
-    if handle["cls"].create_dot is handle["patched"]:
-        handle["cls"].create_dot = handle["orig"]
-    if handle["grid_cls"].__call__ is handle["grid_patched"]:
-        handle["grid_cls"].__call__ = handle["grid_orig"]
-
-
-@contextlib.contextmanager
-def suspended() -> Iterator[None]:
+def suspended() -> contextlib.AbstractContextManager[None]:
     """The interpreter's own ``tl.dot`` (numpy matmul) inside the block, the model's after: to measure or model
     what the interpreter does without the shim."""
-    from triton.runtime import interpreter as itp
-
-    cls = itp.InterpreterBuilder
-    current = own = cls.create_dot
-    while getattr(own, _ATTR, False):  # installs nest: each model-routed method keeps the one it replaced
-        own = own.__dict__[_REPLACED]
-    cls.create_dot = own
-    try:
-        yield
-    finally:
-        cls.create_dot = current
+    return lift(TAG)
 
 
 def installed() -> bool:
     """Whether the interpreter's ``tl.dot`` is routed through the model now."""
     from triton.runtime import interpreter as itp
 
-    return getattr(itp.InterpreterBuilder.create_dot, _ATTR, False)
+    return patch_installed(itp.InterpreterBuilder, "create_dot", TAG)

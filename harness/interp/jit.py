@@ -8,9 +8,9 @@ Three problems of Triton 3.6–3.9's interpreter, one shim each:
   builds new objects and patches nothing;
 - an interpreted device-function call leaves ``triton.language`` patched, which breaks every later compile:
   :func:`fix_interpreter_leak` wraps ``InterpretedFunction.__call__`` so the patch is undone on return. That
-  *is* a patch of Triton, so it is never applied on import: the pytest plugin applies it at session start on
-  the interpreter lane and removes it at the end (:func:`unfix_interpreter_leak`); a script that interprets
-  kernels and then compiles them calls the pair itself;
+  *is* a patch of Triton, so it is never applied on import: the pytest plugin applies it through the session's
+  patch layer on the interpreter lane (removed when the session ends); a script that interprets kernels and then
+  compiles them applies it through a ``Patch.context()`` of its own;
 - Triton 3.6's interpreter gives a scalar tensor the ``__index__`` ``int(handle.data)``, where the data is a
   1-element array, which NumPy 2 refuses ("only 0-dimensional arrays can be converted to Python scalars"): a
   ``for k0 in range(0, K, BK)`` over a runtime ``K`` fails. 3.9 squeezes the array first.
@@ -23,11 +23,11 @@ from __future__ import annotations
 import inspect
 import threading
 import types
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["as_jit", "fix_interpreter_leak", "unfix_interpreter_leak", "fix_scalar_index", "unfix_scalar_index",
-           "SQUEEZES_SCALAR_INDEX",
+from harness.interp.patch import Patch, installed
+
+__all__ = ["as_jit", "fix_interpreter_leak", "fix_scalar_index", "SQUEEZES_SCALAR_INDEX", "LEAK_TAG", "INDEX_TAG",
            "language_patched", "jit_class", "interpreted_class"]
 
 
@@ -49,22 +49,13 @@ def interpreted_class() -> Any:
 
 # --- the interpreter's leaked language patch -------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class LeakFix:
-    """What :func:`fix_interpreter_leak` replaced, for :func:`unfix_interpreter_leak`."""
-
-    cls: Any
-    original: Any
-    wrapper: Any
+#: The tags of the two fixes' records in the patch layer (:mod:`harness.interp.patch`).
+LEAK_TAG = "jit.leak"
+INDEX_TAG = "jit.scalar_index"
 
 
-#: serializes the fixes below against each other (each checks, then replaces, a Triton attribute)
-_FIX_LOCK = threading.Lock()
-
-
-def fix_interpreter_leak() -> LeakFix | None:
-    """Make interpreted device-function calls undo their patch of ``triton.language``.
+def fix_interpreter_leak(patch: Patch) -> bool:
+    """Make interpreted device-function calls undo their patch of ``triton.language``, through ``patch``.
 
     Triton 3.6–3.9: ``InterpretedFunction.__call__`` (the interpreter calling a ``@jit`` helper, e.g.
     ``tl.sum`` or ``tl.zeros_like``) patches ``tl`` builtins for the interpreter and never restores them, so
@@ -72,63 +63,40 @@ def fix_interpreter_leak() -> LeakFix | None:
     wrapper restores that call's own patch on return (inside a running grid that is the grid's patch, so
     interpretation is unchanged).
 
-    Returns the handle that :func:`unfix_interpreter_leak` takes, or ``None`` when there is nothing to undo:
-    the fix is already in place (an outer session's), or this Triton's device call looks different (it is
-    then left alone)."""
-    with _FIX_LOCK:
+    ``False`` when nothing was patched: the fix is already in place (an outer session's), or this Triton's
+    device call looks different (it is then left alone)."""
+    try:
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return False
+    cls = itp.InterpretedFunction
+    orig = cls.__call__
+    scope_of = getattr(itp, "_patch_lang", None)
+    if installed(cls, "__call__", LEAK_TAG) or scope_of is None:
+        return False
+    try:
+        body = inspect.getsource(orig)
+    except (OSError, TypeError):  # pragma: no cover
+        return False
+    if "_patch_lang(self.fn)" not in body or "self.rewrite()" not in body:
+        return False  # a Triton whose device call looks different: leave it alone
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = scope_of(self.fn)
         try:
-            from triton.runtime import interpreter as itp
-        except ImportError:  # pragma: no cover
-            return None
-        cls = itp.InterpretedFunction
-        orig = cls.__call__
-        patch = getattr(itp, "_patch_lang", None)
-        if getattr(orig, "_harness_restores", False) or patch is None:
-            return None
-        try:
-            body = inspect.getsource(orig)
-        except (OSError, TypeError):  # pragma: no cover
-            return None
-        if "_patch_lang(self.fn)" not in body or "self.rewrite()" not in body:
-            return None  # a Triton whose device call looks different: leave it alone
+            return self.rewrite()(*args, **kwargs)
+        except Exception as e:
+            raise itp.InterpreterError(repr(e)) from e
+        finally:
+            restore = getattr(scope, "restore", None)
+            if restore is not None:
+                restore()
 
-        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            scope = patch(self.fn)
-            try:
-                return self.rewrite()(*args, **kwargs)
-            except Exception as e:
-                raise itp.InterpreterError(repr(e)) from e
-            finally:
-                restore = getattr(scope, "restore", None)
-                if restore is not None:
-                    restore()
-
-        __call__._harness_restores = True  # type: ignore[attr-defined]
-        cls.__call__ = __call__
-        return LeakFix(cls, orig, __call__)
-
-
-def unfix_interpreter_leak(handle: LeakFix | None) -> None:
-    """Put back what :func:`fix_interpreter_leak` replaced (a ``None`` handle is a no-op). Leaves a
-    ``__call__`` that someone else installed since alone: it is no longer ours to remove."""
-    if handle is None:
-        return
-    with _FIX_LOCK:
-        if handle.cls.__dict__.get("__call__") is handle.wrapper:
-            handle.cls.__call__ = handle.original
+    patch.setattr(cls, "__call__", __call__, tag=LEAK_TAG)
+    return True
 
 
 # --- Triton 3.6's scalar __index__ under NumPy 2 -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IndexFix:
-    """What :func:`fix_scalar_index` replaced, for :func:`unfix_scalar_index`."""
-
-    module: Any
-    original: Any
-    wrapper: Any
-
 
 #: set on the wrapped ``_patch_lang_tensor``: a kernel package that must not import the harness may ask
 #: ``getattr(triton.runtime.interpreter._patch_lang_tensor, SQUEEZES_SCALAR_INDEX, False)``
@@ -139,44 +107,34 @@ def _squeezed_index(self: Any) -> int:
     return int(self.handle.data.squeeze())
 
 
-def fix_scalar_index() -> IndexFix | None:
+def fix_scalar_index(patch: Patch) -> bool:
     """Make the interpreter's scalar tensors usable as Python ints under NumPy 2 (Triton 3.6; see the module
-    docstring): ``_patch_lang_tensor``, which sets the tensor methods of each launch in a scope Triton restores
-    afterwards, is wrapped so that scope also gets the squeezing ``__index__``.
+    docstring), through ``patch``: ``_patch_lang_tensor``, which sets the tensor methods of each launch in a scope
+    Triton restores afterwards, is wrapped so that scope also gets the squeezing ``__index__``.
 
-    Returns the handle :func:`unfix_scalar_index` takes, or ``None`` when there is nothing to fix: the Triton
-    squeezes already (3.9), the fix is in place (an outer session's), or the patch looks different (left alone)."""
-    with _FIX_LOCK:
-        try:
-            from triton.runtime import interpreter as itp
-        except ImportError:  # pragma: no cover
-            return None
-        orig = getattr(itp, "_patch_lang_tensor", None)
-        if orig is None or getattr(orig, SQUEEZES_SCALAR_INDEX, False):
-            return None
-        try:
-            body = inspect.getsource(orig)
-        except (OSError, TypeError):  # pragma: no cover
-            return None
-        if '"__index__", lambda self: int(self.handle.data))' not in body:
-            return None
+    ``False`` when nothing was patched: the Triton squeezes already (3.9), the fix is in place (an outer
+    session's), or the patch looks different (left alone)."""
+    try:
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return False
+    orig = getattr(itp, "_patch_lang_tensor", None)
+    if orig is None or getattr(orig, SQUEEZES_SCALAR_INDEX, False):
+        return False
+    try:
+        body = inspect.getsource(orig)
+    except (OSError, TypeError):  # pragma: no cover
+        return False
+    if '"__index__", lambda self: int(self.handle.data))' not in body:
+        return False
 
-        def _patch_lang_tensor(tensor: Any, scope: Any) -> None:
-            orig(tensor, scope)
-            scope.set_attr(tensor, "__index__", _squeezed_index)
+    def _patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", _squeezed_index)
 
-        setattr(_patch_lang_tensor, SQUEEZES_SCALAR_INDEX, True)
-        itp._patch_lang_tensor = _patch_lang_tensor
-        return IndexFix(itp, orig, _patch_lang_tensor)
-
-
-def unfix_scalar_index(handle: IndexFix | None) -> None:
-    """Put back what :func:`fix_scalar_index` replaced (``None`` is a no-op; a later replacement is left alone)."""
-    if handle is None:
-        return
-    with _FIX_LOCK:
-        if handle.module.__dict__.get("_patch_lang_tensor") is handle.wrapper:
-            handle.module._patch_lang_tensor = handle.original
+    setattr(_patch_lang_tensor, SQUEEZES_SCALAR_INDEX, True)
+    patch.setattr(itp, "_patch_lang_tensor", _patch_lang_tensor, tag=INDEX_TAG)
+    return True
 
 
 def language_patched() -> bool:

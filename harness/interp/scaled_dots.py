@@ -30,11 +30,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.interp import differences
 from harness.interp.dots import handle_dtype, handle_tensor, instruction, launch_num_warps
+from harness.interp.patch import Patch
+from harness.interp.patch import installed as patch_installed
 
-__all__ = ["DECODES_SCALE_TYPES", "install", "installed", "uninstall"]
+__all__ = ["DECODES_SCALE_TYPES", "TAG", "install", "installed"]
 
-_ATTR = "_harness_scaled_dots"
+#: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
+TAG = "scaled_dots"
 #: set on the installed method: its scales are decoded per their type (NVFP4's e4m3 too), which kernels may ask
 #: with ``getattr(InterpreterBuilder.create_dot_scaled, DECODES_SCALE_TYPES, False)``
 DECODES_SCALE_TYPES = "decodes_scale_types"
@@ -72,10 +76,9 @@ def _scale(tl: Any, h: Any) -> torch.Tensor | None:
     return t.view(torch.float8_e4m3fn) if handle_dtype(h) == tl.float8e4nv else t
 
 
-def install(arch: Any) -> dict | None:
+def install(patch: Patch, arch: Any) -> bool:
     """Route the interpreter's ``tl.dot_scaled`` through the model of ``arch`` (an :class:`harness.arch.Arch` or
-    name); returns the handle :func:`uninstall` takes, or ``None`` after one warning when the interpreter is not
-    understood."""
+    name), via ``patch``; ``False`` after one warning when the interpreter is not understood (nothing patched)."""
     import triton.language as tl
     from triton.runtime import interpreter as itp
 
@@ -85,13 +88,14 @@ def install(arch: Any) -> dict | None:
     if problem is not None:
         warnings.warn(f"harness.interp.scaled_dots: this Triton's interpreter is not understood ({problem}); "
                       "tl.dot_scaled keeps the interpreter's own", RuntimeWarning, stacklevel=2)
-        return None
+        return False
     name = getattr(arch, "name", arch)
     cls = itp.InterpreterBuilder
     had = "create_dot_scaled" in cls.__dict__
     orig = cls.__dict__.get("create_dot_scaled")
 
-    def fallback(*args: Any) -> Any:  # the method replaced (Triton 3.9: harness.interp.arith's warning wrapper)
+    def fallback(*args: Any, why: str) -> Any:  # the method replaced (Triton 3.6 has none)
+        differences.warn("create_dot_scaled", "*", why)
         if orig is None:
             raise NotImplementedError(f"tl.dot_scaled on the Triton interpreter: not modelled for {name} and this "
                                       "Triton's interpreter has none of its own")
@@ -103,7 +107,8 @@ def install(arch: Any) -> dict | None:
         args = (self, lhs, lhs_scale_handle, lhs_format_enum, rhs, rhs_scale_handle, rhs_format_enum, fast_math,
                 lhs_k_pack, rhs_k_pack, acc_handle)
         if handle_dtype(acc_handle) != tl.float32:
-            return fallback(*args)
+            return fallback(*args, why=f"the models accumulate in fp32, not {handle_dtype(acc_handle)}; the "
+                                       "interpreter's own computes it")
         acc = torch.from_numpy(np.ascontiguousarray(acc_handle.data, dtype=np.float32).copy())
         a, b = _operand(tl, lhs), _operand(tl, rhs)
         m = acc.shape[-2]
@@ -114,18 +119,20 @@ def install(arch: Any) -> dict | None:
                              instr=instruction(m, launch_num_warps(), arch=name))
         except DotScaledRefused as e:
             raise DotScaledRefused(f"tl.dot_scaled on {name}: {e}") from None
-        except NotImplementedError:
-            return fallback(*args)
+        except NotImplementedError as e:
+            return fallback(*args, why=f"no model of {name}'s tensor cores for this tl.dot_scaled tile ({e}); the "
+                                       "interpreter's own computes it")
         return itp.TensorHandle(out.numpy().reshape(acc_handle.data.shape), tl.float32)
 
-    create_dot_scaled.__dict__[_ATTR] = True
     create_dot_scaled.__dict__[DECODES_SCALE_TYPES] = True
-    cls.create_dot_scaled = create_dot_scaled
-    front = None if had else _fix_front_end(tl)
-    return {"cls": cls, "had": had, "orig": orig, "patched": create_dot_scaled, "front": front}
+    patch.setattr(cls, "create_dot_scaled", create_dot_scaled, tag=TAG)
+    differences.mark_modelled(patch, TAG, "create_dot_scaled")
+    if not had:
+        _fix_front_end(patch, tl)
+    return True
 
 
-def _fix_front_end(tl: Any) -> tuple[Any, Any, Any] | None:
+def _fix_front_end(patch: Patch, tl: Any) -> None:
     """Triton 3.6's ``TritonSemantic.dot_scaled`` reads ``lhs_format.value``: compiled, the format is a constexpr;
     interpreted, a plain str, which fails before the builder is reached. Wrap the method to give it the constexpr
     it expects (a compile passes constexprs already, so it is unchanged)."""
@@ -134,7 +141,7 @@ def _fix_front_end(tl: Any) -> tuple[Any, Any, Any] | None:
     cls = getattr(semantic, "TritonSemantic", None)
     orig = getattr(cls, "dot_scaled", None)
     if orig is None:
-        return None
+        return
 
     def dot_scaled(self: Any, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any, rhs_format: Any,
                    *args: Any, **kwargs: Any) -> Any:
@@ -142,28 +149,11 @@ def _fix_front_end(tl: Any) -> tuple[Any, Any, Any] | None:
         rhs_format = tl.constexpr(rhs_format) if isinstance(rhs_format, str) else rhs_format
         return orig(self, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, *args, **kwargs)
 
-    cls.dot_scaled = dot_scaled
-    return cls, orig, dot_scaled
-
-
-def uninstall(handle: dict | None) -> None:
-    """Undo :func:`install` (handles are undone innermost first, as sessions close)."""
-    if handle is None:
-        return
-    front = handle.get("front")
-    if front is not None and front[0].__dict__.get("dot_scaled") is front[2]:
-        front[0].dot_scaled = front[1]
-    cls = handle["cls"]
-    if cls.__dict__.get("create_dot_scaled") is not handle["patched"]:
-        return
-    if handle["had"]:
-        cls.create_dot_scaled = handle["orig"]
-    else:
-        del cls.create_dot_scaled
+    patch.setattr(cls, "dot_scaled", dot_scaled, tag=TAG)
 
 
 def installed() -> bool:
     """Whether the interpreter's ``tl.dot_scaled`` is routed through the model now."""
     from triton.runtime import interpreter as itp
 
-    return getattr(getattr(itp.InterpreterBuilder, "create_dot_scaled", None), _ATTR, False)
+    return patch_installed(itp.InterpreterBuilder, "create_dot_scaled", TAG)

@@ -39,7 +39,7 @@ _nested_key = pytest.StashKey[bool]()
 #: so the wildcard-op rows (torch.testing's defaults) apply.
 DEFAULT_OP = "default"
 
-_SUBPLUGINS = ("harness.golden", "harness.compile", "harness.interp")
+_SUBPLUGINS = ("harness.golden", "harness.compile", "harness.interp.plugin")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
@@ -199,9 +199,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if lane == "interp":
         # Must happen before any kernel module is imported: Triton decides at decoration time. Restored at
         # the end, so a session nested in a test (pytester) leaves the outer session's lane as it was.
-        previous_env = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1"
-        s.on_close(lambda: _restore_env("TRITON_INTERPRET", previous_env))
+        s.patch.setenv("TRITON_INTERPRET", "1", tag="lane")
         if not nested:
             _refuse_early_kernels()
     override = config.getoption("harness_arch")
@@ -255,13 +253,6 @@ def _share_cpu_threads(workerinput: dict[str, Any], threads: int | None) -> None
     elif "OMP_NUM_THREADS" not in os.environ:
         workers = int(workerinput.get("workercount", 1))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, workers)))
-
-
-def _restore_env(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
 
 
 def session_of(config: pytest.Config) -> Session:
@@ -607,9 +598,7 @@ def _hand_out_plan(config: pytest.Config, lane: str) -> None:
     if p is None:
         return
     config.stash[_plan_key] = p
-    previous = os.environ.get(gpus.ENV_PLAN)
-    os.environ[gpus.ENV_PLAN] = p.encode()
-    config.stash[session_key].on_close(lambda: _restore_env(gpus.ENV_PLAN, previous))
+    config.stash[session_key].patch.setenv(gpus.ENV_PLAN, p.encode(), tag="gpu-plan")
 
 
 def _device_seen() -> str:

@@ -47,6 +47,7 @@ from triton.compiler.compiler import make_backend
 from triton.runtime.jit import create_function_from_signature
 
 from harness.compile.warm import Listener, install_listener, write_manifest
+from harness.interp.patch import Patch
 import kmod
 
 
@@ -59,7 +60,7 @@ def launch(fn, args, kwargs, target):
 
 
 listener = Listener(record=sys.argv[1] == "record")
-install_listener(listener)
+install_listener(Patch(), listener)  # for the whole script
 x, y = torch.zeros(1024), torch.zeros(1024, dtype=torch.bfloat16)
 sm90 = GPUTarget("cuda", 90, 32)
 launch(kmod.scale_kernel, (x, y, 1000, 2.0), dict(BLOCK=128, OUT=tl.bfloat16, num_warps=8), sm90)
@@ -356,19 +357,20 @@ def test_the_listener_chains_and_its_undo_leaves_a_later_one(monkeypatch):
     from triton import knobs
 
     from harness.compile.warm import install_listener
+    from harness.interp.patch import Patch
 
     calls = []
     monkeypatch.setattr(knobs.compilation, "listener", lambda **kw: calls.append(("before", kw["n"])))
-    undo = install_listener(lambda **kw: calls.append(("ours", kw["n"])))
-    knobs.compilation.listener(n=1)
-    assert calls == [("ours", 1), ("before", 1)]
-    undo()
+    with Patch.context() as patch:
+        install_listener(patch, lambda **kw: calls.append(("ours", kw["n"])))
+        knobs.compilation.listener(n=1)
+        assert calls == [("ours", 1), ("before", 1)]
     knobs.compilation.listener(n=2)
     assert calls[-1] == ("before", 2) and len(calls) == 3
-    undo = install_listener(lambda **kw: calls.append(("ours", kw["n"])))
-    later = knobs.compilation.listener = lambda **kw: calls.append(("later", kw["n"]))
-    undo()  # someone installed theirs on top: it stays
-    assert knobs.compilation.listener is later
+    with Patch.context() as patch:
+        install_listener(patch, lambda **kw: calls.append(("ours", kw["n"])))
+        later = knobs.compilation.listener = lambda **kw: calls.append(("later", kw["n"]))
+    assert knobs.compilation.listener is later  # someone installed theirs on top: it stays
 
 
 COMPILE_ONE = '''

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.interp import approx_math as am
+from harness.interp.patch import Patch
 from tests.harness._exact import round_f32
 
 pytestmark = pytest.mark.lane_independent
@@ -64,13 +65,13 @@ def test_div_full_scaling_paths():
     assert torch.isnan(got[6])
 
 
-def test_shim_routes_fp32_only_and_uninstalls():
+def test_shim_routes_fp32_only_and_undoes():
     from triton.runtime import interpreter as itp
 
     cls = itp.InterpreterBuilder
     before = {n: cls.__dict__.get(n) for n in am.SHIMMED}
-    handle = am.install()
-    try:
+    with Patch.context() as patch:
+        assert am.install(patch)
         assert am.installed()
         b = cls.__new__(cls)
         x = itp.TensorHandle(np.array([1.0, 3.0, 7.0], dtype=np.float32), _tl_type("float32"))
@@ -84,8 +85,6 @@ def test_shim_routes_fp32_only_and_uninstalls():
             assert not am.installed()
             assert np.array_equal(b.create_fdiv(x, y).data, x.data / y.data)
         assert am.installed()
-    finally:
-        am.uninstall(handle)
     assert {n: cls.__dict__.get(n) for n in am.SHIMMED} == before
 
 

@@ -17,6 +17,7 @@ import torch
 
 from harness.compile.launches import expect_compile_failure
 from harness.interp import arith
+from harness.interp.patch import Patch
 
 pytestmark = pytest.mark.interp_only
 
@@ -325,7 +326,9 @@ def test_unknown_interpreter_gets_one_warning_and_no_patch(monkeypatch):
     before = itp.InterpreterBuilder.__dict__["binary_op"]
     with pytest.warns(RuntimeWarning, match=r"cannot make the interpreter's bf16 arithmetic GPU-exact .*ReduceOps "
                                             r"lacks \['sum'\]") as rec:
-        assert arith.install("sm90") is None
+        with Patch.context() as patch:
+            assert arith.install(patch, "sm90") is False
+            assert itp.InterpreterBuilder.__dict__["binary_op"] is before
     assert len(rec) == 1 and itp.InterpreterBuilder.__dict__["binary_op"] is before
 
 
@@ -335,7 +338,7 @@ def test_helpers_round_to_nearest_even():
     assert arith.f32_to_bf16(np.array([np.nan], np.float32))[0] == 0x7FFF
 
 
-def test_installs_nest_and_uninstall_restores_the_interpreter():
+def test_installs_nest_and_undo_restores_the_interpreter():
     from triton.runtime import interpreter as itp
 
     from harness import fp8
@@ -344,22 +347,17 @@ def test_installs_nest_and_uninstall_restores_the_interpreter():
         return arith.active(), fp8.interpreter_bf16_exact(), itp.InterpreterBuilder.__dict__.get("binary_op")
 
     before = state()  # the session's shim (the plugin installs it on this lane)
-    outer = arith.install("sm80")
-    inner = arith.install("sm90")
-    try:
-        assert arith.active().name == "sm90" and fp8.interpreter_bf16_exact()
-        with pytest.raises(RuntimeError, match="reverse install order"):
-            arith.uninstall(outer)
-        with arith.suspended():  # the interpreter's own arithmetic: every layer lifted, the session's too
-            assert arith.active() is None and not fp8.interpreter_bf16_exact()
-        assert arith.active().name == "sm90"
-    finally:
-        arith.uninstall(inner)
-    try:
+    with Patch.context() as outer:
+        assert arith.install(outer, "sm80")
+        with Patch.context() as inner:
+            assert arith.install(inner, "sm90")
+            assert arith.active().name == "sm90" and fp8.interpreter_bf16_exact()
+            with pytest.raises(RuntimeError, match="innermost first"):
+                outer.undo()
+            with arith.suspended():  # the interpreter's own arithmetic: every layer lifted, the session's too
+                assert arith.active() is None and not fp8.interpreter_bf16_exact()
+            assert arith.active().name == "sm90"
         assert arith.active().name == "sm80" and fp8.interpreter_bf16_exact()
-        arith.uninstall(None)  # a failed install's handle: nothing to undo
-    finally:
-        arith.uninstall(outer)
     assert state() == before
 
 

@@ -17,6 +17,7 @@ from harness.cast_probe import fp8_cast
 from harness.compile.launches import expect_compile_failure
 from harness.interp import casts as interp_casts
 from harness.interp import dots
+from harness.interp.patch import Patch
 
 pytestmark = pytest.mark.interp_only
 
@@ -152,8 +153,8 @@ def test_other_target_emulated_and_refused(golden):
     """install("sm80"): e4nv refused (as the compiler refuses it before sm89), e5m2 is sm80's software
     conversion — the sm80 table, not the sm90 one."""
     x, rows = _table(golden, "sm80", "fp16")
-    handle = interp_casts.install("sm80")
-    try:
+    with Patch.context() as patch:
+        assert interp_casts.install(patch, "sm80")
         assert interp_casts.active_target().name == "sm80"
         with pytest.raises(Exception) as info:
             _run_cast(x[:64], "e4nv", False)
@@ -169,8 +170,6 @@ def test_other_target_emulated_and_refused(golden):
             assert torch.equal(got[same], want[same]), _mismatch(got[same], want[same], x[same])
             want = model
         assert torch.equal(got, want), _mismatch(got, want, x)
-    finally:
-        interp_casts.uninstall(handle)
     assert interp_casts.active_target().name == "sm90"
 
 
@@ -219,34 +218,37 @@ def test_unknown_interpreter_layout_warns_once_and_falls_back(monkeypatch):
     before = interp_casts.active_target()
     with interp_casts.suspended():
         monkeypatch.setattr(interpreter, "_convert_float", lambda data, src, dst: data)
-        with pytest.warns(RuntimeWarning, match="cannot make the interpreter's FP8 casts GPU-exact") as rec:
-            assert interp_casts.install("sm90") is None
+        with pytest.warns(RuntimeWarning, match="cannot make the interpreter's FP8 casts GPU-exact") as rec, \
+                Patch.context() as patch:
+            assert interp_casts.install(patch, "sm90") is False
         assert len([w for w in rec if issubclass(w.category, RuntimeWarning)]) == 1
         assert interp_casts.active_target() is None
         monkeypatch.delattr(interpreter, "_convert_float")
         with warnings.catch_warnings(record=True) as rec2:
             warnings.simplefilter("always")
-            assert interp_casts.install("sm90") is None
+            with Patch.context() as patch:
+                assert interp_casts.install(patch, "sm90") is False
         assert any("no triton.runtime.interpreter._convert_float" in str(w.message) for w in rec2)
         monkeypatch.undo()
     assert interp_casts.active_target() is before
 
 
-def test_bad_targets_and_out_of_order_uninstall():
-    with pytest.raises(ValueError, match="CUDA arch"):
-        interp_casts.install("interp")
-    with pytest.raises(ValueError, match="CUDA arch"):
-        interp_casts.install("gfx942")
-    with pytest.raises(ValueError, match="not understood"):
-        interp_casts.install("sm_9x")
-    outer = interp_casts.install("sm89")
-    inner = interp_casts.install("sm80")
-    try:
-        with pytest.raises(RuntimeError, match="reverse install order"):
-            interp_casts.uninstall(outer)
-    finally:
-        interp_casts.uninstall(inner)
-        interp_casts.uninstall(outer)
+def test_bad_targets_and_out_of_order_undo():
+    with Patch.context() as patch:
+        with pytest.raises(ValueError, match="CUDA arch"):
+            interp_casts.install(patch, "interp")
+        with pytest.raises(ValueError, match="CUDA arch"):
+            interp_casts.install(patch, "gfx942")
+        with pytest.raises(ValueError, match="not understood"):
+            interp_casts.install(patch, "sm_9x")
+    with Patch.context() as outer:
+        interp_casts.install(outer, "sm89")
+        with Patch.context() as inner:
+            interp_casts.install(inner, "sm80")
+            with pytest.raises(RuntimeError, match="innermost first"):
+                outer.undo()
+            assert interp_casts.active_target().name == "sm80"
+        assert interp_casts.active_target().name == "sm89"
     assert interp_casts.active_target().name == "sm90"
 
 
@@ -278,13 +280,11 @@ def test_suspended_lifts_every_nested_install():
     from triton.runtime import interpreter as itp
 
     outer = fp8.interpreter_imitates()
-    inner = interp_casts.install("sm80")
-    try:
+    with Patch.context() as patch:
+        interp_casts.install(patch, "sm80")
         assert fp8.interpreter_imitates().name == "sm80"
         with interp_casts.suspended():
             assert fp8.interpreter_imitates() is None and interp_casts.active_target() is None
             assert not hasattr(itp._convert_float, "__wrapped__")
         assert fp8.interpreter_imitates().name == "sm80"
-    finally:
-        interp_casts.uninstall(inner)
     assert fp8.interpreter_imitates() == outer

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.interp.jit import fix_interpreter_leak, language_patched
+from harness.interp.patch import Patch
 
 # Run in a fresh process: this one has the plugin's fix in place already. The snapshot covers what the
 # harness patches anywhere (the interpreter's classes and module, JITFunction, triton.language).
@@ -33,11 +34,12 @@ changed = sorted(f"{name}.{k}" for name in before for k in set(before[name]) | s
                  if before[name].get(k) is not after[name].get(k))
 print("changed on import:", changed)
 
-from harness.interp.jit import fix_interpreter_leak, unfix_interpreter_leak
+from harness.interp.jit import fix_interpreter_leak
+from harness.interp.patch import Patch
 original = itp.InterpretedFunction.__call__
-handle = fix_interpreter_leak()
-print("fixed:", itp.InterpretedFunction.__call__ is not original, fix_interpreter_leak() is None)
-unfix_interpreter_leak(handle)
+with Patch.context() as patch:
+    fixed = fix_interpreter_leak(patch)
+    print("fixed:", fixed and itp.InterpretedFunction.__call__ is not original, fix_interpreter_leak(patch) is False)
 print("unfixed:", itp.InterpretedFunction.__call__ is original)
 
 import pytest
@@ -47,9 +49,11 @@ print("session:", int(rc), "after:", itp.InterpretedFunction.__call__ is origina
 
 _SESSION_TEST = """
 from triton.runtime import interpreter as itp
+from harness.interp.jit import LEAK_TAG
+from harness.interp.patch import installed
 
 def test_fix_in_place():
-    assert getattr(itp.InterpretedFunction.__call__, "_harness_restores", False)
+    assert installed(itp.InterpretedFunction, "__call__", LEAK_TAG)
 """
 
 
@@ -72,7 +76,8 @@ def test_importing_the_harness_patches_nothing_and_the_fix_is_explicit(tmp_path)
 @pytest.mark.interp_only
 def test_the_session_has_the_fix_in_place():
     """The plugin applied it at session start (so a second fix is a no-op) and the language is clean."""
-    assert fix_interpreter_leak() is None
+    with Patch.context() as patch:
+        assert fix_interpreter_leak(patch) is False
     assert not language_patched()
 
 
@@ -106,20 +111,15 @@ def test_a_loop_over_a_runtime_int_runs_on_the_interpreter():
 def test_the_index_fix_applies_only_where_triton_does_not_squeeze():
     from triton.runtime import interpreter as itp
 
-    from harness.interp.jit import SQUEEZES_SCALAR_INDEX, fix_scalar_index, unfix_scalar_index
+    from harness.interp.jit import SQUEEZES_SCALAR_INDEX, fix_scalar_index
 
     current = itp._patch_lang_tensor
-    if getattr(current, SQUEEZES_SCALAR_INDEX, False):  # Triton 3.6, interpreter lane: the plugin's fix is in place
-        assert fix_scalar_index() is None  # an outer fix is never stacked
-    elif "squeeze()" in __import__("inspect").getsource(current):  # a Triton that squeezes already (3.9): none
-        handle = fix_scalar_index()
-        assert handle is None and itp._patch_lang_tensor is current
-        unfix_scalar_index(handle)
-    else:  # Triton 3.6 in a session that installed no fix (the GPU lane): fixing installs one, once; unfixing
-        handle = fix_scalar_index()  # restores Triton's own
-        try:
-            assert handle is not None and getattr(itp._patch_lang_tensor, SQUEEZES_SCALAR_INDEX, False)
-            assert fix_scalar_index() is None
-        finally:
-            unfix_scalar_index(handle)
-        assert itp._patch_lang_tensor is current
+    with Patch.context() as patch:
+        if getattr(current, SQUEEZES_SCALAR_INDEX, False):  # Triton 3.6, interpreter lane: the plugin's fix
+            assert fix_scalar_index(patch) is False  # an outer fix is never stacked
+        elif "squeeze()" in __import__("inspect").getsource(current):  # a Triton that squeezes already (3.9)
+            assert fix_scalar_index(patch) is False and itp._patch_lang_tensor is current
+        else:  # Triton 3.6 in a session that installed no fix (the GPU lane): fixing installs one, once
+            assert fix_scalar_index(patch) and getattr(itp._patch_lang_tensor, SQUEEZES_SCALAR_INDEX, False)
+            assert fix_scalar_index(patch) is False
+    assert itp._patch_lang_tensor is current  # undoing the layer restores Triton's own

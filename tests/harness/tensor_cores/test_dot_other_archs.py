@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from harness import tensor_cores as tc
-from harness.interp import arith, dots
+from harness.interp import differences, dots
+from harness.interp.patch import Patch
 
 _FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 _ML = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
@@ -183,11 +184,11 @@ def test_the_shim_runs_each_archs_fp8_dot():
     a64 = _fp8(g, "e5m2", (64, 32))
     with dots.suspended():
         for arch in ("sm80", "sm100"):
-            # the bf16-arithmetic shim is what warns for a dot the tl.dot shim hands back (the interpreter lane
-            # has it on; the GPU lane does not): installed here for the test's own session of both
-            warner = arith.install(arch)
-            handle = dots.install(arch)
-            try:
+            # the warnings are armed with the bf16-arithmetic shim (the interpreter lane has them on; the GPU
+            # lane does not): installed here, with the tl.dot shim, in a layer of the test's own
+            with Patch.context() as patch:
+                differences.install(patch)
+                dots.install(patch, arch)
                 create = itp.InterpreterBuilder.create_dot
                 d = torch.zeros(16, 8)
                 out = create(None, _handle(itp, tl, a16), _handle(itp, tl, b), _handle(itp, tl, d), None, 0)
@@ -204,6 +205,3 @@ def test_the_shim_runs_each_archs_fp8_dot():
                     ref = a64.float() @ b.float()
                     assert torch.allclose(torch.from_numpy(out.data), ref, rtol=1e-3, atol=1e-3)
                     assert any("tl.dot" in str(w.message) for w in seen), [str(w.message) for w in seen]
-            finally:
-                dots.uninstall(handle)
-                arith.uninstall(warner)

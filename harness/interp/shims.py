@@ -1,0 +1,34 @@
+"""Every interpreter shim at once, as the plugin installs them on the interpreter lane: for a script or benchmark
+that runs kernels on the interpreter outside pytest and must compute what the session computes."""
+
+from __future__ import annotations
+
+from harness.arch import Arch, parse_arch
+from harness.interp.patch import Patch
+
+__all__ = ["install"]
+
+
+def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith: bool = True) -> None:
+    """Install, through ``patch``, the shims of a session judged as ``arch`` (``None``: sm90): FP8 casts (or,
+    with ``casts=False``, the interpreter's own even under an outer session's), bf16 arithmetic and the
+    warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; and the two
+    interpreter fixes of :mod:`harness.interp.jit`."""
+    from harness.interp import approx_math, differences, dots, jit, scaled_dots
+    from harness.interp import arith as arith_shim
+    from harness.interp import casts as casts_shim
+
+    target = casts_shim.target_for(arch)
+    if casts:
+        casts_shim.install(patch, target)
+    else:
+        patch.lift(casts_shim.TAG, tag="interp-casts-off")
+    if arith:
+        differences.install(patch)
+        arith_shim.install(patch, target)
+    if approx_math.applies_to(target if arch is None else parse_arch(arch)):
+        approx_math.install(patch)
+    dots.install(patch, target)
+    scaled_dots.install(patch, target)
+    jit.fix_interpreter_leak(patch)
+    jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
