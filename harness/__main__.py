@@ -5,7 +5,7 @@
 
 One argparse tree: each feature package declares its subcommand in its ``cli`` module
 (``harness.golden.cli``, ``harness.compile.cli``: ``PARSER_KWARGS``, ``add_arguments``, ``run``; the report's
-in ``harness.plugin.report``, beside its writer) and this module mounts them. Parsing is argparse's at every
+in ``harness.report``, beside its writer) and this module mounts them. Parsing is argparse's at every
 level, so an unknown command or option is a usage error (exit 2) naming it, with one exception by design:
 every argument ``golden regen`` does not know is pytest's, passed through in order (see
 ``harness.golden.cli``).
@@ -17,9 +17,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from harness import report as report_cli
 from harness.compile import cli as compile_cli
 from harness.golden import cli as golden_cli
-from harness.plugin import report as report_cli
 
 PROG = "python -m harness"
 

@@ -52,8 +52,12 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["Tolerance", "ToleranceTable", "active_table", "base_table", "load_globs", "load_toml", "lookup", "register",
-           "reset", "rows", "session_table"]
+__all__ = ["DEFAULT_OP", "Tolerance", "ToleranceTable", "active_table", "base_table", "load_globs", "load_toml",
+           "lookup", "register", "reset", "rows", "session_table"]
+
+#: The op of a check whose test has no ``harness_op`` marker (the tolerance fixture, goldens): no rows of its own,
+#: so the wildcard-op rows (torch.testing's defaults) apply.
+DEFAULT_OP = "default"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.compile.targets import parse_targets
+from harness.imports import after_import
 from harness.interp.jit import as_jit
 from harness.interp.patch import Patch, installed
 from harness.session import current
@@ -552,7 +553,9 @@ class CaptureState:
         are kept for replay."""
         got = Captured(test_code)
         with Patch.context() as patch:
-            _install(patch)  # for the block only: outside one, launches run unwatched
+            # for the block only (outside one, launches run unwatched); a test that imports Triton inside the
+            # block gets the wrapper then
+            after_import(patch, "triton", lambda: _install(patch), tag=CAPTURE_TAG)
             with self._lock:
                 self._sinks.append(got)
             try:

@@ -189,7 +189,7 @@ def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, chan
         if os.path.exists(path):
             os.unlink(path)
         flag = "--golden-regen" if failed_only else "--golden-regen-all"
-        cmd = [sys.executable, "-m", "pytest", "-p", "harness.golden", flag, f"--golden-changes={path}",
+        cmd = [sys.executable, "-m", "pytest", "-p", "harness.golden.plugin", flag, f"--golden-changes={path}",
                *pytest_args]
         print(f"running: {shlex.join(cmd)}", flush=True)
         rc = subprocess.call(cmd)

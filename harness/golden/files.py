@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 import torch
 
 from harness.dtypes import FLOAT_DTYPES, short_name
@@ -148,6 +147,8 @@ def sanitize_component(s: str) -> str:
 
 def item_dir_parts(item: Any) -> tuple[str, str, str]:
     """(module stem, test name, param id or "_") of a pytest item, each already sanitized."""
+    import pytest  # an item exists only in a pytest run
+
     stem = Path(str(item.path)).stem
     names = []
     parent = getattr(item, "parent", None)

@@ -1,6 +1,6 @@
 """The ``golden`` fixture object: one test item's checks, each carried out as :func:`decide` says.
 
-Why apart from the glue (``harness.golden``): this is the half that imports torch, compares tensors and
+Why apart from the glue (``harness.golden.plugin``): this is the half that imports torch, compares tensors and
 writes files, loaded on first use of the fixture. It runs one workflow, pytest-regressions style: read the
 file (``harness.golden.files``), ask the pure table (``harness.golden.decide``) what to do, compare or
 write, and hand anything that did not pass as one :class:`GoldenFailure` record to the one function that
@@ -20,7 +20,7 @@ words it (``harness.golden.message``); :meth:`Golden.check` raises it, once.
 Default tolerance (``tol=None``): on the arch that generated the golden, bit-exact (FP8: zero ULP and the
 same codes); on another arch the tolerance table, op ``golden/<harness_op>`` when the table has a row for
 exactly that op, else the kernel's own op ``<harness_op>`` (which falls back to ``*``); ``harness_op`` is
-:data:`harness.plugin.DEFAULT_OP` without a ``@pytest.mark.harness_op``. The dtype key is the test's
+:data:`harness.tolerances.DEFAULT_OP` without a ``@pytest.mark.harness_op``. The dtype key is the test's
 ``dtype_case`` id when it has one, else the FP8 format (``e4nv``) or the float dtype (``bf16``). Integer and
 bool tensors always compare exactly. An explicit ``tol=`` wins. FP8 goldens compare codes: a NaN code the
 golden recorded must face a NaN code.
@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 import torch
 
 import harness
@@ -71,9 +70,8 @@ from harness.golden.message import (
     format_failure,
     load_missing,
 )
-from harness.plugin import DEFAULT_OP, harness_op
 from harness.session import current_arch
-from harness.tolerances import Tolerance, lookup
+from harness.tolerances import DEFAULT_OP, Tolerance, lookup
 from harness.versions import triton_version
 
 __all__ = ["Diff", "Golden", "GoldenState", "diff"]
@@ -192,8 +190,9 @@ def _device_name(arch: Any) -> str:
 class Golden:
     """The ``golden`` fixture: compare tensors of one test item against its golden files."""
 
-    def __init__(self, item: Any, state: GoldenState) -> None:
+    def __init__(self, item: Any, state: GoldenState, op: str | None = None) -> None:
         self._item = item
+        self._op = op  # the test's harness_op marker, if any
         self._state = state
         self._stem, self._test, self._param = item_dir_parts(item)
         self._names: set[str] = set()
@@ -225,10 +224,12 @@ class Golden:
             return
         text = format_failure(failure)
         if failure.outcome == "write-review":
-            self.regenerated.append(text)  # the test fails at its end (harness.golden), after all its checks
+            self.regenerated.append(text)  # the test fails at its end (harness.golden.plugin), after all its checks
         elif failure.outcome in _DIFFERS:
             raise AssertionError(text)
         else:
+            import pytest  # a check runs inside a test
+
             pytest.fail(text, pytrace=False)
 
     def load(self, name: str, *, test: str | None = None, param: str | None = None
@@ -302,7 +303,7 @@ class Golden:
         return "readable", old, meta, None
 
     def _op(self) -> str:
-        return harness_op(self._item) or DEFAULT_OP
+        return self._op or DEFAULT_OP
 
     def _dtype_key(self, obtained: Stored) -> str:
         case = getattr(self._item, "funcargs", {}).get("dtype_case")
@@ -320,7 +321,7 @@ class Golden:
             "name": name,
             "test": {"module": self._stem, "test": self._test, "param": self._param,
                      "nodeid": self._item.nodeid},
-            "op": harness_op(self._item),
+            "op": self._op,
             "dtype_case": case if isinstance(case, str) else None,
             "seed": int(seed) if isinstance(seed, int) else None,
             "arch": getattr(arch, "name", str(arch)),

@@ -1,10 +1,12 @@
 """pytest glue of the interpreter shims (:mod:`harness.interp`): their options, and their install into the
-session's patch layer on the interpreter lane."""
+session's patch layer on the interpreter lane, once the project imports Triton (a run that never does imports
+neither Triton nor torch)."""
 
 from __future__ import annotations
 
 import pytest
 
+from harness.imports import after_import
 from harness.plugin import session_of
 
 
@@ -27,7 +29,12 @@ def pytest_configure(config: pytest.Config) -> None:
     s = session_of(config)
     if s.lane != "interp":
         return
-    from harness.interp import shims  # here, not at the top: the shims import torch and triton
+    casts = config.getoption("harness_interp_casts", default="gpu") == "gpu"
+    arith = config.getoption("harness_interp_arith", default="gpu") == "gpu"
 
-    shims.install(s.patch, s.arch, casts=config.getoption("harness_interp_casts", default="gpu") == "gpu",
-                  arith=config.getoption("harness_interp_arith", default="gpu") == "gpu")
+    def install() -> None:  # the shims import torch and triton: only once the project imports triton
+        from harness.interp import shims
+
+        shims.install(s.patch, s.arch, casts=casts, arith=arith)
+
+    after_import(s.patch, "triton", install, tag="shims-on-import")

@@ -1,7 +1,7 @@
 """Block-scaled schemes by name: which element format, which scale format, how many elements share a scale.
 
 Why a table: a test, a tolerance row and a failure text name a scheme (``nvfp4``), never the triple it stands for;
-``harness.plugin.cases`` builds the ``mx_case`` axis from it and ``assert_mx_close`` reads codes by it.
+``harness.cases`` builds the ``mx_case`` axis from it and ``assert_mx_close`` reads codes by it.
 
 | scheme | elements | scale | block | source |
 | --- | --- | --- | --- | --- |

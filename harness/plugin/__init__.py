@@ -2,10 +2,10 @@
 
 The session-wide glue: options, markers, lane and arch, the one :class:`~harness.session.Session` (pushed at
 the start, popped at the end), collection-time gating, the dtype-case and mx-case axes, fixtures, GPU pinning of xdist
-workers, the one xdist hand-off and the one ``--harness-report`` writer (:mod:`harness.plugin.report`, which
-also merges shards' reports). The feature packages
-(:mod:`harness.golden`, :mod:`harness.compile`, :mod:`harness.interp`) are plugins of their own, registered
-from here; each keeps its state as a section of the session.
+workers, the one xdist hand-off and the one ``--harness-report`` writer (:mod:`harness.report`, which
+also merges shards' reports). The feature packages' glue (:mod:`harness.golden.plugin`,
+:mod:`harness.compile.plugin`, :mod:`harness.interp.plugin`) are plugins of their own, registered from here; each
+keeps its state as a section of the session.
 
 Lane and arch are two things. The *lane* (``interp`` or ``gpu``) is where kernels execute: it decides
 ``TRITON_INTERPRET``, the ``device`` fixture and the ``gpu`` / ``interp_only`` markers. The *arch* (detected,
@@ -25,21 +25,19 @@ from typing import Any
 
 import pytest
 
+from harness import gpus, report, summary, tolerances
 from harness import session as sessions
-from harness import summary, tolerances
 from harness.arch import ENV_ARCH, Arch, detect_arch, interpreting, parse_arch
-from harness.plugin import gpus, report, timeline
+from harness.plugin import timeline
 from harness.session import Session
+from harness.tolerances import DEFAULT_OP
 
 #: This config's session (pushed in ``pytest_load_initial_conftests``, popped at the config's cleanup).
 session_key = pytest.StashKey[Session]()
 _nested_key = pytest.StashKey[bool]()
 
-#: What the tolerance fixture and goldens use when a test has no ``harness_op`` marker: no rows of its own,
-#: so the wildcard-op rows (torch.testing's defaults) apply.
-DEFAULT_OP = "default"
 
-_SUBPLUGINS = ("harness.golden", "harness.compile", "harness.interp.plugin")
+_SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.interp.plugin")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",
@@ -110,9 +108,7 @@ def _choose_lane(config: pytest.Config) -> str:
         # an assumed interp/cpu arch can only be judged where kernels are interpreted, GPU present or not
         if interp_env or _assumed_kind(config) in ("interp", "cpu"):
             return "interp"
-        import torch
-
-        return "gpu" if torch.cuda.is_available() else "interp"
+        return "gpu" if gpus.gpu_present() else "interp"
     if lane == "gpu":
         if interp_env:
             raise pytest.UsageError("--harness-lane=gpu but TRITON_INTERPRET is set; unset it")
@@ -322,7 +318,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         _parametrize_mx(metafunc)
     if "dtype_case" not in metafunc.fixturenames:
         return
-    from harness.plugin.cases import cases  # here, not at the top: it imports torch
+    from harness.cases import cases  # here, not at the top: it imports torch
 
     m = metafunc.definition.get_closest_marker("dtype_cases")
     kwargs = dict(m.kwargs) if m else {}
@@ -340,7 +336,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _parametrize_mx(metafunc: pytest.Metafunc) -> None:
-    from harness.plugin.cases import mx_cases  # here, not at the top: it imports torch
+    from harness.cases import mx_cases  # here, not at the top: it imports torch
 
     m = metafunc.definition.get_closest_marker("mx_cases")
     kwargs = dict(m.kwargs) if m else {}
@@ -539,7 +535,7 @@ class _XdistHandoff:
             self.clock.missing += 1  # a worker that crashed or was killed hands over nothing
 
 
-# --- GPU pinning of xdist workers (the rules are in harness.plugin.gpus; docs/gpu-lane.md) ------------------
+# --- GPU pinning of xdist workers (the rules are in harness.gpus; docs/gpu-lane.md) ------------------
 
 _pin_key = pytest.StashKey["gpus.Pin | None"]()
 _plan_key = pytest.StashKey["gpus.Plan | None"]()
@@ -563,7 +559,7 @@ class _Pins:
 
 def _plan(interp_lane: bool) -> gpus.Plan | None:
     """The controller's device plan; devices are counted only when the lane may be the GPU one."""
-    if interp_lane and gpus.ENV_GPUS not in os.environ:
+    if gpus.ENV_GPUS not in os.environ and (interp_lane or not gpus.may_have_gpu()):
         return None
     import torch
 

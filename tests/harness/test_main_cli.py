@@ -38,7 +38,7 @@ def fake_pytest(monkeypatch):
 
 def pytest_part(cmd: list[str]) -> tuple[str, list[str]]:
     """(the regen flag, the arguments after --golden-changes=...) of a recorded command line."""
-    assert cmd[1:5] == ["-m", "pytest", "-p", "harness.golden"], cmd
+    assert cmd[1:5] == ["-m", "pytest", "-p", "harness.golden.plugin"], cmd
     assert cmd[6].startswith("--golden-changes="), cmd
     return cmd[5], cmd[7:]
 

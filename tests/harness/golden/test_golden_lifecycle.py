@@ -31,7 +31,7 @@ pytestmark = [
 INI = """
 [pytest]
 testpaths = tests
-addopts = -p no:cacheprovider -p no:hypothesispytest -p harness.golden --harness-lane=interp
+addopts = -p no:cacheprovider -p no:hypothesispytest -p harness.golden.plugin --harness-lane=interp
 """
 
 SCENARIOS = ["missing", "corrupt", "malformed_same", "malformed_other", "same_equal", "same_differs",

@@ -36,7 +36,7 @@ def _outside_ci(monkeypatch):
 INI = """
 [pytest]
 testpaths = tests
-addopts = -p no:cacheprovider -p no:hypothesispytest -p harness.golden --harness-lane=interp
+addopts = -p no:cacheprovider -p no:hypothesispytest -p harness.golden.plugin --harness-lane=interp
 {extra}
 """
 
@@ -751,7 +751,7 @@ def test_regen_command(pytester):
         del os.environ["GOLDEN_SHIFT"]
     assert r.ret == 0, text(r)
     r.stdout.fnmatch_lines([
-        "running: * -m pytest -p harness.golden --golden-regen-all --golden-changes=*changes.json -k "
+        "running: * -m pytest -p harness.golden.plugin --golden-regen-all --golden-changes=*changes.json -k "
         "'not nothing'",
         "*3 passed*",
         "golden regen: 3 checks, 1 created, 2 rewritten, 0 unchanged",

@@ -1,10 +1,10 @@
-"""harness.plugin.gpus: one GPU per xdist worker. The rules as pure functions, then the hand-off through xdist in a
+"""harness.gpus: one GPU per xdist worker. The rules as pure functions, then the hand-off through xdist in a
 throwaway project (on a CPU box: HARNESS_GPUS names devices, nothing initializes CUDA)."""
 
 import pytest
 
-from harness.plugin import gpus
-from harness.plugin.gpus import ENV_GPUS, ENV_PLAN, Plan
+from harness import gpus
+from harness.gpus import ENV_GPUS, ENV_PLAN, Plan
 
 # nothing here touches a device (HARNESS_GPUS names the devices), so the gpu lane leaves it to the
 # interpreter lane; the gpu lane's own summary shows its real pins

@@ -1,4 +1,4 @@
-"""``harness.plugin.report``: merging shards' ``--harness-report`` files on hand-built reports. The shards'
+"""``harness.report``: merging shards' ``--harness-report`` files on hand-built reports. The shards'
 end-to-end path is ``test_shards.py``; these pin each merge rule and refusal, which a mutation survey found it
 left open (the launch cells' sums, findings kept once, keys present in some reports only)."""
 
@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 import pytest
 
-from harness.plugin import report
+from harness import report
 from harness.summary import Collector, Observation
 
 pytestmark = pytest.mark.lane_independent

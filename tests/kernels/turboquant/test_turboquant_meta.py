@@ -18,8 +18,8 @@ import pytest
 import triton.compiler  # noqa: F401
 
 import kernels.turboquant.store as store
+from harness.cases import cases
 from harness.interp import casts as interp_casts
-from harness.plugin.cases import cases
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]  # tests/kernels/turboquant -> the repository root (pyproject.toml, rootdir)

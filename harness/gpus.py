@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 __all__ = [
+    "DEVICE_NODES",
     "ENV_GPUS",
+    "gpu_present",
+    "may_have_gpu",
     "ENV_PLAN",
     "Plan",
     "Pin",
@@ -45,6 +49,25 @@ __all__ = [
     "device_for_worker",
     "pin_worker",
 ]
+
+#: Device nodes a GPU driver creates (NVIDIA's, AMD ROCm's, WSL's paravirtual GPU): on Linux, with none of them no
+#: CUDA or ROCm device can be opened, so the lane and the plan are decided without importing torch.
+DEVICE_NODES: tuple[str, ...] = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def may_have_gpu() -> bool:
+    """``False`` when no GPU can be present (Linux without any of :data:`DEVICE_NODES`); ``True`` when torch must
+    be asked."""
+    return not sys.platform.startswith("linux") or any(os.path.exists(p) for p in DEVICE_NODES)
+
+
+def gpu_present() -> bool:
+    """Whether torch sees a GPU; asked without importing torch where none can be present."""
+    if not may_have_gpu():
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 #: User override: a comma-separated device list (as the visibility variable takes it), or ``off``.
 ENV_GPUS = "HARNESS_GPUS"

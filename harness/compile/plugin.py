@@ -1,0 +1,553 @@
+"""pytest glue of the compile feature: the compile matrix (``--harness-targets``, the ``compile_targets``
+marker, the ``compile_target`` fixture, a one-line timing summary) and launch capture
+(``--harness-compile-launches`` / ini ``harness_compile_launches``).
+
+Registered by ``harness.plugin``. Nothing here imports triton until a test asks for ``compile_target`` or
+capture is on (the feature's modules import it on first use). The feature's per-session state is two
+sections of the session: ``compile_stats`` (compile counters, summed over xdist workers) and
+``compile_launches`` (the session's capture state: capture blocks, ``expect_compile_failure`` declarations;
+with capture on, the capture report, also the key of that name in ``--harness-report``). The logic lives in
+the sibling modules; every failure text in :mod:`harness.compile.message`.
+
+On the GPU lane a third section, ``triton_compiles``, counts the run's Triton compiles and its reads from
+Triton's on-disk cache (one summary line), and with ``--harness-record-launches=PATH`` writes the launch
+manifest a warm start compiles ahead of the next run (:mod:`harness.compile.warm`,
+``python -m harness compile --warm PATH``).
+
+Which targets a test gets: the marker's targets if it has ``@pytest.mark.compile_targets(...)``, else
+:data:`harness.compile.targets.DEFAULT_TARGETS`. ``--harness-targets=sm80,sm90`` replaces the default list and,
+for a marked test, narrows the marker's list to the targets in both (a test marked for sm90 only is never
+compiled for sm80); an empty intersection gives one skipped item saying so. Targets whose Triton backend
+is missing here are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from harness.arch import interpreting
+from harness.compile import autotune, cache
+from harness.compile.disk_cache import cache_dir, representative
+from harness.compile.findings import Report, check
+from harness.compile.launches import SECTION, Captured, CaptureState, Launch
+from harness.compile.message import (
+    LOWERING_LEGEND,
+    MATRIX_LEGEND,
+    Finding,
+    format_capture_failure,
+    format_capture_totals,
+    format_compile_stats,
+    format_finding,
+    group,
+    has_lowering,
+    render_matrix,
+)
+from harness.compile.personality import device_personality, same_answers
+from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available, target_supported
+from harness.compile.warm import Listener, install_listener, write_manifest
+from harness.imports import after_import
+from harness.plugin import session_of
+
+_MARKER = (
+    "compile_targets(*targets): the GPU targets (sm90, sm_80, 120, gfx942...) the compile_target fixture "
+    "is parametrized over for this test (default: harness.compile.targets.DEFAULT_TARGETS)"
+)
+
+
+_INI = "harness_compile_launches"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness")
+    group.addoption(
+        "--harness-targets",
+        dest="harness_targets",
+        metavar="T1,T2",
+        default=None,
+        help="comma-separated compile targets for the compile_target fixture (e.g. sm80,sm90); replaces "
+        "the default list and narrows compile_targets markers to these",
+    )
+    group.addoption(
+        "--harness-compile-launches", dest="harness_compile_launches", action="store_true", default=None,
+        help="interpreter lane: compile every kernel launch (and its fp16/bf16/fp32 variants) for the "
+             "compile-matrix targets; a compile failure fails the launching test (ini harness_compile_launches)",
+    )
+    group.addoption(
+        "--harness-no-widen", dest="harness_no_widen", action="store_true", default=False,
+        help="with --harness-compile-launches: compile only the launched dtypes, not the widened variants",
+    )
+    group.addoption(
+        "--harness-widen-targets", dest="harness_widen_targets", metavar="T1,T2", default=None,
+        help="with --harness-compile-launches: compile the widened variants for these targets only (default: "
+             "every capture target); bounds the cost on a small CI machine",
+    )
+    group.addoption(
+        "--harness-compile-all-configs", dest="harness_compile_all_configs", action="store_true", default=False,
+        help="with --harness-compile-launches: compile every distinct launch; by default launches differing only "
+             "in integer constexprs other than 0/1 (sizes) are compiled once",
+    )
+    group.addoption(
+        "--harness-autotune", dest="harness_autotune", choices=("first", "each"), default="first",
+        help="interpreter lane: how @triton.autotune kernels run (the autotuner's benchmarking needs a GPU): "
+             "first (default) runs the first config, each runs every config in turn (for kernels that overwrite "
+             "their output); launch capture compiles every config either way",
+    )
+    group.addoption(
+        "--harness-record-launches", dest="harness_record_launches", metavar="PATH", default=None,
+        help="GPU lane: write every kernel specialization Triton compiled (or read from its cache) in this run to "
+             "PATH, the manifest `python -m harness compile --warm PATH` compiles ahead of the next run",
+    )
+    parser.addini(_INI, type="bool", default=False,
+                  help="compile every interpreted kernel launch for the compile-matrix targets (see "
+                       "--harness-compile-launches)")
+
+
+_targets_key = pytest.StashKey["tuple[Any, ...] | None"]()
+
+
+@pytest.hookimpl(trylast=True)  # after harness.plugin opened the session and chose the lane
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _MARKER)
+    config.stash[_targets_key] = _option_targets(config)  # a bad list is a usage error now, not at collection
+    session_of(config).add_section("compile_stats", _Stats())
+    if interpreting():
+        s, mode = session_of(config), config.getoption("harness_autotune", default="first")
+        if mode not in autotune.MODES:
+            raise pytest.UsageError(f"--harness-autotune={mode!r}: expected one of {', '.join(autotune.MODES)}")
+        after_import(s.patch, "triton", lambda: autotune.install(s.patch, mode), tag="autotune-on-import")
+    _configure_capture(config)
+    _configure_warm(config)
+
+
+def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
+    raw = config.getoption("harness_targets", default=None)
+    if raw is None:
+        return None
+    try:
+        targets = parse_targets(raw)
+        check_targets(targets)  # an unknown target would reach LLVM, which may abort the process
+        return targets
+    except ValueError as e:
+        raise pytest.UsageError(f"--harness-targets={raw!r}: {e}") from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "compile_target" not in metafunc.fixturenames:
+        return
+    node = metafunc.definition
+    marker = node.get_closest_marker("compile_targets")
+    try:
+        marked = parse_targets(marker.args) if marker is not None else None
+        if marked is not None:
+            check_targets(marked)
+    except (ValueError, TypeError) as e:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets: {e}") from None
+    if marker is not None and marker.kwargs:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets takes target names only")
+    chosen = metafunc.config.stash.get(_targets_key, None)
+    if marked is None:
+        targets = chosen if chosen is not None else parse_targets(DEFAULT_TARGETS)
+    elif chosen is None:
+        targets = marked
+    else:
+        wanted = {t.name for t in chosen}
+        targets = tuple(t for t in marked if t.name in wanted)
+    if not targets:
+        names = ",".join(t.name for t in marked or ())
+        reason = f"none of --harness-targets is among this test's compile_targets ({names})"
+        metafunc.parametrize(
+            "compile_target", [pytest.param(None, id="no-target", marks=pytest.mark.skip(reason=reason))]
+        )
+        return
+    params = []
+    for t in targets:
+        ok, reason = target_available(t)
+        # An AOT compile never touches a device, so its outcome is the same on every lane: the CPU lanes run
+        # these items, the GPU lane spends its time on what only a GPU shows (README, lane_independent).
+        marks = [pytest.mark.lane_independent] + ([] if ok else [pytest.mark.skip(reason=reason)])
+        params.append(pytest.param(t, id=t.name, marks=marks))
+    metafunc.parametrize("compile_target", params)
+
+
+@pytest.fixture
+def compile_target(request: pytest.FixtureRequest) -> Any:
+    """This item's :class:`harness.compile.targets.Target` (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
+    return request.param
+
+
+# --- timing summary ----------------------------------------------------------------------------------------
+
+
+def _local_stats() -> dict[str, float] | None:
+    s = cache.stats()
+    return s if s["compiles"] or s["hits"] else None
+
+
+class _Stats:
+    """The ``compile_stats`` section: this process's compile counters, plus the workers' on the controller."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, float] = {}
+
+    def to_worker(self) -> dict[str, float] | None:
+        return _local_stats()
+
+    def merge(self, data: dict[str, float]) -> None:
+        _merge(self.workers, data)
+
+    def report(self) -> None:
+        return None
+
+    def total(self) -> dict[str, float]:
+        total = dict(self.workers)
+        local = _local_stats()
+        if local:
+            _merge(total, local)
+        return total
+
+
+def _merge(into: dict[str, float], s: dict[str, float]) -> None:
+    for k, v in s.items():
+        into[k] = max(into.get(k, 0), v) if k == "slowest" else into.get(k, 0) + v
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    s = session_of(config)
+    capture = _launches(config).active
+    if capture is not None:
+        capture.terminal_summary(terminalreporter)
+    warm_ = s.sections.get(WARM_SECTION)
+    if isinstance(warm_, _Warm):
+        for line in warm_.summary_lines():
+            terminalreporter.write_line(line)
+    total = s.sections["compile_stats"].total()
+    if not total.get("compiles") and not total.get("hits"):
+        return
+    terminalreporter.write_line(format_compile_stats(total))
+
+
+# --- launch capture ----------------------------------------------------------------------------------------
+
+
+class _Launches(CaptureState):
+    """The ``compile_launches`` section: the session's :class:`~harness.compile.launches.CaptureState` (so
+    declarations and capture blocks end with the session), and, when capture is on, the :class:`_Capture` that
+    compiles and reports. Registered before the initial conftest files load: a conftest may declare
+    expected failures at import."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active: _Capture | None = None  # set when capture is on
+
+    def to_worker(self) -> dict[str, Any] | None:
+        return self.active.to_worker() if self.active is not None else None
+
+    def merge(self, data: dict[str, Any]) -> None:
+        if self.active is not None:
+            self.active.merge(data)
+
+    def report(self) -> dict[str, Any] | None:
+        return self.active.report() if self.active is not None else None
+
+
+def _launches(config: pytest.Config) -> _Launches:
+    s = session_of(config)
+    section = s.sections.get(SECTION)
+    if section is None:
+        section = _Launches()
+        s.add_section(SECTION, section)
+    assert isinstance(section, _Launches)
+    return section
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # After harness.plugin opened the session (tryfirst), before pytest imports the conftest files.
+    _launches(early_config)
+
+
+class _Capture:
+    """The hooks of capture and what it found: launches seen, the report, the time spent compiling. On the
+    interpreter lane every kernel launch a test makes is recorded; after the test body, each launch not seen
+    before in this process is compiled for the capture targets with its widened dtype variants, and a finding
+    fails that test. Off on GPU lanes (the GPU compiles what it runs)."""
+
+    def __init__(self, config: pytest.Config, state: CaptureState, targets: tuple[str, ...],
+                 widen_targets: tuple[str, ...] | None) -> None:
+        self.state = state
+        self.targets = targets
+        self.widen_targets = widen_targets
+        self.dropped: dict[str, str] = {}  # default targets this Triton cannot compile for -> why
+        self.all_configs = bool(config.getoption("harness_compile_all_configs"))
+        self.widen = not config.getoption("harness_no_widen")
+        self.done: dict[Any, set[str]] = {}  # configuration (or launch) -> targets compiled for it
+        self.base_keys: set[Any] = set()  # configurations some test launched as run (not only in a replay)
+        self.not_replayed: dict[str, str] = {}
+        self.report_ = Report()
+        self.seconds = 0.0
+        self.worker_reports: list[dict[str, Any]] = []
+
+    def drop_unsupported(self) -> None:
+        """Leave out the default targets the installed Triton cannot compile for (each said once in the
+        summary): a default list must never fail a project over its Triton install."""
+        for t in parse_targets(self.targets):
+            ok, why = target_supported(t)
+            if not ok:
+                self.dropped[t.name] = why
+        if self.dropped:
+            self.targets = tuple(n for n in self.targets if n not in self.dropped)
+            if self.widen_targets:
+                self.widen_targets = tuple(n for n in self.widen_targets if n not in self.dropped) or None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        failure: BaseException | None = None
+        result = None
+        code = getattr(getattr(item, "obj", None), "__code__", None)
+        with self.state.queries.watching(), self.state.capture(code) as launches:
+            self.state.queries.asked = False
+            try:
+                result = yield
+            except BaseException as e:
+                failure = e
+            replayed = self._replay(launches)
+            launches.close()
+        # Compiled outside the except block: a compile error must not carry the test's failure as its context.
+        findings = self._check(item, launches, replayed)
+        if failure is not None:
+            raise failure  # still compiled and reported; the test's own failure wins
+        if findings:
+            __tracebackhide__ = True
+            raise AssertionError(format_capture_failure(findings, self.targets))
+        return result
+
+    def _replay(self, block: Captured) -> list[tuple[tuple[str, ...], Launch]]:
+        """Each launcher call that asked ``torch.cuda`` about the device, made again as each CUDA target
+        (:mod:`harness.compile.personality`); the launches each made, with the targets that make them."""
+        out: list[tuple[tuple[str, ...], Launch]] = []
+        for call in block.replays:
+            pending = [p for p in (device_personality(t) for t in self.targets) if p is not None]
+            while pending:
+                p = pending.pop(0)
+                error = None
+                with self.state.capture() as got, self.state.queries.as_device(p) as transcript:
+                    try:
+                        call.call()
+                    except (Exception, pytest.skip.Exception, pytest.fail.Exception) as e:
+                        error = e  # the launcher's later steps may need real results; its launches count
+                same = [q for q in pending if same_answers(q, transcript)]
+                pending = [q for q in pending if q not in same]
+                targets = (p.target, *(q.target for q in same))
+                if error is not None and not got:
+                    name = getattr(call.fn, "__qualname__", "?")
+                    self.not_replayed[name] = f"as {p.target}: {type(error).__name__}: {error}"[:200]
+                out += [(targets, launch) for launch in got]
+        return out
+
+    def _check(self, item: pytest.Item, launches: list[Launch],
+               replayed: list[tuple[tuple[str, ...], Launch]]) -> list[Finding]:
+        findings: list[Finding] = []
+        t0 = time.perf_counter()
+        for launch in launches:
+            self.base_keys.add(launch if self.all_configs else launch.config_key())
+        for targets, launch in [(self.targets, x) for x in launches] + replayed:
+            key = launch if self.all_configs else launch.config_key()
+            done = self.done.setdefault(key, set())
+            todo = tuple(t for t in targets if t not in done)
+            if not todo:
+                continue
+            done.update(todo)
+            if not self.all_configs:
+                launch = representative(launch)
+            # A launch only a device personality makes (a branch no test ran) is widened on every target that
+            # makes it: it is where a host-side arch branch hides its bug.
+            wt = None if key not in self.base_keys else self.widen_targets
+            findings += check(launch, todo, widen=self.widen, test=item.nodeid, report=self.report_,
+                              widen_targets=wt, declarations=self.state.declarations)
+        self.seconds += time.perf_counter() - t0
+        return findings
+
+    def to_worker(self) -> dict[str, Any]:
+        return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed,
+                "dropped": self.dropped}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        self.worker_reports.append(data)
+
+    def merged(self) -> tuple[Report, float]:
+        rep = Report()
+        seconds = self.seconds
+        rep.merge(self.report_.to_worker())
+        for d in self.worker_reports:
+            rep.merge(d["report"])
+            seconds += float(d.get("seconds", 0.0))
+        return rep, seconds
+
+    def report(self) -> dict[str, Any]:
+        """The ``compile_launches`` key of ``--harness-report``."""
+        rep, seconds = self.merged()
+        return {"targets": list(self.targets), "widen": self.widen,
+                "widen_targets": list(self.widen_targets or self.targets),
+                "seconds": round(seconds, 3), **rep.to_dict()}
+
+    def terminal_summary(self, terminalreporter: Any) -> None:
+        rep, seconds = self.merged()
+        tr = terminalreporter
+        tr.write_sep("-", "harness: compile matrix of captured launches")
+        if not rep.cells:
+            tr.write_line("no kernel launches captured")
+        else:
+            cells = rep.count_cells()
+            for line in render_matrix(cells, self.targets):
+                tr.write_line(line)
+            tr.write_line(MATRIX_LEGEND)
+            if has_lowering(cells):
+                tr.write_line(LOWERING_LEGEND)
+        scope = "widening off" if not self.widen else (
+            f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
+        tr.write_line(format_capture_totals(rep.compiles, rep.cached, seconds, scope, str(cache_dir())))
+        for f, ts in group(rep.findings):
+            for line in format_finding(f, ts).splitlines():
+                tr.write_line(line)
+        for k, why in sorted(self.state.skipped.items()):
+            tr.write_line(f"not captured: {k}: {why}")
+        not_replayed = dict(self.not_replayed)
+        for d in self.worker_reports:
+            not_replayed.update(d.get("not_replayed", {}))
+        for k, why in sorted(not_replayed.items()):
+            tr.write_line(f"not replayed: {k} {why}")
+        dropped = dict(self.dropped)
+        for d in self.worker_reports:
+            dropped.update(d.get("dropped", {}))
+        for t, why in sorted(dropped.items()):
+            tr.write_line(f"not compiled for {t} (a default target): {why}")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    opt = config.getoption("harness_compile_launches", default=None)
+    return bool(opt) if opt is not None else bool(config.getini(_INI))
+
+
+def _configure_capture(config: pytest.Config) -> None:
+    section = _launches(config)
+    if not _enabled(config):
+        return
+    if not interpreting():
+        return  # a GPU lane runs the real compiler on every launch already
+    raw = config.getoption("harness_targets", default=None)
+    try:
+        targets = parse_targets(raw if raw else DEFAULT_TARGETS)
+        if raw:  # the user's own list: refused up front (it needs Triton imported now)
+            check_targets(targets)
+    except ValueError as e:
+        raise pytest.UsageError(f"--harness-targets: {e}") from None
+    names = tuple(t.name for t in targets)
+    wraw = config.getoption("harness_widen_targets", default=None)
+    widen = None
+    if wraw:
+        try:
+            widen = tuple(t.name for t in parse_targets(wraw))
+        except ValueError as e:
+            raise pytest.UsageError(f"--harness-widen-targets: {e}") from None
+        outside = [t for t in widen if t not in names]
+        if outside:
+            raise pytest.UsageError(f"--harness-widen-targets: {','.join(outside)} not among the capture targets "
+                                    f"({','.join(names)})")
+    section.active = _Capture(config, section, names, widen)
+    config.pluginmanager.register(section.active, "harness-launch-capture")
+    if not raw:  # the defaults: a target this Triton cannot compile for is left out once Triton is imported
+        after_import(session_of(config).patch, "triton", section.active.drop_unsupported, tag="capture-targets")
+
+
+# --- the GPU lane's compiles, and the manifest of a warm start ---------------------------------------------
+
+#: The session section of the GPU lane's Triton compile counts.
+WARM_SECTION = "triton_compiles"
+
+
+class _Warm:
+    """The ``triton_compiles`` section (GPU lane): the Triton compiles this run made and those it read from
+    Triton's on-disk cache, summed over xdist workers (what a warm start saves shows here), and with
+    ``--harness-record-launches`` the launches to write as the manifest of :mod:`harness.compile.warm`."""
+
+    def __init__(self, listener: Listener, path: str | None) -> None:
+        self.listener = listener
+        self.path = path
+        self.totals: dict[str, float] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.not_recorded: dict[str, str] = {}
+        self.written: int | None = None
+
+    def to_worker(self) -> dict[str, Any]:
+        return {"counts": self.listener.counts(), "entries": list(self.listener.entries.values()),
+                "not_recorded": dict(self.listener.not_recorded)}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        _merge(self.totals, data["counts"])
+        for e in data["entries"]:
+            self.entries.setdefault(json.dumps(e, sort_keys=True), e)
+        self.not_recorded.update(data["not_recorded"])
+
+    def counts(self) -> dict[str, float]:
+        out = dict(self.totals)
+        _merge(out, self.listener.counts())
+        return out
+
+    def report(self) -> None:
+        return None  # the terminal line says it; shards' differing counts would need a merge rule of their own
+
+    def finish(self) -> None:
+        """Controller: write the manifest (the workers' launches and this process's own)."""
+        if self.path:
+            for e in self.listener.entries.values():
+                self.entries.setdefault(json.dumps(e, sort_keys=True), e)
+            self.not_recorded.update(self.listener.not_recorded)
+            self.written = write_manifest(self.path, self.entries.values())
+
+    def summary_lines(self) -> list[str]:
+        c = self.counts()
+        if not c.get("compiled") and not c.get("cached") and not self.path:
+            return []
+        lines = [f"harness: Triton compiled {int(c.get('compiled', 0))} kernels in this run "
+                 f"({c.get('seconds', 0.0):.1f}s, slowest {c.get('slowest', 0.0):.2f}s) and read "
+                 f"{int(c.get('cached', 0))} from its on-disk cache"]
+        if self.written is not None:
+            lines.append(f"harness: recorded {self.written} kernel specializations to {self.path} "
+                         f"(python -m harness compile --warm {self.path} compiles them before a run)")
+        for name, why in sorted(self.not_recorded.items()):
+            lines.append(f"not recorded: {name}: {why}")
+        return lines
+
+
+def _configure_warm(config: pytest.Config) -> None:
+    path = config.getoption("harness_record_launches", default=None)
+    if interpreting():
+        if path:
+            raise pytest.UsageError("--harness-record-launches records the kernels a GPU compiles; the interpreter "
+                                    "lane compiles none (run it with --harness-lane=gpu)")
+        return
+    listener = Listener(record=bool(path), rootdir=config.rootpath)
+    s = session_of(config)
+    try:
+        install_listener(s.patch, listener)
+    except RuntimeError as e:
+        if path:
+            raise pytest.UsageError(f"--harness-record-launches: {e}") from None
+        return
+    s.add_section(WARM_SECTION, _Warm(listener, path))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return
+    try:
+        section = session_of(session.config).sections.get(WARM_SECTION)
+    except KeyError:  # the session never opened (a usage error before configure)
+        return
+    if isinstance(section, _Warm):
+        section.finish()
