@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from adopter_kernels import store_fp8
 from adopter_kernels.fp8_store import _use_fp8_e4b15
 

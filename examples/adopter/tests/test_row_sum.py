@@ -1,5 +1,4 @@
 import torch
-
 from adopter_kernels import row_sum
 
 
