@@ -20,7 +20,7 @@ def _use_fp8_e4b15(device: torch.device) -> bool:
     key = str(device)
     if key not in _FP8_E4B15:
         _FP8_E4B15[key] = (
-            device.type == "cuda" and torch.cuda.is_available() and torch.cuda.get_device_capability(device) < (8, 9)
+            torch.cuda.is_available() and device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9)
         )
     return _FP8_E4B15[key]
 
