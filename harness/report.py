@@ -128,7 +128,7 @@ def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[
 
 #: How ``python -m harness`` declares the subcommand (``add_parser("report", **PARSER_KWARGS)``).
 PARSER_KWARGS: dict[str, Any] = dict(help="--harness-report files: merge", allow_abbrev=False,
-                                     description="--harness-report JSON files (see README: Shards).")
+                                     description="--harness-report JSON files (see docs/shards.md).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU lane as run on the lent H200 (no internet): wheels in .whl/ (see README) go to /tmp/site, the
+# The GPU lane as run on the lent H200 (no internet): wheels in .whl/ (see docs/running.md) go to /tmp/site, the
 # machine's own torch/triton are used; tox when the image has it, else tox.ini's gpu steps by hand (tox_env).
 # Logs go to $OUT (or ./gpu-logs).
 #   bash scripts/gpu_lane.sh [test|regen|bench|all|profile]

@@ -61,7 +61,7 @@ unchanged, 1 some file could not be verified (named, left as it was), 2 DIR is n
 """
 
 PARSER_KWARGS: dict[str, Any] = dict(help="golden files: regen, unused, repack", allow_abbrev=False,
-                                     description="Golden files (see README: Goldens).")
+                                     description="Golden files (see docs/goldens.md).")
 
 
 class _PytestArgs(argparse.ArgumentParser):

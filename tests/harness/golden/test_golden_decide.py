@@ -1,6 +1,6 @@
 """The golden workflow's decision, as a table: every (mode, file state, same arch) and what a check does.
 
-The table is written out by hand from the rules in README.md ("Goldens"); test_golden_lifecycle.py runs
+The table is written out by hand from the rules in docs/goldens.md; test_golden_lifecycle.py runs
 the same combinations end to end through pytest. Invalid combinations (a missing file naming an arch, a
 readable one naming none) are refused.
 """
