@@ -1,22 +1,17 @@
-"""The one map between torch float dtypes and the short names the harness prints and keys on.
-
-Why short names: tolerance rows, dtype-case ids, golden metadata and compile signatures all say ``bf16``, not
-``torch.bfloat16``; one table keeps them spelled alike.
-"""
+"""The torch float dtypes kernels compute in, by the short names the harness prints and keys on (``bf16``, not
+``torch.bfloat16``): tolerance rows, dtype-case ids, golden metadata and compile signatures spell them alike.
+The names come from :data:`harness.names.NAMES`."""
 
 from __future__ import annotations
 
 import torch
 
+from harness.names import NAMES
+
 __all__ = ["FLOAT_DTYPES", "short_name", "torch_dtype"]
 
 #: Short name -> torch dtype, for the float dtypes kernels compute in.
-FLOAT_DTYPES: dict[str, torch.dtype] = {
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-    "fp32": torch.float32,
-    "fp64": torch.float64,
-}
+FLOAT_DTYPES: dict[str, torch.dtype] = {n: NAMES[n].torch_dtype for n in ("fp16", "bf16", "fp32", "fp64")}
 _SHORT = {dt: name for name, dt in FLOAT_DTYPES.items()}
 
 

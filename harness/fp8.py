@@ -19,6 +19,8 @@ from typing import Any
 import torch
 
 from harness.arch import Arch, parse_arch, supports_format
+from harness.names import NAMES, format_name
+from harness.versions import triton_version
 
 __all__ = [
     "FP8Format", "FORMATS", "ULP_FAR", "get_format", "encode", "decode", "ulp_distance", "is_nan_code",
@@ -55,22 +57,21 @@ class FP8Format:
         return f"FP8Format({self.name}: e{self.exp_bits}m{self.man_bits} bias {self.bias}, {self.nan_style})"
 
 
+def _fp8(name: str, exp_bits: int, man_bits: int, bias: int, nan_style: str, max_finite: float,
+         sat_max: float) -> FP8Format:
+    row = NAMES[name]  # torch's and Triton's names come from the one naming table
+    return FP8Format(name, exp_bits, man_bits, bias, nan_style, max_finite, sat_max, row.torch_dtype, row.triton)
+
+
 FORMATS: dict[str, FP8Format] = {
     f.name: f
     for f in (
-        FP8Format("e4nv", 4, 3, 7, "fn", 448.0, 448.0, torch.float8_e4m3fn, "float8e4nv"),
-        FP8Format("e5m2", 5, 2, 15, "ieee", 57344.0, 57344.0, torch.float8_e5m2, "float8e5"),
-        FP8Format("e4b15", 4, 3, 15, "none", 1.875, 1.75, None, "float8e4b15"),
-        FP8Format("e4m3fnuz", 4, 3, 8, "fnuz", 240.0, 240.0, torch.float8_e4m3fnuz, "float8e4b8"),
-        FP8Format("e5m2fnuz", 5, 2, 16, "fnuz", 57344.0, 57344.0, torch.float8_e5m2fnuz, "float8e5b16"),
+        _fp8("e4nv", 4, 3, 7, "fn", 448.0, 448.0),
+        _fp8("e5m2", 5, 2, 15, "ieee", 57344.0, 57344.0),
+        _fp8("e4b15", 4, 3, 15, "none", 1.875, 1.75),
+        _fp8("e4m3fnuz", 4, 3, 8, "fnuz", 240.0, 240.0),
+        _fp8("e5m2fnuz", 5, 2, 16, "fnuz", 57344.0, 57344.0),
     )
-}
-
-_ALIASES = {
-    "e4m3fn": "e4nv", "e4m3": "e4nv", "fp8_e4m3": "e4nv", "float8e4nv": "e4nv", "float8_e4m3fn": "e4nv",
-    "fp8e4nv": "e4nv", "e5": "e5m2", "float8e5": "e5m2", "float8_e5m2": "e5m2", "fp8e5": "e5m2",
-    "fp8_e5m2": "e5m2", "float8e4b15": "e4b15", "fp8e4b15": "e4b15", "float8e4b8": "e4m3fnuz",
-    "float8_e4m3fnuz": "e4m3fnuz", "float8e5b16": "e5m2fnuz", "float8_e5m2fnuz": "e5m2fnuz",
 }
 
 
@@ -84,8 +85,10 @@ def get_format(fmt: str | FP8Format | torch.dtype) -> FP8Format:
                 return f
         raise ValueError(f"fmt: torch dtype {fmt} is not an FP8 format")
     if isinstance(fmt, str):
-        key = fmt.strip().lower()
-        key = _ALIASES.get(key, key)
+        try:
+            key = format_name(fmt)
+        except ValueError:
+            key = None
         if key in FORMATS:
             return FORMATS[key]
         raise ValueError(f"fmt {fmt!r} is not an FP8 format; expected one of {', '.join(FORMATS)} "
@@ -265,7 +268,7 @@ KNOWN_LOWERING_VERSIONS: tuple[tuple[tuple[int, int], tuple[int, int], str], ...
     (_V39[0], _V39[1], "3.9"),
 )
 
-_SRC_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+_SRC_NAME = {NAMES[n].torch_dtype: n for n in ("fp16", "bf16", "fp32")}  # the sources a cast lowers from
 _warned_versions: set[str] = set()
 
 
@@ -273,8 +276,6 @@ def lowering_version(triton: str | None = None) -> tuple[int, int]:
     """The (major, minor) whose lowering ``encode`` models for Triton ``triton`` (default: the installed one,
     from :mod:`harness.versions`). A version the model has never seen is mapped to the nearest known one,
     with one ``RuntimeWarning`` per version naming it."""
-    from harness.versions import triton_version
-
     text = triton_version() if triton is None else str(triton)
     m = re.match(r"(\d+)\.(\d+)", text)
     v = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
@@ -398,7 +399,7 @@ def _sw_f16_to_e4b15(h: torch.Tensor) -> torch.Tensor:
 _E4M3_MAG = torch.arange(128, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
 
 
-_TL_SRC = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+_TL_SRC = {NAMES[n].torch_dtype: NAMES[n].triton for n in ("fp16", "bf16", "fp32")}
 _INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}
 
 
@@ -441,7 +442,6 @@ def interpreter_imitates() -> Arch | None:
 
 def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
     try:
-        import triton
         import triton.language as tl
         from triton._C.libtriton import ir
         from triton.runtime.interpreter import _convert_float
@@ -453,7 +453,7 @@ def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
         own = getattr(_convert_float, "__wrapped__", _convert_float)  # never the harness.interp.casts wrapper
         return own(bits, getattr(tl, _TL_SRC[x.dtype]), dst, ir.ROUNDING_MODE.RTNE)
     except Exception as e:
-        raise RuntimeError(f"arch='interp': Triton {triton.__version__}'s interpreter converter "
+        raise RuntimeError(f"arch='interp': Triton {triton_version()}'s interpreter converter "
                            f"failed for {x.dtype} -> {dst}: {e}") from None
 
 

@@ -140,14 +140,12 @@ def _norm_dtype(dtype: Any) -> str:
         v = getattr(dtype, attr, None)
         if isinstance(v, str):
             return v
-    try:
-        import torch
+    if type(dtype).__module__ == "torch":  # a torch dtype: torch is imported already, and so may the table be
+        from harness.dtypes import short_name
 
-        short = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
-        if dtype in short:
-            return short[dtype]
-    except ImportError:  # pragma: no cover
-        pass
+        short = short_name(dtype)
+        if short is not None:
+            return short
     raise TypeError(f"dtype must be a short name such as 'bf16' or 'bf16-e4nv', got {dtype!r}")
 
 

@@ -36,6 +36,7 @@ from harness.compile.targets import parse_targets
 from harness.imports import after_import
 from harness.interp.jit import as_jit
 from harness.interp.patch import Patch, installed
+from harness.names import NAMES
 from harness.session import current
 
 __all__ = [
@@ -67,18 +68,16 @@ CAPTURE_TAG = "capture"
 WIDEN_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 #: Triton's FP8 type names (``fp8e4nv``) → the harness's format names (``e4nv``), which the arch model takes.
-FP8_FORMAT_OF_TYPE: dict[str, str] = {"fp8e4nv": "e4nv", "fp8e5": "e5m2", "fp8e4b15": "e4b15",
-                                      "fp8e4b8": "e4m3fnuz", "fp8e5b16": "e5m2fnuz"}
+FP8_FORMAT_OF_TYPE: dict[str, str] = {NAMES[n].triton_type: n
+                                      for n in ("e4nv", "e5m2", "e4b15", "e4m3fnuz", "e5m2fnuz")}
 
 
 def _torch_types() -> dict[Any, str]:
     import torch  # on the first typed launch: loading the plugin imports no torch
 
-    out = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
-           torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
-           torch.bool: "i1"}
-    for name, ty in (("float8_e4m3fn", "fp8e4nv"), ("float8_e5m2", "fp8e5"), ("float8_e4m3fnuz", "fp8e4b8"),
-                     ("float8_e5m2fnuz", "fp8e5b16"), ("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
+    out = {row.torch_dtype: row.triton_type for row in NAMES.values() if row.torch_dtype and row.triton_type}
+    for name, ty in (("int8", "i8"), ("int16", "i16"), ("int32", "i32"), ("int64", "i64"), ("uint8", "u8"),
+                     ("bool", "i1"), ("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
         if hasattr(torch, name):
             out[getattr(torch, name)] = ty
     return out

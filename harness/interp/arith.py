@@ -294,7 +294,7 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
             (S, "cumprod"): scan(orig_cumprod, np.multiply)}
 
 
-# --- install / uninstall ------------------------------------------------------------------------------------
+# --- install ---------------------------------------------------------------------------------------------
 
 _REQUIRED = {
     "InterpreterBuilder": ("binary_op", "ternary_op", "create_fma", "cast_impl", "create_fp_to_fp", "create_maxnumf",

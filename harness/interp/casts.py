@@ -30,6 +30,7 @@ import torch
 from harness.arch import Arch, parse_arch, supports_format
 from harness.fp8 import FORMATS, IMITATES_ATTR, decode, encode, rz_f16_bits
 from harness.interp.patch import Patch, installed, lift
+from harness.names import names
 
 __all__ = ["CastRefusedError", "install", "active_target", "target_for", "suspended", "DEFAULT_TARGET", "TAG"]
 
@@ -195,6 +196,6 @@ def _encode_rtz(x: torch.Tensor, src: str, fmt: Any, target: Arch) -> torch.Tens
 def _from_fp8(input: np.ndarray, fmt: Any, dst: str) -> np.ndarray:
     codes = torch.from_numpy(np.ascontiguousarray(input).astype(np.uint8).reshape(-1).copy())
     vals = decode(codes, fmt)  # exact in fp32, and in fp16/bf16 too (every FP8 value fits both)
-    out = vals.to({"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[dst])
+    out = vals.to(names(dst).torch_dtype)
     ibits = out.view(torch.int16 if dst != "float32" else torch.int32).numpy()
     return ibits.view(_OUT_UINT[dst]).reshape(np.shape(input))

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.interp.patch import Patch
+from harness.names import format_name
 
 __all__ = ["KNOWN_DIFFERENT", "TAG", "install", "mark_modelled", "reason", "warn"]
 
@@ -97,10 +98,14 @@ def warn(op: str, dtype: str, why: str | None = None) -> None:
         next(reversed(_active.values())).warn(op, dtype, why)
 
 
-def dtype_name(tl: Any, t: Any) -> str:
-    """The table's name of a Triton dtype (``fp32``, ``bf16`` …; other types by Triton's own name)."""
-    names = {tl.bfloat16: "bf16", tl.float16: "fp16", tl.float32: "fp32", tl.float64: "fp64"}
-    return names.get(getattr(t, "scalar", t), str(t))
+def dtype_name(t: Any) -> str:
+    """The table's name of a Triton dtype (:func:`harness.dtypes.format_name`: ``fp32``, ``bf16``, ``e4nv`` …;
+    other types by Triton's own name)."""
+    scalar = getattr(t, "scalar", t)
+    try:
+        return format_name(scalar)
+    except ValueError:  # ints, pointers: Triton's own name
+        return str(scalar)
 
 
 def install(patch: Patch) -> bool:
@@ -108,7 +113,6 @@ def install(patch: Patch) -> bool:
     of a product (fma contraction) and its launches (which kernel runs) are wrapped. ``False`` when this Triton's
     interpreter is not importable."""
     try:
-        import triton.language as tl
         from triton.runtime import interpreter as itp
     except ImportError:  # pragma: no cover - every interpreter lane has triton
         return False
@@ -119,7 +123,7 @@ def install(patch: Patch) -> bool:
         orig = getattr(B, name)
 
         def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
-            warn(name, dtype_name(tl, args[0].dtype))
+            warn(name, dtype_name(args[0].dtype))
             return orig(self, *args, **kwargs)
 
         fn.__name__ = name
@@ -137,7 +141,7 @@ def install(patch: Patch) -> bool:
 
         def fn(self: Any, lhs: Any, rhs: Any) -> Any:
             if lhs.attr.get("harness_product") or rhs.attr.get("harness_product"):
-                warn("fma_contraction", dtype_name(tl, lhs.dtype))
+                warn("fma_contraction", dtype_name(lhs.dtype))
             return orig(self, lhs, rhs)
 
         fn.__name__ = name

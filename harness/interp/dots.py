@@ -40,7 +40,7 @@ __all__ = ["MODELLED_DTYPES", "TAG", "install", "installed", "instruction", "lau
 #: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
 TAG = "dots"
 #: Operand types (:func:`harness.interp.differences.dtype_name`) whose dots the tensor-core models compute.
-MODELLED_DTYPES = ("fp16", "bf16", "fp32", "fp8e4nv", "fp8e5")
+MODELLED_DTYPES = ("fp16", "bf16", "fp32", "e4nv", "e5m2")
 _PARAMS = ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")
 #: ``num_warps`` of the launch being interpreted (Triton's default: 4)
 _NUM_WARPS: contextvars.ContextVar[int] = contextvars.ContextVar("harness_dots_num_warps", default=4)
@@ -162,7 +162,7 @@ def install(patch: Patch, arch: Any) -> bool:
         except tensor_cores.DotRefused as e:
             raise tensor_cores.DotRefused(f"tl.dot on {name}: {e}") from None
         except NotImplementedError as e:
-            differences.warn("create_dot", differences.dtype_name(tl, handle_dtype(a)),
+            differences.warn("create_dot", differences.dtype_name(handle_dtype(a)),
                              f"no model of {name}'s tensor cores for this tl.dot tile ({e}); the interpreter's numpy "
                              "matmul computes it")
             return orig(self, a, b, d, input_precision, max_num_imprecise_acc)

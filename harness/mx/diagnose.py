@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from harness.mx.formats import RZ, e8m0_scale, encode
+from harness.names import NAMES
 
 __all__ = ["Match", "describe", "diagnose_fp8", "element_conventions", "fp8_conventions", "fp8_policy_msg", "match",
            "scale_conventions"]
@@ -55,8 +56,7 @@ def fp8_conventions(source: torch.Tensor, fmt: Any) -> dict[str, Callable[[], to
             import ml_dtypes
         except ImportError:  # a test dependency: without it the convention is not offered
             ml_dtypes = None
-        name = {"e4nv": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
-                "e5m2fnuz": "float8_e5m2fnuz"}.get(f.name)
+        name = NAMES[f.name].ml_dtypes
         if ml_dtypes is not None and name is not None:
             dt = getattr(ml_dtypes, name)
             out["ml_dtypes (RNE, not saturating)"] = lambda: torch.from_numpy(

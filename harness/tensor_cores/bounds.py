@@ -65,15 +65,13 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.names import names
 from harness.tensor_cores.models import EMIN, BlockFMA, fp8_model, model_for
 
 __all__ = ["ErrorBound", "error_bound"]
 
 _U = 2.0 ** -24  # fp32 unit roundoff (round to nearest)
-_NAMES: dict[str, str] = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "e4m3": "e4m3", "e4nv": "e4m3",
-                          "float8e4nv": "e4m3", "e5m2": "e5m2", "float8e5": "e5m2"}
-_TORCH = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
-          torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+_KINDS = ("fp16", "bf16", "fp32", "e4m3", "e5m2")  # the operand kinds the bound covers (the models' names)
 _FP8 = ("e4m3", "e5m2")
 
 
@@ -117,12 +115,14 @@ def _align_mag(x: torch.Tensor, emin: int) -> torch.Tensor:
 
 
 def _kind(dt: object, which: str) -> str:
-    if isinstance(dt, torch.dtype) and dt in _TORCH:
-        return _TORCH[dt]
-    if isinstance(dt, str) and dt in _NAMES:
-        return _NAMES[dt]
+    try:
+        kind = names(dt, which).spec if isinstance(dt, (str, torch.dtype)) else None
+    except ValueError:
+        kind = None
+    if kind in _KINDS:
+        return kind
     raise ValueError(f"error_bound: {which} must be one of torch.float16, bfloat16, float32, float8_e4m3fn, "
-                     f"float8_e5m2 or a name {sorted(_NAMES)}, got {dt!r}")
+                     f"float8_e5m2 or one of their names ({', '.join(_KINDS)}; e4nv, float8e4nv ...), got {dt!r}")
 
 
 def _chain_terms(p: BlockFMA, K: int) -> tuple[float, float]:

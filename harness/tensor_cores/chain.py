@@ -42,19 +42,21 @@ from __future__ import annotations
 
 import torch
 
+from harness.names import names
 from harness.tensor_cores import fast
 from harness.tensor_cores.models import EMIN, MODELS, BlockFMA, fp8_model, model_for
 
 __all__ = ["dot", "mma_k_order"]
 
-_FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+_FP8 = {names(n).torch_dtype: names(n).spec for n in ("e4nv", "e5m2")}  # torch dtype -> the models' name
 _NEG = -100000.0
 
 
 def _kind(dt: torch.dtype) -> str:
-    if dt in _FP8:
-        return _FP8[dt]
-    return {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}.get(dt, str(dt))
+    try:
+        return names(dt).spec
+    except ValueError:
+        return str(dt)
 
 
 # --- exact helpers (float64) ----------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from harness.names import names
 from harness.tensor_cores.chain import dot, mma_k_order
 
 if TYPE_CHECKING:
@@ -191,8 +192,7 @@ def _operand(x: torch.Tensor, fmt: str, compute: str, k_pack: bool, rhs: bool) -
         mag = ((c & 0x7F) << 8) >> 3
         v = mag.to(torch.int16).view(torch.bfloat16).double() * 2.0 ** 112  # exact: no rounding, no overflow
         return torch.where((c & 0x80) != 0, -v, v)
-    dt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "bf16": torch.bfloat16,
-          "fp16": torch.float16}[fmt]
+    dt = names(fmt).torch_dtype
     v = _bits(x, dt).double()
     if fmt == "bf16" and compute == "fp16":
         v = _round(v, "fp16")  # cvt.rn.f16.bf16 (3.9)
