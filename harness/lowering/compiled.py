@@ -1,0 +1,218 @@
+"""The compiled kernel of a launch and what :mod:`harness.lowering` reads from it, cached in memory and on disk.
+
+Why here: the facts (which pairs fused, each reduction's and scan's layout and order) belong to one (kernel,
+signature, constexprs, ``num_warps``, arch, installed Triton); launch capture already compiles launches through
+:func:`harness.compile.matrix.compile_matrix` (its per-process cache) and keys its disk cache with
+:func:`harness.compile.disk_cache.cache_key`. :func:`lowering_for` compiles through the same path, keeps the
+facts as JSON beside capture's outcomes (``<cache_dir>/lowering/``), so a warm rerun compiles nothing. A kernel
+that does not compile for the target gives a :class:`KernelLowering` with ``error`` set: the caller says so once
+and keeps the interpreter's own behaviour.
+
+Positions are the interpreter's (:func:`harness.lowering.sites.node_key`): ``(file, line, absolute column)`` of
+the ``BinOp`` / ``AugAssign`` / ``Call`` node.
+
+Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :func:`lowering_for`,
+:func:`facts_from_asm`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.lowering import fma as fma_mod
+from harness.lowering import ttgir
+from harness.lowering.layout import AxisBits, axis_bits
+from harness.lowering.reduce_order import rule_for
+from harness.lowering.sites import node_key
+
+__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "facts_from_asm", "lowering_for"]
+
+#: Bumped when what a lowering cache entry holds changes.
+FORMAT = "harness-lowering-1"
+
+Key = tuple[str, int, int]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A ``tt.reduce`` at ``where``: ``kind`` (add/max/min/argmax/argmin, or the combine ops when none of these),
+    ``axis``, element type, ``bits`` (None when its layout is not modelled: ``error`` says why)."""
+
+    where: Key | None
+    kind: str
+    axis: int
+    elem: str
+    bits: AxisBits | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Scan:
+    where: Key | None
+    kind: str
+    axis: int
+    elem: str
+    bits: AxisBits | None
+    reverse: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A multiply at ``mul`` whose product the add at ``add`` takes as operand ``operand`` (0 left, 1 right) and
+    which the compiled kernel computes as one fma (``op``: fadd or fsub; ``elem``: float/bfloat/half)."""
+
+    mul: Key | None
+    add: Key | None
+    op: str
+    operand: int
+    elem: str
+    count: int
+
+
+@dataclass(frozen=True)
+class KernelLowering:
+    triton: str
+    arch: str
+    num_warps: int
+    reductions: tuple[Reduction, ...] = ()
+    scans: tuple[Scan, ...] = ()
+    fused: tuple[Fused, ...] = ()
+    error: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+_KIND = {"arith.addf": "add", "arith.mulf": "mul", "arith.maxnumf": "max", "arith.minnumf": "min",
+         "arith.addi": "add", "arith.muli": "mul"}
+
+
+def _kind(combine: tuple[str, ...]) -> str:
+    if len(combine) == 1 and combine[0] in _KIND:
+        return _KIND[combine[0]]
+    if "arith.cmpf ogt" in combine and "arith.select" in combine:
+        return "argmax"
+    if "arith.cmpf olt" in combine and "arith.select" in combine:
+        return "argmin"
+    return "+".join(combine)
+
+
+def _key(pos: ttgir.Position | None, kind: str, version: str) -> Key | None:
+    if pos is None:
+        return None
+    k = node_key(pos.file, pos.line, pos.col, kind, version)
+    return None if k is None else (pos.file, k[0], k[1])
+
+
+def _where(w: tuple[str, int, int] | None, kind: str, version: str) -> Key | None:
+    if w is None:
+        return None
+    k = node_key(w[0], w[1], w[2], kind, version)
+    return None if k is None else (w[0], k[0], k[1])
+
+
+def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int) -> KernelLowering:
+    """The facts of one compiled kernel (``asm``: its stages by name, ``ttgir``/``llir``/``ptx``)."""
+    mod = ttgir.parse(asm["ttgir"])
+    func_col = mod.func_loc[2] if mod.func_loc else 0
+    reds: list[Reduction] = []
+    scans: list[Scan] = []
+    for op in mod.ops:
+        raw = None if op.position is None else ttgir.Position(op.position.file, op.position.line,
+                                                                op.position.col + func_col)
+        t = op.operands[0]
+        try:
+            bits, err = axis_bits(t.layout, t.shape, op.axis, mod.layouts), ""
+        except ValueError as e:
+            bits, err = None, str(e)
+        if op.kind == "reduce":
+            reds.append(Reduction(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, err))
+        else:
+            scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
+    fused = tuple(Fused(_where(s.mul, "mul", version), _where(s.add, "add", version), s.op, s.operand, s.elem,
+                        s.count) for s in fma_mod.fused_sites(asm["llir"], asm.get("ptx")))
+    return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
+                          sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE})
+
+
+def _dump(k: KernelLowering) -> str:
+    return json.dumps({"format": FORMAT, **asdict(k)})
+
+
+def _load(text: str) -> KernelLowering | None:
+    try:
+        d = json.loads(text)
+        if d.pop("format", None) != FORMAT:
+            return None
+
+        def bits(b: Any) -> AxisBits | None:
+            return None if b is None else AxisBits(b["size"], tuple(b["registers"]),
+                                                     tuple(map(tuple, b["lanes"])), tuple(map(tuple, b["warps"])))
+
+        def key(w: Any) -> Key | None:
+            return None if w is None else (w[0], int(w[1]), int(w[2]))
+
+        return KernelLowering(
+            d["triton"], d["arch"], d["num_warps"],
+            tuple(Reduction(key(r["where"]), r["kind"], r["axis"], r["elem"], bits(r["bits"]), r["error"])
+                  for r in d["reductions"]),
+            tuple(Scan(key(s["where"]), s["kind"], s["axis"], s["elem"], bits(s["bits"]), s["reverse"], s["error"])
+                  for s in d["scans"]),
+            tuple(Fused(key(f["mul"]), key(f["add"]), f["op"], f["operand"], f["elem"], f["count"])
+                  for f in d["fused"]),
+            d["error"], d["sources"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+_MEMO: dict[tuple[Any, ...], KernelLowering] = {}
+
+
+def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
+                 num_warps: int = 4, arch: str = "sm90", directory: Path | None = None) -> KernelLowering:
+    """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
+    configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile)."""
+    from harness.compile.disk_cache import cache_dir, cache_key
+    from harness.compile.launches import Launch, launch_from_args  # noqa: F401  (Launch only)
+    from harness.compile.matrix import compile_matrix
+    from harness.interp.jit import as_jit
+    from harness.versions import triton_version
+
+    if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
+        raise ValueError(f"lowering_for: num_warps must be a power of two, got {num_warps!r}")
+    consts = dict(constexprs or {})
+    pyfn = as_jit(fn).fn
+    import inspect
+
+    launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", inspect.getsourcefile(pyfn) or "",
+                    tuple(signature.items()), tuple(consts.items()), (("num_warps", num_warps),), fn)
+    key = cache_key(launch, arch)
+    memo = (key,)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    d = (directory or cache_dir()) / "lowering" / key[:2]
+    path = d / f"{key}.json"
+    try:
+        hit = _load(path.read_text())
+    except OSError:
+        hit = None
+    if hit is None:
+        version = triton_version()
+        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch],
+                             options={"num_warps": num_warps})[arch]
+        if isinstance(res, BaseException):
+            hit = KernelLowering(version, arch, num_warps, error=f"{type(res).__name__}: {str(res)[:300]}")
+        else:
+            try:
+                hit = facts_from_asm(res.asm, version, arch, num_warps)
+            except (ValueError, KeyError) as e:
+                hit = KernelLowering(version, arch, num_warps, error=f"{type(e).__name__}: {e}")
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(_dump(hit))
+        os.replace(tmp, path)
+    _MEMO[memo] = hit
+    return hit

@@ -1,0 +1,233 @@
+"""The lowering models pinned against Triton's own compiler output (sm90 PTX of small kernels, compiled here on
+the CPU) and their numpy evaluators on inputs where the order decides the result."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from harness.lowering import fma as fma_mod
+from harness.lowering import layout, numeric, reduce_order, scan_order, sites, ttgir
+from harness.lowering.compiled import facts_from_asm
+from harness.lowering.layout import AxisBits
+
+triton = pytest.importorskip("triton")
+
+
+def _version() -> str:
+    return ".".join(triton.__version__.split(".")[:2])
+
+
+@pytest.fixture(scope="module")
+def compile_sm90():
+    from harness.compile.matrix import compile_matrix
+
+    def run(fn, sig, consts, warps):
+        res = compile_matrix(fn, signature=sig, constexprs=consts, targets=["sm90"], options={"num_warps": warps})
+        got = res["sm90"]
+        if isinstance(got, BaseException):
+            raise got
+        return got.asm
+    return run
+
+
+def _kernels():
+    from tests.lowering import kernels
+    return kernels
+
+
+def _first_reduce_ptx(ptx: str) -> tuple[list[int], int]:
+    """xor offsets of the first reduction's butterflies (in order), and the adds before its first shuffle."""
+    lines = ptx.splitlines()
+    first = next(i for i, ln in enumerate(lines) if "shfl.sync.bfly" in ln)
+    adds = sum(1 for ln in lines[:first] if re.match(r"\s*(add|max|min)\.(f32|bf16|f16)\b", ln))
+    end = next((i for i, ln in enumerate(lines) if "bar.sync" in ln and i > first), len(lines))
+    bfly = re.compile(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+),")
+    offs = [int(m.group(1)) for ln in lines[first:end + 40] for m in [bfly.search(ln)] if m]
+    return offs, adds
+
+
+@pytest.mark.parametrize(("warps", "n"), [(4, 1024), (8, 4096), (1, 256)])
+def test_reduce_plan_matches_ptx(compile_sm90, warps, n):
+    """The plan's shuffle offsets and in-thread combines are what Triton emits for tl.max of an fp32 row."""
+    k = _kernels()
+    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": n}, warps)
+    mod = ttgir.parse(asm["ttgir"])
+    op = mod.ops[0]
+    bits = layout.axis_bits(op.operands[0].layout, op.operands[0].shape, op.axis, mod.layouts)
+    plan = reduce_order.ReducePlan(bits, reduce_order.rule_for(triton.__version__))
+    intra, inter = plan.shuffle_offsets()
+    offs, adds = _first_reduce_ptx(asm["ptx"])
+    assert offs[:len(intra) + len(inter)] == list(intra + inter)
+    assert adds == plan.thread_combines()
+
+
+def test_in_thread_shape_matches_ptx(compile_sm90):
+    """Triton 3.6 folds a thread's registers left to right (each add reads the previous sum); 3.9 adds them as a
+    pairwise tree (the first half of the adds read only loaded values)."""
+    k = _kernels()
+    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": 1024}, 4)
+    ptx = asm["ptx"]
+    head = ptx[:ptx.index("shfl.sync.bfly")]
+    ops = re.findall(r"max\.f32\s+(%r\d+), (%r\d+), (%r\d+);", head)
+    assert len(ops) == 7
+    dests = [d for d, _, _ in ops]
+    chained = all(ops[i][1] == dests[i - 1] or ops[i][2] == dests[i - 1] for i in range(1, 7))
+    leaves_first = all(a not in dests and b not in dests for _, a, b in ops[:4])
+    rule = reduce_order.rule_for(triton.__version__)
+    assert (rule.thread == "sequential") == chained
+    assert (rule.thread == "tree") == leaves_first
+
+
+def test_bf16_16_wide_sum_layout(compile_sm90):
+    """A (64, 16) bf16 block summed along axis 1 on 4 warps: 16 lanes along the row, xor 8, 4, 2, 1, bf16 adds."""
+    k = _kernels()
+    asm = compile_sm90(k.row_sum, {"x_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32"}, {"N": 16, "BLOCK_M": 64}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    (red,) = facts.reductions
+    assert (red.kind, red.axis, red.elem) == ("add", 1, "bf16")
+    assert red.bits == AxisBits(16, (), ((0, 1), (1, 2), (2, 4), (3, 8)), ())
+    offs, _ = _first_reduce_ptx(asm["ptx"])
+    assert offs[:4] == [8, 4, 2, 1]
+    assert "add.bf16" in asm["ptx"] or "add.rn.bf16" in asm["ptx"]
+
+
+@pytest.mark.parametrize(("warps", "n"), [(4, 1024), (1, 128)])
+def test_scan_plan_matches_ptx(compile_sm90, warps, n):
+    k = _kernels()
+    asm = compile_sm90(k.row_cumsum, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": n}, warps)
+    mod = ttgir.parse(asm["ttgir"])
+    (op,) = mod.ops
+    p = scan_order.plan(layout.axis_bits(op.operands[0].layout, op.operands[0].shape, op.axis, mod.layouts))
+    ptx = asm["ptx"]
+    ups = [int(m) for m in re.findall(r"shfl\.sync\.up\.b32\s+%r\d+, %r\d+, (\d+), 0, -1;", ptx)]
+    assert ups[:len(p.shuffle_up_offsets())] == list(p.shuffle_up_offsets())
+    assert len(re.findall(r"^\s*add\.f32\b", ptx, re.M)) == p.combines()
+
+
+def test_fused_sites_layernorm(compile_sm90):
+    """LLVM fuses `(x - mean) * rstd * w + b` and, inside tl.sum(d * d), the in-thread adds of products: the
+    derived rule's count equals the PTX's fma.rn.f32 (fused_sites raises otherwise), at the same source nodes on
+    Triton 3.6 and 3.9."""
+    k = _kernels()
+    sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
+    asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    src = open(k.__file__).read().splitlines()
+    var_line = next(i + 1 for i, ln in enumerate(src) if "var = tl.sum(d * d" in ln)
+    y_line = next(i + 1 for i, ln in enumerate(src) if "y = (x - mean) * rstd * w + b" in ln)
+    got = {(f.mul[1:], f.add[1:]) for f in facts.fused}
+    d_col = src[var_line - 1].index("d * d")
+    sum_col = src[var_line - 1].index("tl.sum")
+    y_col = src[y_line - 1].index("(x - mean)")
+    assert got == {((var_line, d_col), (var_line, sum_col)), ((y_line, y_col), (y_line, y_col))}
+    per_thread = {f.add[1:]: f.count for f in facts.fused}
+    assert per_thread[(var_line, sum_col)] == reduce_order.rule_for(triton.__version__).thread_fma(8)
+
+
+def test_affine_fused_and_acc_loop(compile_sm90):
+    k = _kernels()
+    asm = compile_sm90(k.affine, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"},
+                       {"BLOCK": 1024}, 4)
+    sites_ = fma_mod.fused_sites(asm["llir"], asm["ptx"])
+    assert sum(s.count for s in sites_) == fma_mod.ptx_fma_count(asm["ptx"]) == 8
+    asm = compile_sm90(k.acc_loop, {"a_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "K": "i32", "N": "i32"},
+                       {"BLOCK": 512}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    src = open(k.__file__).read().splitlines()
+    line = next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc += a * b")
+    col = src[line - 1].index("acc")
+    assert {(f.mul[1:], f.add[1:]) for f in facts.fused} == {((line, col + 7), (line, col))}
+
+
+# --- evaluators, on values where the order decides ---------------------------------------------------------
+
+_ONE_THREAD = AxisBits(8, (1, 2, 4), (), ())
+_FOUR_LANES = AxisBits(4, (), ((0, 1), (1, 2)), ())
+_BIG = np.float32(2.0 ** 24)
+
+
+def test_sequential_and_tree_sums_differ():
+    # 2^24 + 1 rounds to 2^24 (tie to even): left to right loses every 1, the tree adds 1 + 1 first.
+    x = np.array([[_BIG, 1, 1, 1, -_BIG, 0, 0, 0]], dtype=np.float32)
+    (seq,) = reduce_order.reduce(x, 1, reduce_order.ReducePlan(_ONE_THREAD, reduce_order.RULES["3.6"]), "add", "fp32")
+    (tree,) = reduce_order.reduce(x, 1, reduce_order.ReducePlan(_ONE_THREAD, reduce_order.RULES["3.9"]), "add", "fp32")
+    assert seq.tolist() == [0.0]
+    assert tree.tolist() == [2.0]
+
+
+def test_butterfly_pairs_highest_lane_bit_first():
+    # xor 2 first: (2^24 + 1) -> 2^24 and (-2^24 + 1) exact, then their sum 1; lowest bit first would give 2.
+    x = np.array([_BIG, -_BIG, 1, 1], dtype=np.float32)
+    (s,) = reduce_order.reduce(x, 0, reduce_order.ReducePlan(_FOUR_LANES, reduce_order.RULES["3.9"]), "add", "fp32")
+    assert float(s) == 1.0
+
+
+def test_argmax_nan_follows_operand_order():
+    # Triton's argmax combine: a NaN loses as the left operand and wins as the right one.
+    v = np.array([3, 1, np.nan, 0, 0, 0, 0, 0], dtype=np.float32)[None, :4]
+    idx = np.arange(4, dtype=np.int32)[None]
+    bits = AxisBits(4, (1, 2), (), ())
+    seq = reduce_order.reduce((v, idx), 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.6"]), "argmax", "fp32")
+    tree = reduce_order.reduce((v, idx), 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"]), "argmax", "fp32")
+    assert (float(seq[0][0]), int(seq[1][0])) == (0.0, 3)
+    assert (float(tree[0][0]), int(tree[1][0])) == (3.0, 0)
+    ties = reduce_order.reduce((np.array([5, 5], np.float32), np.array([0, 1], np.int32)), 0,
+                               reduce_order.ReducePlan(AxisBits(2, (), ((0, 1),), ()), reduce_order.RULES["3.9"]),
+                               "argmax", "fp32")
+    assert int(ties[1]) == 0
+
+
+def test_sum_of_products_fuses_in_thread():
+    # fma(a, a, b*b): one rounding of 2^24 + 1 + 2^-?: with a = 2^12 + 1, a*a = 2^24 + 2^13 + 1 (25 bits).
+    a = np.float32(4097.0)
+    prods = np.array([numeric.mul(a, a, "fp32"), np.float32(0.0)], dtype=np.float32)
+    bits = AxisBits(2, (1,), (), ())
+    plan = reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"])
+    (plain,) = reduce_order.reduce(prods, 0, plan, "add", "fp32")
+    (fused,) = reduce_order.reduce(prods, 0, plan, "add", "fp32",
+                                   factors=(np.array([a, 0], np.float32), np.array([a, 0], np.float32)))
+    assert float(plain) == 16785408.0  # 2^24 + 2^13: the product rounded
+    assert float(fused) == 16785408.0  # + 0: the same; now a case where the addend matters
+    c = np.float32(-16785408.0)
+    (fused2,) = reduce_order.reduce(np.array([numeric.mul(a, a, "fp32"), c], np.float32), 0, plan, "add", "fp32",
+                                    factors=(np.array([a, 1], np.float32), np.array([a, c], np.float32)))
+    assert float(fused2) == 1.0  # exact a*a - (2^24 + 2^13): the product's lost 1 comes back
+
+
+def test_fma_one_rounding():
+    a = np.float32(1 + 2.0 ** -12)
+    assert float(numeric.fma(a, a, np.float32(-1), "fp32")) == 2.0 ** -11 + 2.0 ** -24
+    assert float(numeric.add(numeric.mul(a, a, "fp32"), np.float32(-1), "fp32")) == 2.0 ** -11
+    b = numeric.from_f32(np.float32(1 + 2.0 ** -5), "bf16")
+    one = numeric.from_f32(np.float32(-1), "bf16")
+    assert float(numeric.to_f32(numeric.fma(b, b, one, "bf16"), "bf16")) == 2.0 ** -4 + 2.0 ** -10
+    h = np.float16(1 + 2.0 ** -6)
+    assert float(numeric.fma(h, h, np.float16(-1), "fp16")) == 2.0 ** -5 + 2.0 ** -12
+
+
+def test_scan_order_on_exact_and_inexact_values():
+    rng = np.random.default_rng(1)
+    for S, L, W, B in [(1, 32, 4, 8), (4, 8, 1, 1), (2, 32, 1, 4), (4, 32, 2, 2)]:
+        n = S * L * W * B
+        xi = rng.integers(-8, 8, (3, n)).astype(np.float32)
+        assert (scan_order.scan(xi, 1, scan_order.ScanPlan(S, L, W, B), "add", "fp32") == np.cumsum(xi, 1)).all()
+    # one warp of 4 lanes, 1 element each: Hillis-Steele gives lane 2 = x0 + (x1 + x2) and lane 3 =
+    # (x0 + x1) + (x2 + x3); a left fold would lose every 1 against 2^24
+    x = np.array([_BIG, 1, 1, 0], dtype=np.float32)
+    y = scan_order.scan(x, 0, scan_order.ScanPlan(1, 4, 1, 1), "add", "fp32")
+    assert y.tolist() == [_BIG, _BIG, _BIG + 2, _BIG]
+
+
+def test_node_key_rules(tmp_path):
+    src = "def k(x, s, b):\n    y = x * s + b\n    return tl.sum(x, axis=0)\n"
+    p = tmp_path / "k.py"
+    p.write_text(src)
+    # 3.9: node start, absolute column + 1; 3.6: the right operand / last argument, column of the dedented source
+    # (a def at column 0 dedents nothing)
+    assert sites.node_key(str(p), 2, 9, "add", "3.9.0") == (2, 8)
+    assert sites.node_key(str(p), 2, 16, "add", "3.6.0") == (2, 8)
+    assert sites.node_key(str(p), 2, 12, "mul", "3.6.0") == (2, 8)
+    assert sites.node_key(str(p), 3, 18, "call", "3.6.0") == (3, 11)
