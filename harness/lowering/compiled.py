@@ -32,7 +32,7 @@ from harness.lowering.sites import node_key
 __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "facts_from_asm", "lowering_for"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-1"
+FORMAT = "harness-lowering-2"  # 2: ptxas_lines
 
 Key = tuple[str, int, int]
 
@@ -84,6 +84,9 @@ class KernelLowering:
     fused: tuple[Fused, ...] = ()
     error: str = ""
     sources: dict[str, str] = field(default_factory=dict)
+    #: source lines (file, line) where ptxas made an FFMA the PTX does not have
+    #: (:func:`harness.lowering.fma.ptxas_contracted_lines`): not modelled, the caller warns there.
+    ptxas_lines: tuple[tuple[str, int], ...] = ()
 
 
 _KIND = {"arith.addf": "add", "arith.mulf": "mul", "arith.maxnumf": "max", "arith.minnumf": "min",
@@ -134,8 +137,12 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int) -> KernelL
             scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
     fused = tuple(Fused(_where(s.mul, "mul", version), _where(s.add, "add", version), s.op, s.operand, s.elem,
                         s.count) for s in fma_mod.fused_sites(asm["llir"], asm.get("ptx")))
+    cubin = asm.get("cubin")
+    ptxas = (sorted(fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]))
+             if isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else [])
     return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
-                          sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE})
+                          sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
+                          ptxas_lines=tuple(ptxas))
 
 
 def _dump(k: KernelLowering) -> str:
@@ -163,7 +170,7 @@ def _load(text: str) -> KernelLowering | None:
                   for s in d["scans"]),
             tuple(Fused(key(f["mul"]), key(f["add"]), f["op"], f["operand"], f["elem"], f["count"])
                   for f in d["fused"]),
-            d["error"], d["sources"])
+            d["error"], d["sources"], tuple((str(f), int(n)) for f, n in d.get("ptxas_lines", ())))
     except (ValueError, KeyError, TypeError):
         return None
 

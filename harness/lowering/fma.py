@@ -15,7 +15,7 @@ in the PTX as ``mul.f32`` / ``add.f32`` without ``.rn`` may still be contracted 
 ``--fmad=false`` when fusion is on); :func:`ptxas_candidates` lists such pairs, which only SASS settles.
 
 Public API: :class:`Site`, :func:`fused_sites`, :func:`ptx_fma_count`, :func:`ptxas_candidates`,
-:func:`fma` (re-exported from :mod:`harness.lowering.numeric`).
+:func:`ptxas_contracted_lines`, :func:`nvdisasm`, :func:`fma` (re-exported from :mod:`harness.lowering.numeric`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from harness.lowering.numeric import fma
 
-__all__ = ["RULE_SOURCE", "Site", "fma", "fused_sites", "ptx_fma_count", "ptxas_candidates"]
+__all__ = ["RULE_SOURCE", "Site", "fma", "fused_sites", "nvdisasm", "ptx_fma_count", "ptxas_candidates",
+           "ptxas_contracted_lines"]
 
 RULE_SOURCE = ("LLVM DAGCombiner::visitFADDForFMACombine / visitFSUBForFMACombine with AllowFPOpFusion=Fast and "
                "NVPTX enableAggressiveFMAFusion=true, applied to Triton's LLIR; count checked against the PTX's "
@@ -176,3 +177,86 @@ def ptxas_candidates(ptx: str) -> int:
     for m in re.finditer(r"^\s*(?:add|sub)\.f32\s+%r\d+,\s*(%r\d+),\s*(%r\d+);", ptx, re.M):
         n += int(m.group(1) in muls or m.group(2) in muls)
     return n
+
+
+#: PTX instructions whose SASS expansion contains FFMA of its own (division, square root, MUFU range reduction):
+#: a line holding one says nothing about contraction.
+_EXPANDS = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:div|rcp|sqrt|rsqrt|ex2|lg2|sin|cos|tanh)\.", re.M)
+_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
+
+
+def _ptx_lines(ptx: str) -> dict[tuple[str, int], set[str]]:
+    """(file, line) → the PTX opcodes emitted under that ``.loc`` (innermost, as ``nvdisasm -g`` reports)."""
+    files = {m.group(1): m.group(2) for m in _PTX_FILE.finditer(ptx)}
+    out: dict[tuple[str, int], set[str]] = {}
+    cur: tuple[str, int] | None = None
+    for ln in ptx.splitlines():
+        m = _PTX_LOC.match(ln)
+        if m:
+            cur = (files.get(m.group(1), m.group(1)), int(m.group(2)))
+            continue
+        op = re.match(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s", ln)
+        if cur is not None and op and not ln.lstrip().startswith("."):
+            out.setdefault(cur, set()).add(op.group(1))
+    return out
+
+
+def _sass_lines(cubin: bytes, tool: str) -> dict[tuple[str, int], list[str]]:
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([tool, "-g", "-c", f.name], capture_output=True, text=True, timeout=120).stdout
+    out: dict[tuple[str, int], list[str]] = {}
+    cur: tuple[str, int] | None = None
+    for ln in text.splitlines():
+        m = re.match(r'^\s*//## File "([^"]*)", line (\d+)', ln)
+        if m:
+            cur = (m.group(1), int(m.group(2)))
+            continue
+        op = re.search(r"\b(FFMA|FMUL|FADD|HFMA2|HMUL2|HADD2)\b", ln)
+        if op and cur is not None:
+            out.setdefault(cur, []).append(op.group(1))
+    return out
+
+
+def nvdisasm() -> str | None:
+    """The ``nvdisasm`` Triton ships (``triton/backends/nvidia/bin``), or ``None``."""
+    import os
+
+    try:
+        import triton.backends.nvidia as nv
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(nv.__file__), "bin", "nvdisasm")
+    return path if os.access(path, os.X_OK) else None
+
+
+def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> set[tuple[str, int]]:
+    """Source lines where ptxas made an ``FFMA`` the PTX does not have: SASS (``nvdisasm -g``) holds an FFMA there,
+    the PTX has no ``fma.rn`` there but a contractible ``mul.f32`` and ``add``/``sub.f32`` (no ``.rn``), and no
+    instruction whose own expansion uses FFMA (division, sqrt, MUFU).
+
+    Why: Triton does not pass ``--fmad=false`` to ptxas when fp fusion is on, and ptxas contracts what LLVM left,
+    e.g. across a loop's back edge (``acc = (acc + p) * 0.75`` unrolled: ``FFMA acc, 0.75, p``; seen on Triton
+    3.6.0 and 3.9.0, sm90). Such a kernel's rounding is ptxas's choice per unrolled iteration: the lowering
+    model does not reproduce it, so these lines are reported, not modelled. Empty when no ``nvdisasm``."""
+    tool = tool or nvdisasm()
+    if tool is None:
+        return set()
+    ptx_by = _ptx_lines(ptx)
+    out = set()
+    for where, ops in _sass_lines(cubin, tool).items():
+        if "FFMA" not in ops:
+            continue
+        p = ptx_by.get(where, set())
+        if any(o.startswith("fma.") for o in p) or any(_EXPANDS.match(" " + o + " ") for o in p):
+            continue
+        if "mul.f32" in p and ("add.f32" in p or "sub.f32" in p):
+            out.add(where)
+        elif "mul.f32" in p or "add.f32" in p or "sub.f32" in p:
+            out.add(where)  # the pair's halves sit on two lines: this line holds an FFMA the PTX does not
+    return out

@@ -128,3 +128,16 @@ def row_cumprod(x_ptr, y_ptr, N: tl.constexpr):
     cols = tl.arange(0, N)
     x = tl.load(x_ptr + row * N + cols)
     tl.store(y_ptr + row * N + cols, tl.cumprod(x, axis=0))
+
+
+@triton.jit
+def scaled_loop(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
+    # p is computed before the loop, the add inside it: LLVM (one basic block at a time) leaves mul.f32 and
+    # add.f32 apart, and ptxas, unrolling, contracts `* 0.75` of one iteration with `+ p` of the next.
+    offs = tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offs) * s
+    acc = tl.load(y_ptr + offs)
+    for _ in range(K):
+        acc = acc + p
+        acc = acc * 0.75
+    tl.store(y_ptr + offs, acc)

@@ -231,3 +231,22 @@ def test_node_key_rules(tmp_path):
     assert sites.node_key(str(p), 2, 16, "add", "3.6.0") == (2, 8)
     assert sites.node_key(str(p), 2, 12, "mul", "3.6.0") == (2, 8)
     assert sites.node_key(str(p), 3, 18, "call", "3.6.0") == (3, 11)
+
+
+def test_ptxas_contraction_is_detected(compile_sm90):
+    """ptxas contracts beyond LLVM (sm90, Triton 3.6 and 3.9): across a loop's back edge, and the multiply that
+    ends div.full.f32 into `x - tl.sum(x) / N`. Both are reported; a kernel with neither reports none."""
+    k = _kernels()
+    src = open(k.__file__).read().splitlines()
+    asm = compile_sm90(k.scaled_loop, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "K": "i32"}, {"BLOCK": 128}, 4)
+    if fma_mod.nvdisasm() is None:
+        pytest.skip("this Triton ships no nvdisasm")
+    lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
+    assert lines == {next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc = acc + p")}
+    sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
+    asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
+    lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
+    assert lines == {next(i + 1 for i, ln in enumerate(src) if "d = tl.where(m, x - mean, 0.0)" in ln)}
+    asm = compile_sm90(k.affine, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"},
+                       {"BLOCK": 1024}, 4)
+    assert fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"]) == set()
