@@ -141,3 +141,162 @@ def scaled_loop(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
         acc = acc + p
         acc = acc * 0.75
     tl.store(y_ptr + offs, acc)
+
+
+# --- the cases: inputs from a fixed seed, one launch each ---------------------------------------------------
+
+#: pattern -> list of (case name, parameters). dtype: the input element type; n: the row / block length;
+#: warps: num_warps; special: value patterns where the GPU's NaN / tie handling shows.
+PATTERNS: dict[str, list[tuple[str, dict]]] = {
+    "affine": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+               for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "fma_elementwise": [(f"{dt}_{vals}", {"dtype": dt, "n": 65536, "warps": 4, "values": vals})
+                        for dt in ("fp32", "bf16", "fp16") for vals in ("normal", "bits")],
+    "acc_loop": [(f"{dt}_w{w}", {"dtype": dt, "n": 512 * w // 4, "warps": w, "k": 64})
+                 for dt in ("fp32", "bf16", "fp16") for w in (4, 8)],
+    "layernorm": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                  for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (1000, 4))],
+    "softmax": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "log_softmax": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                    for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "row_sum": [(f"{dt}_n{n}_m{m}_w{w}", {"dtype": dt, "n": n, "block_m": m, "warps": w})
+                for dt in ("fp32", "bf16", "fp16")
+                for n, m, w in ((16, 64, 4), (1024, 1, 4), (256, 8, 4), (4096, 1, 8))],
+    "col_sum": [(f"{dt}_m{m}_n{n}_w{w}", {"dtype": dt, "m": m, "block_n": n, "warps": w})
+                for dt in ("fp32", "bf16", "fp16") for m, n, w in ((64, 64, 4), (256, 32, 8))],
+    "row_max_argmax": [(f"{dt}_n{n}_w{w}_{sp}", {"dtype": dt, "n": n, "warps": w, "special": sp})
+                       for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (128, 1))
+                       for sp in ("ties", "nan")],
+    "row_cumsum": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                   for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (128, 1))],
+    "row_cumprod": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                    for dt in ("fp32", "bf16") for n, w in ((1024, 4), (128, 1))],
+    "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
+}
+
+ROWS = 64
+SEED = 38
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
+    """The case's inputs as CPU torch tensors (fixed seed: the GPU capture and the CPU rerun draw the same)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    dt = _torch_dtype(p["dtype"])
+
+    def normal(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dt)
+
+    if pattern == "affine":
+        return {"x": normal(p["n"] * 4), "s": 1.37, "b": -0.41}
+    if pattern == "fma_elementwise":
+        if p["values"] == "bits":
+            bits = 16 if p["dtype"] != "fp32" else 32
+            ints = torch.randint(0, 2**bits, (3, p["n"]), generator=g, dtype=torch.int64)
+            if bits == 32:
+                raw = ints.to(torch.int32).view(torch.float32)
+            else:
+                raw = (ints - 2**15).to(torch.int16).view(dt)
+            # non-finite bit patterns exercise NaN / inf handling too
+            return {"a": raw[0].contiguous(), "b": raw[1].contiguous(), "c": raw[2].contiguous()}
+        return {"a": normal(p["n"]), "b": normal(p["n"]), "c": normal(p["n"])}
+    if pattern == "acc_loop":
+        return {"a": normal(p["k"], p["n"]), "b": normal(p["k"], p["n"])}
+    if pattern == "layernorm":
+        return {"x": normal(ROWS, p["n"], scale=3.0) + 1, "w": normal(p["n"]), "b": normal(p["n"]), "eps": 1e-5}
+    if pattern in ("softmax", "log_softmax"):
+        return {"x": normal(ROWS, p["n"], scale=4.0)}
+    if pattern == "row_sum":
+        return {"x": normal(ROWS, p["n"])}
+    if pattern == "col_sum":
+        return {"x": normal(p["m"], p["block_n"] * 4)}
+    if pattern == "row_max_argmax":
+        x = torch.randint(-8, 8, (ROWS, p["n"]), generator=g).to(torch.float32)  # many ties
+        if p["special"] == "nan":
+            pick = torch.rand(ROWS, p["n"], generator=g) < 0.01
+            x = torch.where(pick, torch.full_like(x, float("nan")), x)
+            x[0] = float("nan")  # an all-NaN row
+            x[1, :] = 0.0
+            x[1, ::3] = -0.0  # signed zeros only
+        return {"x": x.to(dt)}
+    if pattern == "row_cumsum":
+        return {"x": normal(ROWS, p["n"])}
+    if pattern == "row_cumprod":
+        return {"x": (1 + normal(ROWS, p["n"]).float() * 0.01).to(dt)}
+    if pattern == "scaled_loop":
+        return {"x": normal(p["n"]), "y": normal(p["n"]), "s": 0.9}
+    raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
+
+
+def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
+    """Run the case on ``device`` (``"cuda"``, or ``"cpu"`` under TRITON_INTERPRET=1); the outputs as CPU
+    tensors."""
+    import torch
+
+    t = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    dt = _torch_dtype(p["dtype"])
+    w = p["warps"]
+    if pattern == "affine":
+        n = t["x"].numel()
+        y = torch.empty_like(t["x"])
+        affine[(triton.cdiv(n, p["n"]),)](t["x"], y, t["s"], t["b"], n, BLOCK=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "fma_elementwise":
+        n = t["a"].numel()
+        y = torch.empty_like(t["a"])
+        fma_elementwise[(triton.cdiv(n, 1024),)](t["a"], t["b"], t["c"], y, n, BLOCK=1024, num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "acc_loop":
+        k, n = t["a"].shape
+        y = torch.empty(n, dtype=torch.float32, device=device)
+        acc_loop[(triton.cdiv(n, p["n"]),)](t["a"], t["b"], y, k, n, BLOCK=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "layernorm":
+        x = t["x"]
+        y = torch.empty_like(x)
+        layernorm[(x.shape[0],)](x, t["w"], t["b"], y, x.shape[1], t["eps"], BLOCK_N=triton.next_power_of_2(p["n"]),
+                                 num_warps=w)
+        return {"y": y.cpu()}
+    if pattern in ("softmax", "log_softmax"):
+        x = t["x"]
+        y = torch.empty_like(x)
+        kern = softmax if pattern == "softmax" else log_softmax
+        kern[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "row_sum":
+        x = t["x"]
+        y = torch.empty(x.shape[0], dtype=dt, device=device)
+        row_sum[(triton.cdiv(x.shape[0], p["block_m"]),)](x, y, x.shape[0], N=p["n"], BLOCK_M=p["block_m"],
+                                                          num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "col_sum":
+        x = t["x"]
+        y = torch.empty(x.shape[1], dtype=dt, device=device)
+        col_sum[(triton.cdiv(x.shape[1], p["block_n"]),)](x, y, x.shape[1], M=p["m"], BLOCK_N=p["block_n"],
+                                                          num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "row_max_argmax":
+        x = t["x"]
+        v = torch.empty(x.shape[0], dtype=dt, device=device)
+        i = torch.empty(x.shape[0], dtype=torch.int32, device=device)
+        row_max_argmax[(x.shape[0],)](x, v, i, N=p["n"], num_warps=w)
+        return {"max": v.cpu(), "argmax": i.cpu()}
+    if pattern in ("row_cumsum", "row_cumprod"):
+        x = t["x"]
+        y = torch.empty_like(x)
+        kern = row_cumsum if pattern == "row_cumsum" else row_cumprod
+        kern[(x.shape[0],)](x, y, N=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "scaled_loop":
+        y = t["y"].clone()
+        scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    raise ValueError(f"launch: unknown pattern {pattern!r}")
