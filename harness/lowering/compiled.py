@@ -32,7 +32,7 @@ from harness.lowering.sites import node_key
 __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "facts_from_asm", "lowering_for"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-2"  # 2: ptxas_lines
+FORMAT = "harness-lowering-3"  # 3: first_register_on_axis
 
 Key = tuple[str, int, int]
 
@@ -157,7 +157,8 @@ def _load(text: str) -> KernelLowering | None:
 
         def bits(b: Any) -> AxisBits | None:
             return None if b is None else AxisBits(b["size"], tuple(b["registers"]),
-                                                     tuple(map(tuple, b["lanes"])), tuple(map(tuple, b["warps"])))
+                                                     tuple(map(tuple, b["lanes"])), tuple(map(tuple, b["warps"])),
+                                                     bool(b.get("first_register_on_axis", True)))
 
         def key(w: Any) -> Key | None:
             return None if w is None else (w[0], int(w[1]), int(w[2]))

@@ -32,6 +32,9 @@ class AxisBits:
     registers: tuple[int, ...]
     lanes: tuple[tuple[int, int], ...]
     warps: tuple[tuple[int, int], ...]
+    #: whether the layout's first (non-broadcast) register base moves along the axis: Triton 3.9 then packs
+    #: 16-bit values in pairs *along* the axis for its in-thread reduction (:mod:`harness.lowering.reduce_order`)
+    first_register_on_axis: bool = True
 
     def positions(self) -> list[list[list[int]]]:
         """``pos[r][l][w]``: the position along the axis of the ``r``-th register / ``l``-th lane / ``w``-th warp
@@ -143,7 +146,9 @@ def axis_bits(layout: str, shape: tuple[int, ...], axis: int, aliases: dict[str,
             raise ValueError(f"a register base {v} moves along several axes: not modelled")
     lanes = tuple((i, v[axis]) for i, v in enumerate(b["lane"]) if v[axis])
     warps = tuple((i, v[axis]) for i, v in enumerate(b["warp"]) if v[axis])
-    out = AxisBits(shape[axis], tuple(regs), lanes, warps)
+    live = [v for v in b["register"] if any(v)]
+    first_on_axis = bool(live) and live[0][axis] != 0
+    out = AxisBits(shape[axis], tuple(regs), lanes, warps, first_on_axis)
     covered = 1 << (len(regs) + len(lanes) + len(warps))
     if covered != shape[axis]:
         raise ValueError(f"layout covers {covered} positions along axis {axis}, the shape has {shape[axis]}")

@@ -11,9 +11,15 @@ the operand's layout (:class:`harness.lowering.layout.AxisBits`), in three stage
 3. across warps, the per-warp partials exchanged through shared memory and reduced by the same butterfly over
    the warp bits (ordered by stride), highest first.
 
-Stage 1 is where the versions differ (:data:`RULES`). Stages 2 and 3 are the same in both; the result is the one
-held where all reduced bits are 0. The unit tests compile kernels for sm90 and check each rule's predicted
-shuffle offsets and in-thread combine shape against the PTX.
+Stage 1 is where the versions differ (:data:`RULES`). Triton 3.9 also packs 16-bit operands in pairs for the
+in-thread tree when the target has 16-bit vector arithmetic (sm90: ``add.bf16x2``/``add.f16x2``; the combine a
+single ``addf``/``mulf``/``maxnumf``/``minnumf``): ``moveAxisBasesToFront(..., isVectorized)`` keeps the layout's
+first register base in front, so when that base moves along the axis the pairs are adjacent along it, the tree
+runs over the remaining axis bits on both halves at once and the two halves are combined last
+(``unpackVectorized``); otherwise the pairs are independent outputs and the order is the scalar tree's.
+Stages 2 and 3 are the same in both; the result is the one held where all reduced bits are 0. The unit tests
+compile kernels for sm90 and check each rule's predicted shuffle offsets and in-thread combine shape against
+the PTX.
 
 Fusion: when the reduced elements are products (``tl.sum(d * d)``), LLVM's DAG combiner (NVPTX allows
 aggressive fusion: ``visitFADDForFMACombine``) folds an in-thread ``fadd`` whose operand is an ``fmul`` into an
@@ -47,6 +53,7 @@ class Rule:
     triton: str
     thread: str
     source: str
+    vectorizes_16bit: bool = False
 
     def thread_fma(self, registers: int) -> int:
         """The fma a thread's part of a sum of products over ``registers`` elements becomes: a tree folds the
@@ -66,7 +73,9 @@ RULES: dict[str, Rule] = {
                 "bases to the front and runs treeReduceBinary (combine(values[2i], values[2i+1]) level by level); "
                 "warpReduce: shuffleXor for each lane bit along the axis from bit log2(32)-1 down to 0 (the 'legacy "
                 "inverse order'); then convertLayoutValues through shared memory puts the warp partials in lanes "
-                "and reduceWithinWarps runs again. Confirmed on Triton 3.9.0's sm90 PTX (tests/harness/lowering)."),
+                "and reduceWithinWarps runs again; 16-bit operands packed in pairs (getInThreadVectorizeOpKind, "
+                "moveAxisBasesToFront(isVectorized), unpackVectorized). Confirmed on Triton 3.9.0's sm90 PTX "
+                "(tests/harness/lowering)", vectorizes_16bit=True),
 }
 
 
@@ -97,6 +106,11 @@ class ReducePlan:
     def thread_combines(self) -> int:
         """Combines per thread before the shuffles (registers along the axis minus one)."""
         return (1 << len(self.bits.registers)) - 1
+
+    def packed(self, dtype: str, kind: str) -> bool:
+        """Whether the in-thread tree runs on 16-bit pairs packed along the axis (Triton 3.9, sm90)."""
+        return (self.rule.vectorizes_16bit and dtype in ("bf16", "fp16") and kind in ("add", "max", "min")
+                and len(self.bits.registers) >= 1 and self.bits.first_register_on_axis)
 
 
 Combine = Callable[[tuple[np.ndarray, ...], tuple[np.ndarray, ...]], tuple[np.ndarray, ...]]
@@ -177,6 +191,16 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         fa, fb = (_gather(f, axis, bits) for f in factors)
     nr = len(bits.registers)
     regs = [tuple(v[..., r, :, :] for v in g) for r in range(1 << nr)]
+    if plan.packed(dtype, kind) and factors is None:
+        # packed along the axis: tree over register bits 1.. on (even, odd) pairs, then even + odd
+        halves = []
+        for start in (0, 1):
+            level = regs[start::2]
+            while len(level) > 1:
+                level = [comb(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+            halves.append(level[0])
+        regs = [comb(halves[0], halves[1])]
+        nr = 0
     prods = None if fa is None else [(fa[..., r, :, :], fb[..., r, :, :]) for r in range(1 << nr)]
     if plan.rule.thread == "sequential":
         acc = regs[0]

@@ -88,7 +88,7 @@ def test_bf16_16_wide_sum_layout(compile_sm90):
     facts = facts_from_asm(asm, _version(), "sm90", 4)
     (red,) = facts.reductions
     assert (red.kind, red.axis, red.elem) == ("add", 1, "bf16")
-    assert red.bits == AxisBits(16, (), ((0, 1), (1, 2), (2, 4), (3, 8)), ())
+    assert red.bits == AxisBits(16, (), ((0, 1), (1, 2), (2, 4), (3, 8)), (), first_register_on_axis=False)
     offs, _ = _first_reduce_ptx(asm["ptx"])
     assert offs[:4] == [8, 4, 2, 1]
     assert "add.bf16" in asm["ptx"] or "add.rn.bf16" in asm["ptx"]
@@ -250,3 +250,36 @@ def test_ptxas_contraction_is_detected(compile_sm90):
     asm = compile_sm90(k.affine, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"},
                        {"BLOCK": 1024}, 4)
     assert fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"]) == set()
+
+
+def test_16bit_in_thread_packing_matches_ptx(compile_sm90):
+    """A (64, 64) bf16 block summed along axis 0 on 4 warps holds 32 rows per thread: Triton 3.9 adds them as
+    bf16x2 pairs along the axis (15 packed tree adds and the packed final pair add before the shared-memory
+    step), Triton 3.6 as 31 scalar bf16 adds."""
+    k = _kernels()
+    asm = compile_sm90(k.col_sum, {"x_ptr": "*bf16", "y_ptr": "*bf16", "N": "i32"}, {"M": 64, "BLOCK_N": 64}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    (red,) = facts.reductions
+    plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
+    assert plan.thread_combines() == 31
+    ptx = asm["ptx"]
+    head = ptx[:ptx.index("bar.sync")]
+    packed = len(re.findall(r"^\s*add(\.rn)?\.bf16x2\b", head, re.M))
+    scalar = len(re.findall(r"^\s*add(\.rn)?\.bf16\b", head, re.M))
+    if plan.packed("bf16", "add"):
+        assert (packed, scalar) == (16, 0)
+    else:
+        assert (packed, scalar) == (0, 31)
+
+
+def test_packed_bf16_tree_combines_halves_last():
+    # registers (256, -256, 1, 1) in bf16 (8 significant bits): pairs along the axis give (256 + 1) + (-256 + 1)
+    # = 256 - 255 = 1 (257 rounds to 256); unpacked, the tree gives (256 - 256) + (1 + 1) = 2, the left fold 2
+    x = numeric.from_f32(np.array([256, -256, 1, 1], dtype=np.float32), "bf16")
+    along = AxisBits(4, (1, 2), (), ())
+    across = AxisBits(4, (1, 2), (), (), first_register_on_axis=False)
+    rule39, rule36 = reduce_order.RULES["3.9"], reduce_order.RULES["3.6"]
+    got = {name: float(numeric.to_f32(reduce_order.reduce(x, 0, reduce_order.ReducePlan(b, r), "add", "bf16")[0],
+                                      "bf16"))
+           for name, b, r in (("packed", along, rule39), ("tree", across, rule39), ("fold", along, rule36))}
+    assert got == {"packed": 1.0, "tree": 2.0, "fold": 2.0}
