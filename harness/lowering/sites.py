@@ -26,16 +26,32 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+import os
 import sys
-from types import FrameType
+from types import CodeType, FrameType
 
 __all__ = ["interpreter_position", "node_key"]
 
 
+#: the harness package's own directory: its shims' frames are never the kernel's
+_HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+@functools.lru_cache(maxsize=1024)
 def _library(path: str) -> bool:
-    p = path.replace("\\", "/")
-    return ("/triton/" in p and ("/site-packages/" in p or "/triton/language/" in p or "/triton/runtime/" in p)) \
-        or "/numpy/" in p or "/harness/" in p or p.startswith("<")
+    """Frames of Triton, numpy, torch and the harness package (by their install directories), and code without
+    a file, are skipped: the first other frame is the kernel's (or its ``@jit`` helper's)."""
+    if path.startswith("<"):
+        return True
+    p = os.path.abspath(path)
+    if p.startswith(_HARNESS_DIR):
+        return True
+    for name in ("triton", "numpy", "torch"):
+        mod = sys.modules.get(name)
+        f = getattr(mod, "__file__", None)
+        if f and p.startswith(os.path.dirname(os.path.abspath(f)) + os.sep):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=256)
@@ -51,13 +67,39 @@ def _def_indent(path: str, first_line: int) -> int:
     return 0
 
 
+_CODES: dict[CodeType, bool] = {}  # code of an interpreted function -> compiled from dedented source
+_SEEN = [0]
+
+
+def _interpreted_codes() -> dict[CodeType, bool]:
+    """The code objects the interpreter runs for ``@jit`` functions (``InterpretedFunction.rewritten_fn``, Triton
+    3.6 and 3.9), each with whether it was compiled from the dedented source (a function whose source Triton
+    could not read runs as it is)."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return _CODES
+    fns = getattr(InterpretedFunction, "rewritten_fn", {})
+    if len(fns) != _SEEN[0]:
+        for orig, new in list(fns.items()):
+            code = getattr(new, "__code__", None)
+            if code is not None:
+                _CODES[code] = new is not orig
+        _SEEN[0] = len(fns)
+    return _CODES
+
+
 def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int] | None:
-    """(file, line, absolute 0-based column) of the innermost user-code instruction on the stack (Triton,
-    numpy and the harness are skipped), or ``None`` when the interpreter gives no column."""
+    """(file, line, absolute 0-based column) of the instruction the innermost interpreted ``@jit`` function
+    outside Triton's own library is executing (the user's kernel or helper; ``tl.sum``'s own body is skipped),
+    or ``None`` when no such frame is on the stack. Frames of shims and wrappers are never taken: only code the
+    interpreter compiled for a ``@jit`` function counts."""
+    codes = _interpreted_codes()
     f = frame or sys._getframe(1)
     while f is not None:
         code = f.f_code
-        if not _library(code.co_filename):
+        dedented = codes.get(code)
+        if dedented is not None and not _library(code.co_filename):
             try:
                 pos = list(code.co_positions())[f.f_lasti // 2]
             except (AttributeError, IndexError):
@@ -65,7 +107,7 @@ def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int]
             line, _end, col, _endcol = pos
             if line is None or col is None:
                 return None
-            return code.co_filename, line, col + _def_indent(code.co_filename, code.co_firstlineno)
+            return code.co_filename, line, col + (_def_indent(code.co_filename, code.co_firstlineno) if dedented else 0)
         f = f.f_back
     return None
 
