@@ -5,6 +5,9 @@ Run on a GPU machine with the Triton whose lowering is to be pinned (the image's
 
     python scripts/capture_lowering_goldens.py --out /path/to/dir [--patterns layernorm,row_sum]
 
+``--device cpu`` runs the same cases on the Triton interpreter instead (``TRITON_INTERPRET=1``), writing the same
+files: a dry run of this script, and the interpreter's side to diff against the GPU's.
+
 Each ``<pattern>.npz`` holds, for every case ``C`` of ``tests.lowering.kernels.PATTERNS[pattern]``, the inputs
 ``C__in__<name>`` and outputs ``C__out__<name>`` as raw bit patterns (``uint16``/``uint32``/``int32``, so NaN
 payloads and signed zeros survive), plus ``cases`` (the case names), ``params`` (JSON per case) and ``meta``
@@ -41,16 +44,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="directory for the .npz files (created)")
     ap.add_argument("--patterns", default="", help="comma-separated subset of the patterns (default: all)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="cuda: the GPU (goldens); cpu: the Triton interpreter (dry run)")
     args = ap.parse_args(argv)
-    os.environ.pop("TRITON_INTERPRET", None)
+    if "triton" in sys.modules:
+        print("capture_lowering_goldens: import triton after choosing the device (run as a script)", file=sys.stderr)
+        return 2
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
     import numpy as np
     import torch
     import triton
 
     from tests.lowering import kernels
 
-    if not torch.cuda.is_available():
-        print("capture_lowering_goldens: no CUDA device", file=sys.stderr)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("capture_lowering_goldens: no CUDA device (--device cpu runs the interpreter)", file=sys.stderr)
         return 2
     wanted = [p for p in args.patterns.split(",") if p] or list(kernels.PATTERNS)
     unknown = sorted(set(wanted) - set(kernels.PATTERNS))
@@ -59,16 +70,19 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {"triton": triton.__version__, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
-            "capability": list(torch.cuda.get_device_capability()),
+    cuda = args.device == "cuda"
+    meta = {"triton": triton.__version__, "torch": torch.__version__,
+            "device": torch.cuda.get_device_name() if cuda else "triton-interpreter",
+            "capability": list(torch.cuda.get_device_capability()) if cuda else [],
             "TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "")}
     for pattern in wanted:
         arrays: dict[str, np.ndarray] = {}
         names, params = [], []
         for case, p in kernels.PATTERNS[pattern]:
             inputs = kernels.make_inputs(pattern, p)
-            outs = kernels.launch(pattern, p, inputs, "cuda")
-            torch.cuda.synchronize()
+            outs = kernels.launch(pattern, p, inputs, args.device)
+            if cuda:
+                torch.cuda.synchronize()
             for k, v in inputs.items():
                 arrays[f"{case}__in__{k}"] = _bits(v) if isinstance(v, torch.Tensor) else np.asarray(v, np.float64)
             for k, v in outs.items():

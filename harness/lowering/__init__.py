@@ -16,5 +16,6 @@ The modules, one concern each (all import without triton, torch or pytest; only 
 - :mod:`.scan_order`: the same for scans;
 - :mod:`.fma`: which multiply / add pairs the compiled kernel fused, and one-rounding fma in fp32 / bf16 / fp16;
 - :mod:`.compiled`: the compiled kernel of a launch and the facts above, cached in memory and on disk;
-- :mod:`.sites`: the source position of the op the interpreter is executing.
+- :mod:`.sites`: the source position of the op the interpreter is executing;
+- :mod:`.numeric`: one GPU rounding per add / mul / fma / max / min in fp32, bf16 (uint16 bits) and fp16.
 """

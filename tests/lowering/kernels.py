@@ -300,3 +300,30 @@ def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
         scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)
         return {"y": y.cpu()}
     raise ValueError(f"launch: unknown pattern {pattern!r}")
+
+
+def inputs_from_golden(z, case: str) -> tuple[dict, dict]:  # noqa: ANN001 - an open np.load(...) of a capture
+    """A captured case back as ``(params, inputs)``: the tensors rebuilt from their stored bit patterns in the
+    case's dtype, scalars as floats (what :func:`launch` takes)."""
+    import json
+
+    import numpy as np
+    import torch
+
+    names = [str(c) for c in z["cases"]]
+    if case not in names:
+        raise KeyError(f"inputs_from_golden: no case {case!r}; the file has {names}")
+    p = json.loads(str(z["params"][names.index(case)]))
+    out = {}
+    prefix = f"{case}__in__"
+    for key in z.files:
+        if not key.startswith(prefix):
+            continue
+        arr = z[key]
+        name = key[len(prefix):]
+        if arr.dtype == np.float64 and arr.ndim == 0:
+            out[name] = float(arr)
+            continue
+        t = torch.from_numpy(arr.astype({2: np.int16, 4: np.int32}[arr.itemsize]).copy())
+        out[name] = t.view(_torch_dtype(p["dtype"]) if arr.itemsize == 2 or p["dtype"] == "fp32" else torch.int32)
+    return p, out
