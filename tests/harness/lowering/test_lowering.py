@@ -38,6 +38,12 @@ def _kernels():
     return kernels
 
 
+def _source(module) -> list[str]:  # noqa: ANN001
+    from pathlib import Path
+
+    return Path(module.__file__).read_text().splitlines()
+
+
 def _first_reduce_ptx(ptx: str) -> tuple[list[int], int]:
     """xor offsets of the first reduction's butterflies (in order), and the adds before its first shuffle."""
     lines = ptx.splitlines()
@@ -115,7 +121,7 @@ def test_fused_sites_layernorm(compile_sm90):
     sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
     asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
     facts = facts_from_asm(asm, _version(), "sm90", 4)
-    src = open(k.__file__).read().splitlines()
+    src = _source(k)
     var_line = next(i + 1 for i, ln in enumerate(src) if "var = tl.sum(d * d" in ln)
     y_line = next(i + 1 for i, ln in enumerate(src) if "y = (x - mean) * rstd * w + b" in ln)
     got = {(f.mul[1:], f.add[1:]) for f in facts.fused}
@@ -136,7 +142,7 @@ def test_affine_fused_and_acc_loop(compile_sm90):
     asm = compile_sm90(k.acc_loop, {"a_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "K": "i32", "N": "i32"},
                        {"BLOCK": 512}, 4)
     facts = facts_from_asm(asm, _version(), "sm90", 4)
-    src = open(k.__file__).read().splitlines()
+    src = _source(k)
     line = next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc += a * b")
     col = src[line - 1].index("acc")
     assert {(f.mul[1:], f.add[1:]) for f in facts.fused} == {((line, col + 7), (line, col))}
@@ -237,7 +243,7 @@ def test_ptxas_contraction_is_detected(compile_sm90):
     """ptxas contracts beyond LLVM (sm90, Triton 3.6 and 3.9): across a loop's back edge, and the multiply that
     ends div.full.f32 into `x - tl.sum(x) / N`. Both are reported; a kernel with neither reports none."""
     k = _kernels()
-    src = open(k.__file__).read().splitlines()
+    src = _source(k)
     asm = compile_sm90(k.scaled_loop, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "K": "i32"}, {"BLOCK": 128}, 4)
     if fma_mod.nvdisasm() is None:
         pytest.skip("this Triton ships no nvdisasm")

@@ -8,7 +8,7 @@ import pytest
 from harness.lowering import sites
 from harness.lowering.compiled import facts_from_asm
 
-pytestmark = pytest.mark.interp_only
+pytestmark = [pytest.mark.interp_only, pytest.mark.filterwarnings("ignore:harness. interpreter op fma_contraction")]
 triton = pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
