@@ -18,4 +18,16 @@ The modules, one concern each (all import without triton, torch or pytest; only 
 - :mod:`.compiled`: the compiled kernel of a launch and the facts above, cached in memory and on disk;
 - :mod:`.sites`: the source position of the op the interpreter is executing;
 - :mod:`.numeric`: one GPU rounding per add / mul / fma / max / min in fp32, bf16 (uint16 bits) and fp16.
+
+How an interpreter shim uses it (per launch, then per op):
+
+1. ``facts = compiled.lowering_for(fn, signature, constexprs, num_warps=W, arch="sm90", fp_fusion=...)``; when
+   ``facts.error`` is set, say so once and keep the interpreter's behaviour;
+2. at a ``create_fmul`` / ``create_fadd`` / ``create_fsub`` / ``ReduceOps.apply_impl`` / ``ScanOps.apply_impl``,
+   ``where = sites.interpreter_position()`` is the op's key, matched against ``facts.fused[i].mul`` / ``.add`` and
+   ``facts.reductions[i].where`` / ``facts.scans[i].where``;
+3. a matched reduction runs ``reduce_order.reduce(values, axis, ReducePlan(r.bits, rule_for(facts.triton)), kind,
+   dtype, factors=...)``, a scan ``scan_order.scan(x, axis, scan_order.plan(s.bits), kind, dtype)``, a fused add
+   ``numeric.fma(a, b, c, dtype)`` (the product's factors carried from the matched multiply);
+4. ``facts.ptxas_lines`` are lines whose rounding ptxas chose: warn there, they are not modelled.
 """

@@ -117,8 +117,10 @@ def _where(w: tuple[str, int, int] | None, kind: str, version: str) -> Key | Non
     return None if k is None else (w[0], k[0], k[1])
 
 
-def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int) -> KernelLowering:
-    """The facts of one compiled kernel (``asm``: its stages by name, ``ttgir``/``llir``/``ptx``)."""
+def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion: bool = True) -> KernelLowering:
+    """The facts of one compiled kernel (``asm``: its stages by name, ``ttgir``/``llir``/``ptx``). With
+    ``fp_fusion`` off (the compile's ``enable_fp_fusion``) nothing is contracted: LLVM keeps ``mul.rn``/``add.rn``
+    and Triton passes ``--fmad=false`` to ptxas."""
     mod = ttgir.parse(asm["ttgir"])
     func_col = mod.func_loc[2] if mod.func_loc else 0
     reds: list[Reduction] = []
@@ -135,11 +137,12 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int) -> KernelL
             reds.append(Reduction(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, err))
         else:
             scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
+    sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx")) if fp_fusion else []
     fused = tuple(Fused(_where(s.mul, "mul", version), _where(s.add, "add", version), s.op, s.operand, s.elem,
-                        s.count) for s in fma_mod.fused_sites(asm["llir"], asm.get("ptx")))
+                        s.count) for s in sites_)
     cubin = asm.get("cubin")
     ptxas = (sorted(fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]))
-             if isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else [])
+             if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else [])
     return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
                           ptxas_lines=tuple(ptxas))
@@ -180,11 +183,16 @@ _MEMO: dict[tuple[Any, ...], KernelLowering] = {}
 
 
 def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
-                 num_warps: int = 4, arch: str = "sm90", directory: Path | None = None) -> KernelLowering:
+                 num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
+                 directory: Path | None = None) -> KernelLowering:
     """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
-    configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile)."""
+    configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile).
+
+    ``fp_fusion``: the launch's ``enable_fp_fusion`` keyword, ``None`` when it passed none (then Triton's default
+    decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
+    back, so the facts follow whatever Triton chose)."""
     from harness.compile.disk_cache import cache_dir, cache_key
-    from harness.compile.launches import Launch, launch_from_args  # noqa: F401  (Launch only)
+    from harness.compile.launches import Launch
     from harness.compile.matrix import compile_matrix
     from harness.interp.jit import as_jit
     from harness.versions import triton_version
@@ -195,8 +203,13 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     pyfn = as_jit(fn).fn
     import inspect
 
+    options: dict[str, Any] = {"num_warps": num_warps}
+    if fp_fusion is not None:
+        options["enable_fp_fusion"] = bool(fp_fusion)
+    default = os.environ.get("TRITON_DEFAULT_FP_FUSION", "") + os.environ.get("TRITON_FORCE_DISABLE_FP_FUSION", "")
     launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", inspect.getsourcefile(pyfn) or "",
-                    tuple(signature.items()), tuple(consts.items()), (("num_warps", num_warps),), fn)
+                    tuple(signature.items()), tuple(consts.items()),
+                    tuple(sorted(options.items())) + (("fp_fusion_env", default),), fn)
     key = cache_key(launch, arch)
     memo = (key,)
     if memo in _MEMO:
@@ -209,13 +222,14 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         hit = None
     if hit is None:
         version = triton_version()
-        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch],
-                             options={"num_warps": num_warps})[arch]
+        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options)[arch]
         if isinstance(res, BaseException):
             hit = KernelLowering(version, arch, num_warps, error=f"{type(res).__name__}: {str(res)[:300]}")
         else:
+            meta = getattr(res.kernel, "metadata", None)
+            fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
             try:
-                hit = facts_from_asm(res.asm, version, arch, num_warps)
+                hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on)
             except (ValueError, KeyError) as e:
                 hit = KernelLowering(version, arch, num_warps, error=f"{type(e).__name__}: {e}")
         d.mkdir(parents=True, exist_ok=True)

@@ -289,3 +289,28 @@ def test_packed_bf16_tree_combines_halves_last():
                                       "bf16"))
            for name, b, r in (("packed", along, rule39), ("tree", across, rule39), ("fold", along, rule36))}
     assert got == {"packed": 1.0, "tree": 2.0, "fold": 2.0}
+
+
+def test_lowering_for_caches_on_disk_and_follows_fp_fusion(tmp_path, monkeypatch):
+    """A warm rerun (a new process: the in-memory table emptied) reads the facts back and compiles nothing; a
+    launch with enable_fp_fusion=False has no fused pairs; a kernel that does not compile reports why."""
+    from harness.compile import cache
+    from harness.lowering import compiled
+
+    k = _kernels()
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"}
+    monkeypatch.setattr(compiled, "_MEMO", {})
+    first = compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=2, fp_fusion=True, directory=tmp_path)
+    assert first.error == "" and sum(f.count for f in first.fused) == 4
+    monkeypatch.setattr(compiled, "_MEMO", {})
+    before = cache.stats()["compiles"]
+    again = compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=2, fp_fusion=True, directory=tmp_path)
+    assert cache.stats()["compiles"] == before
+    assert again == first
+    off = compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=2, fp_fusion=False, directory=tmp_path)
+    assert off.error == "" and off.fused == ()
+    bad = compiled.lowering_for(k.affine, {**sig, "x_ptr": "*fp8e4nv"}, {"BLOCK": 256}, num_warps=2,
+                                arch="sm80", directory=tmp_path)
+    assert bad.error and bad.fused == () and bad.reductions == ()
+    with pytest.raises(ValueError, match="num_warps must be a power of two"):
+        compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=3, directory=tmp_path)
