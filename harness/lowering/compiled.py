@@ -11,8 +11,13 @@ and keeps the interpreter's own behaviour.
 Positions are the interpreter's (:func:`harness.lowering.sites.node_key`): ``(file, line, absolute column)`` of
 the ``BinOp`` / ``AugAssign`` / ``Call`` node.
 
-Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :func:`lowering_for`,
-:func:`facts_from_asm`.
+The launch must be compiled as Triton's JIT specializes it on the GPU (:func:`specialize`): a pointer whose
+address is a multiple of 16 and an integer that is are compiled as divisible by 16 (``tt.divisibility``), which
+lets loads vectorize and so changes the layout (``sizePerThread`` 1 → 4 for an fp32 row) and with it the whole
+reduction order; an integer equal to 1 becomes the constexpr 1.
+
+Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :class:`Specialization`,
+:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from harness.lowering.layout import AxisBits, axis_bits
 from harness.lowering.reduce_order import rule_for
 from harness.lowering.sites import node_key
 
-__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "facts_from_asm", "lowering_for"]
+__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "facts_from_asm",
+           "lowering_for", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
 FORMAT = "harness-lowering-3"  # 3: first_register_on_axis
@@ -179,18 +185,72 @@ def _load(text: str) -> KernelLowering | None:
         return None
 
 
+@dataclass(frozen=True)
+class Specialization:
+    """What :func:`lowering_for` takes for one launch: the runtime arguments' types, the constexprs (the
+    kernel's own and the integers equal to 1), the arguments compiled as divisible by 16, the launch options."""
+
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    divisible: frozenset[str]
+    num_warps: int = 4
+    fp_fusion: bool | None = None
+
+
+def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specialization:
+    """The :class:`Specialization` of ``fn[grid](*args, **kwargs)`` as Triton 3.6 / 3.9's JIT makes it
+    (``BaseBackend.get_tensor_specialization``: ``data_ptr() % 16 == 0``; ``get_int_specialization``:
+    ``value % 16 == 0``; ``specialize_impl``: an int equal to 1 is the constexpr 1; a parameter's
+    ``do_not_specialize`` / ``do_not_specialize_on_alignment`` turn these off). The types come from
+    :func:`harness.compile.launches.launch_from_args`; ``ValueError`` for an argument it cannot type."""
+    from harness.compile.launches import launch_from_args
+    from harness.interp.jit import as_jit
+
+    launch = launch_from_args(fn, args, kwargs)
+    jit = as_jit(fn)
+    params = {p.name: p for p in jit.params}
+    import inspect
+
+    bound = inspect.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items()
+                                                     if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg",
+                                                                  "enable_fp_fusion")})
+    sig = dict(launch.signature)
+    consts = dict(launch.constexprs)
+    divisible = set()
+    for name, ty in list(sig.items()):
+        p = params.get(name)
+        spec = not getattr(p, "do_not_specialize", False)
+        align = not getattr(p, "do_not_specialize_on_alignment", False)
+        v = bound.arguments.get(name)
+        if ty.startswith("*"):
+            if align and hasattr(v, "data_ptr") and v.data_ptr() % 16 == 0:
+                divisible.add(name)
+        elif ty[0] in "iu" and ty != "i1" and isinstance(v, int) and not isinstance(v, bool):
+            if spec and v == 1:
+                consts[name] = 1
+                del sig[name]
+            elif spec and align and v % 16 == 0:
+                divisible.add(name)
+    opts = dict(launch.options)
+    fusion = kwargs.get("enable_fp_fusion")
+    return Specialization(sig, consts, frozenset(divisible), int(opts.get("num_warps", 4)),
+                          None if fusion is None else bool(fusion))
+
+
 _MEMO: dict[tuple[Any, ...], KernelLowering] = {}
 
 
 def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
                  num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
+                 divisible: frozenset[str] | set[str] | tuple[str, ...] = (),
                  directory: Path | None = None) -> KernelLowering:
     """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
     configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile).
 
     ``fp_fusion``: the launch's ``enable_fp_fusion`` keyword, ``None`` when it passed none (then Triton's default
     decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
-    back, so the facts follow whatever Triton chose)."""
+    back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
+    divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments)."""
     from harness.compile.disk_cache import cache_dir, cache_key
     from harness.compile.launches import Launch
     from harness.compile.matrix import compile_matrix
@@ -209,7 +269,8 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     default = os.environ.get("TRITON_DEFAULT_FP_FUSION", "") + os.environ.get("TRITON_FORCE_DISABLE_FP_FUSION", "")
     launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", inspect.getsourcefile(pyfn) or "",
                     tuple(signature.items()), tuple(consts.items()),
-                    tuple(sorted(options.items())) + (("fp_fusion_env", default),), fn)
+                    tuple(sorted(options.items())) + (("fp_fusion_env", default),
+                                                      ("divisible", ",".join(sorted(divisible)))), fn)
     key = cache_key(launch, arch)
     memo = (key,)
     if memo in _MEMO:
@@ -222,7 +283,8 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         hit = None
     if hit is None:
         version = triton_version()
-        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options)[arch]
+        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
+                             divisible=divisible)[arch]
         if isinstance(res, BaseException):
             hit = KernelLowering(version, arch, num_warps, error=f"{type(res).__name__}: {str(res)[:300]}")
         else:

@@ -14,6 +14,7 @@ from harness.lowering.compiled import facts_from_asm
 from harness.lowering.layout import AxisBits
 
 triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
 
 
 def _version() -> str:
@@ -24,8 +25,9 @@ def _version() -> str:
 def compile_sm90():
     from harness.compile.matrix import compile_matrix
 
-    def run(fn, sig, consts, warps):
-        res = compile_matrix(fn, signature=sig, constexprs=consts, targets=["sm90"], options={"num_warps": warps})
+    def run(fn, sig, consts, warps, divisible=()):
+        res = compile_matrix(fn, signature=sig, constexprs=consts, targets=["sm90"], options={"num_warps": warps},
+                             divisible=divisible)
         got = res["sm90"]
         if isinstance(got, BaseException):
             raise got
@@ -55,11 +57,16 @@ def _first_reduce_ptx(ptx: str) -> tuple[list[int], int]:
     return offs, adds
 
 
+_ALIGNED = ("x_ptr", "v_ptr", "i_ptr")  # what Triton's JIT specializes for 16-byte aligned tensors
+
+
+@pytest.mark.parametrize("divisible", [(), _ALIGNED], ids=["unaligned", "aligned"])
 @pytest.mark.parametrize(("warps", "n"), [(4, 1024), (8, 4096), (1, 256)])
-def test_reduce_plan_matches_ptx(compile_sm90, warps, n):
+def test_reduce_plan_matches_ptx(compile_sm90, warps, n, divisible):
     """The plan's shuffle offsets and in-thread combines are what Triton emits for tl.max of an fp32 row."""
     k = _kernels()
-    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": n}, warps)
+    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": n}, warps,
+                       divisible)
     mod = ttgir.parse(asm["ttgir"])
     op = mod.ops[0]
     bits = layout.axis_bits(op.operands[0].layout, op.operands[0].shape, op.axis, mod.layouts)
@@ -70,11 +77,13 @@ def test_reduce_plan_matches_ptx(compile_sm90, warps, n):
     assert adds == plan.thread_combines()
 
 
-def test_in_thread_shape_matches_ptx(compile_sm90):
+@pytest.mark.parametrize("divisible", [(), _ALIGNED], ids=["unaligned", "aligned"])
+def test_in_thread_shape_matches_ptx(compile_sm90, divisible):
     """Triton 3.6 folds a thread's registers left to right (each add reads the previous sum); 3.9 adds them as a
     pairwise tree (the first half of the adds read only loaded values)."""
     k = _kernels()
-    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": 1024}, 4)
+    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": 1024}, 4,
+                       divisible)
     ptx = asm["ptx"]
     head = ptx[:ptx.index("shfl.sync.bfly")]
     ops = re.findall(r"max\.f32\s+(%r\d+), (%r\d+), (%r\d+);", head)
@@ -100,10 +109,13 @@ def test_bf16_16_wide_sum_layout(compile_sm90):
     assert "add.bf16" in asm["ptx"] or "add.rn.bf16" in asm["ptx"]
 
 
-@pytest.mark.parametrize(("warps", "n"), [(4, 1024), (1, 128)])
-def test_scan_plan_matches_ptx(compile_sm90, warps, n):
+@pytest.mark.parametrize("divisible", [(), ("x_ptr", "y_ptr")], ids=["unaligned", "aligned"])
+@pytest.mark.parametrize(("warps", "n"), [(4, 1024), (1, 128), (8, 4096)])
+def test_scan_plan_matches_ptx(compile_sm90, warps, n, divisible):
+    """Aligned rows load 4 fp32 per thread (chunks of S = 4), unaligned ones 1: the plan's shfl.sync.up offsets
+    and combine count are the PTX's in both."""
     k = _kernels()
-    asm = compile_sm90(k.row_cumsum, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": n}, warps)
+    asm = compile_sm90(k.row_cumsum, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": n}, warps, divisible)
     mod = ttgir.parse(asm["ttgir"])
     (op,) = mod.ops
     p = scan_order.plan(layout.axis_bits(op.operands[0].layout, op.operands[0].shape, op.axis, mod.layouts))
@@ -314,3 +326,41 @@ def test_lowering_for_caches_on_disk_and_follows_fp_fusion(tmp_path, monkeypatch
     assert bad.error and bad.fused == () and bad.reductions == ()
     with pytest.raises(ValueError, match="num_warps must be a power of two"):
         compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=3, directory=tmp_path)
+
+
+def test_specialize_follows_triton_jit_and_changes_the_layout(tmp_path, monkeypatch):
+    """An aligned fp32 row compiles with sizePerThread 4 (vectorized loads), a misaligned view with 1: the
+    facts differ, so lowering_for must be given the launch's specialization."""
+    from harness.lowering import compiled
+
+    k = _kernels()
+    monkeypatch.setattr(compiled, "_MEMO", {})
+    x = torch.zeros(2 * 1024 + 4)
+    v, i = torch.zeros(2), torch.zeros(2, dtype=torch.int32)
+    aligned = compiled.specialize(k.row_max_argmax, (x, v, i), {"N": 1024, "num_warps": 4})
+    shifted = compiled.specialize(k.row_max_argmax, (x[1:], v, i), {"N": 1024, "num_warps": 4})
+    assert aligned.divisible == {"x_ptr", "v_ptr", "i_ptr"} and shifted.divisible == {"v_ptr", "i_ptr"}
+    acc = compiled.specialize(k.acc_loop, (x, x, x, 1, 32), {"BLOCK": 32, "num_warps": 1})
+    assert acc.constexprs["K"] == 1 and "K" not in acc.signature and "N" in acc.divisible and acc.num_warps == 1
+    facts = {name: compiled.lowering_for(k.row_max_argmax, s.signature, s.constexprs, num_warps=4,
+                                         divisible=s.divisible, directory=tmp_path).reductions[0].bits
+             for name, s in (("aligned", aligned), ("shifted", shifted))}
+    assert facts["aligned"].registers == (1, 2, 512)
+    assert facts["shifted"].registers == (128, 256, 512)
+
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_aligned_16bit_row_sum_in_thread_adds(compile_sm90, dtype):
+    """An aligned 16-bit row loads 8 per thread along the axis: Triton 3.9 adds them as 3 packed tree adds and the
+    final pair add (4), Triton 3.6 as a left fold of 7 (LLVM emits each as a x2 op, one half used)."""
+    k = _kernels()
+    asm = compile_sm90(k.row_sum, {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "M": "i32"},
+                       {"N": 1024, "BLOCK_M": 1}, 4, ("x_ptr", "y_ptr"))
+    (red,) = facts_from_asm(asm, _version(), "sm90", 4).reductions
+    plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
+    ptx = asm["ptx"]
+    head = ptx[:ptx.index("shfl.sync.bfly")]
+    adds = len(re.findall(r"^\s*add(\.rn)?\.(bf16|f16)(x2)?\b", head, re.M))
+    assert red.bits.registers == (1, 2, 4)
+    assert adds == (4 if plan.packed(dtype, "add") else 7)
