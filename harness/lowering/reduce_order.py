@@ -191,16 +191,28 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         fa, fb = (_gather(f, axis, bits) for f in factors)
     nr = len(bits.registers)
     regs = [tuple(v[..., r, :, :] for v in g) for r in range(1 << nr)]
-    if plan.packed(dtype, kind) and factors is None:
-        # packed along the axis: tree over register bits 1.. on (even, odd) pairs, then even + odd
+    if plan.packed(dtype, kind):
+        # packed along the axis: tree over register bits 1.. on (even, odd) pairs, then even + odd; with
+        # products, the first level is fma.rn.bf16x2 / f16x2 (the left pair's product folded)
+        prods0 = None if fa is None else [(fa[..., r, :, :], fb[..., r, :, :]) for r in range(1 << nr)]
         halves = []
         for start in (0, 1):
-            level = regs[start::2]
+            idx = list(range(start, 1 << nr, 2))
+            level = [regs[i] for i in idx]
+            first = True
             while len(level) > 1:
-                level = [comb(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                if first and prods0 is not None:
+                    level = [(numeric.fma(*prods0[idx[i]], level[i + 1][0], dtype),) for i in range(0, len(level), 2)]
+                else:
+                    level = [comb(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+                first = False
             halves.append(level[0])
-        regs = [comb(halves[0], halves[1])]
+        if prods0 is not None and nr == 1:
+            regs = [(numeric.fma(*prods0[0], halves[1][0], dtype),)]
+        else:
+            regs = [comb(halves[0], halves[1])]
         nr = 0
+        fa = fb = None
     prods = None if fa is None else [(fa[..., r, :, :], fb[..., r, :, :]) for r in range(1 << nr)]
     if plan.rule.thread == "sequential":
         acc = regs[0]

@@ -173,6 +173,8 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
     "row_cumprod": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
                     for dt in ("fp32", "bf16") for n, w in ((1024, 4), (128, 1))],
     "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
+    "sum_of_squares": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                       for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
 }
 
 ROWS = 64
@@ -233,6 +235,8 @@ def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
         return {"x": (1 + normal(ROWS, p["n"]).float() * 0.01).to(dt)}
     if pattern == "scaled_loop":
         return {"x": normal(p["n"]), "y": normal(p["n"]), "s": 0.9}
+    if pattern == "sum_of_squares":
+        return {"x": normal(ROWS, p["n"])}
     raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
 
 
@@ -295,6 +299,11 @@ def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
         kern = row_cumsum if pattern == "row_cumsum" else row_cumprod
         kern[(x.shape[0],)](x, y, N=p["n"], num_warps=w)
         return {"y": y.cpu()}
+    if pattern == "sum_of_squares":
+        x = t["x"]
+        y = torch.empty(x.shape[0], dtype=dt, device=device)
+        sum_of_squares[(x.shape[0],)](x, y, N=p["n"], num_warps=w)
+        return {"y": y.cpu()}
     if pattern == "scaled_loop":
         y = t["y"].clone()
         scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)
@@ -327,3 +336,10 @@ def inputs_from_golden(z, case: str) -> tuple[dict, dict]:  # noqa: ANN001 - an 
         t = torch.from_numpy(arr.astype({2: np.int16, 4: np.int32}[arr.itemsize]).copy())
         out[name] = t.view(_torch_dtype(p["dtype"]) if arr.itemsize == 2 or p["dtype"] == "fp32" else torch.int32)
     return p, out
+
+
+@triton.jit
+def sum_of_squares(x_ptr, y_ptr, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + tl.program_id(0) * N + cols)
+    tl.store(y_ptr + tl.program_id(0), tl.sum(x * x, axis=0))

@@ -364,3 +364,18 @@ def test_aligned_16bit_row_sum_in_thread_adds(compile_sm90, dtype):
     adds = len(re.findall(r"^\s*add(\.rn)?\.(bf16|f16)(x2)?\b", head, re.M))
     assert red.bits.registers == (1, 2, 4)
     assert adds == (4 if plan.packed(dtype, "add") else 7)
+
+
+@pytest.mark.parametrize("divisible", [(), ("x_ptr", "y_ptr")], ids=["unaligned", "aligned"])
+def test_sum_of_products_fuses_as_the_rule_says(compile_sm90, divisible):
+    """tl.sum(x * x) of an fp32 row, 8 elements per thread: the PTX has thread_fma(8) fma.rn.f32 (3.9's tree
+    folds the left product of each first-level pair: 4; 3.6's left fold every step: 7), at the reduction's
+    site from the multiply's."""
+    k = _kernels()
+    asm = compile_sm90(k.sum_of_squares, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": 1024}, 4, divisible)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    (red,) = facts.reductions
+    assert len(red.bits.registers) == 3
+    assert fma_mod.ptx_fma_count(asm["ptx"]) == reduce_order.rule_for(triton.__version__).thread_fma(8)
+    assert {(f.mul, f.add) for f in facts.fused} == {(f.mul, red.where) for f in facts.fused}
+    assert facts.fused
