@@ -13,7 +13,8 @@ Triton writes an op's location differently per version (``CodeGenerator.visit``)
   absolute column + 1;
 - 3.6: ``visit`` restores the location to the *child's* after visiting it, so an op carries the position of the
   last child visited: a ``BinOp``'s right operand, an ``AugAssign``'s value, a ``Call``'s last positional argument
-  (keywords are visited first); columns are the dedented ``col_offset`` (no ``begin_col``).
+  (keywords are visited first; with none, the last keyword); columns are the dedented ``col_offset`` (no
+  ``begin_col``).
 
 :func:`node_key` turns a compiled position into the interpreter's (line, absolute column) of the node by these
 rules, reading the kernel file's AST.
@@ -150,8 +151,11 @@ def node_key(path: str, line: int, col: int, kind: str, version: str) -> tuple[i
                 return (n.lineno, n.col_offset)
         if kind == "add" and isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)) and at(n.value):
             return (n.lineno, n.col_offset)
-        if kind == "call" and isinstance(n, ast.Call) and n.args and at(n.args[-1]):
-            return (n.lineno, n.col_offset)
+        if kind == "call" and isinstance(n, ast.Call):
+            # visit_Call visits func, then keywords, then positional args: the last one visited holds the loc
+            last = n.args[-1] if n.args else (n.keywords[-1] if n.keywords else n.func)
+            if at(last):
+                return (n.lineno, n.col_offset)
     if kind == "add":  # the add inside a tl.sum's combine: the call's position
         return node_key(path, line, col, "call", version)
     return None

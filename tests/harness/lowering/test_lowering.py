@@ -240,7 +240,7 @@ def test_scan_order_on_exact_and_inexact_values():
 
 
 def test_node_key_rules(tmp_path):
-    src = "def k(x, s, b):\n    y = x * s + b\n    return tl.sum(x, axis=0)\n"
+    src = "def k(x, s, b):\n    y = x * s + b\n    return tl.sum(x, axis=0)\n    z = x.sum(axis=0) + tl.max(x, 0)\n"
     p = tmp_path / "k.py"
     p.write_text(src)
     # 3.9: node start, absolute column + 1; 3.6: the right operand / last argument, column of the dedented source
@@ -249,6 +249,8 @@ def test_node_key_rules(tmp_path):
     assert sites.node_key(str(p), 2, 16, "add", "3.6.0") == (2, 8)
     assert sites.node_key(str(p), 2, 12, "mul", "3.6.0") == (2, 8)
     assert sites.node_key(str(p), 3, 18, "call", "3.6.0") == (3, 11)
+    assert sites.node_key(str(p), 4, 14, "call", "3.6.0") == (4, 8)  # no positional argument: the keyword
+    assert sites.node_key(str(p), 4, 34, "call", "3.6.0") == (4, 24)  # the last positional argument
 
 
 def test_ptxas_contraction_is_detected(compile_sm90):
