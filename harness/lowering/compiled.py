@@ -22,6 +22,7 @@ Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLow
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -209,8 +210,6 @@ def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specia
     launch = launch_from_args(fn, args, kwargs)
     jit = as_jit(fn)
     params = {p.name: p for p in jit.params}
-    import inspect
-
     bound = inspect.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items()
                                                      if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg",
                                                                   "enable_fp_fusion")})
@@ -261,8 +260,6 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         raise ValueError(f"lowering_for: num_warps must be a power of two, got {num_warps!r}")
     consts = dict(constexprs or {})
     pyfn = as_jit(fn).fn
-    import inspect
-
     options: dict[str, Any] = {"num_warps": num_warps}
     if fp_fusion is not None:
         options["enable_fp_fusion"] = bool(fp_fusion)
@@ -294,9 +291,12 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
                 hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on)
             except (ValueError, KeyError) as e:
                 hit = KernelLowering(version, arch, num_warps, error=f"{type(e).__name__}: {e}")
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(_dump(hit))
-        os.replace(tmp, path)
+        try:  # a cache that cannot be written costs a recompile next run, never the launch
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(_dump(hit))
+            os.replace(tmp, path)
+        except OSError:
+            pass
     _MEMO[memo] = hit
     return hit
