@@ -99,13 +99,16 @@ def clear_cache() -> None:
 
 
 def compile_memoized(
-    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target, options: Mapping[str, Any] | None = None
+    jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target, options: Mapping[str, Any] | None = None,
+    divisible: frozenset[str] = frozenset(),
 ) -> Compiled | BaseException:
     """The :class:`Compiled` result, or the exception the compiler raised, for arguments already checked by
-    :func:`harness.compile.signature.prepare` and a target by :func:`harness.compile.targets.check_targets`."""
+    :func:`harness.compile.signature.prepare` and a target by :func:`harness.compile.targets.check_targets`.
+    ``divisible``: arguments Triton's JIT would specialize as divisible by 16 (``tt.divisibility``), which
+    changes load vectorization and so layouts (:func:`harness.lowering.compiled.specialize`)."""
     opts = dict(options or {})
     key = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target,
-           tuple(sorted(opts.items())))
+           tuple(sorted(opts.items())), tuple(sorted(divisible)))
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -126,8 +129,10 @@ def compile_memoized(
     try:
         # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
         with contextlib.redirect_stdout(io.StringIO()):
-            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target(),
-                                options=compile_opts or None)
+            names = list(jit.arg_names)
+            attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in sorted(divisible)}
+            src = ASTSource(jit, sig, consts, attrs) if attrs else ASTSource(jit, sig, consts)
+            ck = triton.compile(src, target=target.gpu_target(), options=compile_opts or None)
         result: Compiled | BaseException = Compiled(
             target=target.name,
             name=jit.__name__,

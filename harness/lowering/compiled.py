@@ -1,0 +1,302 @@
+"""The compiled kernel of a launch and what :mod:`harness.lowering` reads from it, cached in memory and on disk.
+
+Why here: the facts (which pairs fused, each reduction's and scan's layout and order) belong to one (kernel,
+signature, constexprs, ``num_warps``, arch, installed Triton); launch capture already compiles launches through
+:func:`harness.compile.matrix.compile_matrix` (its per-process cache) and keys its disk cache with
+:func:`harness.compile.disk_cache.cache_key`. :func:`lowering_for` compiles through the same path, keeps the
+facts as JSON beside capture's outcomes (``<cache_dir>/lowering/``), so a warm rerun compiles nothing. A kernel
+that does not compile for the target gives a :class:`KernelLowering` with ``error`` set: the caller says so once
+and keeps the interpreter's own behaviour.
+
+Positions are the interpreter's (:func:`harness.lowering.sites.node_key`): ``(file, line, absolute column)`` of
+the ``BinOp`` / ``AugAssign`` / ``Call`` node.
+
+The launch must be compiled as Triton's JIT specializes it on the GPU (:func:`specialize`): a pointer whose
+address is a multiple of 16 and an integer that is are compiled as divisible by 16 (``tt.divisibility``), which
+lets loads vectorize and so changes the layout (``sizePerThread`` 1 → 4 for an fp32 row) and with it the whole
+reduction order; an integer equal to 1 becomes the constexpr 1.
+
+Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :class:`Specialization`,
+:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.lowering import fma as fma_mod
+from harness.lowering import ttgir
+from harness.lowering.layout import AxisBits, axis_bits
+from harness.lowering.reduce_order import rule_for
+from harness.lowering.sites import node_key
+
+__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "facts_from_asm",
+           "lowering_for", "specialize"]
+
+#: Bumped when what a lowering cache entry holds changes.
+FORMAT = "harness-lowering-3"  # 3: first_register_on_axis
+
+Key = tuple[str, int, int]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A ``tt.reduce`` at ``where``: ``kind`` (add/max/min/argmax/argmin, or the combine ops when none of these),
+    ``axis``, element type, ``bits`` (None when its layout is not modelled: ``error`` says why)."""
+
+    where: Key | None
+    kind: str
+    axis: int
+    elem: str
+    bits: AxisBits | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Scan:
+    where: Key | None
+    kind: str
+    axis: int
+    elem: str
+    bits: AxisBits | None
+    reverse: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A multiply at ``mul`` whose product the add at ``add`` takes as operand ``operand`` (0 left, 1 right) and
+    which the compiled kernel computes as one fma (``op``: fadd or fsub; ``elem``: float/bfloat/half)."""
+
+    mul: Key | None
+    add: Key | None
+    op: str
+    operand: int
+    elem: str
+    count: int
+
+
+@dataclass(frozen=True)
+class KernelLowering:
+    triton: str
+    arch: str
+    num_warps: int
+    reductions: tuple[Reduction, ...] = ()
+    scans: tuple[Scan, ...] = ()
+    fused: tuple[Fused, ...] = ()
+    error: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+    #: source lines (file, line) where ptxas made an FFMA the PTX does not have
+    #: (:func:`harness.lowering.fma.ptxas_contracted_lines`): not modelled, the caller warns there.
+    ptxas_lines: tuple[tuple[str, int], ...] = ()
+
+
+_KIND = {"arith.addf": "add", "arith.mulf": "mul", "arith.maxnumf": "max", "arith.minnumf": "min",
+         "arith.addi": "add", "arith.muli": "mul"}
+
+
+def _kind(combine: tuple[str, ...]) -> str:
+    if len(combine) == 1 and combine[0] in _KIND:
+        return _KIND[combine[0]]
+    if "arith.cmpf ogt" in combine and "arith.select" in combine:
+        return "argmax"
+    if "arith.cmpf olt" in combine and "arith.select" in combine:
+        return "argmin"
+    return "+".join(combine)
+
+
+def _key(pos: ttgir.Position | None, kind: str, version: str) -> Key | None:
+    if pos is None:
+        return None
+    k = node_key(pos.file, pos.line, pos.col, kind, version)
+    return None if k is None else (pos.file, k[0], k[1])
+
+
+def _where(w: tuple[str, int, int] | None, kind: str, version: str) -> Key | None:
+    if w is None:
+        return None
+    k = node_key(w[0], w[1], w[2], kind, version)
+    return None if k is None else (w[0], k[0], k[1])
+
+
+def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion: bool = True) -> KernelLowering:
+    """The facts of one compiled kernel (``asm``: its stages by name, ``ttgir``/``llir``/``ptx``). With
+    ``fp_fusion`` off (the compile's ``enable_fp_fusion``) nothing is contracted: LLVM keeps ``mul.rn``/``add.rn``
+    and Triton passes ``--fmad=false`` to ptxas."""
+    mod = ttgir.parse(asm["ttgir"])
+    func_col = mod.func_loc[2] if mod.func_loc else 0
+    reds: list[Reduction] = []
+    scans: list[Scan] = []
+    for op in mod.ops:
+        raw = None if op.position is None else ttgir.Position(op.position.file, op.position.line,
+                                                                op.position.col + func_col)
+        t = op.operands[0]
+        try:
+            bits, err = axis_bits(t.layout, t.shape, op.axis, mod.layouts), ""
+        except ValueError as e:
+            bits, err = None, str(e)
+        if op.kind == "reduce":
+            reds.append(Reduction(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, err))
+        else:
+            scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
+    sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx")) if fp_fusion else []
+    fused = tuple(Fused(_where(s.mul, "mul", version), _where(s.add, "add", version), s.op, s.operand, s.elem,
+                        s.count) for s in sites_)
+    cubin = asm.get("cubin")
+    ptxas = (sorted(fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]))
+             if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else [])
+    return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
+                          sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
+                          ptxas_lines=tuple(ptxas))
+
+
+def _dump(k: KernelLowering) -> str:
+    return json.dumps({"format": FORMAT, **asdict(k)})
+
+
+def _load(text: str) -> KernelLowering | None:
+    try:
+        d = json.loads(text)
+        if d.pop("format", None) != FORMAT:
+            return None
+
+        def bits(b: Any) -> AxisBits | None:
+            return None if b is None else AxisBits(b["size"], tuple(b["registers"]),
+                                                     tuple(map(tuple, b["lanes"])), tuple(map(tuple, b["warps"])),
+                                                     bool(b.get("first_register_on_axis", True)))
+
+        def key(w: Any) -> Key | None:
+            return None if w is None else (w[0], int(w[1]), int(w[2]))
+
+        return KernelLowering(
+            d["triton"], d["arch"], d["num_warps"],
+            tuple(Reduction(key(r["where"]), r["kind"], r["axis"], r["elem"], bits(r["bits"]), r["error"])
+                  for r in d["reductions"]),
+            tuple(Scan(key(s["where"]), s["kind"], s["axis"], s["elem"], bits(s["bits"]), s["reverse"], s["error"])
+                  for s in d["scans"]),
+            tuple(Fused(key(f["mul"]), key(f["add"]), f["op"], f["operand"], f["elem"], f["count"])
+                  for f in d["fused"]),
+            d["error"], d["sources"], tuple((str(f), int(n)) for f, n in d.get("ptxas_lines", ())))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """What :func:`lowering_for` takes for one launch: the runtime arguments' types, the constexprs (the
+    kernel's own and the integers equal to 1), the arguments compiled as divisible by 16, the launch options."""
+
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    divisible: frozenset[str]
+    num_warps: int = 4
+    fp_fusion: bool | None = None
+
+
+def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specialization:
+    """The :class:`Specialization` of ``fn[grid](*args, **kwargs)`` as Triton 3.6 / 3.9's JIT makes it
+    (``BaseBackend.get_tensor_specialization``: ``data_ptr() % 16 == 0``; ``get_int_specialization``:
+    ``value % 16 == 0``; ``specialize_impl``: an int equal to 1 is the constexpr 1; a parameter's
+    ``do_not_specialize`` / ``do_not_specialize_on_alignment`` turn these off). The types come from
+    :func:`harness.compile.launches.launch_from_args`; ``ValueError`` for an argument it cannot type."""
+    from harness.compile.launches import launch_from_args
+    from harness.interp.jit import as_jit
+
+    launch = launch_from_args(fn, args, kwargs)
+    jit = as_jit(fn)
+    params = {p.name: p for p in jit.params}
+    bound = inspect.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items()
+                                                     if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg",
+                                                                  "enable_fp_fusion")})
+    sig = dict(launch.signature)
+    consts = dict(launch.constexprs)
+    divisible = set()
+    for name, ty in list(sig.items()):
+        p = params.get(name)
+        spec = not getattr(p, "do_not_specialize", False)
+        align = not getattr(p, "do_not_specialize_on_alignment", False)
+        v = bound.arguments.get(name)
+        if ty.startswith("*"):
+            if align and hasattr(v, "data_ptr") and v.data_ptr() % 16 == 0:
+                divisible.add(name)
+        elif ty[0] in "iu" and ty != "i1" and isinstance(v, int) and not isinstance(v, bool):
+            if spec and v == 1:
+                consts[name] = 1
+                del sig[name]
+            elif spec and align and v % 16 == 0:
+                divisible.add(name)
+    opts = dict(launch.options)
+    fusion = kwargs.get("enable_fp_fusion")
+    return Specialization(sig, consts, frozenset(divisible), int(opts.get("num_warps", 4)),
+                          None if fusion is None else bool(fusion))
+
+
+_MEMO: dict[tuple[Any, ...], KernelLowering] = {}
+
+
+def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
+                 num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
+                 divisible: frozenset[str] | set[str] | tuple[str, ...] = (),
+                 directory: Path | None = None) -> KernelLowering:
+    """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
+    configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile).
+
+    ``fp_fusion``: the launch's ``enable_fp_fusion`` keyword, ``None`` when it passed none (then Triton's default
+    decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
+    back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
+    divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments)."""
+    from harness.compile.disk_cache import cache_dir, cache_key
+    from harness.compile.launches import Launch
+    from harness.compile.matrix import compile_matrix
+    from harness.interp.jit import as_jit
+    from harness.versions import triton_version
+
+    if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
+        raise ValueError(f"lowering_for: num_warps must be a power of two, got {num_warps!r}")
+    consts = dict(constexprs or {})
+    pyfn = as_jit(fn).fn
+    options: dict[str, Any] = {"num_warps": num_warps}
+    if fp_fusion is not None:
+        options["enable_fp_fusion"] = bool(fp_fusion)
+    default = os.environ.get("TRITON_DEFAULT_FP_FUSION", "") + os.environ.get("TRITON_FORCE_DISABLE_FP_FUSION", "")
+    launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", inspect.getsourcefile(pyfn) or "",
+                    tuple(signature.items()), tuple(consts.items()),
+                    tuple(sorted(options.items())) + (("fp_fusion_env", default),
+                                                      ("divisible", ",".join(sorted(divisible)))), fn)
+    key = cache_key(launch, arch)
+    memo = (key,)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    d = (directory or cache_dir()) / "lowering" / key[:2]
+    path = d / f"{key}.json"
+    try:
+        hit = _load(path.read_text())
+    except OSError:
+        hit = None
+    if hit is None:
+        version = triton_version()
+        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
+                             divisible=divisible)[arch]
+        if isinstance(res, BaseException):
+            hit = KernelLowering(version, arch, num_warps, error=f"{type(res).__name__}: {str(res)[:300]}")
+        else:
+            meta = getattr(res.kernel, "metadata", None)
+            fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
+            try:
+                hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on)
+            except (ValueError, KeyError) as e:
+                hit = KernelLowering(version, arch, num_warps, error=f"{type(e).__name__}: {e}")
+        try:  # a cache that cannot be written costs a recompile next run, never the launch
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(_dump(hit))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    _MEMO[memo] = hit
+    return hit

@@ -1,0 +1,269 @@
+"""Which multiply / add pairs the compiled kernel computes as one ``fma``, by source position, and the rule.
+
+Why: with fp fusion on (Triton's ``enable_fp_fusion``, the default through 3.9) the NVPTX backend is built
+with ``AllowFPOpFusion = Fast``, and LLVM's DAG combiner (``DAGCombiner::visitFADDForFMACombine``, with
+``NVPTXTargetLowering::enableAggressiveFMAFusion`` returning true) folds, within one basic block:
+
+- ``fadd(fmul(a, b), c)`` and ``fadd(c, fmul(a, b))`` into ``fma(a, b, c)``, whatever other uses the ``fmul``
+  has; with both operands products, the one with fewer uses, the left one on a tie;
+- ``fsub(fmul(a, b), c)`` into ``fma(a, b, -c)``, else ``fsub(c, fmul(a, b))`` into ``fma(-a, b, c)``.
+
+The LLVM IR Triton hands the backend (``asm["llir"]``) still has the separate ``fmul``/``fadd`` with their
+``!dbg`` source locations, so :func:`fused_sites` applies that rule to it and checks the count against the
+``fma.rn`` instructions of the PTX (a mismatch raises: the rule no longer describes the compiler). What is left
+in the PTX as ``mul.f32`` / ``add.f32`` without ``.rn`` may still be contracted by ptxas (Triton passes no
+``--fmad=false`` when fusion is on); :func:`ptxas_candidates` lists such pairs, which only SASS settles.
+
+Public API: :class:`Site`, :func:`fused_sites`, :func:`ptx_fma_count`, :func:`ptxas_candidates`,
+:func:`ptxas_contracted_lines`, :func:`nvdisasm`, :func:`fma` (re-exported from :mod:`harness.lowering.numeric`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from harness.lowering.numeric import fma
+
+__all__ = ["RULE_SOURCE", "Site", "fma", "fused_sites", "nvdisasm", "ptx_fma_count", "ptxas_candidates",
+           "ptxas_contracted_lines"]
+
+RULE_SOURCE = ("LLVM DAGCombiner::visitFADDForFMACombine / visitFSUBForFMACombine with AllowFPOpFusion=Fast and "
+               "NVPTX enableAggressiveFMAFusion=true, applied to Triton's LLIR; count checked against the PTX's "
+               "fma.rn instructions (Triton 3.6.0 and 3.9.0, sm90)")
+
+Where = tuple[str, int, int]  # (file, line, Triton's raw column)
+
+_DEF = re.compile(r"^\s*(%[\w.]+)\s*=\s*(fmul|fadd|fsub)\s+(?:(?:fast|contract|reassoc|nnan|ninf|nsz|arcp|afn)\s+)*"
+                  r"(float|bfloat|half|<\d+ x (?:float|bfloat|half)>)\s+(%[\w.]+|[-\w.+]+),\s*(%[\w.]+|[-\w.+]+)"
+                  r"(?:,\s*!dbg\s+(!\d+))?")
+_USE = re.compile(r"%[\w.]+")
+_LABEL = re.compile(r"^([\w.$-]+):")
+_META = re.compile(r"^(!\d+)\s*=\s*(?:distinct\s+)?(.*)$")
+
+
+@dataclass(frozen=True)
+class Site:
+    """A fused pair: the ``fmul``'s and the ``fadd``/``fsub``'s source positions (innermost user code, Triton's
+    raw columns), the add's kind, which add operand the product is (0 left, 1 right), the element type
+    (``float``/``bfloat``/``half``) and how many LLIR instructions fused this way."""
+
+    mul: Where | None
+    add: Where | None
+    op: str
+    operand: int
+    elem: str
+    count: int = 1
+
+
+def _is_library(path: str) -> bool:
+    p = path.replace("\\", "/")
+    return "/triton/language/" in p or "/triton/runtime/" in p or "site-packages/triton/" in p
+
+
+def _locations(llir: str) -> dict[str, Where | None]:
+    """``!dbg`` id → the innermost non-library position of its inline chain."""
+    meta = {m.group(1): m.group(2) for ln in llir.splitlines() for m in [_META.match(ln)] if m}
+
+    def file_of(scope: str, depth: int = 0) -> str | None:
+        text = meta.get(scope, "")
+        f = re.search(r"file:\s*(!\d+)", text)
+        if f:
+            ft = meta.get(f.group(1), "")
+            name = re.search(r'filename:\s*"([^"]*)"', ft)
+            d = re.search(r'directory:\s*"([^"]*)"', ft)
+            if name:
+                return (d.group(1) + "/" if d and not name.group(1).startswith("/") else "") + name.group(1)
+        s = re.search(r"scope:\s*(!\d+)", text)
+        return file_of(s.group(1), depth + 1) if s and depth < 16 else None
+
+    out: dict[str, Where | None] = {}
+    for key, text in meta.items():
+        if not text.startswith("!DILocation"):
+            continue
+        cur: str | None = key
+        found = None
+        for _ in range(32):
+            if cur is None:
+                break
+            t = meta.get(cur, "")
+            line = re.search(r"line:\s*(\d+)", t)
+            col = re.search(r"column:\s*(\d+)", t)
+            scope = re.search(r"scope:\s*(!\d+)", t)
+            path = file_of(scope.group(1)) if scope else None
+            if line and path and not _is_library(path):
+                found = (path, int(line.group(1)), int(col.group(1)) if col else 0)
+                break
+            nxt = re.search(r"inlinedAt:\s*(!\d+)", t)
+            cur = nxt.group(1) if nxt else None
+        out[key] = found
+    return out
+
+
+def fused_sites(llir: str, ptx: str | None = None) -> list[Site]:
+    """The pairs LLVM fuses (see the module docstring), grouped by position (``count``: LLIR element operations,
+    a vector op counting all its lanes). With ``ptx``, the PTX's ``fma.rn`` element count must be what the rule
+    predicts (exactly, for scalar IR; between the scalar fusions and all lanes when the IR has vector adds),
+    else ``ValueError``: the derived rule does not describe this compiler."""
+    locs = _locations(llir)
+    defs: dict[str, tuple[str, str, str, str, str | None]] = {}
+    uses: Counter[str] = Counter()
+    block_of: dict[str, int] = {}
+    block = 0
+    adds: list[tuple[str, str, str, str, str, str | None, int]] = []
+    for ln in llir.splitlines():
+        if _LABEL.match(ln) or ln.startswith("define "):
+            block += 1
+        m = _DEF.match(ln)
+        body = ln.split("!dbg")[0]
+        lhs = body.split("=", 1)
+        for u in _USE.findall(lhs[1] if len(lhs) == 2 else body):
+            uses[u] += 1
+        if not m:
+            continue
+        name, op, ty, a, b, dbg = m.groups()
+        defs[name] = (op, ty, a, b, dbg)
+        block_of[name] = block
+        if op in ("fadd", "fsub"):
+            adds.append((name, op, ty, a, b, dbg, block))
+    found: Counter[tuple[Where | None, Where | None, str, int, str]] = Counter()
+    scalar = 0
+    for _name, op, ty, a, b, dbg, blk in adds:
+        ma = defs.get(a) if defs.get(a, ("",))[0] == "fmul" and block_of.get(a) == blk else None
+        mb = defs.get(b) if defs.get(b, ("",))[0] == "fmul" and block_of.get(b) == blk else None
+        pick = None
+        if ma and mb:
+            pick = 1 if uses[a] > uses[b] else 0
+        elif ma:
+            pick = 0
+        elif mb:
+            pick = 1
+        if pick is None:
+            continue
+        mul = ma if pick == 0 else mb
+        elem = ty.split(" x ")[-1].rstrip(">")
+        lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
+        scalar += lanes == 1
+        key = (locs.get(mul[4]) if mul and mul[4] else None, locs.get(dbg) if dbg else None, op, pick, elem)
+        found[key] += lanes
+    sites = [Site(k[0], k[1], k[2], k[3], k[4], n) for k, n in found.items()]
+    if ptx is not None:
+        # Vector adds (LLVM's vectorizer builds <8 x float> ops of which the code uses some lanes, and the
+        # backend scalarizes them) count every lane: the PTX then has at least the scalar fusions and at most
+        # all lanes' (plus explicit fma calls); for purely scalar IR the count is exact.
+        want = ptx_fma_count(ptx)
+        got = sum(s.count for s in sites)
+        explicit = len(_EXPLICIT.findall(llir))
+        low = got if scalar == got else scalar
+        if not low <= want <= got + explicit:
+            raise ValueError(f"fused_sites: the rule predicts {got} contracted fma (+ up to {explicit} explicit "
+                             f"ones), the PTX has {want} ({RULE_SOURCE})")
+    return sites
+
+
+#: fma calls already in the LLIR (``tl.fma``, libdevice's polynomial steps): PTX fma that are no contraction.
+_EXPLICIT = re.compile(r"call\s+[^@]*@llvm\.(?:fma\.|nvvm\.fma\.rn\.(?:f|bf16|f16|bf16x2|f16x2)\()")
+
+
+def ptx_fma_count(ptx: str) -> int:
+    """The ``fma.rn`` element operations in the PTX (``fma.rn.f32``, ``fma.rn.bf16``, ``fma.rn.f16``; ``x2`` forms
+    count two). ``.ftz`` forms are not counted: contraction keeps denormals (no ``.ftz``), libdevice's
+    polynomials flush."""
+    n = 0
+    for m in re.finditer(r"^\s*(?:@!?%p\d+\s+)?fma\.rn\.(f32|bf16|f16|bf16x2|f16x2|f32x2)\b", ptx, re.M):
+        n += 2 if m.group(1).endswith("x2") else 1
+    return n
+
+
+def ptxas_candidates(ptx: str) -> int:
+    """PTX ``mul.f32`` results (no ``.rn``: contractible) read by an ``add.f32``/``sub.f32`` (no ``.rn``): pairs
+    ptxas may still contract."""
+    muls = set(re.findall(r"^\s*mul\.f32\s+(%r\d+),", ptx, re.M))
+    n = 0
+    for m in re.finditer(r"^\s*(?:add|sub)\.f32\s+%r\d+,\s*(%r\d+),\s*(%r\d+);", ptx, re.M):
+        n += int(m.group(1) in muls or m.group(2) in muls)
+    return n
+
+
+#: PTX instructions whose SASS expansion contains FFMA of its own (division, square root, MUFU range reduction):
+#: a line holding one says nothing about contraction.
+_EXPANDS = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:div|rcp|sqrt|rsqrt|ex2|lg2|sin|cos|tanh)\.", re.M)
+_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
+
+
+def _ptx_lines(ptx: str) -> dict[tuple[str, int], set[str]]:
+    """(file, line) → the PTX opcodes emitted under that ``.loc`` (innermost, as ``nvdisasm -g`` reports)."""
+    files = {m.group(1): m.group(2) for m in _PTX_FILE.finditer(ptx)}
+    out: dict[tuple[str, int], set[str]] = {}
+    cur: tuple[str, int] | None = None
+    for ln in ptx.splitlines():
+        m = _PTX_LOC.match(ln)
+        if m:
+            cur = (files.get(m.group(1), m.group(1)), int(m.group(2)))
+            continue
+        op = re.match(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s", ln)
+        if cur is not None and op and not ln.lstrip().startswith("."):
+            out.setdefault(cur, set()).add(op.group(1))
+    return out
+
+
+def _sass_lines(cubin: bytes, tool: str) -> dict[tuple[str, int], list[str]]:
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([tool, "-g", "-c", f.name], capture_output=True, text=True, timeout=120).stdout
+    out: dict[tuple[str, int], list[str]] = {}
+    cur: tuple[str, int] | None = None
+    for ln in text.splitlines():
+        m = re.match(r'^\s*//## File "([^"]*)", line (\d+)', ln)
+        if m:
+            cur = (m.group(1), int(m.group(2)))
+            continue
+        op = re.search(r"\b(FFMA|FMUL|FADD|HFMA2|HMUL2|HADD2)\b", ln)
+        if op and cur is not None:
+            out.setdefault(cur, []).append(op.group(1))
+    return out
+
+
+def nvdisasm() -> str | None:
+    """The ``nvdisasm`` Triton ships (``triton/backends/nvidia/bin``), or ``None``."""
+    import os
+
+    try:
+        import triton.backends.nvidia as nv
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(nv.__file__), "bin", "nvdisasm")
+    return path if os.access(path, os.X_OK) else None
+
+
+def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> set[tuple[str, int]]:
+    """Source lines where ptxas made an ``FFMA`` the PTX does not have: SASS (``nvdisasm -g``) holds an FFMA there,
+    the PTX has no ``fma.rn`` there but a contractible ``mul.f32`` and ``add``/``sub.f32`` (no ``.rn``), and no
+    instruction whose own expansion uses FFMA (division, sqrt, MUFU).
+
+    Why: Triton does not pass ``--fmad=false`` to ptxas when fp fusion is on, and ptxas contracts what LLVM left,
+    e.g. across a loop's back edge (``acc = (acc + p) * 0.75`` unrolled: ``FFMA acc, 0.75, p``; seen on Triton
+    3.6.0 and 3.9.0, sm90). Such a kernel's rounding is ptxas's choice per unrolled iteration: the lowering
+    model does not reproduce it, so these lines are reported, not modelled. Empty when no ``nvdisasm``."""
+    tool = tool or nvdisasm()
+    if tool is None:
+        return set()
+    ptx_by = _ptx_lines(ptx)
+    out = set()
+    for where, ops in _sass_lines(cubin, tool).items():
+        if "FFMA" not in ops:
+            continue
+        p = ptx_by.get(where, set())
+        if any(o.startswith("fma.") for o in p) or any(_EXPANDS.match(" " + o + " ") for o in p):
+            continue
+        if "mul.f32" in p and ("add.f32" in p or "sub.f32" in p):
+            out.add(where)
+        elif "mul.f32" in p or "add.f32" in p or "sub.f32" in p:
+            out.add(where)  # the pair's halves sit on two lines: this line holds an FFMA the PTX does not
+    return out

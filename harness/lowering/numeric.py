@@ -1,0 +1,122 @@
+"""One GPU rounding per operation, in numpy, for the element types reductions, scans and fma run in.
+
+Values travel as the interpreter holds them: fp32 as ``float32``, fp16 as ``float16``, bf16 as ``uint16`` bit
+patterns (numpy has no bf16; :mod:`harness.interp.arith` keeps them so). ``add``/``mul`` are correctly rounded
+(PTX ``add.f32``/``add.rn.bf16``/``add.f16``: one RNE rounding; for bf16 and fp16 the fp32 result rounded again
+equals one rounding since 24 >= 2p + 2). ``fma`` is one rounding of the exact ``a * b + c`` (``fma.rn``): the
+product is exact in float64, the sum is made round-to-odd in float64 (TwoSum), then in fp32, so the last RNE
+rounding is the only one that counts.
+
+NaN: an arithmetic result that is NaN is written as the canonical NaN (``0x7FFFFFFF`` / ``0x7FFF``), which is
+what the GPU's ``cvt``/arith produce (the harness's bf16 casts already write ``0x7FFF``); payloads of inputs are
+not propagated. Confirm against the H100 goldens (``scripts/capture_lowering_goldens.py`` has NaN rows).
+
+Public API: :data:`DTYPES`, :func:`add`, :func:`mul`, :func:`fma`, :func:`maximum`, :func:`minimum`,
+:func:`to_f32`, :func:`from_f32`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DTYPES", "add", "fma", "from_f32", "maximum", "minimum", "mul", "to_f32"]
+
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _check(dtype: str) -> None:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+
+
+def to_f32(x: np.ndarray, dtype: str) -> np.ndarray:
+    """The values as float32, exactly."""
+    _check(dtype)
+    x = np.asarray(x)
+    if dtype == "bf16":
+        return (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return x.astype(np.float32)
+
+
+def _f32_to_bf16(f: np.ndarray) -> np.ndarray:
+    b = np.ascontiguousarray(f, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + np.uint64(0x7FFF) + ((b >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FFF), r).astype(np.uint16).reshape(np.shape(f))
+
+
+def from_f32(f: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 → the dtype with one RNE rounding, NaN canonical."""
+    _check(dtype)
+    f = np.asarray(f, dtype=np.float32)
+    if dtype == "bf16":
+        return _f32_to_bf16(f)
+    if dtype == "fp16":
+        with np.errstate(over="ignore", invalid="ignore"):
+            h = f.astype(np.float16)
+        return np.where(np.isnan(h), np.float16(np.nan), h).astype(np.float16)
+    return np.where(np.isnan(f), np.uint32(0x7FFFFFFF).view(np.float32), f).astype(np.float32)
+
+
+def add(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return from_f32(to_f32(a, dtype) + to_f32(b, dtype), dtype)
+
+
+def mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return from_f32(to_f32(a, dtype) * to_f32(b, dtype), dtype)
+
+
+def _odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
+    """``s`` (float64) nudged to round-to-odd of ``s + err`` when ``err`` is the exact remainder."""
+    finite = np.isfinite(s) & np.isfinite(err)
+    even = (s.view(np.uint64) & np.uint64(1)) == 0
+    nudge = finite & (err != 0) & even
+    return np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+
+
+def _odd_f32(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x.astype(np.float32)
+        inexact = np.isfinite(r) & (r.astype(np.float64) != x)
+        even = (r.view(np.uint32) & np.uint32(1)) == 0
+        toward = np.where(x > r.astype(np.float64), np.float32(np.inf), np.float32(-np.inf))
+        return np.where(inexact & even, np.nextafter(r, toward), r).astype(np.float32)
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
+    """``fma.rn``: ``a * b + c`` with one rounding to ``dtype``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
+        cc = to_f32(c, dtype).astype(np.float64)
+        s = p + cc
+        bb = s - p
+        err = (p - (s - bb)) + (cc - bb)
+        s = _odd(s, err)
+        if dtype == "fp32":
+            out = s.astype(np.float32)
+        else:
+            out = _odd_f32(s)
+    return from_f32(out, dtype)
+
+
+def _pick(a: np.ndarray, b: np.ndarray, dtype: str, larger: bool) -> np.ndarray:
+    """PTX ``max``/``min`` (``arith.maxnumf``/``minnumf``): a NaN operand loses to a number; -0 < +0."""
+    fa, fb = to_f32(a, dtype), to_f32(b, dtype)
+    na, nb = np.isnan(fa), np.isnan(fb)
+    sa, sb = np.signbit(fa), np.signbit(fb)
+    if larger:
+        take_a = (fa > fb) | ((fa == fb) & (~sa | sb))
+    else:
+        take_a = (fa < fb) | ((fa == fb) & (sa | ~sb))
+    take_a = np.where(nb, True, np.where(na, False, take_a))
+    out = np.where(take_a, a, b)
+    return np.where(na & nb, from_f32(np.float32(np.nan), dtype), out).astype(np.asarray(a).dtype)
+
+
+def maximum(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    return _pick(a, b, dtype, True)
+
+
+def minimum(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    return _pick(a, b, dtype, False)

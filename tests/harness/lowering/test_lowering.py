@@ -1,0 +1,383 @@
+"""The lowering models pinned against Triton's own compiler output (sm90 PTX of small kernels, compiled here on
+the CPU) and their numpy evaluators on inputs where the order decides the result."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from harness.lowering import fma as fma_mod
+from harness.lowering import layout, numeric, reduce_order, scan_order, sites, ttgir
+from harness.lowering.compiled import facts_from_asm
+from harness.lowering.layout import AxisBits
+
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+
+def _version() -> str:
+    return ".".join(triton.__version__.split(".")[:2])
+
+
+@pytest.fixture(scope="module")
+def compile_sm90():
+    from harness.compile.matrix import compile_matrix
+
+    def run(fn, sig, consts, warps, divisible=()):
+        res = compile_matrix(fn, signature=sig, constexprs=consts, targets=["sm90"], options={"num_warps": warps},
+                             divisible=divisible)
+        got = res["sm90"]
+        if isinstance(got, BaseException):
+            raise got
+        return got.asm
+    return run
+
+
+def _kernels():
+    from tests.lowering import kernels
+    return kernels
+
+
+def _source(module) -> list[str]:  # noqa: ANN001
+    from pathlib import Path
+
+    return Path(module.__file__).read_text().splitlines()
+
+
+def _first_reduce_ptx(ptx: str) -> tuple[list[int], int]:
+    """xor offsets of the first reduction's butterflies (in order), and the adds before its first shuffle."""
+    lines = ptx.splitlines()
+    first = next(i for i, ln in enumerate(lines) if "shfl.sync.bfly" in ln)
+    adds = sum(1 for ln in lines[:first] if re.match(r"\s*(add|max|min)\.(f32|bf16|f16)\b", ln))
+    end = next((i for i, ln in enumerate(lines) if "bar.sync" in ln and i > first), len(lines))
+    bfly = re.compile(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+),")
+    offs = [int(m.group(1)) for ln in lines[first:end + 40] for m in [bfly.search(ln)] if m]
+    return offs, adds
+
+
+_ALIGNED = ("x_ptr", "v_ptr", "i_ptr")  # what Triton's JIT specializes for 16-byte aligned tensors
+
+
+@pytest.mark.parametrize("divisible", [(), _ALIGNED], ids=["unaligned", "aligned"])
+@pytest.mark.parametrize(("warps", "n"), [(4, 1024), (8, 4096), (1, 256)])
+def test_reduce_plan_matches_ptx(compile_sm90, warps, n, divisible):
+    """The plan's shuffle offsets and in-thread combines are what Triton emits for tl.max of an fp32 row."""
+    k = _kernels()
+    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": n}, warps,
+                       divisible)
+    mod = ttgir.parse(asm["ttgir"])
+    op = mod.ops[0]
+    bits = layout.axis_bits(op.operands[0].layout, op.operands[0].shape, op.axis, mod.layouts)
+    plan = reduce_order.ReducePlan(bits, reduce_order.rule_for(triton.__version__))
+    intra, inter = plan.shuffle_offsets()
+    offs, adds = _first_reduce_ptx(asm["ptx"])
+    assert offs[:len(intra) + len(inter)] == list(intra + inter)
+    assert adds == plan.thread_combines()
+
+
+@pytest.mark.parametrize("divisible", [(), _ALIGNED], ids=["unaligned", "aligned"])
+def test_in_thread_shape_matches_ptx(compile_sm90, divisible):
+    """Triton 3.6 folds a thread's registers left to right (each add reads the previous sum); 3.9 adds them as a
+    pairwise tree (the first half of the adds read only loaded values)."""
+    k = _kernels()
+    asm = compile_sm90(k.row_max_argmax, {"x_ptr": "*fp32", "v_ptr": "*fp32", "i_ptr": "*i32"}, {"N": 1024}, 4,
+                       divisible)
+    ptx = asm["ptx"]
+    head = ptx[:ptx.index("shfl.sync.bfly")]
+    ops = re.findall(r"max\.f32\s+(%r\d+), (%r\d+), (%r\d+);", head)
+    assert len(ops) == 7
+    dests = [d for d, _, _ in ops]
+    chained = all(ops[i][1] == dests[i - 1] or ops[i][2] == dests[i - 1] for i in range(1, 7))
+    leaves_first = all(a not in dests and b not in dests for _, a, b in ops[:4])
+    rule = reduce_order.rule_for(triton.__version__)
+    assert (rule.thread == "sequential") == chained
+    assert (rule.thread == "tree") == leaves_first
+
+
+def test_bf16_16_wide_sum_layout(compile_sm90):
+    """A (64, 16) bf16 block summed along axis 1 on 4 warps: 16 lanes along the row, xor 8, 4, 2, 1, bf16 adds."""
+    k = _kernels()
+    asm = compile_sm90(k.row_sum, {"x_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32"}, {"N": 16, "BLOCK_M": 64}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    (red,) = facts.reductions
+    assert (red.kind, red.axis, red.elem) == ("add", 1, "bf16")
+    assert red.bits == AxisBits(16, (), ((0, 1), (1, 2), (2, 4), (3, 8)), (), first_register_on_axis=False)
+    offs, _ = _first_reduce_ptx(asm["ptx"])
+    assert offs[:4] == [8, 4, 2, 1]
+    assert "add.bf16" in asm["ptx"] or "add.rn.bf16" in asm["ptx"]
+
+
+@pytest.mark.parametrize("divisible", [(), ("x_ptr", "y_ptr")], ids=["unaligned", "aligned"])
+@pytest.mark.parametrize(("warps", "n"), [(4, 1024), (1, 128), (8, 4096)])
+def test_scan_plan_matches_ptx(compile_sm90, warps, n, divisible):
+    """Aligned rows load 4 fp32 per thread (chunks of S = 4), unaligned ones 1: the plan's shfl.sync.up offsets
+    and combine count are the PTX's in both."""
+    k = _kernels()
+    asm = compile_sm90(k.row_cumsum, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": n}, warps, divisible)
+    mod = ttgir.parse(asm["ttgir"])
+    (op,) = mod.ops
+    p = scan_order.plan(layout.axis_bits(op.operands[0].layout, op.operands[0].shape, op.axis, mod.layouts))
+    ptx = asm["ptx"]
+    ups = [int(m) for m in re.findall(r"shfl\.sync\.up\.b32\s+%r\d+, %r\d+, (\d+), 0, -1;", ptx)]
+    assert ups[:len(p.shuffle_up_offsets())] == list(p.shuffle_up_offsets())
+    assert len(re.findall(r"^\s*add\.f32\b", ptx, re.M)) == p.combines()
+
+
+def test_fused_sites_layernorm(compile_sm90):
+    """LLVM fuses `(x - mean) * rstd * w + b` and, inside tl.sum(d * d), the in-thread adds of products: the
+    derived rule's count equals the PTX's fma.rn.f32 (fused_sites raises otherwise), at the same source nodes on
+    Triton 3.6 and 3.9."""
+    k = _kernels()
+    sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
+    asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    src = _source(k)
+    var_line = next(i + 1 for i, ln in enumerate(src) if "var = tl.sum(d * d" in ln)
+    y_line = next(i + 1 for i, ln in enumerate(src) if "y = (x - mean) * rstd * w + b" in ln)
+    got = {(f.mul[1:], f.add[1:]) for f in facts.fused}
+    d_col = src[var_line - 1].index("d * d")
+    sum_col = src[var_line - 1].index("tl.sum")
+    y_col = src[y_line - 1].index("(x - mean)")
+    assert got == {((var_line, d_col), (var_line, sum_col)), ((y_line, y_col), (y_line, y_col))}
+    per_thread = {f.add[1:]: f.count for f in facts.fused}
+    assert per_thread[(var_line, sum_col)] == reduce_order.rule_for(triton.__version__).thread_fma(8)
+
+
+def test_affine_fused_and_acc_loop(compile_sm90):
+    k = _kernels()
+    asm = compile_sm90(k.affine, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"},
+                       {"BLOCK": 1024}, 4)
+    sites_ = fma_mod.fused_sites(asm["llir"], asm["ptx"])
+    assert sum(s.count for s in sites_) == fma_mod.ptx_fma_count(asm["ptx"]) == 8
+    asm = compile_sm90(k.acc_loop, {"a_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "K": "i32", "N": "i32"},
+                       {"BLOCK": 512}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    src = _source(k)
+    line = next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc += a * b")
+    col = src[line - 1].index("acc")
+    assert {(f.mul[1:], f.add[1:]) for f in facts.fused} == {((line, col + 7), (line, col))}
+
+
+# --- evaluators, on values where the order decides ---------------------------------------------------------
+
+_ONE_THREAD = AxisBits(8, (1, 2, 4), (), ())
+_FOUR_LANES = AxisBits(4, (), ((0, 1), (1, 2)), ())
+_BIG = np.float32(2.0 ** 24)
+
+
+def test_sequential_and_tree_sums_differ():
+    # 2^24 + 1 rounds to 2^24 (tie to even): left to right loses every 1, the tree adds 1 + 1 first.
+    x = np.array([[_BIG, 1, 1, 1, -_BIG, 0, 0, 0]], dtype=np.float32)
+    (seq,) = reduce_order.reduce(x, 1, reduce_order.ReducePlan(_ONE_THREAD, reduce_order.RULES["3.6"]), "add", "fp32")
+    (tree,) = reduce_order.reduce(x, 1, reduce_order.ReducePlan(_ONE_THREAD, reduce_order.RULES["3.9"]), "add", "fp32")
+    assert seq.tolist() == [0.0]
+    assert tree.tolist() == [2.0]
+
+
+def test_butterfly_pairs_highest_lane_bit_first():
+    # xor 2 first: (2^24 + 1) -> 2^24 and (-2^24 + 1) exact, then their sum 1; lowest bit first would give 2.
+    x = np.array([_BIG, -_BIG, 1, 1], dtype=np.float32)
+    (s,) = reduce_order.reduce(x, 0, reduce_order.ReducePlan(_FOUR_LANES, reduce_order.RULES["3.9"]), "add", "fp32")
+    assert float(s) == 1.0
+
+
+def test_argmax_nan_follows_operand_order():
+    # Triton's argmax combine: a NaN loses as the left operand and wins as the right one.
+    v = np.array([3, 1, np.nan, 0, 0, 0, 0, 0], dtype=np.float32)[None, :4]
+    idx = np.arange(4, dtype=np.int32)[None]
+    bits = AxisBits(4, (1, 2), (), ())
+    seq = reduce_order.reduce((v, idx), 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.6"]), "argmax", "fp32")
+    tree = reduce_order.reduce((v, idx), 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"]), "argmax", "fp32")
+    assert (float(seq[0][0]), int(seq[1][0])) == (0.0, 3)
+    assert (float(tree[0][0]), int(tree[1][0])) == (3.0, 0)
+    ties = reduce_order.reduce((np.array([5, 5], np.float32), np.array([0, 1], np.int32)), 0,
+                               reduce_order.ReducePlan(AxisBits(2, (), ((0, 1),), ()), reduce_order.RULES["3.9"]),
+                               "argmax", "fp32")
+    assert int(ties[1]) == 0
+
+
+def test_sum_of_products_fuses_in_thread():
+    # fma(a, a, b*b): one rounding of 2^24 + 1 + 2^-?: with a = 2^12 + 1, a*a = 2^24 + 2^13 + 1 (25 bits).
+    a = np.float32(4097.0)
+    prods = np.array([numeric.mul(a, a, "fp32"), np.float32(0.0)], dtype=np.float32)
+    bits = AxisBits(2, (1,), (), ())
+    plan = reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"])
+    (plain,) = reduce_order.reduce(prods, 0, plan, "add", "fp32")
+    (fused,) = reduce_order.reduce(prods, 0, plan, "add", "fp32",
+                                   factors=(np.array([a, 0], np.float32), np.array([a, 0], np.float32)))
+    assert float(plain) == 16785408.0  # 2^24 + 2^13: the product rounded
+    assert float(fused) == 16785408.0  # + 0: the same; now a case where the addend matters
+    c = np.float32(-16785408.0)
+    (fused2,) = reduce_order.reduce(np.array([numeric.mul(a, a, "fp32"), c], np.float32), 0, plan, "add", "fp32",
+                                    factors=(np.array([a, 1], np.float32), np.array([a, c], np.float32)))
+    assert float(fused2) == 1.0  # exact a*a - (2^24 + 2^13): the product's lost 1 comes back
+
+
+def test_fma_one_rounding():
+    a = np.float32(1 + 2.0 ** -12)
+    assert float(numeric.fma(a, a, np.float32(-1), "fp32")) == 2.0 ** -11 + 2.0 ** -24
+    assert float(numeric.add(numeric.mul(a, a, "fp32"), np.float32(-1), "fp32")) == 2.0 ** -11
+    b = numeric.from_f32(np.float32(1 + 2.0 ** -5), "bf16")
+    one = numeric.from_f32(np.float32(-1), "bf16")
+    assert float(numeric.to_f32(numeric.fma(b, b, one, "bf16"), "bf16")) == 2.0 ** -4 + 2.0 ** -10
+    h = np.float16(1 + 2.0 ** -6)
+    assert float(numeric.fma(h, h, np.float16(-1), "fp16")) == 2.0 ** -5 + 2.0 ** -12
+
+
+def test_scan_order_on_exact_and_inexact_values():
+    rng = np.random.default_rng(1)
+    for S, L, W, B in [(1, 32, 4, 8), (4, 8, 1, 1), (2, 32, 1, 4), (4, 32, 2, 2)]:
+        n = S * L * W * B
+        xi = rng.integers(-8, 8, (3, n)).astype(np.float32)
+        assert (scan_order.scan(xi, 1, scan_order.ScanPlan(S, L, W, B), "add", "fp32") == np.cumsum(xi, 1)).all()
+    # one warp of 4 lanes, 1 element each: Hillis-Steele gives lane 2 = x0 + (x1 + x2) and lane 3 =
+    # (x0 + x1) + (x2 + x3); a left fold would lose every 1 against 2^24
+    x = np.array([_BIG, 1, 1, 0], dtype=np.float32)
+    y = scan_order.scan(x, 0, scan_order.ScanPlan(1, 4, 1, 1), "add", "fp32")
+    assert y.tolist() == [_BIG, _BIG, _BIG + 2, _BIG]
+
+
+def test_node_key_rules(tmp_path):
+    src = "def k(x, s, b):\n    y = x * s + b\n    return tl.sum(x, axis=0)\n    z = x.sum(axis=0) + tl.max(x, 0)\n"
+    p = tmp_path / "k.py"
+    p.write_text(src)
+    # 3.9: node start, absolute column + 1; 3.6: the right operand / last argument, column of the dedented source
+    # (a def at column 0 dedents nothing)
+    assert sites.node_key(str(p), 2, 9, "add", "3.9.0") == (2, 8)
+    assert sites.node_key(str(p), 2, 16, "add", "3.6.0") == (2, 8)
+    assert sites.node_key(str(p), 2, 12, "mul", "3.6.0") == (2, 8)
+    assert sites.node_key(str(p), 3, 18, "call", "3.6.0") == (3, 11)
+    assert sites.node_key(str(p), 4, 14, "call", "3.6.0") == (4, 8)  # no positional argument: the keyword
+    assert sites.node_key(str(p), 4, 34, "call", "3.6.0") == (4, 24)  # the last positional argument
+
+
+def test_ptxas_contraction_is_detected(compile_sm90):
+    """ptxas contracts beyond LLVM (sm90, Triton 3.6 and 3.9): across a loop's back edge, and the multiply that
+    ends div.full.f32 into `x - tl.sum(x) / N`. Both are reported; a kernel with neither reports none."""
+    k = _kernels()
+    src = _source(k)
+    asm = compile_sm90(k.scaled_loop, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "K": "i32"}, {"BLOCK": 128}, 4)
+    if fma_mod.nvdisasm() is None:
+        pytest.skip("this Triton ships no nvdisasm")
+    lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
+    assert lines == {next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc = acc + p")}
+    sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
+    asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
+    lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
+    assert lines == {next(i + 1 for i, ln in enumerate(src) if "d = tl.where(m, x - mean, 0.0)" in ln)}
+    asm = compile_sm90(k.affine, {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"},
+                       {"BLOCK": 1024}, 4)
+    assert fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"]) == set()
+
+
+def test_16bit_in_thread_packing_matches_ptx(compile_sm90):
+    """A (64, 64) bf16 block summed along axis 0 on 4 warps holds 32 rows per thread: Triton 3.9 adds them as
+    bf16x2 pairs along the axis (15 packed tree adds and the packed final pair add before the shared-memory
+    step), Triton 3.6 as 31 scalar bf16 adds."""
+    k = _kernels()
+    asm = compile_sm90(k.col_sum, {"x_ptr": "*bf16", "y_ptr": "*bf16", "N": "i32"}, {"M": 64, "BLOCK_N": 64}, 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    (red,) = facts.reductions
+    plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
+    assert plan.thread_combines() == 31
+    ptx = asm["ptx"]
+    head = ptx[:ptx.index("bar.sync")]
+    packed = len(re.findall(r"^\s*add(\.rn)?\.bf16x2\b", head, re.M))
+    scalar = len(re.findall(r"^\s*add(\.rn)?\.bf16\b", head, re.M))
+    if plan.packed("bf16", "add"):
+        assert (packed, scalar) == (16, 0)
+    else:
+        assert (packed, scalar) == (0, 31)
+
+
+def test_packed_bf16_tree_combines_halves_last():
+    # registers (256, -256, 1, 1) in bf16 (8 significant bits): pairs along the axis give (256 + 1) + (-256 + 1)
+    # = 256 - 255 = 1 (257 rounds to 256); unpacked, the tree gives (256 - 256) + (1 + 1) = 2, the left fold 2
+    x = numeric.from_f32(np.array([256, -256, 1, 1], dtype=np.float32), "bf16")
+    along = AxisBits(4, (1, 2), (), ())
+    across = AxisBits(4, (1, 2), (), (), first_register_on_axis=False)
+    rule39, rule36 = reduce_order.RULES["3.9"], reduce_order.RULES["3.6"]
+    got = {name: float(numeric.to_f32(reduce_order.reduce(x, 0, reduce_order.ReducePlan(b, r), "add", "bf16")[0],
+                                      "bf16"))
+           for name, b, r in (("packed", along, rule39), ("tree", across, rule39), ("fold", along, rule36))}
+    assert got == {"packed": 1.0, "tree": 2.0, "fold": 2.0}
+
+
+def test_lowering_for_caches_on_disk_and_follows_fp_fusion(tmp_path, monkeypatch):
+    """A warm rerun (a new process: the in-memory table emptied) reads the facts back and compiles nothing; a
+    launch with enable_fp_fusion=False has no fused pairs; a kernel that does not compile reports why."""
+    from harness.compile import cache
+    from harness.lowering import compiled
+
+    k = _kernels()
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "s": "fp32", "b": "fp32", "N": "i32"}
+    monkeypatch.setattr(compiled, "_MEMO", {})
+    first = compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=2, fp_fusion=True, directory=tmp_path)
+    assert first.error == "" and sum(f.count for f in first.fused) == 4
+    monkeypatch.setattr(compiled, "_MEMO", {})
+    before = cache.stats()["compiles"]
+    again = compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=2, fp_fusion=True, directory=tmp_path)
+    assert cache.stats()["compiles"] == before
+    assert again == first
+    off = compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=2, fp_fusion=False, directory=tmp_path)
+    assert off.error == "" and off.fused == ()
+    bad = compiled.lowering_for(k.affine, {**sig, "x_ptr": "*fp8e4nv"}, {"BLOCK": 256}, num_warps=2,
+                                arch="sm80", directory=tmp_path)
+    assert bad.error and bad.fused == () and bad.reductions == ()
+    with pytest.raises(ValueError, match="num_warps must be a power of two"):
+        compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=3, directory=tmp_path)
+
+
+def test_specialize_follows_triton_jit_and_changes_the_layout(tmp_path, monkeypatch):
+    """An aligned fp32 row compiles with sizePerThread 4 (vectorized loads), a misaligned view with 1: the
+    facts differ, so lowering_for must be given the launch's specialization."""
+    from harness.lowering import compiled
+
+    k = _kernels()
+    monkeypatch.setattr(compiled, "_MEMO", {})
+    x = torch.zeros(2 * 1024 + 4)
+    v, i = torch.zeros(2), torch.zeros(2, dtype=torch.int32)
+    aligned = compiled.specialize(k.row_max_argmax, (x, v, i), {"N": 1024, "num_warps": 4})
+    shifted = compiled.specialize(k.row_max_argmax, (x[1:], v, i), {"N": 1024, "num_warps": 4})
+    assert aligned.divisible == {"x_ptr", "v_ptr", "i_ptr"} and shifted.divisible == {"v_ptr", "i_ptr"}
+    acc = compiled.specialize(k.acc_loop, (x, x, x, 1, 32), {"BLOCK": 32, "num_warps": 1})
+    assert acc.constexprs["K"] == 1 and "K" not in acc.signature and "N" in acc.divisible and acc.num_warps == 1
+    facts = {name: compiled.lowering_for(k.row_max_argmax, s.signature, s.constexprs, num_warps=4,
+                                         divisible=s.divisible, directory=tmp_path).reductions[0].bits
+             for name, s in (("aligned", aligned), ("shifted", shifted))}
+    assert facts["aligned"].registers == (1, 2, 512)
+    assert facts["shifted"].registers == (128, 256, 512)
+
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_aligned_16bit_row_sum_in_thread_adds(compile_sm90, dtype):
+    """An aligned 16-bit row loads 8 per thread along the axis: Triton 3.9 adds them as 3 packed tree adds and the
+    final pair add (4), Triton 3.6 as a left fold of 7 (LLVM emits each as a x2 op, one half used)."""
+    k = _kernels()
+    asm = compile_sm90(k.row_sum, {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "M": "i32"},
+                       {"N": 1024, "BLOCK_M": 1}, 4, ("x_ptr", "y_ptr"))
+    (red,) = facts_from_asm(asm, _version(), "sm90", 4).reductions
+    plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
+    ptx = asm["ptx"]
+    head = ptx[:ptx.index("shfl.sync.bfly")]
+    adds = len(re.findall(r"^\s*add(\.rn)?\.(bf16|f16)(x2)?\b", head, re.M))
+    assert red.bits.registers == (1, 2, 4)
+    assert adds == (4 if plan.packed(dtype, "add") else 7)
+
+
+@pytest.mark.parametrize("divisible", [(), ("x_ptr", "y_ptr")], ids=["unaligned", "aligned"])
+def test_sum_of_products_fuses_as_the_rule_says(compile_sm90, divisible):
+    """tl.sum(x * x) of an fp32 row, 8 elements per thread: the PTX has thread_fma(8) fma.rn.f32 (3.9's tree
+    folds the left product of each first-level pair: 4; 3.6's left fold every step: 7), at the reduction's
+    site from the multiply's."""
+    k = _kernels()
+    asm = compile_sm90(k.sum_of_squares, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": 1024}, 4, divisible)
+    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    (red,) = facts.reductions
+    assert len(red.bits.registers) == 3
+    assert fma_mod.ptx_fma_count(asm["ptx"]) == reduce_order.rule_for(triton.__version__).thread_fma(8)
+    assert {(f.mul, f.add) for f in facts.fused} == {(f.mul, red.where) for f in facts.fused}
+    assert facts.fused

@@ -1,0 +1,345 @@
+"""Everyday-pattern kernels whose outputs depend on the compiler's choices around the arithmetic: fp
+contraction of ``a * b + c`` and the order of reductions and scans (issue 38).
+
+They are written the way norm / softmax / quant kernels are written: one program per row of a row-major
+``(M, N)`` block, ``BLOCK_N`` a power of two covering the row. ``scripts/capture_lowering_goldens.py`` runs them
+on a GPU and saves inputs and outputs; the CPU lane reruns them from here. This module imports triton and
+nothing of the harness, so the capture script runs on a bare GPU image.
+
+Each ``PATTERNS`` entry names a kernel and how to launch it (:func:`launch`).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def affine(x_ptr, y_ptr, s, b, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    x = tl.load(x_ptr + offs, mask=m)
+    y = x * s + b
+    tl.store(y_ptr + offs, y, mask=m)
+
+
+@triton.jit
+def fma_elementwise(a_ptr, b_ptr, c_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    a = tl.load(a_ptr + offs, mask=m)
+    b = tl.load(b_ptr + offs, mask=m)
+    c = tl.load(c_ptr + offs, mask=m)
+    y = a * b + c
+    tl.store(y_ptr + offs, y, mask=m)
+
+
+@triton.jit
+def acc_loop(a_ptr, b_ptr, y_ptr, K, N, BLOCK: tl.constexpr):
+    # y[n] = sum_k a[k, n] * b[k, n], accumulated as `acc += a * b` in fp32.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for k in range(0, K):
+        a = tl.load(a_ptr + k * N + offs, mask=m).to(tl.float32)
+        b = tl.load(b_ptr + k * N + offs, mask=m).to(tl.float32)
+        acc += a * b
+    tl.store(y_ptr + offs, acc, mask=m)
+
+
+@triton.jit
+def layernorm(x_ptr, w_ptr, b_ptr, y_ptr, N, eps, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    m = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    d = tl.where(m, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
+    w = tl.load(w_ptr + cols, mask=m).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=m).to(tl.float32)
+    y = (x - mean) * rstd * w + b
+    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def softmax(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    m = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=m, other=-float("inf")).to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    e = tl.exp(z)
+    y = e / tl.sum(e, axis=0)
+    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def log_softmax(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    m = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=m, other=-float("inf")).to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    y = z - tl.log(tl.sum(tl.exp(z), axis=0))
+    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def row_sum(x_ptr, y_ptr, M, N: tl.constexpr, BLOCK_M: tl.constexpr):
+    # sums along axis 1 of a (BLOCK_M, N) block, in the input dtype
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=rows[:, None] < M)
+    tl.store(y_ptr + rows, tl.sum(x, axis=1), mask=rows < M)
+
+
+@triton.jit
+def col_sum(x_ptr, y_ptr, N, M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # sums along axis 0 of an (M, BLOCK_N) block, in the input dtype
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = tl.arange(0, M)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=cols[None, :] < N)
+    tl.store(y_ptr + cols, tl.sum(x, axis=0), mask=cols < N)
+
+
+@triton.jit
+def row_max_argmax(x_ptr, v_ptr, i_ptr, N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + row * N + cols)
+    tl.store(v_ptr + row, tl.max(x, axis=0))
+    tl.store(i_ptr + row, tl.argmax(x, axis=0))
+
+
+@triton.jit
+def row_cumsum(x_ptr, y_ptr, N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + row * N + cols)
+    tl.store(y_ptr + row * N + cols, tl.cumsum(x, axis=0))
+
+
+@triton.jit
+def row_cumprod(x_ptr, y_ptr, N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + row * N + cols)
+    tl.store(y_ptr + row * N + cols, tl.cumprod(x, axis=0))
+
+
+@triton.jit
+def scaled_loop(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
+    # p is computed before the loop, the add inside it: LLVM (one basic block at a time) leaves mul.f32 and
+    # add.f32 apart, and ptxas, unrolling, contracts `* 0.75` of one iteration with `+ p` of the next.
+    offs = tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offs) * s
+    acc = tl.load(y_ptr + offs)
+    for _ in range(K):
+        acc = acc + p
+        acc = acc * 0.75
+    tl.store(y_ptr + offs, acc)
+
+
+# --- the cases: inputs from a fixed seed, one launch each ---------------------------------------------------
+
+#: pattern -> list of (case name, parameters). dtype: the input element type; n: the row / block length;
+#: warps: num_warps; special: value patterns where the GPU's NaN / tie handling shows.
+PATTERNS: dict[str, list[tuple[str, dict]]] = {
+    "affine": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+               for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "fma_elementwise": [(f"{dt}_{vals}", {"dtype": dt, "n": 65536, "warps": 4, "values": vals})
+                        for dt in ("fp32", "bf16", "fp16") for vals in ("normal", "bits")],
+    "acc_loop": [(f"{dt}_w{w}", {"dtype": dt, "n": 512 * w // 4, "warps": w, "k": 64})
+                 for dt in ("fp32", "bf16", "fp16") for w in (4, 8)],
+    "layernorm": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                  for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (1000, 4))],
+    "softmax": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "log_softmax": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                    for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "row_sum": [(f"{dt}_n{n}_m{m}_w{w}", {"dtype": dt, "n": n, "block_m": m, "warps": w})
+                for dt in ("fp32", "bf16", "fp16")
+                for n, m, w in ((16, 64, 4), (1024, 1, 4), (256, 8, 4), (4096, 1, 8))],
+    "col_sum": [(f"{dt}_m{m}_n{n}_w{w}", {"dtype": dt, "m": m, "block_n": n, "warps": w})
+                for dt in ("fp32", "bf16", "fp16") for m, n, w in ((64, 64, 4), (256, 32, 8))],
+    "row_max_argmax": [(f"{dt}_n{n}_w{w}_{sp}", {"dtype": dt, "n": n, "warps": w, "special": sp})
+                       for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (128, 1))
+                       for sp in ("ties", "nan")],
+    "row_cumsum": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                   for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (128, 1))],
+    "row_cumprod": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                    for dt in ("fp32", "bf16") for n, w in ((1024, 4), (128, 1))],
+    "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
+    "sum_of_squares": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                       for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+}
+
+ROWS = 64
+SEED = 38
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
+    """The case's inputs as CPU torch tensors (fixed seed: the GPU capture and the CPU rerun draw the same)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    dt = _torch_dtype(p["dtype"])
+
+    def normal(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dt)
+
+    if pattern == "affine":
+        return {"x": normal(p["n"] * 4), "s": 1.37, "b": -0.41}
+    if pattern == "fma_elementwise":
+        if p["values"] == "bits":
+            bits = 16 if p["dtype"] != "fp32" else 32
+            ints = torch.randint(0, 2**bits, (3, p["n"]), generator=g, dtype=torch.int64)
+            if bits == 32:
+                raw = ints.to(torch.int32).view(torch.float32)
+            else:
+                raw = (ints - 2**15).to(torch.int16).view(dt)
+            # non-finite bit patterns exercise NaN / inf handling too
+            return {"a": raw[0].contiguous(), "b": raw[1].contiguous(), "c": raw[2].contiguous()}
+        return {"a": normal(p["n"]), "b": normal(p["n"]), "c": normal(p["n"])}
+    if pattern == "acc_loop":
+        return {"a": normal(p["k"], p["n"]), "b": normal(p["k"], p["n"])}
+    if pattern == "layernorm":
+        return {"x": normal(ROWS, p["n"], scale=3.0) + 1, "w": normal(p["n"]), "b": normal(p["n"]), "eps": 1e-5}
+    if pattern in ("softmax", "log_softmax"):
+        return {"x": normal(ROWS, p["n"], scale=4.0)}
+    if pattern == "row_sum":
+        return {"x": normal(ROWS, p["n"])}
+    if pattern == "col_sum":
+        return {"x": normal(p["m"], p["block_n"] * 4)}
+    if pattern == "row_max_argmax":
+        x = torch.randint(-8, 8, (ROWS, p["n"]), generator=g).to(torch.float32)  # many ties
+        if p["special"] == "nan":
+            pick = torch.rand(ROWS, p["n"], generator=g) < 0.01
+            x = torch.where(pick, torch.full_like(x, float("nan")), x)
+            x[0] = float("nan")  # an all-NaN row
+            x[1, :] = 0.0
+            x[1, ::3] = -0.0  # signed zeros only
+        return {"x": x.to(dt)}
+    if pattern == "row_cumsum":
+        return {"x": normal(ROWS, p["n"])}
+    if pattern == "row_cumprod":
+        return {"x": (1 + normal(ROWS, p["n"]).float() * 0.01).to(dt)}
+    if pattern == "scaled_loop":
+        return {"x": normal(p["n"]), "y": normal(p["n"]), "s": 0.9}
+    if pattern == "sum_of_squares":
+        return {"x": normal(ROWS, p["n"])}
+    raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
+
+
+def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
+    """Run the case on ``device`` (``"cuda"``, or ``"cpu"`` under TRITON_INTERPRET=1); the outputs as CPU
+    tensors."""
+    import torch
+
+    t = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    dt = _torch_dtype(p["dtype"])
+    w = p["warps"]
+    if pattern == "affine":
+        n = t["x"].numel()
+        y = torch.empty_like(t["x"])
+        affine[(triton.cdiv(n, p["n"]),)](t["x"], y, t["s"], t["b"], n, BLOCK=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "fma_elementwise":
+        n = t["a"].numel()
+        y = torch.empty_like(t["a"])
+        fma_elementwise[(triton.cdiv(n, 1024),)](t["a"], t["b"], t["c"], y, n, BLOCK=1024, num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "acc_loop":
+        k, n = t["a"].shape
+        y = torch.empty(n, dtype=torch.float32, device=device)
+        acc_loop[(triton.cdiv(n, p["n"]),)](t["a"], t["b"], y, k, n, BLOCK=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "layernorm":
+        x = t["x"]
+        y = torch.empty_like(x)
+        layernorm[(x.shape[0],)](x, t["w"], t["b"], y, x.shape[1], t["eps"], BLOCK_N=triton.next_power_of_2(p["n"]),
+                                 num_warps=w)
+        return {"y": y.cpu()}
+    if pattern in ("softmax", "log_softmax"):
+        x = t["x"]
+        y = torch.empty_like(x)
+        kern = softmax if pattern == "softmax" else log_softmax
+        kern[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "row_sum":
+        x = t["x"]
+        y = torch.empty(x.shape[0], dtype=dt, device=device)
+        row_sum[(triton.cdiv(x.shape[0], p["block_m"]),)](x, y, x.shape[0], N=p["n"], BLOCK_M=p["block_m"],
+                                                          num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "col_sum":
+        x = t["x"]
+        y = torch.empty(x.shape[1], dtype=dt, device=device)
+        col_sum[(triton.cdiv(x.shape[1], p["block_n"]),)](x, y, x.shape[1], M=p["m"], BLOCK_N=p["block_n"],
+                                                          num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "row_max_argmax":
+        x = t["x"]
+        v = torch.empty(x.shape[0], dtype=dt, device=device)
+        i = torch.empty(x.shape[0], dtype=torch.int32, device=device)
+        row_max_argmax[(x.shape[0],)](x, v, i, N=p["n"], num_warps=w)
+        return {"max": v.cpu(), "argmax": i.cpu()}
+    if pattern in ("row_cumsum", "row_cumprod"):
+        x = t["x"]
+        y = torch.empty_like(x)
+        kern = row_cumsum if pattern == "row_cumsum" else row_cumprod
+        kern[(x.shape[0],)](x, y, N=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "sum_of_squares":
+        x = t["x"]
+        y = torch.empty(x.shape[0], dtype=dt, device=device)
+        sum_of_squares[(x.shape[0],)](x, y, N=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "scaled_loop":
+        y = t["y"].clone()
+        scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)
+        return {"y": y.cpu()}
+    raise ValueError(f"launch: unknown pattern {pattern!r}")
+
+
+def inputs_from_golden(z, case: str) -> tuple[dict, dict]:  # noqa: ANN001 - an open np.load(...) of a capture
+    """A captured case back as ``(params, inputs)``: the tensors rebuilt from their stored bit patterns in the
+    case's dtype, scalars as floats (what :func:`launch` takes)."""
+    import json
+
+    import numpy as np
+    import torch
+
+    names = [str(c) for c in z["cases"]]
+    if case not in names:
+        raise KeyError(f"inputs_from_golden: no case {case!r}; the file has {names}")
+    p = json.loads(str(z["params"][names.index(case)]))
+    out = {}
+    prefix = f"{case}__in__"
+    for key in z.files:
+        if not key.startswith(prefix):
+            continue
+        arr = z[key]
+        name = key[len(prefix):]
+        if arr.dtype == np.float64 and arr.ndim == 0:
+            out[name] = float(arr)
+            continue
+        t = torch.from_numpy(arr.astype({2: np.int16, 4: np.int32}[arr.itemsize]).copy())
+        out[name] = t.view(_torch_dtype(p["dtype"]) if arr.itemsize == 2 or p["dtype"] == "fp32" else torch.int32)
+    return p, out
+
+
+@triton.jit
+def sum_of_squares(x_ptr, y_ptr, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + tl.program_id(0) * N + cols)
+    tl.store(y_ptr + tl.program_id(0), tl.sum(x * x, axis=0))
