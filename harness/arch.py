@@ -210,6 +210,5 @@ def supports_scaled_dot(arch: Arch | str, scale: str) -> tuple[bool, str]:
     a = parse_arch(arch) if isinstance(arch, str) else arch
     if scale == "e4m3" and a.kind == "cuda" and 89 <= (a.cc or 0) < 100 and not triton_at_least(3, 9):
         return False, (f"NVFP4 tl.dot_scaled (e4m3 scales) does not compile for {a.name} with triton "
-                       f"{triton_version()} (Triton 3.6 refuses it where it emulates dot_scaled: sm89 and sm90, "
-                       f"compiled 2026-12-04)")
+                       f"{triton_version()} (Triton 3.6 refuses it where it emulates dot_scaled: sm89 and sm90)")
     return True, ""

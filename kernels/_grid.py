@@ -2,7 +2,7 @@
 
 Why not ``triton.cdiv``: it is a ``@triton.jit`` function, so a host call goes through ``JITFunction.__call__``
 and costs ~1.5 us (Triton 3.6 and 3.9, measured on the CPU box, 2026-12-05): several times over, a visible
-part of the per-call host budget (issue 25: <= 25 us per public call).
+part of the per-call host budget (<= 25 us per public call).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ slowest worker.
 
 Why: a lane's wall time is the slowest worker's start-up (spawn, imports, collection) plus its share of the
 tests plus the time the others wait for its last test. JUnit and ``--durations`` hold only the tests' own times,
-so a lane over its budget could not tell start-up from imbalance from slow tests (issue 25: the GPU lane's
-161.6 s against 1,025 s of test time over 8 workers left 33 s unexplained). Each worker hands its clock readings
+so a lane over its budget could not tell start-up from imbalance from slow tests (a GPU lane of 161.6 s
+against 1,025 s of test time over 8 workers left 33 s unexplained). Each worker hands its clock readings
 to the controller through the session's xdist hand-off; the controller prints them as one summary section.
 
 Times are ``time.time()`` of each process, so they compare only between processes of one host (``-n``, not

@@ -1,7 +1,7 @@
 """The block-FMA chain of :mod:`.chain` and its FMA dot, restructured for speed: the same numbers, bit for bit, on
 the inputs where the restructuring is exact, and ``None`` elsewhere (the caller then runs :mod:`.chain`'s
 readable float64 evaluation). Why: the interpreter lane models every ``tl.dot`` a kernel runs, one tile at a time,
-and issue 26 allows a dot-heavy CPU test at most 2x the time of the interpreter's own matmul.
+and a dot-heavy CPU test may take at most 2x the time of the interpreter's own matmul.
 
 What makes :func:`chain` exact (each point is a precondition it checks, or a fact of the formats):
 

@@ -224,7 +224,7 @@ def paged_logits(
     ``row_req[r]`` picks the page-table row (request) of query row ``r``; ``visible_blocks[r]`` how many of
     that request's compressed columns row ``r`` may see. ``n_cols`` defaults to ``max(visible_blocks)``,
     which reads the device (a host sync): pass it for a sync-free call. ``validate=True`` (opt-in, a host
-    sync; the default was True until issue 25) checks the metadata's values and raises on the first bad
+    sync) checks the metadata's values and raises on the first bad
     entry; unvalidated, bad values are clamped on the device (module docstring).
     """
     bt, row_req, visible = _check_rows(cache, q, block_table, row_req, visible_blocks, validate)

@@ -11,7 +11,7 @@ No host round trip by default: logits are as wide as the page table (a shape kno
 kernel read or write outside its tensors (visible counts are clamped on the device, pages with a block id
 outside the cache score ``-inf``), so each call is CUDA-graph capturable. ``validate=True`` (opt-in, for
 debugging: it reads the metadata on the host, a sync) raises on bad metadata with the offending entry
-named. Until 2026-12-04 (issue 25) the default was ``validate=True``.
+named: checking by default would cost every call a host round trip and make it uncapturable.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def decode_select(
     ``q`` [B * L, H, D] must already be normalized to the cache dtype; ``visible_blocks`` [B * L] is per row
     (the MTP rows of one request see different prefixes). Shapes, dtypes and devices are always checked;
     the call never synchronizes with the host and can be captured in a CUDA graph. ``validate=True``
-    (opt-in, a host sync; the default was True until issue 25) also checks the metadata's values and raises
+    (opt-in, a host sync) also checks the metadata's values and raises
     on the first bad entry; unvalidated, bad values are clamped on the device (module docstring).
     """
     if not isinstance(cache, IndexerKVCache):

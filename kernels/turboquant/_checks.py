@@ -49,7 +49,7 @@ def same_device(device: torch.device, **tensors: torch.Tensor) -> None:
 
 
 #: (shape, strides, num_kv_heads, head_dim) of uint8 caches that passed :func:`cache`: its checks read only
-#: these, so a cache seen before is not checked again (the host-overhead budget of a call, issue 25).
+#: these, so a cache seen before is not checked again (the host-overhead budget of a call: <= 25 us).
 _CACHES_OK: set[tuple] = set()
 
 

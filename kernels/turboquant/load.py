@@ -5,7 +5,7 @@ A pure streaming dequant: a slot of ``1.5·d + 4`` bytes in, ``8·d`` bytes of f
 bits. ``_load_k8v4_words_kernel`` (a 4-byte aligned cache, head_dim % 8 == 0: every slot field is whole
 int32 words) reads each slot as words and a program decodes a tile of ``TOKS x HEADS`` rows on a 2-D grid (no
 division finds a row's token); ``_load_k8v4_kernel`` takes the rest (odd head_dims, unaligned caches, caches
-of 2**31 slots or more) as ``[ROWS, D]`` byte tiles. One row per program, as before issue 25, left the GPU
+of 2**31 slots or more) as ``[ROWS, D]`` byte tiles. One row per program would leave the GPU
 launch-bound: 0.64 ms per million rows whatever their size (docs/performance.md).
 
 FP8 codes decode by bit arithmetic, not by Triton's FP8 casts: an e4m3 code's 7 magnitude bits shifted left

@@ -854,7 +854,7 @@ def _last_dim_unit(x: torch.Tensor) -> torch.Tensor:
 
 
 #: Word-kernel launches already checked and planned, by everything the checks and the plan read except the
-#: token count (``_call_key``): a call that matches one skips the checks (issue 25's host budget: on the CPU
+#: token count (``_call_key``): a call that matches one skips the checks (the host budget of a call: on the CPU
 #: box they cost ~10 us of a call, a hit ~4 us). Bounded: cleared when full.
 _PLANS: dict[tuple, tuple] = {}
 _MAX_PLANS = 256
