@@ -1,6 +1,7 @@
 """Input validation shared by the QSA entry points: every bad argument is named with what was expected.
 
-Why the value checks are opt-in (``validate=True``, a host sync): the kernels clamp bad metadata on the device themselves (a block id past the cache or a visible count past the page table is
+Why the value checks are opt-in (``validate=True``, a host sync): the kernels clamp bad metadata on the device
+themselves (a block id past the cache or a visible count past the page table is
 never read), so the default call stays free of host syncs and CUDA-graph capturable; ``validate=True``
 names the first bad entry instead, for debugging. Shapes, dtypes and devices are checked on every call.
 
