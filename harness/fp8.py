@@ -63,6 +63,7 @@ def _fp8(name: str, exp_bits: int, man_bits: int, bias: int, nan_style: str, max
     return FP8Format(name, exp_bits, man_bits, bias, nan_style, max_finite, sat_max, row.torch_dtype, row.triton)
 
 
+#: Every FP8 format the harness models, by its name (:data:`harness.names.NAMES` has its other names).
 FORMATS: dict[str, FP8Format] = {
     f.name: f
     for f in (
@@ -472,6 +473,8 @@ def decode(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
 
 
 def is_nan_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
+    """Which codes are NaN in ``fmt``: 0x7f with either sign (e4nv), 0x7d-0x7f with either sign (e5m2), 0x80
+    (the fnuz formats), none (e4b15)."""
     c = as_codes(codes)
     f = get_format(fmt)
     if f.nan_style == "fn":
@@ -484,6 +487,7 @@ def is_nan_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
 
 
 def is_inf_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
+    """Which codes are +-inf in ``fmt`` (only e5m2 has them)."""
     c = as_codes(codes)
     if get_format(fmt).nan_style == "ieee":
         return (c & 0x7F) == 0x7C

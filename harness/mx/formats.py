@@ -37,9 +37,11 @@ RNE = "rne"
 RZ = "rz"
 #: Stochastic rounding as PTX ``cvt.rs`` does it, from explicit random bits (see :func:`encode`).
 RS = "rs"
+#: Every rounding :func:`encode` takes.
 ROUNDINGS = (RNE, RZ, RS)
 #: Random bits ``cvt.rs`` spends per FP8/FP6/FP4 value (PTX: 16 bits per pair of e4m3/e5m2/e2m3/e3m2, 8 per e2m1).
 RS_BITS = 8
+#: How a block's e8m0 scale is chosen from its amax (:func:`e8m0_scale` says what each rule computes).
 SCALE_RULES = ("floor", "ceil", "even", "rceil")
 #: Distance reported when either side is NaN: beyond any finite distance.
 ULP_FAR = 1 << 16
@@ -76,6 +78,7 @@ class MXFormat:
         return (1 << self.bits) - 1 if self.has_nan else None
 
 
+#: The MX element and scale formats by name (MXFP8's elements are torch's own float8 dtypes).
 FORMATS: dict[str, MXFormat] = {
     f.name: f
     for f in (

@@ -75,6 +75,7 @@ class Scheme:
         return self.name
 
 
+#: Every MX/NVFP4 scheme by name: element format, scale format and block size.
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
