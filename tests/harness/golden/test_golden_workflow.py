@@ -65,8 +65,8 @@ def test_float(golden):
 def test_fp8(golden):
     codes = torch.arange(0, 128, 16, dtype=torch.int32).to(torch.uint8)  # 0x00..0x70: finite e4nv codes
     codes[5] += shift()
-    codes[7] = 0x7F  # a NaN code: recorded by the golden, it must face a NaN code again
-    golden.check("codes", codes.view(torch.float8_e4m3fn))
+    codes[7] = 0x7F  # a NaN code: recorded by the golden, it must face a NaN code again (asked for)
+    golden.check("codes", codes.view(torch.float8_e4m3fn), equal_nan=True)
 '''
 
 OUT = "golden/test_k/test_float/_/out.npz"
@@ -187,6 +187,41 @@ def test_zeros(golden):
                             "payload); bit-exact is required on the generating arch"])
     # another arch compares values through the table, where -0 == +0
     run(pytester, "--harness-arch=sm90", shift=1).assert_outcomes(passed=1)
+
+
+def test_fp8_nan_codes_pass_only_with_equal_nan(pytester):
+    """A NaN code passes a golden check only when the test asks (equal_nan=True), and then against any NaN code
+    of the format (e4nv 0x7f and 0xff are both NaN), never a number; without it a golden holding NaN is never
+    written, and the same file checked without equal_nan fails."""
+    project(pytester, '''
+import os
+
+import pytest
+import torch
+
+from harness.tolerances import Tolerance
+
+
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_nan(golden, equal_nan):
+    codes = torch.tensor([0x38, 0x7F], dtype=torch.uint8)
+    codes[1] = {"0": 0x7F, "1": 0xFF, "2": 0x7E}[os.environ.get("GOLDEN_SHIFT", "0")]
+    golden.check("c", codes, fmt="e4nv", equal_nan=equal_nan, tol=Tolerance(max_ulp=0))
+''')
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(passed=1, failed=1)
+    r.stdout.fnmatch_lines(["*golden 'c': refusing to store 1 NaN code(s)*equal_nan=True*"])
+    yes = pytester.path / "golden/test_k/test_nan/True/c.npz"
+    no = yes.parent.parent / "False" / "c.npz"
+    assert yes.is_file() and not no.exists()
+    no.parent.mkdir()
+    no.write_bytes(yes.read_bytes())  # the same codes, checked without equal_nan
+    run(pytester, "-k", "True").assert_outcomes(passed=1)
+    run(pytester, "-k", "True", shift=1).assert_outcomes(passed=1)  # 0xff against the recorded 0x7f
+    run(pytester, "-k", "True", shift=2).assert_outcomes(failed=1)  # a number against NaN
+    r = run(pytester, "-k", "False")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*NaN/inf codes never pass*"])
 
 
 def test_regen_never_replaces_a_golden_of_another_arch(pytester):
