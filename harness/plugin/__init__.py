@@ -212,6 +212,7 @@ def pytest_configure(config: pytest.Config) -> None:
             f"arch (smXY, gfxNNN), not {arch.name}"
         )
     s.arch, s.lane = arch, lane
+    _check_report_path(config)
     config.stash[_plan_key] = None
     threads = _worker_threads()  # checked in every process: a bad value stops the run before workers start
     if hasattr(config, "workerinput"):
@@ -503,7 +504,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     path = config.getoption("harness_report")
     if path:
-        report.write(path, s.report())  # shards' reports merge with python -m harness report merge
+        try:
+            report.write(path, s.report())  # shards' reports merge with python -m harness report merge
+        except OSError as e:  # checked at configure time; what changed since costs the report, never the run
+            tr = config.pluginmanager.get_plugin("terminalreporter")
+            line = f"harness: --harness-report={path}: not written: {e.strerror or e}"
+            tr.write_line(line, red=True) if tr is not None else print(line, file=sys.stderr)
+
+
+def _check_report_path(config: pytest.Config) -> None:
+    path = config.getoption("harness_report")
+    problem = None if path is None or hasattr(config, "workerinput") else report.check_path(path)
+    if problem:
+        raise pytest.UsageError(f"--harness-report={path}: {problem}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

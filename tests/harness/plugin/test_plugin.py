@@ -295,6 +295,30 @@ def test_unknown_archs_are_one_usage_error_naming_where_and_the_known_ones(pytes
     assert matched and "known archs: interp, cpu, sm30" in matched[0], "\n".join(lines)
 
 
+@pytest.mark.parametrize("where, why", [("missing/r.json", "is not a directory"), (".", "is a directory")])
+def test_a_bad_report_path_is_a_usage_error_at_start(pytester, where, why):
+    """A bad --harness-report path turned a passing run into a failure at its end, losing the summary line."""
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--harness-lane=interp", f"--harness-report={where}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --harness-report={where}: *{why}*"])
+    assert not list(pytester.path.rglob("*.tmp*"))
+
+
+def test_a_report_that_cannot_be_written_at_the_end_costs_the_report_not_the_run(pytester, monkeypatch):
+    from harness.plugin import report
+
+    def full_disk(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "write", full_disk)
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--harness-lane=interp", "--harness-report=r.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["harness: --harness-report=r.json: not written: No space left on device",
+                                 "*1 passed*"])
+
+
 def test_seeds_follow_the_module_file_not_its_folder():
     """Goldens key on the module's file name; its inputs must too, or moving a test module between folders
     silently changes what its goldens were captured from (the QSA store golden recorded this seed)."""
