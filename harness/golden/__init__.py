@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.golden.decide import run_mode
+from harness.golden.decide import max_bytes, run_mode
 from harness.golden.unused import RECORD_KIND, RECORD_VERSION, unused_files
 from harness.plugin import session_key, session_of
 
@@ -154,6 +154,10 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         mode = run_mode(config.getoption("golden_regen"), config.getoption("golden_regen_all"))
     except ValueError as e:  # a regen run with CI set
+        raise pytest.UsageError(str(e)) from None
+    try:
+        max_bytes()
+    except ValueError as e:  # HARNESS_GOLDEN_MAX_BYTES that is no size
         raise pytest.UsageError(str(e)) from None
     raw = config.getini("golden_dir") or "golden"
     root = Path(raw) if os.path.isabs(raw) else Path(config.rootpath) / raw

@@ -806,3 +806,11 @@ def test_command_usage():
 
     assert main(["golden", "regen", "--help"]) == 0
     assert main(["nonsense"]) == 2
+
+
+def test_a_golden_size_cap_that_is_no_size_is_a_usage_error(pytester, monkeypatch):
+    project(pytester)
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", "lots")
+    r = run(pytester)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: HARNESS_GOLDEN_MAX_BYTES='lots': expected a positive int*"])
