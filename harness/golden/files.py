@@ -416,7 +416,9 @@ def _zip_members(members: Any) -> bytes:
 
 def _replace_file(p: Path, data: bytes) -> None:
     """Atomically put ``data`` at ``p`` (temp file in the same dir, fsync, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    # the pid in the name lets the next run tell a write killed mid-way from one in progress
+    # (harness.golden.unused.leftover_temps)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
