@@ -32,7 +32,7 @@ import torch
 from harness import summary
 from harness.mx import diagnose
 from harness.mx.formats import ULP_FAR, decode, ulp_distance
-from harness.mx.layouts import unswizzle_scales
+from harness.mx.layouts import swizzled_shape, unswizzle_scales
 from harness.mx.message import MAX_ROWS, BlockRow, ElemRow, MxMismatch, format_mx_mismatch
 from harness.mx.schemes import Scheme, get_scheme
 from harness.session import current_arch
@@ -57,20 +57,30 @@ def _parts(q: Any, scheme: Scheme, name: str) -> tuple[torch.Tensor, torch.Tenso
             raise TypeError(f"{name}: its {part} must be a torch.uint8 tensor of codes; got {got}")
     g = None
     if want == 3:
+        if not isinstance(q[2], (torch.Tensor, int, float)) or isinstance(q[2], bool) or (
+                isinstance(q[2], torch.Tensor) and not q[2].is_floating_point()):
+            got = q[2].dtype if isinstance(q[2], torch.Tensor) else type(q[2]).__name__
+            raise TypeError(f"{name}: its global_scale must be a float tensor or a number; got {got}")
         g = torch.as_tensor(q[2], dtype=torch.float32).detach().cpu()
         if g.numel() != 1:
             raise ValueError(f"{name}: its global_scale must be one value; got shape {tuple(g.shape)}")
     return q[0].detach().cpu(), q[1].detach().cpu(), g
 
 
-def _scales(s: torch.Tensor, layout: str, elems: torch.Tensor, block: int, name: str) -> torch.Tensor:
-    if layout not in LAYOUTS:
+def _scales(s: torch.Tensor, layout: str, elems: torch.Tensor, block: int, name: str, side: str) -> torch.Tensor:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"{name}: expected one of {', '.join(LAYOUTS)}; got {layout!r}")
     if layout == "linear":
         return s
     if elems.dim() != 2:
         raise ValueError(f"{name}='swizzled' needs 2-D codes (rows, K); got shape {tuple(elems.shape)}")
-    return unswizzle_scales(s, elems.shape[0], elems.shape[1] // block)
+    rows, cols = elems.shape[0], elems.shape[1] // block
+    R, C = swizzled_shape(rows, cols)
+    if s.numel() != R * C:
+        raise ValueError(f"{side}: its scales have shape {tuple(s.shape)}, not the {R * C} bytes of a swizzled "
+                         f"buffer ({R}x{C}, padded from {rows}x{cols}) for codes of shape {tuple(elems.shape)} "
+                         f"({name}='swizzled')")
+    return unswizzle_scales(s, rows, cols)
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -162,8 +172,8 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     if ae.shape != ee.shape:
         m.shapes["element codes"] = (tuple(ae.shape), tuple(ee.shape))
     else:
-        as_ = _scales(as_, layout, ae, sch.block, "layout")
-        es = _scales(es, expected_layout, ee, sch.block, "expected_layout")
+        as_ = _scales(as_, layout, ae, sch.block, "layout", "actual")
+        es = _scales(es, expected_layout, ee, sch.block, "expected_layout", "expected")
         want = (*ae.shape[:-1], ae.shape[-1] // sch.block) if ae.dim() else ()
         for what, s in (("actual scales", as_), ("expected scales", es)):
             if tuple(s.shape) != tuple(want) or ae.shape[-1] % sch.block:
