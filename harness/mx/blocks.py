@@ -19,6 +19,7 @@ from harness.mx.formats import (
     SCALE_RULES,
     MXFormat,
     _check_codes,
+    _check_dense,
     _check_float,
     _element_format,
     decode,
@@ -62,6 +63,7 @@ def unpack_fp4(packed: torch.Tensor, axis: int = -1) -> torch.Tensor:
     if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8:
         got = packed.dtype if isinstance(packed, torch.Tensor) else type(packed).__name__
         raise ValueError(f"packed: expected a torch.uint8 tensor; got {got}")
+    _check_dense(packed, "packed")
     ax = _axis(packed, axis, "packed")
     p = packed.movedim(ax, -1)
     return torch.stack((p & 0xF, p >> 4), dim=-1).flatten(-2).movedim(-1, ax)
