@@ -53,12 +53,12 @@ def _as_tol(tol: Tolerance | float) -> Tolerance:
     read as rtol = atol = 0."""
     if isinstance(tol, Tolerance):
         return check_tol(tol, "float")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
-        if isinstance(tol, (int, float)) and not isinstance(tol, bool):
-            raise ValueError(f"tol must be a finite atol >= 0, got {tol!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)):
         raise TypeError(
             f"tol must be a harness.tolerances.Tolerance or a float atol, got {type(tol).__name__}"
         )
+    if not math.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite atol >= 0, got {tol!r}")
     return Tolerance(atol=float(tol))
 
 

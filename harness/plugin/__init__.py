@@ -509,7 +509,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         except OSError as e:  # checked at configure time; what changed since costs the report, never the run
             tr = config.pluginmanager.get_plugin("terminalreporter")
             line = f"harness: --harness-report={path}: not written: {e.strerror or e}"
-            tr.write_line(line, red=True) if tr is not None else print(line, file=sys.stderr)
+            if tr is not None:
+                tr.write_line(line, red=True)
+            else:
+                print(line, file=sys.stderr)
 
 
 def _check_report_path(config: pytest.Config) -> None:
