@@ -207,3 +207,12 @@ def test_compile_targets_keep_their_own_check_and_detection_never_refuses(monkey
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (13, 0))
     monkeypatch.setattr(torch.version, "hip", None)
     assert arch.detect_arch() == Arch("sm130", "cuda", (13, 0))
+
+
+def test_outside_pytest_a_bad_harness_arch_names_the_variable(monkeypatch):
+    from harness import session
+
+    monkeypatch.setattr(session, "_stack", [])
+    monkeypatch.setenv("HARNESS_ARCH", "sm91")
+    with pytest.raises(ValueError, match=r"^HARNESS_ARCH=sm91: arch 'sm91' .*did you mean 'sm90'"):
+        session.current_arch()
