@@ -3,7 +3,7 @@ AssertionError from an assert whose comparison failed), or a TypeError / ValueEr
 of the call. Nothing else: no other exception, no hang (each call is small), no file written, and no NaN passing an
 assert that was not told to accept it.
 
-Bounded and deterministic for CI: 100 derandomized examples per test, a few seconds in all;
+Bounded and deterministic for CI: 60 derandomized examples per test, a few seconds in all;
 ``HARNESS_FUZZ_EXAMPLES=2000`` searches longer by hand.
 """
 
@@ -27,7 +27,7 @@ from harness.tolerances import Tolerance
 
 pytestmark = [pytest.mark.lane_independent, pytest.mark.unreported]
 
-FUZZ = settings(max_examples=int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "100")), deadline=None, derandomize=True,
+FUZZ = settings(max_examples=int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "60")), deadline=None, derandomize=True,
                 database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 # ------------------------------------------------------------------------------------------ inputs
