@@ -1,4 +1,5 @@
-"""Command line: ``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``,
+"""Command line:
+``python -m harness golden regen [--failed] [--changes PATH [--overwrite-changes]] [--] [pytest args...]``,
 ``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness golden repack [DIR]``,
 ``python -m harness report merge OUT IN...`` and
 ``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (``-h`` at every level).

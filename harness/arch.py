@@ -6,6 +6,7 @@ of its own (``interp``) because its numerics differ from every GPU's.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ __all__ = [
     "supports_scaled_dot",
     "interpreting",
     "ENV_ARCH",
+    "KNOWN_ARCHS",
 ]
 
 #: Environment variable that overrides detection (same meaning as ``--harness-arch``).
@@ -34,6 +36,19 @@ _CUDA_FAMILY = {
     103: 100, 110: 100,
     121: 120,
 }
+
+
+#: The CUDA capabilities NVIDIA has published (CUDA C++ Programming Guide, "Compute Capabilities"; CUDA 12.8-12.9
+#: called Thor sm101, CUDA 13.0 sm110). A name outside them (``sm91``, ``sm900``) is a typo, not a GPU.
+_KNOWN_CC = (30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+#: The GFX9-and-later processors of LLVM's AMDGPU backend (llvm.org/docs/AMDGPUUsage.html, "Processors"), the
+#: range Triton's AMD backend targets.
+_KNOWN_GFX = ("gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941",
+              "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032",
+              "gfx1033", "gfx1034", "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150",
+              "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201")
+#: Every arch name :func:`parse_arch` accepts (a user's ``--harness-arch``, ``HARNESS_ARCH``, markers, table rows).
+KNOWN_ARCHS: tuple[str, ...] = ("interp", "cpu", *(f"sm{cc}" for cc in _KNOWN_CC), *_KNOWN_GFX)
 
 
 @dataclass(frozen=True)
@@ -102,8 +117,18 @@ _SM = re.compile(r"(?:sm_?|compute_?)?(\d{2,3})[a-z]?")
 _GFX = re.compile(r"gfx[0-9]{2,3}[0-9a-f]")
 
 
-def parse_arch(spec: str | Arch) -> Arch:
-    """Parse ``"sm90"``, ``"sm_90"``, ``"90"``, ``"sm90a"``, ``"interp"``, ``"cpu"`` or ``"gfx942"``."""
+def _unknown(spec: str, s: str, why: str) -> ValueError:
+    near = difflib.get_close_matches(s, KNOWN_ARCHS, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return ValueError(f"arch {spec!r} {why}{hint}; known archs: {', '.join(KNOWN_ARCHS)}")
+
+
+def parse_arch(spec: str | Arch, *, known: bool = True) -> Arch:
+    """Parse ``"sm90"``, ``"sm_90"``, ``"90"``, ``"sm90a"``, ``"interp"``, ``"cpu"`` or ``"gfx942"``.
+
+    With ``known`` (the default) the name must be one of :data:`KNOWN_ARCHS`: a misspelt arch would otherwise
+    be judged as a GPU that does not exist. ``known=False`` accepts any well-formed name (compile targets, whose
+    own check asks the installed Triton)."""
     if isinstance(spec, Arch):
         return spec
     if not isinstance(spec, str):
@@ -114,18 +139,20 @@ def parse_arch(spec: str | Arch) -> Arch:
     if s == "cpu":
         return Arch("cpu", "cpu")
     if _GFX.fullmatch(s):
+        if known and s not in _KNOWN_GFX:
+            raise _unknown(spec, s, "is not a ROCm processor the harness knows")
         return Arch(s, "rocm")
     m = _SM.fullmatch(s)
     if m:
         cc = int(m.group(1))
         major, minor = divmod(cc, 10)
         if major < 3:
-            raise ValueError(f"arch {spec!r}: capability {cc} is not a CUDA architecture")
+            raise _unknown(spec, s, f"is not understood: capability {cc} is not a CUDA architecture")
+        if known and cc not in _KNOWN_CC:
+            raise _unknown(spec, s, f"is not understood: no CUDA GPU has capability {major}.{minor}")
         return Arch(f"sm{cc}", "cuda", (major, minor))
-    raise ValueError(
-        f"arch {spec!r} is not understood; expected 'interp', 'cpu', 'smXY' (e.g. 'sm90', 'sm_89', '120') "
-        f"or 'gfxNNN' (e.g. 'gfx942')"
-    )
+    raise _unknown(spec, s, "is not understood; expected 'interp', 'cpu', 'smXY' (e.g. 'sm90', 'sm_89', '120') "
+                   "or 'gfxNNN' (e.g. 'gfx942')")
 
 
 #: The values of ``TRITON_INTERPRET`` that Triton reads as true (its ``getenv_bool``: case-insensitive, not
@@ -155,7 +182,8 @@ def detect_arch() -> Arch:
             gcn = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
             return Arch(gcn, "rocm")
         major, minor = torch.cuda.get_device_capability(0)
-        return parse_arch(f"sm{major}{minor}")
+        # not parse_arch: a GPU newer than the table is still what runs, and must never stop a run
+        return Arch(f"sm{major * 10 + minor}", "cuda", (major, minor))
     return Arch("cpu", "cpu")
 
 

@@ -277,9 +277,13 @@ def lowering_version(triton: str | None = None) -> tuple[int, int]:
     """The (major, minor) whose lowering ``encode`` models for Triton ``triton`` (default: the installed one,
     from :mod:`harness.versions`). A version the model has never seen is mapped to the nearest known one,
     with one ``RuntimeWarning`` per version naming it."""
-    text = triton_version() if triton is None else str(triton)
-    m = re.match(r"(\d+)\.(\d+)", text)
-    v = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    text = triton_version() if triton is None else triton
+    if not isinstance(text, str):
+        raise TypeError(f"triton must be a version string such as '3.6.0', got {type(text).__name__}")
+    m = re.match(r"(\d+)\.(\d+)(?:$|[.+a-z])", text)
+    if m is None and triton is not None:
+        raise ValueError(f"triton={triton!r} is not a Triton version; expected 'MAJOR.MINOR[.PATCH]' such as '3.6.0'")
+    v = (int(m.group(1)), int(m.group(2))) if m else (0, 0)  # an installed Triton without one: warned below
     for lo, hi, _ in KNOWN_LOWERING_VERSIONS:
         if lo <= v <= hi:
             return v

@@ -81,6 +81,9 @@ _CUDA = "CUDA_VISIBLE_DEVICES"
 _HIP = "HIP_VISIBLE_DEVICES"
 _ROCR = "ROCR_VISIBLE_DEVICES"
 _WORKER = re.compile(r"gw(\d+)")
+#: What a visibility variable's entry can be: an index, a GPU UUID (CUDA and ROCm: ``GPU-...``) or a MIG instance
+#: (``MIG-...``, also the older ``MIG-GPU-<uuid>/<gi>/<ci>``), per the CUDA and ROCm environment-variable docs.
+_DEVICE = re.compile(r"\d+|GPU-[0-9A-Za-z-]+|MIG-[0-9A-Za-z/-]+")
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,10 @@ def plan(env: Mapping[str, str], *, hip: bool, device_count: Callable[[], int]) 
         devices = parse_devices(own, ENV_GPUS)
         if not devices:
             raise ValueError(f"{ENV_GPUS}={own!r} lists no device; use {ENV_GPUS}=off to disable pinning")
+        bad = [d for d in devices if not _DEVICE.fullmatch(d)]
+        if bad:
+            raise ValueError(f"{ENV_GPUS}={own!r}: {', '.join(map(repr, bad))} is no device; expected indices (0,1), "
+                             f"GPU-<UUID> or MIG-<UUID> entries as the visibility variables take them, or off")
         if var in env:
             outside = [d for d in devices if d not in parse_devices(env[var], var)]
             if outside:

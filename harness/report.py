@@ -26,7 +26,7 @@ from typing import Any
 
 from harness.summary import Collector
 
-__all__ = ["PARSER_KWARGS", "add_arguments", "merge", "merge_files", "run", "write"]
+__all__ = ["PARSER_KWARGS", "add_arguments", "check_path", "merge", "merge_files", "run", "write"]
 
 #: The observation part's format (``harness.summary.Collector.report``).
 VERSION = 1
@@ -41,12 +41,34 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
+def check_path(path: str | os.PathLike[str]) -> str:
+    """Why a report cannot be written at ``path`` (empty when it can): asked before a run, so that a typo costs a
+    usage error at start-up rather than the report at the end."""
+    p = os.fspath(path)
+    if not p:
+        return "an empty path"
+    if os.path.isdir(p):
+        return "is a directory; expected a file path such as report.json"
+    if os.path.lexists(p) and not os.path.isfile(p):
+        return "exists and is not a regular file"
+    parent = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable"
+    return ""
+
+
 def write(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write a report atomically (a reader never sees half a file)."""
+    """Write a report atomically (a reader never sees half a file; a failed write leaves no temp file)."""
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True, default=_json_default)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True, default=_json_default)
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -91,11 +113,19 @@ def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if not reports:
         raise ValueError("no reports to merge")
     for i, r in enumerate(reports):
+        if not isinstance(r, Mapping):
+            raise ValueError(f"report {i + 1}: a JSON {type(r).__name__}, not a harness report (a JSON object)")
         if r.get("version") != VERSION:
             raise ValueError(f"report {i + 1}: version {r.get('version')!r}, this harness merges {VERSION}")
+        obs = r.get("observations", [])
+        if not isinstance(obs, list) or not all(isinstance(o, Mapping) for o in obs):
+            raise ValueError(f"report {i + 1}: 'observations' must be a list of objects")
     col = Collector()
     observations = [o for r in reports for o in r.get("observations", ())]
-    col.merge(sorted(observations, key=lambda o: o.get("test", "")))
+    try:
+        col.merge(sorted(observations, key=lambda o: str(o.get("test", ""))))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"an observation of the reports is malformed ({type(e).__name__}: {e})") from None
     out = col.report()
     keys = sorted({k for r in reports for k in r} - set(_OBSERVATION_KEYS))
     for k in keys:
@@ -111,7 +141,11 @@ def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
-    """Read ``inputs``, merge them, write ``out``; returns the merged report."""
+    """Read ``inputs``, merge them, write ``out``; returns the merged report. ``ValueError`` naming the file for
+    an input that is no report and for an ``out`` that cannot be written (checked before anything is read)."""
+    problem = check_path(out)
+    if problem:
+        raise ValueError(f"{os.fspath(out)}: cannot write the merged report there: {problem}")
     reports = []
     for path in inputs:
         try:
@@ -120,7 +154,10 @@ def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"{path}: cannot read a harness report ({e})") from None
     merged = merge(reports)
-    write(out, merged)
+    try:
+        write(out, merged)
+    except OSError as e:
+        raise ValueError(f"{os.fspath(out)}: cannot write the merged report there: {e.strerror or e}") from None
     return merged
 
 

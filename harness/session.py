@@ -131,4 +131,9 @@ def current_arch() -> Arch:
     if s is not None and s.arch is not None:
         return s.arch
     env = os.environ.get(ENV_ARCH)
-    return parse_arch(env) if env else detect_arch()
+    if not env:
+        return detect_arch()
+    try:
+        return parse_arch(env)
+    except ValueError as e:
+        raise ValueError(f"{ENV_ARCH}={env}: {e}") from None

@@ -31,14 +31,21 @@ ini's TOML rows; conftest.py and test code registering later win on the same key
 nested in a test neither sees the outer session's TOML rows nor leaves its own behind.
 
 Row origins are printed relative to the session's rootdir (``tests/tolerances/qsa.toml:42``).
+
+A row that could never be looked up is refused, not kept dead: its dtype must be ``*`` or a name the harness keys
+on (:func:`known_dtype`), its arch ``*``, a kind or a known arch. A TOML row whose (op, dtype, arch) another TOML
+row already defined (in the same file or another) is refused naming both places: only Python (conftest.py) may
+replace a row on purpose.
 """
 
 from __future__ import annotations
 
+import difflib
 import glob
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -52,8 +59,8 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["DEFAULT_OP", "Tolerance", "ToleranceTable", "active_table", "base_table", "load_globs", "load_toml",
-           "lookup", "register", "reset", "rows", "session_table"]
+__all__ = ["DEFAULT_OP", "Tolerance", "ToleranceTable", "active_table", "base_table", "known_dtype", "load_globs",
+           "load_toml", "lookup", "register", "reset", "rows", "session_table"]
 
 #: The op of a check whose test has no ``harness_op`` marker (the tolerance fixture, goldens): no rows of its own,
 #: so the wildcard-op rows (torch.testing's defaults) apply.
@@ -132,6 +139,38 @@ _Key = tuple[str, str, str]
 _FIELDS = {"rtol", "atol", "max_ulp", "ulp_floor", "max_mismatch", "note"}
 
 
+#: The names a table lookup keys dtypes by, spelled here so that loading the plugin imports no torch:
+#: harness.dtypes' float short names, harness.fp8's formats, harness.mx's schemes and scale rules
+#: (tests/harness/test_tolerances.py checks they agree).
+FLOAT_NAMES = ("fp16", "bf16", "fp32", "fp64")
+FP8_NAMES = ("e4nv", "e5m2", "e4b15", "e4m3fnuz", "e5m2fnuz")
+MX_NAMES = ("mxfp4", "nvfp4", "mxfp6e2m3", "mxfp6e3m2", "mxfp8e4m3", "mxfp8e5m2")
+MX_RULES = ("floor", "ceil", "even", "rceil")
+_ARCH_WORDS = ("*", "cuda", "rocm", "interp", "cpu")
+
+
+def known_dtype(d: str) -> bool:
+    """Whether a row keyed by dtype ``d`` can ever be looked up: ``*``, a float, FP8 or MX name, or a case id
+    (``bf16-e4nv``, ``bf16-nvfp4``, ``bf16-mxfp4-rceil``)."""
+    if d == "*" or d in FLOAT_NAMES or d in FP8_NAMES or d in MX_NAMES:
+        return True
+    parts = d.split("-")
+    if len(parts) == 2:
+        return parts[0] in FLOAT_NAMES and (parts[1] in FP8_NAMES or parts[1] in MX_NAMES)
+    return len(parts) == 3 and parts[0] in FLOAT_NAMES and parts[1] in MX_NAMES and parts[2] in MX_RULES
+
+
+def _check_dtype(d: str) -> str:
+    if not known_dtype(d):
+        names = [*FLOAT_NAMES, *FP8_NAMES, *MX_NAMES]
+        near = difflib.get_close_matches(d, names, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"dtype {d!r} is no dtype the harness looks rows up by{hint}: a row under it would never "
+                         f"apply; expected '*', one of {', '.join(names)}, or a case id such as 'bf16-e4nv', "
+                         f"'bf16-nvfp4' or 'bf16-mxfp4-rceil'")
+    return d
+
+
 def _norm_dtype(dtype: Any) -> str:
     if isinstance(dtype, str):
         return dtype
@@ -175,11 +214,20 @@ class ToleranceTable:
             raise ValueError(f"op must be a non-empty string, got {op!r}")
         if not isinstance(tol, Tolerance):
             raise TypeError(f"tol must be a Tolerance, got {type(tol).__name__}")
-        a = arch.name if isinstance(arch, Arch) else str(arch)
-        if a not in ("*", "cuda", "rocm", "interp", "cpu"):
+        self._rows[self._key(op, dtype, arch)] = self._row(op, dtype, arch, tol, origin)
+
+    @staticmethod
+    def _key(op: str, dtype: Any, arch: str | Arch) -> _Key:
+        if not isinstance(arch, (str, Arch)):
+            raise TypeError(f"arch must be a str or Arch, got {type(arch).__name__}")
+        a = arch.name if isinstance(arch, Arch) else arch
+        if a not in _ARCH_WORDS:
             a = parse_arch(a).name  # validates and normalises sm_90 -> sm90
-        key = (op, _norm_dtype(dtype), a)
-        self._rows[key] = replace(tol, key="/".join(key), op=key[0], dtype=key[1], arch=key[2], origin=origin)
+        return op, _check_dtype(_norm_dtype(dtype)), a
+
+    def _row(self, op: str, dtype: Any, arch: str | Arch, tol: Tolerance, origin: str) -> Tolerance:
+        key = self._key(op, dtype, arch)
+        return replace(tol, key="/".join(key), op=key[0], dtype=key[1], arch=key[2], origin=origin)
 
     def lookup(self, op: str, dtype: Any, arch: str | Arch, *, kind: str | None = None) -> Tolerance:
         """The first row in precedence order (module docstring) for (op, dtype, arch), of ``kind`` when given
@@ -217,15 +265,27 @@ class ToleranceTable:
         """Load ``[[tolerance]]`` rows (op, dtype, arch + Tolerance fields); returns how many were added.
 
         All or nothing: a bad row raises before any row of the file is added. Origins and errors name the file
-        relative to ``root`` when it lies inside (a session passes its rootdir), else as given."""
-        text = Path(path).read_text(encoding="utf-8")
+        relative to ``root`` when it lies inside (a session passes its rootdir), else as given. Only a regular
+        file is read (a FIFO would block the session start)."""
         p = _shown_path(path, root)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as e:
+            raise ValueError(f"tolerance file {p}: cannot be read: {e.strerror or e}") from None
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"tolerance file {p}: not a regular file; expected a TOML file of [[tolerance]] rows")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"tolerance file {p}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+        except OSError as e:
+            raise ValueError(f"tolerance file {p}: cannot be read: {e.strerror or e}") from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"tolerance file {p}: invalid TOML: {e}") from None
         entries = data.get("tolerance", [])
-        if not isinstance(entries, list):
+        if not isinstance(entries, list) or not all(isinstance(r, dict) for r in entries):
             raise ValueError(f"tolerance file {p}: 'tolerance' must be an array of tables ([[tolerance]])")
         # tomllib keeps no positions: the i-th row is the i-th [[tolerance]] header, so failures can cite its line
         headers = [n for n, ln in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*tolerance\s*\]\]", ln)]
@@ -239,13 +299,23 @@ class ToleranceTable:
             extra = set(row) - _FIELDS - {"op", "dtype", "arch"}
             if extra:
                 raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(extra))}; known: {sorted(_FIELDS)}")
+            for name in ("op", "dtype", "arch"):
+                if not isinstance(row[name], str) or not row[name]:
+                    raise ValueError(f"{where}: {name} must be a non-empty string, got {row[name]!r}")
+            if "note" in row and not isinstance(row["note"], str):
+                raise ValueError(f"{where}: note must be a string, got {row['note']!r}")
             kwargs = {k: v for k, v in row.items() if k in _FIELDS}
+            origin = f"{p}:{line}" if line else f"{p}, row {i + 1}"
             try:
-                tol = Tolerance(**kwargs)
-            except ValueError as e:
+                tol = self._row(row["op"], row["dtype"], row["arch"], Tolerance(**kwargs), origin)
+            except (TypeError, ValueError) as e:
                 raise ValueError(f"{where}: {e}") from None
-            staged.register(row["op"], row["dtype"], row["arch"], tol,
-                            origin=f"{p}:{line}" if line else f"{p}, row {i + 1}")
+            key = (tol.op, tol.dtype, tol.arch)
+            earlier = staged._rows.get(key) or self._rows.get(key)
+            if earlier is not None and earlier.origin not in ("default", "python"):
+                raise ValueError(f"{where}: row {tol.key} is already defined at {earlier.origin}; one row per "
+                                 f"(op, dtype, arch): remove one (conftest.py may replace a row with register())")
+            staged._rows[key] = tol
         self._rows.update(staged._rows)
         return len(entries)
 

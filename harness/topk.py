@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from harness import summary
-from harness.compare.checks import check_tensor_arg, row_identity
+from harness.compare.checks import check_tensor_arg, check_tol, row_identity
 from harness.session import current_arch
 from harness.text import Msg, fmt_num, with_msg
 from harness.tolerances import Tolerance
@@ -49,12 +49,16 @@ from harness.tolerances import Tolerance
 __all__ = ["assert_topk_multiset_equal", "check_topk_multiset_equal", "TopkMismatch"]
 
 def _as_tol(tol: Tolerance | float) -> Tolerance:
+    """``tol`` as a float rule: scores are compared by value, so an FP8 code row (max_ulp) is refused rather than
+    read as rtol = atol = 0."""
     if isinstance(tol, Tolerance):
-        return tol
+        return check_tol(tol, "float")
     if isinstance(tol, bool) or not isinstance(tol, (int, float)):
         raise TypeError(
             f"tol must be a harness.tolerances.Tolerance or a float atol, got {type(tol).__name__}"
         )
+    if not math.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite atol >= 0, got {tol!r}")
     return Tolerance(atol=float(tol))
 
 

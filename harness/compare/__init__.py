@@ -5,7 +5,8 @@ never raise on a numeric failure; the asserts here turn a record into one ``Asse
 :mod:`harness.compare.message` builds, with ``__tracebackhide__`` so pytest shows the caller's line.
 
 NaN never passes unless the caller says so (``equal_nan=True`` / ``nan_equal=True``, and then only NaN
-facing NaN at the same index), and ``max_mismatch`` never covers a NaN mismatch: it is meant for rounding
+facing NaN at the same index; as in ``torch.testing``, every NaN equals every NaN, so two NaN codes of one FP8
+format, e4nv's 0x7f and 0xff, are equal NaN), and ``max_mismatch`` never covers a NaN mismatch: it is meant for rounding
 outliers, and a NaN is not one. Inf must match exactly; FP8 NaN/inf codes never pass a ULP rule (hardware
 casts saturate, so a special code in a kernel's output is a bug, not rounding).
 

@@ -155,7 +155,7 @@ def _rule(m: Mismatch) -> str:
         rule = f"code distance <= {m.max_ulp} ULP"
         if m.floor > 0:
             rule += f", or |decoded difference| <= {m.floor:.3e} with the same sign (a zero has either sign)"
-        rule += "; NaN/inf codes never pass" + (" (identical NaN codes do: nan_equal=True)" if m.equal_nan else "")
+        rule += "; NaN/inf codes never pass" + (" (NaN facing NaN does: nan_equal=True)" if m.equal_nan else "")
         return rule + _max_mismatch_clause(tol)
     return ""
 

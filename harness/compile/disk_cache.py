@@ -6,6 +6,11 @@ hash, the signature, constexprs, options, target and Triton version, and a file 
 workers from compiling the same thing twice. (Within one process, :mod:`harness.compile.cache` also memoizes
 the compile itself.)
 
+The cache is an optimisation, never an authority: an entry is used only when it has the schema below and names the
+launch and target it is read for; anything else is recompiled and rewritten. A cache that cannot be written (read
+only, a path under a regular file, a full disk) is compiled around. Either problem is warned about once per
+process (``RuntimeWarning``) and never fails a test.
+
 Public API: :func:`cache_dir`, :class:`Outcome`, :func:`launch_outcome`, :func:`compile_launch`,
 :func:`fresh_process_compiles`, :func:`cache_key`.
 """
@@ -19,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,29 +145,62 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
     return r.returncode == 0
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(what: str, text: str) -> None:
+    if what in _warned:
+        return
+    _warned.add(what)
+    warnings.warn(f"harness.compile: {text}", RuntimeWarning, stacklevel=4)
+
+
+def _unwritable(d: Path, e: OSError) -> None:
+    _warn_once("unwritable", f"the launch-outcome cache {d} cannot be written ({e.strerror or e}); launches are "
+               f"compiled without it in this process (set HARNESS_COMPILE_CACHE to a writable directory)")
+
+
+def _write_json(path: Path, data: object) -> None:
+    """``data`` as ``path``, atomically (a temp file of this process, then ``os.replace``); the temp file never
+    outlives a failed write."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def launch_outcome(launch: Launch, target: str, directory: Path | None = None) -> Outcome:
     """The outcome of one launch on one target: read back from the disk cache (``directory``, default
-    :func:`cache_dir`), else compiled (:func:`compile_launch`) and stored."""
+    :func:`cache_dir`), else compiled (:func:`compile_launch`) and stored (see the module docstring for what a
+    damaged or unwritable cache does)."""
     d = directory or cache_dir()
     key = cache_key(launch, target)
     path = d / key[:2] / f"{key}.json"
-    hit = _read(path)
+    hit = _read(path, launch, target)
     if hit is not None:
         return hit
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(path.with_suffix(".lock")):
-        hit = _read(path)
+    with contextlib.ExitStack() as stack:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_file_lock(path.with_suffix(".lock")))
+        except OSError as e:
+            _unwritable(d, e)
+            return compile_launch(launch, target)
+        hit = _read(path, launch, target)
         if hit is not None:
             return hit
         # A ptxas failure is kept too: on Triton 3.6 compile_launch has confirmed it in a fresh process (the
         # e5m2 lowering latch, harness.compile.cache.E5m2Latch, cannot have caused it), on 3.7+ it stands.
         out = compile_launch(launch, target)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"ok": out.ok, "kind": out.kind, "line": out.line, "lowering": out.lowering,
-                                   "kernel": launch.kernel,
-                                   "sig": launch.sig_text(), "target": target}))
-        os.replace(tmp, path)
-    return out
+        try:
+            _write_json(path, {"ok": out.ok, "kind": out.kind, "line": out.line, "lowering": out.lowering,
+                               "kernel": launch.kernel, "sig": launch.sig_text(), "target": target})
+        except OSError as e:
+            _unwritable(d, e)
+        return out
 
 
 def representative(launch: Launch, directory: Path | None = None) -> Launch:
@@ -193,24 +232,57 @@ def representative(launch: Launch, directory: Path | None = None) -> Launch:
     hit = recorded()
     if hit is not None:
         return hit
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(path.with_suffix(".lock")):
-        hit = recorded()
-        if hit is not None:
-            return hit
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(sizes))
-        os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _file_lock(path.with_suffix(".lock")):
+            hit = recorded()
+            if hit is not None:
+                return hit
+            _write_json(path, sizes)
+    except OSError as e:
+        _unwritable(d, e)
     return launch
 
 
-def _read(path: Path) -> Outcome | None:
+#: An entry's fields and their types; ``kind`` of a failure is one of error_kind's, ``lowering`` one of
+#: ptx_lowering's or empty.
+_SCHEMA = {"ok": bool, "kind": str, "line": str, "lowering": str, "kernel": str, "sig": str, "target": str}
+_KINDS = ("refused", "ptxas")
+_LOWERINGS = ("", "native", "emulated")
+
+
+def _read(path: Path, launch: Launch, target: str) -> Outcome | None:
+    """The entry at ``path`` if it is a valid outcome of ``launch`` on ``target``; None for a miss, and for a damaged
+    entry too (warned once: it is recompiled and rewritten)."""
     try:
-        d = json.loads(path.read_text())
-        return Outcome(bool(d["ok"]), str(d.get("kind", "")), str(d.get("line", "")), cached=True,
-                       lowering=str(d.get("lowering", "")))
-    except (OSError, ValueError, KeyError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None  # a miss (or unreadable: the write that follows says so if it fails too)
+    try:
+        d = json.loads(text)
+    except ValueError:
+        d = None
+    problem = _invalid(d, launch, target)
+    if problem:
+        _warn_once("damaged", f"ignored a damaged launch-outcome cache entry {path} ({problem}); recompiled")
         return None
+    return Outcome(d["ok"], d["kind"], d["line"], cached=True, lowering=d["lowering"])
+
+
+def _invalid(d: object, launch: Launch, target: str) -> str:
+    """Why ``d`` is no outcome of ``launch`` on ``target`` (empty when it is one)."""
+    if not isinstance(d, dict):
+        return f"not a JSON object but {type(d).__name__}"
+    for k, t in _SCHEMA.items():
+        if not isinstance(d.get(k), t):
+            return f"{k!r} is {d.get(k)!r}, expected a {t.__name__}"
+    if (d["kernel"], d["sig"], d["target"]) != (launch.kernel, launch.sig_text(), target):
+        return f"it is the entry of {d['kernel']} ({d['sig']}) on {d['target']}"
+    if not d["ok"] and d["kind"] not in _KINDS:
+        return f"a failure of kind {d['kind']!r}"
+    if d["lowering"] not in _LOWERINGS:
+        return f"lowering {d['lowering']!r}"
+    return ""
 
 
 @contextlib.contextmanager

@@ -65,7 +65,7 @@ def parse_target(spec: str | Target | Any) -> Target:
     if not isinstance(name, str):
         raise TypeError(f"target must be a str such as 'sm90' or 'gfx942', got {type(spec).__name__}")
     try:
-        arch = parse_arch(name)
+        arch = parse_arch(name, known=False)
     except ValueError:
         raise ValueError(
             f"target {spec!r} is not understood; expected 'smXY' (e.g. 'sm90', 'sm_89', '120') or 'gfxNNN' "

@@ -1,11 +1,13 @@
-"""``python -m harness golden regen [--failed] [--changes PATH] [--] [pytest args...]``,
+"""``python -m harness golden regen [--failed] [--changes PATH [--overwrite-changes]] [--] [pytest args...]``,
 ``python -m harness golden unused [--rootdir DIR] RECORD...`` and ``python -m harness golden repack [DIR]``.
 
 Why a subprocess: a regen run is an ordinary pytest run with ``--golden-regen-all`` (``--failed``:
 ``--golden-regen``, only failing checks), so its normal progress output streams through and every pytest
 option works; afterwards the per-file summary is printed from the JSON the plugin writes
 (``--golden-changes``). The exit status is pytest's. In CI (``CI`` set) pytest itself refuses to write
-goldens, with a usage error.
+goldens, with a usage error. ``--changes PATH`` copies that JSON to PATH once pytest has written it: a PATH that
+exists is refused before pytest runs (exit 2) unless ``--overwrite-changes`` says to replace it, so nothing the
+command did not create is deleted or overwritten, whatever pytest does.
 
 Every argument ``regen`` does not know is pytest's (a test selection, ``-k``, ``-n``...), passed through in
 order; an unknown one is reported by pytest. A ``--`` right after regen's own options is dropped
@@ -89,11 +91,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     commands = p.add_subparsers(dest="golden_command", metavar="COMMAND", required=True, parser_class=_PytestArgs)
     regen = commands.add_parser(
         "regen", help="re-capture goldens with pytest and print what changed", allow_abbrev=False, pytest_args=True,
-        usage=f"{p.prog} regen [-h] [--failed] [--changes PATH] [--] [pytest args...]",
+        usage=f"{p.prog} regen [-h] [--failed] [--changes PATH [--overwrite-changes]] [--] [pytest args...]",
         description=REGEN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     regen.add_argument("--failed", action="store_true",
                        help="only rewrite goldens whose check fails (pytest --golden-regen); those tests fail")
-    regen.add_argument("--changes", metavar="PATH", help="keep the machine-readable change list (JSON) at PATH")
+    regen.add_argument("--changes", metavar="PATH", help="keep the machine-readable change list (JSON) at PATH, "
+                       "a new file unless --overwrite-changes")
+    regen.add_argument("--overwrite-changes", action="store_true",
+                       help="replace the file at --changes PATH if it exists (only once pytest has written the list)")
     unused = commands.add_parser(
         "unused", help="judge unused goldens over the union of shards' --golden-record files",
         allow_abbrev=False, description=UNUSED_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,7 +118,11 @@ def run(args: argparse.Namespace) -> int:
         return unused_goldens(args.records, rootdir=args.rootdir)
     if args.golden_command == "repack":
         return repack_goldens(args.dir)
-    return regen_goldens(args.pytest_args, failed_only=args.failed, changes=args.changes)
+    if args.overwrite_changes and not args.changes:
+        print("golden regen: --overwrite-changes needs --changes PATH", file=sys.stderr)
+        return 2
+    return regen_goldens(args.pytest_args, failed_only=args.failed, changes=args.changes,
+                         overwrite_changes=args.overwrite_changes)
 
 
 def unused_goldens(records: Sequence[str], *, rootdir: str = ".") -> int:
@@ -181,13 +190,44 @@ def _summary(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, changes: str | None = None) -> int:
+def _changes_problem(changes: str, overwrite: bool) -> str:
+    """Why ``--changes`` cannot be written (empty when it can), asked before pytest runs."""
+    target = Path(changes)
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        return f"--changes {changes}: exists and is not a regular file"
+    if target.exists() and not overwrite:
+        return f"--changes {changes}: the file exists; remove it or pass --overwrite-changes to replace it"
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        return f"--changes {changes}: {parent} is not a directory"
+    return ""
+
+
+def _keep_changes(src: str, changes: str) -> None:
+    """Copy the change list to ``changes``: a temp file beside it, then ``os.replace``."""
+    target = Path(changes)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
+            out.write(f.read())
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, changes: str | None = None,
+                  overwrite_changes: bool = False) -> int:
     """``golden regen``: pytest over ``pytest_args`` with the regen flag, then the per-file summary;
-    ``changes`` keeps the JSON change list there. Returns pytest's exit status."""
+    ``changes`` keeps the JSON change list there (refused, status 2, if it exists and ``overwrite_changes`` is
+    off). Returns pytest's exit status."""
+    if changes:
+        problem = _changes_problem(changes, overwrite_changes)
+        if problem:
+            print(f"golden regen: {problem}", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory(prefix="golden-regen-") as td:
-        path = os.path.abspath(changes) if changes else os.path.join(td, "changes.json")
-        if os.path.exists(path):
-            os.unlink(path)
+        path = os.path.join(td, "changes.json")
         flag = "--golden-regen" if failed_only else "--golden-regen-all"
         cmd = [sys.executable, "-m", "pytest", "-p", "harness.golden.plugin", flag, f"--golden-changes={path}",
                *pytest_args]
@@ -199,5 +239,7 @@ def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, chan
         except FileNotFoundError:
             print(f"golden regen: pytest exited with status {rc} before recording changes", file=sys.stderr)
             return rc or 1
+        if changes:
+            _keep_changes(path, changes)
     print("\n".join(_summary(data)), flush=True)
     return rc

@@ -17,7 +17,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FILE_STATES", "MODES", "OUTCOMES", "Decision", "ci_value", "decide", "run_mode"]
+__all__ = ["DEFAULT_MAX_BYTES", "ENV_MAX_BYTES", "FILE_STATES", "MODES", "OUTCOMES", "Decision", "ci_value",
+           "decide", "max_bytes", "run_mode"]
 
 MODES = ("check", "regen", "regen-all")
 #: missing: no file; unreadable: a file that is corrupt, truncated or malformed; readable: a good golden;
@@ -25,6 +26,26 @@ MODES = ("check", "regen", "regen-all")
 FILE_STATES = ("missing", "unreadable", "readable", "refused")
 OUTCOMES = ("pass", "fail-missing", "fail-unreadable", "fail-refused", "fail-mismatch", "fail-foreign", "write",
             "write-review")
+
+
+#: The environment variable that sets the size cap of a golden (bytes, a positive int).
+ENV_MAX_BYTES = "HARNESS_GOLDEN_MAX_BYTES"
+#: The cap's default: 256 MiB. The largest golden shipped inflates to 1 MiB; uncapped, an honest zip bomb of 0.5 MB
+#: that inflates to 512 MiB takes 1.38 GB and 21 s to read (issue 44's survey).
+DEFAULT_MAX_BYTES = 256 << 20
+
+
+def max_bytes() -> int:
+    """The most bytes one golden may take, on disk and inflated (its members together, so each one too):
+    ``HARNESS_GOLDEN_MAX_BYTES`` if set, else :data:`DEFAULT_MAX_BYTES`. Why absolute: the reader's ratio guard
+    (:mod:`harness.golden.files`) lets an honest, highly compressible file inflate a thousandfold. Here, beside
+    the other environment reading (``CI``), so the plugin checks it at configure time without importing torch."""
+    raw = os.environ.get(ENV_MAX_BYTES, "")
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"{ENV_MAX_BYTES}={raw!r}: expected a positive int, the most bytes a golden may take")
+    return int(raw)
 
 
 def ci_value(environ: Mapping[str, str] | None = None) -> str | None:

@@ -45,9 +45,12 @@ import torch
 
 from harness.dtypes import FLOAT_DTYPES, short_name
 from harness.fp8 import FORMAT_OF_DTYPE, get_format
+from harness.golden.decide import DEFAULT_MAX_BYTES, ENV_MAX_BYTES, max_bytes
 
 __all__ = [
     "COMPRESS_LEVEL",
+    "DEFAULT_MAX_BYTES",
+    "ENV_MAX_BYTES",
     "FORMAT_VERSION",
     "GoldenError",
     "GoldenFormatError",
@@ -60,6 +63,7 @@ __all__ = [
     "encode_golden",
     "inside",
     "item_dir_parts",
+    "max_bytes",
     "param_component",
     "read_golden",
     "read_stored",
@@ -299,7 +303,10 @@ def _read_regular(p: Path) -> bytes:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise GoldenPathError(f"golden path {p} is {_kind(st.st_mode)}, not a golden file: remove it")
-        return f.read()
+        cap = max_bytes()
+        if st.st_size > cap:
+            raise _too_big(f"golden file {p}", st.st_size, cap)
+        return f.read(cap + 1)
 
 
 # ----------------------------------------------------------------------------------------- encoding
@@ -410,7 +417,9 @@ def _zip_members(members: Any) -> bytes:
 
 def _replace_file(p: Path, data: bytes) -> None:
     """Atomically put ``data`` at ``p`` (temp file in the same dir, fsync, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    # the pid in the name lets the next run tell a write killed mid-way from one in progress
+    # (harness.golden.unused.leftover_temps)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -432,6 +441,10 @@ def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, A
     runs see the old file or the new one, never half of one. With ``root`` (the golden dir) the path must
     stay inside it with no symlink on the way; whatever stands at ``path`` must be a regular file."""
     data = encode_golden(stored, meta)
+    cap = max_bytes()
+    if stored.array().nbytes > cap or len(data) > cap:
+        raise GoldenError(f"golden {meta.get('name')!r}: refusing to store {stored.array().nbytes:,} bytes, more "
+                          f"than the {cap:,}-byte cap a golden is read back with (set {ENV_MAX_BYTES} to raise it)")
     p = _walk(Path(root) if root is not None else None, Path(path), create=True)
     assert p is not None
     _check_file(p)
@@ -440,6 +453,10 @@ def write_golden(path: str | os.PathLike[str], stored: Stored, meta: dict[str, A
 
 
 _MAX_META_BYTES = 1 << 20  # metadata is a few hundred bytes; anything near this is not a golden's
+
+def _too_big(what: str, size: int, cap: int) -> GoldenFormatError:
+    return GoldenFormatError(f"{what} takes {size:,} bytes, more than the {cap:,}-byte cap of a golden (set "
+                             f"{ENV_MAX_BYTES} to read bigger ones); not read")
 
 
 #: The most an npy header may take (numpy's own reader refuses headers past 10,000 bytes by default).
@@ -485,8 +502,8 @@ def _npy_prefix(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[bytes, int]
 
 def _read_array(zf: zipfile.ZipFile, member: str) -> np.ndarray:
     """One npy member, size-guarded: only stored or deflated; the declared uncompressed size must be the one
-    its npy header implies, and within what its compressed size can honestly inflate to; only then is it
-    read (zipfile then stops at the declared size and checks the CRC)."""
+    its npy header implies (:func:`_members` has checked it against deflate's ratio and the cap); only then is
+    it read (zipfile then stops at the declared size and checks the CRC)."""
     info = zf.getinfo(member)
     if info.compress_type not in _METHODS:
         raise ValueError(f"member {member} uses zip compression method {info.compress_type}, expected stored (0) "
@@ -495,9 +512,6 @@ def _read_array(zf: zipfile.ZipFile, member: str) -> np.ndarray:
         raise ValueError(f"member {member} is encrypted")
     if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
         raise ValueError(f"stored member {member} declares {info.file_size} bytes but holds {info.compress_size}")
-    if info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 64:
-        raise ValueError(f"member {member} declares {info.file_size} bytes from {info.compress_size} compressed "
-                         f"bytes, past deflate's 1032:1 limit (a zip bomb, or a corrupt size)")
     _, expected = _npy_prefix(zf, info)
     if info.file_size != expected:
         raise ValueError(f"member {member} declares {info.file_size} uncompressed bytes, but its npy header "
@@ -618,7 +632,20 @@ def _members(data: bytes, p: Path) -> tuple[np.ndarray, np.ndarray]:
             size = zf.getinfo(_META_MEMBER).file_size
             if size > _MAX_META_BYTES:
                 raise ValueError(f"metadata member is {size} bytes, more than {_MAX_META_BYTES}")
+            cap = max_bytes()
+            for info in zf.infolist():
+                if info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 64:
+                    raise ValueError(f"member {info.filename} declares {info.file_size} bytes from "
+                                     f"{info.compress_size} compressed bytes, past deflate's 1032:1 limit (a zip "
+                                     f"bomb, or a corrupt size)")
+                if info.file_size > cap:
+                    raise _too_big(f"golden file {p}: member {info.filename}", info.file_size, cap)
+            total = sum(info.file_size for info in zf.infolist())
+            if total > cap:
+                raise _too_big(f"golden file {p} (its members inflated)", total, cap)
             return _read_array(zf, _META_MEMBER), _read_array(zf, _TENSOR_MEMBER)
+    except GoldenFormatError:
+        raise
     except (zipfile.BadZipFile, zlib.error, ValueError, EOFError, OSError, KeyError, SyntaxError) as e:
         raise GoldenFormatError(f"golden file {p} is truncated or corrupt ({type(e).__name__}: {e})") \
             from None

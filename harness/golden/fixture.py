@@ -22,8 +22,11 @@ same codes); on another arch the tolerance table, op ``golden/<harness_op>`` whe
 exactly that op, else the kernel's own op ``<harness_op>`` (which falls back to ``*``); ``harness_op`` is
 :data:`harness.tolerances.DEFAULT_OP` without a ``@pytest.mark.harness_op``. The dtype key is the test's
 ``dtype_case`` id when it has one, else the FP8 format (``e4nv``) or the float dtype (``bf16``). Integer and
-bool tensors always compare exactly. An explicit ``tol=`` wins. FP8 goldens compare codes: a NaN code the
-golden recorded must face a NaN code.
+bool tensors always compare exactly. An explicit ``tol=`` wins. FP8 goldens compare codes. NaN (a NaN code,
+a NaN float) fails the check, as in every harness assert, unless ``check(..., equal_nan=True)``: then it must
+face NaN at the same index (any NaN code of the format); on the golden's own arch the bits must still match. So a
+golden of FP8 codes holding NaN is written only with ``equal_nan=True`` (it could never pass otherwise); a float
+golden never holds NaN (:func:`~harness.golden.files.encode_golden` refuses it).
 
 ``--golden-regen-all`` rewrites a file only when its content changed: the tensor's bits, dtype, shape or
 FP8 format, or the op / dtype case. A new torch/triton version alone does not rewrite it (no churn).
@@ -41,8 +44,8 @@ import torch
 
 import harness
 from harness import summary
-from harness.compare.checks import check_close, check_fp8
-from harness.fp8 import decode, ulp_distance
+from harness.compare.checks import check_close, check_flag, check_fp8
+from harness.fp8 import decode, is_nan_code, ulp_distance
 from harness.golden.decide import ci_value, decide
 from harness.golden.files import (
     GoldenError,
@@ -209,17 +212,19 @@ class Golden:
 
     # -- public API -------------------------------------------------------------------------------
 
-    def check(self, name: str, tensor: torch.Tensor, *, fmt: Any = None, tol: Any = None) -> None:
+    def check(self, name: str, tensor: torch.Tensor, *, fmt: Any = None, tol: Any = None,
+              equal_nan: bool = False) -> None:
         """Compare ``tensor`` with the golden ``name`` of this test (see the module docstring for rules)."""
         __tracebackhide__ = True
         validate_name(name)
+        check_flag(equal_nan, "equal_nan")
         if tol is not None and not isinstance(tol, Tolerance):
             raise TypeError(f"golden.check: tol must be a harness.tolerances.Tolerance, got {type(tol).__name__}")
         obtained = to_stored(tensor, fmt)
         if tol is not None and obtained.kind == "int":
             raise ValueError(f"golden.check: tol does not apply to {obtained.tensor.dtype} tensors, which "
                              f"always compare exactly")
-        failure = self._run(name, obtained, tol)
+        failure = self._run(name, obtained, tol, equal_nan)
         if failure is None:
             return
         text = format_failure(failure)
@@ -256,7 +261,7 @@ class Golden:
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _run(self, name: str, obtained: Stored, tol: Any) -> GoldenFailure | None:
+    def _run(self, name: str, obtained: Stored, tol: Any, equal_nan: bool = False) -> GoldenFailure | None:
         """One check: read, decide, compare or write. None when it passed (or wrote and passes)."""
         nodeid = self._item.nodeid
         if name in self._names:
@@ -273,7 +278,7 @@ class Golden:
         d = decide(self._state.mode, state, None if gen is None else gen == here)
         mismatch = None
         if d.compare == "tolerance":
-            mismatch = self._compare(name, rel, obtained, old, meta, tol)
+            mismatch = self._compare(name, rel, obtained, old, meta, tol, equal_nan)
             differs = mismatch is not None
         else:
             differs = d.compare == "content" and self._content_differs(obtained, old, meta)
@@ -284,7 +289,7 @@ class Golden:
         if outcome in ("write", "write-review"):
             reason = file_problem(state, err) or ("regen-all" if outcome == "write" else "mismatch")
             change = self._write(path, rel, name, obtained, old, "created" if state == "missing" else "rewritten",
-                                 reason)
+                                 reason, equal_nan)
             if outcome == "write":
                 return None
         return GoldenFailure(outcome, name, rel, nodeid, state, gen, here, ci=ci_value() is not None, error=err,
@@ -336,10 +341,16 @@ class Golden:
         return any(new_meta.get(k) != old_meta.get(k) for k in ("op", "dtype_case"))
 
     def _write(self, path: Path, rel: str, name: str, obtained: Stored, old: Stored | None, action: str,
-               reason: str) -> str:
+               reason: str, equal_nan: bool = False) -> str:
         """Write the golden and record the change (``--golden-changes``); returns its one-line summary."""
         if ci_value() is not None:
             raise GoldenError(f"refusing to write golden {rel}: CI is set (goldens are captured locally)")
+        if obtained.kind == "fp8" and not equal_nan:
+            n_nan = int(is_nan_code(obtained.codes, obtained.fmt).sum())
+            if n_nan:
+                raise GoldenError(f"golden {name!r}: refusing to store {n_nan} NaN code(s): NaN never passes unless "
+                                  f"asked, so the golden could never pass; pass golden.check(..., equal_nan=True) "
+                                  f"if the NaN codes are expected")
         write_golden(path, obtained, self._meta(name, obtained), root=self._state.root)
         d = diff(obtained, old) if old is not None else None
         n = obtained.tensor.numel()
@@ -388,7 +399,7 @@ class Golden:
             ) from None
 
     def _compare(self, name: str, rel: str, obtained: Stored, old: Stored, meta: dict[str, Any],
-                 tol: Any) -> GoldenMismatch | None:
+                 tol: Any, equal_nan: bool = False) -> GoldenMismatch | None:
         """None when ``obtained`` matches the golden, else the record of what differs."""
         arch = current_arch()
         m = GoldenMismatch(name=name, path=rel, generated_on=meta.get("arch"), device=meta.get("device"),
@@ -416,10 +427,10 @@ class Golden:
         # Always run the comparison, even when the bits are equal: it records the observation that the
         # session table (harness.summary) shows per op x dtype x arch.
         if obtained.kind == "fp8":
-            # nan_equal: a golden records codes, and a NaN code it recorded must face a NaN code
-            m.mismatch = check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype, nan_equal=True)
+            m.mismatch = check_fp8(obtained.codes, old.codes, obtained.fmt, t, op=op, dtype=dtype,
+                                   nan_equal=equal_nan)
         else:
-            m.mismatch = check_close(obtained.tensor, old.tensor, t, op=op, dtype=dtype)
+            m.mismatch = check_close(obtained.tensor, old.tensor, t, op=op, dtype=dtype, equal_nan=equal_nan)
         if m.mismatch is None and exact and not same_bits:
             m.bits_differ = int((_bits(obtained) != _bits(old)).sum())
         if m.mismatch is None and not m.bits_differ:

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.golden.decide import run_mode
-from harness.golden.unused import RECORD_KIND, RECORD_VERSION, unused_files
+from harness.golden.decide import max_bytes, run_mode
+from harness.golden.unused import RECORD_KIND, RECORD_VERSION, remove_leftover_temps, unused_files
 from harness.plugin import harness_op, session_key, session_of
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ class _Run:
         self.unused: list[str] = []
         self.partial: str | None = None
         self.error: str | None = None
+        self.leftovers: tuple[list[str], list[str]] = ([], [])  # temp files of killed writes: (removed, kept)
 
     def state(self) -> GoldenState:
         if self._state is None:
@@ -148,9 +149,15 @@ def pytest_configure(config: pytest.Config) -> None:
         mode = run_mode(config.getoption("golden_regen"), config.getoption("golden_regen_all"))
     except ValueError as e:  # a regen run with CI set
         raise pytest.UsageError(str(e)) from None
+    try:
+        max_bytes()
+    except ValueError as e:  # HARNESS_GOLDEN_MAX_BYTES that is no size
+        raise pytest.UsageError(str(e)) from None
     raw = config.getini("golden_dir") or "golden"
     root = Path(raw) if os.path.isabs(raw) else Path(config.rootpath) / raw
     run = _Run(config, mode, root)
+    if not hasattr(config, "workerinput"):  # once per session, before any worker writes
+        run.leftovers = remove_leftover_temps(root, Path(config.rootpath))
     session_of(config).add_section("golden", run)
     config.pluginmanager.register(_Tracker(run), "harness-golden-tracker")
 
@@ -361,6 +368,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if run is None or hasattr(config, "workerinput"):
         return
     tr = terminalreporter
+    removed, kept = run.leftovers
+    if removed or kept:
+        tr.write_sep("=", "golden: interrupted writes")
+        if removed:
+            tr.write_line(f"removed {len(removed)} temp file(s) left by golden writes that never finished "
+                          f"(a killed run):")
+            for rel in removed:
+                tr.write_line(f"  {rel}")
+        if kept:
+            tr.write_line(f"{len(kept)} such temp file(s) could not be removed; remove them by hand:", red=True)
+            for rel in kept:
+                tr.write_line(f"  {rel}")
     if run.changes or run.mode == "regen-all":
         created = sum(c["action"] == "created" for c in run.changes)
         tr.write_sep("=", "golden")

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +48,63 @@ def _rel(path: Path, rootdir: Path) -> str:
         return p.relative_to(Path(os.path.abspath(rootdir))).as_posix()
     except ValueError:
         return p.as_posix()
+
+
+#: A golden write's temp file (harness.golden.files): ``.<name>.npz.<pid>.<random>.tmp``, and the same without the pid
+#: (files written by an older harness).
+_TEMP = re.compile(r"\.(?P<name>.+\.npz)\.(?:(?P<pid>\d+)\.)?[A-Za-z0-9_]+\.tmp")
+#: A temp file older than this is a leftover whoever wrote it: a golden write takes well under a second.
+TEMP_MAX_AGE_S = 600.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process, or no pid at all: only its age can tell
+    return True
+
+
+def leftover_temps(root: Path, *, now: float | None = None) -> list[Path]:
+    """Temp files of golden writes that will never complete, under ``root``: their process is gone (killed mid-write,
+    ``kill -9``), or they are older than :data:`TEMP_MAX_AGE_S`. A temp file of a write in progress (a concurrent run
+    on this machine) is none. Regular files only; links are never followed."""
+    if not root.is_dir():
+        return []
+    t = time.time() if now is None else now
+    out = []
+    for d, _dirs, names in os.walk(root, followlinks=False):
+        for name in names:
+            m = _TEMP.fullmatch(name)
+            if m is None:
+                continue
+            p = Path(d) / name
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            pid = m.group("pid")
+            if t - st.st_mtime > TEMP_MAX_AGE_S or (pid is not None and int(pid) > 0 and not _alive(int(pid))):
+                out.append(p)
+    return sorted(out)
+
+
+def remove_leftover_temps(root: Path, rootdir: Path) -> tuple[list[str], list[str]]:
+    """Remove :func:`leftover_temps`; (removed, not removable) as paths relative to ``rootdir``, for the report."""
+    removed, kept = [], []
+    for p in leftover_temps(root):
+        try:
+            p.unlink()
+            removed.append(_rel(p, rootdir))
+        except FileNotFoundError:
+            pass  # another run removed it first
+        except OSError:
+            kept.append(_rel(p, rootdir))
+    return removed, kept
 
 
 def unused_files(root: Path, rootdir: Path, *, used: Iterable[str], items: Mapping[str, str],

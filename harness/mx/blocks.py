@@ -15,7 +15,17 @@ from __future__ import annotations
 
 import torch
 
-from harness.mx.formats import MXFormat, _check_codes, _check_float, _element_format, decode, e8m0_scale, encode
+from harness.mx.formats import (
+    SCALE_RULES,
+    MXFormat,
+    _check_codes,
+    _check_dense,
+    _check_float,
+    _element_format,
+    decode,
+    e8m0_scale,
+    encode,
+)
 
 __all__ = ["pack_fp4", "unpack_fp4", "quantize_mx", "dequantize_mx", "quantize_nvfp4", "dequantize_nvfp4"]
 
@@ -53,6 +63,7 @@ def unpack_fp4(packed: torch.Tensor, axis: int = -1) -> torch.Tensor:
     if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8:
         got = packed.dtype if isinstance(packed, torch.Tensor) else type(packed).__name__
         raise ValueError(f"packed: expected a torch.uint8 tensor; got {got}")
+    _check_dense(packed, "packed")
     ax = _axis(packed, axis, "packed")
     p = packed.movedim(ax, -1)
     return torch.stack((p & 0xF, p >> 4), dim=-1).flatten(-2).movedim(-1, ax)
@@ -70,7 +81,8 @@ def _blocks(x: torch.Tensor, block: int, axis: int, pad: bool, pack: bool) -> tu
             raise ValueError(f"x: size {n} along axis {axis} is not a multiple of block={block} "
                              "(pass pad=True to zero-pad)")
         xt = torch.nn.functional.pad(xt, (0, block - n % block))
-    return xt.reshape(*xt.shape[:-1], -1, block), ax
+    # the block count spelled out: -1 cannot be inferred for an empty x, (0, K) included
+    return xt.reshape(*xt.shape[:-1], xt.shape[-1] // block, block), ax
 
 
 def _finish(codes: torch.Tensor, f: MXFormat, ax: int, pack: bool) -> torch.Tensor:
@@ -93,6 +105,9 @@ def _decode_elements(codes: torch.Tensor, f: MXFormat, ax: int, pack: bool) -> t
             raise ValueError(f"codes: expected a torch.uint8 tensor of {f.name} codes; got {codes.dtype}")
         return codes.view(torch.float8_e4m3fn if f.name == "e4m3" else torch.float8_e5m2).float()
     if pack and f.name == "e2m1":
+        if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
+            got = codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__
+            raise ValueError(f"codes: expected a torch.uint8 tensor of packed e2m1 codes; got {got}")
         codes = unpack_fp4(codes, ax)
     return decode(codes, f.name)
 
@@ -116,6 +131,8 @@ def quantize_mx(x: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32, sca
     rounds through float32 first, which only matters for a float64 ``x``).
     """
     f = _element_format(fmt)
+    if scale_rule not in SCALE_RULES:
+        raise ValueError(f"scale_rule: expected one of {', '.join(SCALE_RULES)}; got {scale_rule!r}")
     xb, ax = _blocks(x, block, axis, pad, pack and f.name == "e2m1")
     scales = e8m0_scale(xb.abs().amax(-1), f, scale_rule)
     y = xb.double() / decode(scales, "e8m0").double().unsqueeze(-1)

@@ -7,6 +7,11 @@ Three rules side by side, because each misses what another sees:
 * **element codes**: within ``max_ulp`` steps of the element format, in the blocks whose scales are equal (codes of
   blocks at different scales are not comparable; those blocks are judged by the global rule only); up to
   ``floor(max_mismatch * n)`` may break it.
+* **NaN**: a NaN block scale, a NaN or inf element code, a NaN or inf NVFP4 global scale, and so a NaN value after
+  dequantization, fails on either side unless ``nan_equal=True``; then NaN passes only facing NaN at the same place
+  (any NaN code of the format, as ``torch.testing``'s ``equal_nan`` treats every NaN as one). Inf element codes and
+  an inf global scale never pass (MX casts saturate, so an inf code is a bug, as in :mod:`harness.compare`);
+  ``max_mismatch`` and ``scale_ulp`` never cover any of them.
 * **global error**: rel-L2 of the dequantized tensors (``max_rel_l2``) and, given the ``source`` the codes were
   quantized from, an SQNR floor (``min_sqnr_db``): the check that still bites when every element is "one code
   off".
@@ -26,8 +31,8 @@ import torch
 
 from harness import summary
 from harness.mx import diagnose
-from harness.mx.formats import decode, ulp_distance
-from harness.mx.layouts import unswizzle_scales
+from harness.mx.formats import ULP_FAR, decode, ulp_distance
+from harness.mx.layouts import swizzled_shape, unswizzle_scales
 from harness.mx.message import MAX_ROWS, BlockRow, ElemRow, MxMismatch, format_mx_mismatch
 from harness.mx.schemes import Scheme, get_scheme
 from harness.session import current_arch
@@ -52,20 +57,30 @@ def _parts(q: Any, scheme: Scheme, name: str) -> tuple[torch.Tensor, torch.Tenso
             raise TypeError(f"{name}: its {part} must be a torch.uint8 tensor of codes; got {got}")
     g = None
     if want == 3:
+        if not isinstance(q[2], (torch.Tensor, int, float)) or isinstance(q[2], bool) or (
+                isinstance(q[2], torch.Tensor) and not q[2].is_floating_point()):
+            got = q[2].dtype if isinstance(q[2], torch.Tensor) else type(q[2]).__name__
+            raise TypeError(f"{name}: its global_scale must be a float tensor or a number; got {got}")
         g = torch.as_tensor(q[2], dtype=torch.float32).detach().cpu()
         if g.numel() != 1:
             raise ValueError(f"{name}: its global_scale must be one value; got shape {tuple(g.shape)}")
     return q[0].detach().cpu(), q[1].detach().cpu(), g
 
 
-def _scales(s: torch.Tensor, layout: str, elems: torch.Tensor, block: int, name: str) -> torch.Tensor:
-    if layout not in LAYOUTS:
+def _scales(s: torch.Tensor, layout: str, elems: torch.Tensor, block: int, name: str, side: str) -> torch.Tensor:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"{name}: expected one of {', '.join(LAYOUTS)}; got {layout!r}")
     if layout == "linear":
         return s
     if elems.dim() != 2:
         raise ValueError(f"{name}='swizzled' needs 2-D codes (rows, K); got shape {tuple(elems.shape)}")
-    return unswizzle_scales(s, elems.shape[0], elems.shape[1] // block)
+    rows, cols = elems.shape[0], elems.shape[1] // block
+    R, C = swizzled_shape(rows, cols)
+    if s.numel() != R * C:
+        raise ValueError(f"{side}: its scales have shape {tuple(s.shape)}, not the {R * C} bytes of a swizzled "
+                         f"buffer ({R}x{C}, padded from {rows}x{cols}) for codes of shape {tuple(elems.shape)} "
+                         f"({name}='swizzled')")
+    return unswizzle_scales(s, rows, cols)
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -126,14 +141,23 @@ def _global(a: torch.Tensor, e: torch.Tensor, src: torch.Tensor | None) -> tuple
     return rel, sqnr(a), sqnr(e)
 
 
+def _nan_rule(nan_a: torch.Tensor, nan_e: torch.Tensor, special: torch.Tensor, nan_equal: bool
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(accepted, refused) masks of the special values: NaN facing NaN is accepted only with ``nan_equal``;
+    every other NaN or inf (``special``: either side) is refused."""
+    accepted = nan_a & nan_e if nan_equal else torch.zeros_like(special)
+    return accepted, special & ~accepted
+
+
 def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_ulp: int = 0,
              max_rel_l2: float | None = None, min_sqnr_db: float | None = None, source: torch.Tensor | None = None,
-             layout: str = "linear", expected_layout: str = "linear", op: str = "", dtype: str = ""
-             ) -> MxMismatch | None:
+             layout: str = "linear", expected_layout: str = "linear", op: str = "", dtype: str = "",
+             nan_equal: bool = False) -> MxMismatch | None:
     """The comparison behind :func:`assert_mx_close`; None when every rule holds."""
-    from harness.compare.checks import row_identity
+    from harness.compare.checks import check_flag, row_identity
 
     sch = get_scheme(scheme)
+    check_flag(nan_equal, "nan_equal")
     _check_limit(scale_ulp, "scale_ulp", integer=True)
     _check_limit(max_rel_l2, "max_rel_l2")
     if min_sqnr_db is not None and not (isinstance(min_sqnr_db, (int, float)) and math.isfinite(min_sqnr_db)):
@@ -148,8 +172,8 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     if ae.shape != ee.shape:
         m.shapes["element codes"] = (tuple(ae.shape), tuple(ee.shape))
     else:
-        as_ = _scales(as_, layout, ae, sch.block, "layout")
-        es = _scales(es, expected_layout, ee, sch.block, "expected_layout")
+        as_ = _scales(as_, layout, ae, sch.block, "layout", "actual")
+        es = _scales(es, expected_layout, ee, sch.block, "expected_layout", "expected")
         want = (*ae.shape[:-1], ae.shape[-1] // sch.block) if ae.dim() else ()
         for what, s in (("actual scales", as_), ("expected scales", es)):
             if tuple(s.shape) != tuple(want) or ae.shape[-1] % sch.block:
@@ -165,20 +189,32 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
         return m
 
     # block scales
-    sd = torch.where(as_ == es, 0, ulp_distance(as_, es, sch.scale))  # identical codes (NaN too) are 0 apart
+    sa_nan, se_nan = torch.isnan(decode(as_, sch.scale)), torch.isnan(decode(es, sch.scale))
+    s_ok, s_bad = _nan_rule(sa_nan, se_nan, sa_nan | se_nan, nan_equal)
+    sd = torch.where(as_ == es, 0, ulp_distance(as_, es, sch.scale))
+    sd = torch.where(s_bad, ULP_FAR, torch.where(s_ok, 0, sd))
     m.n_blocks = sd.numel()
-    m.k_blocks = int((sd > scale_ulp).sum())
+    m.k_blocks = int(((sd > scale_ulp) | s_bad).sum())
+    m.nan_blocks = int(s_bad.sum())
     m.n_diff_blocks = int((sd > 0).sum())
     if m.n_blocks:
         i = int(sd.reshape(-1).argmax())
         m.worst_scale_ulp, m.worst_scale_index = int(sd.reshape(-1)[i]), _index(i, sd.shape)
-    if ag is not None and not (float(ag) == float(eg) or (math.isnan(float(ag)) and math.isnan(float(eg)))):
-        m.global_scales = (float(ag), float(eg))
-    # elements, in blocks whose scales are equal
+    if ag is not None:
+        fa, fe = float(ag), float(eg)
+        both_nan = math.isnan(fa) and math.isnan(fe) and nan_equal
+        if not ((fa == fe and math.isfinite(fa)) or both_nan):
+            m.global_scales = (fa, fe)
+    # elements, in blocks whose scales are equal; a NaN or inf code is judged everywhere
     same = (as_ == es).repeat_interleave(sch.block, -1)
+    va_el, ve_el = _elem_values(ae, sch), _elem_values(ee, sch)
+    e_ok, e_bad = _nan_rule(torch.isnan(va_el), torch.isnan(ve_el), ~torch.isfinite(va_el) | ~torch.isfinite(ve_el),
+                            nan_equal)
     ud = _elem_ulp(ae, ee, sch)
-    ud = torch.where(ae == ee, 0, ud)  # identical codes (NaN ones too) are 0 apart
-    bad = (ud > m.max_ulp) & same
+    ud = torch.where(ae == ee, 0, ud)
+    ud = torch.where(e_bad, ULP_FAR, torch.where(e_ok, 0, ud))
+    bad = ((ud > m.max_ulp) & same) | e_bad
+    m.nan_elems = int(e_bad.sum())
     m.n_elems, m.n_compared, m.k_elems = ee.numel(), int(same.sum()), int(bad.sum())
     m.allowed_k = math.floor(tol.max_mismatch * m.n_compared + 1e-9)
     cmp = torch.where(same, ud, -1)
@@ -194,10 +230,11 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     src = None if source is None else source.detach().cpu()
     m.rel_l2, m.sqnr_db, m.sqnr_expected_db = _global(av, ev, src)
     nan_a, nan_e = torch.isnan(av), torch.isnan(ev)
-    nan_ok = bool(torch.equal(nan_a, nan_e))
+    nan_ok = bool(torch.equal(nan_a, nan_e)) and (nan_equal or not bool(nan_a.any()))
     if not nan_ok:
         m.nan_counts = (int(nan_a.sum()), int(nan_e.sum()))
-    passed = (m.k_blocks == 0 and m.global_scales is None and m.k_elems <= m.allowed_k and nan_ok
+    passed = (m.k_blocks == 0 and m.global_scales is None and m.k_elems <= m.allowed_k and m.nan_elems == 0
+              and nan_ok
               and (max_rel_l2 is None or m.rel_l2 <= max_rel_l2)
               and (min_sqnr_db is None or (m.sqnr_db is not None and m.sqnr_db >= min_sqnr_db)))
     summary.record(op=op, dtype=dtype, arch=arch, n=m.n_elems, worst_ulp=m.worst_ulp, tol=tol, passed=passed,
@@ -206,7 +243,7 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     if passed:
         return None
     m.hist = {label: int(((ud >= lo) & (ud <= hi) & same).sum()) for label, lo, hi in _HIST}
-    bad_blocks = (sd > scale_ulp).reshape(-1).nonzero().reshape(-1)
+    bad_blocks = ((sd > scale_ulp) | s_bad).reshape(-1).nonzero().reshape(-1)
     order = torch.sort(sd.reshape(-1)[bad_blocks], descending=True, stable=True).indices[:MAX_ROWS]
     sa_v, se_v = decode(as_, sch.scale).reshape(-1), decode(es, sch.scale).reshape(-1)
     for i in bad_blocks[order].tolist():
@@ -255,7 +292,7 @@ def assert_mx_close(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance |
                     max_ulp: int | None = None, max_mismatch: float | None = None, scale_ulp: int = 0,
                     max_rel_l2: float | None = None, min_sqnr_db: float | None = None,
                     source: torch.Tensor | None = None, layout: str = "linear", expected_layout: str = "linear",
-                    op: str = "", dtype: str = "", msg: Msg = None) -> None:
+                    op: str = "", dtype: str = "", msg: Msg = None, nan_equal: bool = False) -> None:
     """Assert that block-scaled ``actual`` is ``expected`` within the rules of the module docstring.
 
     ``actual`` / ``expected``: ``(codes, scales)`` (MX) or ``(codes, scales, global_scale)`` (NVFP4), as
@@ -264,13 +301,13 @@ def assert_mx_close(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance |
     ``max_ulp=`` / ``max_mismatch=`` (default 0: bit-exact). ``layout``: how actual's scales are laid out
     (``swizzled``: the 128x4 layout, unswizzled here). ``source``: the tensor both were quantized from; it adds
     the SQNR figures and, on failure, the diagnosis line. ``msg``: a str becomes the first line; a callable gets the
-    report.
+    report. ``nan_equal``: let NaN (scales, element codes, the global scale) pass facing NaN at the same place.
     """
     __tracebackhide__ = True
     t = _tol(tol, max_ulp, max_mismatch)
     m = check_mx(actual, expected, scheme, tol=t, scale_ulp=scale_ulp, max_rel_l2=max_rel_l2,
                  min_sqnr_db=min_sqnr_db, source=source, layout=layout, expected_layout=expected_layout, op=op,
-                 dtype=dtype)
+                 dtype=dtype, nan_equal=nan_equal)
     if m is not None:
         if msg is not None:
             m.msg = msg

@@ -144,16 +144,30 @@ def _values(f: MXFormat, device: torch.device) -> torch.Tensor:
     return _values_cpu(f).to(device)
 
 
+def _check_dense(t: torch.Tensor, arg: str) -> None:
+    """Values to read: not on the meta device (a shape without values), not sparse."""
+    if t.device.type == "meta":
+        raise ValueError(f"{arg}: is on the meta device: it has a shape and a dtype but no values")
+    if t.layout != torch.strided:
+        raise ValueError(f"{arg}: has layout {t.layout}; pass a dense tensor ({arg}.to_dense())")
+
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
 def _check_float(x: object, arg: str) -> None:
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+    if not isinstance(x, torch.Tensor) or x.dtype not in _FLOATS:
         got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{arg}: expected a floating-point torch.Tensor; got {got}")
+        raise ValueError(f"{arg}: expected a floating-point torch.Tensor (float16, bfloat16, float32 or float64; "
+                         f"FP8 values: upcast them first); got {got}")
+    _check_dense(x, arg)
 
 
 def _check_codes(codes: object, f: MXFormat, arg: str = "codes") -> torch.Tensor:
     if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
         got = codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__
         raise ValueError(f"{arg}: expected a torch.uint8 tensor of {f.name} codes; got {got}")
+    _check_dense(codes, arg)
     if codes.numel() and int(codes.max()) >= 1 << f.bits:
         raise ValueError(f"{arg}: {f.name} codes are {f.bits}-bit (< {1 << f.bits:#x}); got {int(codes.max()):#x}")
     return codes.long()

@@ -36,9 +36,9 @@ def _offsets(rows: int, cols: int, device: torch.device) -> torch.Tensor:
 
 def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
     """(rows, cols) scales as the flat swizzled buffer (1-D, ``prod(swizzled_shape(rows, cols))`` long, padding 0)."""
-    if not isinstance(scales, torch.Tensor) or scales.dim() != 2:
+    if not isinstance(scales, torch.Tensor) or scales.dim() != 2 or scales.layout != torch.strided:
         got = tuple(scales.shape) if isinstance(scales, torch.Tensor) else type(scales).__name__
-        raise ValueError(f"scales: expected a 2-D (rows, cols) tensor; got {got}")
+        raise ValueError(f"scales: expected a dense 2-D (rows, cols) tensor; got {got}")
     R, C = swizzled_shape(*scales.shape)
     padded = scales.new_zeros(R, C)
     padded[: scales.shape[0], : scales.shape[1]] = scales
@@ -50,7 +50,7 @@ def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
 def unswizzle_scales(swizzled: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     """The (rows, cols) scales held in a swizzled buffer (any shape with the right number of elements)."""
     R, C = swizzled_shape(rows, cols)
-    if not isinstance(swizzled, torch.Tensor) or swizzled.numel() != R * C:
+    if not isinstance(swizzled, torch.Tensor) or swizzled.numel() != R * C or swizzled.layout != torch.strided:
         got = tuple(swizzled.shape) if isinstance(swizzled, torch.Tensor) else type(swizzled).__name__
         raise ValueError(f"swizzled: expected {R * C} elements ({R}x{C} padded from {rows}x{cols}); got {got}")
     return swizzled.reshape(-1)[_offsets(R, C, swizzled.device)][:rows, :cols]

@@ -52,7 +52,8 @@ class MxMismatch:
     shapes: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # what -> (a, e)
     # block scales
     n_blocks: int = 0
-    k_blocks: int = 0  # scales further apart than scale_ulp
+    k_blocks: int = 0  # scales further apart than scale_ulp, or NaN where NaN is not accepted
+    nan_blocks: int = 0  # NaN scales not accepted (no nan_equal, or facing a number)
     n_diff_blocks: int = 0  # scales that differ at all (elements of these blocks are not compared code by code)
     scale_ulp: int = 0
     worst_scale_ulp: int = 0
@@ -62,6 +63,7 @@ class MxMismatch:
     n_elems: int = 0
     n_compared: int = 0
     k_elems: int = 0
+    nan_elems: int = 0  # NaN / inf element codes not accepted (anywhere, whatever the scales)
     allowed_k: int = 0
     max_ulp: int = 0
     worst_ulp: int = 0
@@ -123,7 +125,7 @@ def _rule(m: MxMismatch) -> str:
         parts.append(f"rel-L2 of the dequantized tensors <= {fmt_sci(m.max_rel_l2)}")
     if m.min_sqnr_db is not None:
         parts.append(f"SQNR vs source >= {m.min_sqnr_db:.2f} dB")
-    return "; ".join(parts) + "; NaN never passes unless both sides are NaN"
+    return "; ".join(parts) + "; NaN never passes unless nan_equal=True and both sides are NaN; inf never"
 
 
 def _tolerance_lines(tol: Any) -> list[str]:
@@ -148,8 +150,14 @@ def format_mx_mismatch(m: MxMismatch) -> str:
                  + (f"; {m.n_diff_blocks} differ at all" if m.n_diff_blocks != m.k_blocks else "")
                  + (f"; greatest distance {_ulp(m.worst_scale_ulp)} at block {fmt_index(m.worst_scale_index)}"
                     if m.worst_scale_index is not None else ""))
+    if m.nan_blocks:
+        lines.append(f"NaN block scales: {m.nan_blocks} not accepted (pass nan_equal=True to accept NaN facing NaN)")
     if m.global_scales is not None:
-        lines.append(f"Global scale: actual {m.global_scales[0]!r}, expected {m.global_scales[1]!r} (must be equal)")
+        lines.append(f"Global scale: actual {m.global_scales[0]!r}, expected {m.global_scales[1]!r} (must be equal "
+                     f"and finite; NaN facing NaN only with nan_equal=True)")
+    if m.nan_elems:
+        lines.append(f"NaN/inf element codes: {m.nan_elems} not accepted (inf never; NaN only facing NaN with "
+                     f"nan_equal=True)")
     allowed = f", up to {m.allowed_k} allowed" if m.allowed_k else ""
     lines.append(f"Mismatched elements: {_pct(m.k_elems, m.n_compared)}{allowed}, of {m.n_elems} "
                  f"({m.n_elems - m.n_compared} in blocks with other scales, judged by the global error only)")

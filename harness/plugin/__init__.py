@@ -199,13 +199,14 @@ def pytest_configure(config: pytest.Config) -> None:
         if not nested:
             _refuse_early_kernels()
     override = config.getoption("harness_arch")
-    arch = parse_arch(override) if override else detect_arch()
+    arch = _usage_arch(override, _arch_source(config)) if override else detect_arch()
     if lane == "gpu" and not arch.is_gpu:
         raise pytest.UsageError(
             f"--harness-arch={override}: the gpu lane runs kernels on a GPU, so the assumed arch must be a GPU "
             f"arch (smXY, gfxNNN), not {arch.name}"
         )
     s.arch, s.lane = arch, lane
+    _check_report_path(config)
     config.stash[_plan_key] = None
     threads = _worker_threads()  # checked in every process: a bad value stops the run before workers start
     if hasattr(config, "workerinput"):
@@ -271,6 +272,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 # --- collection-time gating -------------------------------------------------------------------------------
 
+def _arch_source(config: pytest.Config) -> str:
+    """Where ``--harness-arch``'s value came from: its default, ``HARNESS_ARCH``, unless it differs from that."""
+    value = config.getoption("harness_arch")
+    return f"{ENV_ARCH}={value}" if value == os.environ.get(ENV_ARCH) else f"--harness-arch={value}"
+
+
+def _usage_arch(spec: Any, where: str) -> Arch:
+    """``parse_arch(spec)``, a bad name a usage error naming ``where`` it was written."""
+    try:
+        return parse_arch(spec)
+    except (TypeError, ValueError) as e:
+        raise pytest.UsageError(f"{where}: {e}") from None
+
+
 def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
     # the lane decides where a test can execute ...
     if item.get_closest_marker("lane_independent"):
@@ -289,7 +304,7 @@ def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
     if m is not None:
         if not m.args:
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.arch needs at least one arch name")
-        wanted = [parse_arch(a) for a in m.args]
+        wanted = [_usage_arch(a, f"{item.nodeid}: @pytest.mark.arch") for a in m.args]
         # Exact family on purpose: a kernel built for sm90a (wgmma) does not run on sm100; ">=" would lie.
         if not any(arch.same_family(w) for w in wanted):
             names = ", ".join(w.family for w in wanted)
@@ -298,7 +313,7 @@ def _gate(item: pytest.Item, arch: Arch, lane: str) -> str | None:
     if m is not None:
         if len(m.args) != 1:
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.min_arch takes exactly one arch name")
-        need = parse_arch(m.args[0])
+        need = _usage_arch(m.args[0], f"{item.nodeid}: @pytest.mark.min_arch")
         if not arch.at_least(need):
             return f"needs {need.name}+ (running on {arch.name})"
     return None
@@ -476,7 +491,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     path = config.getoption("harness_report")
     if path:
-        report.write(path, s.report())  # shards' reports merge with python -m harness report merge
+        try:
+            report.write(path, s.report())  # shards' reports merge with python -m harness report merge
+        except OSError as e:  # checked at configure time; what changed since costs the report, never the run
+            tr = config.pluginmanager.get_plugin("terminalreporter")
+            line = f"harness: --harness-report={path}: not written: {e.strerror or e}"
+            if tr is not None:
+                tr.write_line(line, red=True)
+            else:
+                print(line, file=sys.stderr)
+
+
+def _check_report_path(config: pytest.Config) -> None:
+    path = config.getoption("harness_report")
+    problem = None if path is None or hasattr(config, "workerinput") else report.check_path(path)
+    if problem:
+        raise pytest.UsageError(f"--harness-report={path}: {problem}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -180,3 +180,39 @@ def test_supports_format_agrees_with_the_compiler(fmt):
             got = "compiles" if compiled else error_line(r)
             wrong.append(f"{target}: model says {said}, compiler: {got}")
     assert not wrong, f"triton {triton.__version__}, {fmt}:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("bad, near", [("sm900", "sm90"), ("sm91", "sm90"), ("sm95", "sm90"), ("gfx9999", "gfx909"),
+                                       ("sm10", None), ("bogus", None), ("gfx943", "gfx942")])
+def test_unknown_archs_are_refused_with_the_nearest_known_name(bad, near):
+    """A well-formed name no GPU has (sm91, gfx9999) used to be accepted and judged as that arch."""
+    with pytest.raises(ValueError) as e:
+        parse_arch(bad)
+    text = str(e.value)
+    assert text.startswith(f"arch {bad!r} ") and "known archs: interp, cpu, sm30," in text
+    if near is not None:
+        assert f"(did you mean {near!r}?)" in text
+
+
+def test_compile_targets_keep_their_own_check_and_detection_never_refuses(monkeypatch):
+    """known=False (compile targets, checked against the installed Triton) accepts a well-formed name; a GPU newer
+    than the table is what runs, so detecting it never raises."""
+    import torch
+
+    from harness import arch
+
+    assert parse_arch("sm91", known=False).cc == 91
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (13, 0))
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert arch.detect_arch() == Arch("sm130", "cuda", (13, 0))
+
+
+def test_outside_pytest_a_bad_harness_arch_names_the_variable(monkeypatch):
+    from harness import session
+
+    monkeypatch.setattr(session, "_stack", [])
+    monkeypatch.setenv("HARNESS_ARCH", "sm91")
+    with pytest.raises(ValueError, match=r"^HARNESS_ARCH=sm91: arch 'sm91' .*did you mean 'sm90'"):
+        session.current_arch()

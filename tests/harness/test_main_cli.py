@@ -68,18 +68,46 @@ def test_regen_changes_path_is_kept(fake_pytest, tmp_path):
     keep = tmp_path / "c.json"
     for argv in (["--changes", str(keep), "-k", "x"], [f"--changes={keep}", "-k", "x"]):
         assert main(["golden", "regen", *argv]) == 0
-        assert fake_pytest[-1][6] == f"--golden-changes={keep}"
         assert pytest_part(fake_pytest[-1])[1] == ["-k", "x"]
         assert json.loads(keep.read_text())["checked"] == 3
         keep.unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_regen_never_deletes_or_overwrites_a_changes_file_it_did_not_create(tmp_path, capsys):
+    """``--changes PATH`` deleted an existing PATH before pytest ran, so a bad pytest argument lost it. Now an
+    existing PATH is refused before pytest runs, unless --overwrite-changes; even then it is replaced only once
+    pytest has written the list."""
+    keep = tmp_path / "mine.json"
+    keep.write_text("not the command's")
+    assert main(["golden", "regen", "--changes", str(keep), "--no-such-pytest-option"]) == 2
+    assert "golden regen: --changes " + str(keep) + ": the file exists; remove it or pass --overwrite-changes" in (
+        capsys.readouterr().err)
+    assert keep.read_text() == "not the command's"
+    rc = main(["golden", "regen", "--changes", str(keep), "--overwrite-changes", "--no-such-pytest-option",
+               "-p", "no:cacheprovider"])
+    assert rc != 0 and keep.read_text() == "not the command's"  # pytest refused: nothing to replace it with
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.json"]
+    for bad, why in ((tmp_path, "exists and is not a regular file"), (tmp_path / "no" / "c.json", "is not a dir")):
+        assert main(["golden", "regen", "--changes", str(bad)]) == 2
+        assert why in capsys.readouterr().err
+    assert main(["golden", "regen", "--overwrite-changes"]) == 2
+    assert "--overwrite-changes needs --changes PATH" in capsys.readouterr().err
+
+
+def test_regen_overwrites_only_when_asked(fake_pytest, tmp_path):
+    keep = tmp_path / "c.json"
+    keep.write_text("old")
+    assert main(["golden", "regen", "--changes", str(keep), "--overwrite-changes"]) == 0
+    assert json.loads(keep.read_text())["checked"] == 3
 
 
 @pytest.mark.parametrize(
     "argv, usage",
     [([], "usage: python -m harness [-h] COMMAND ..."),
      (["golden"], "usage: python -m harness golden [-h] COMMAND ..."),
-     (["golden", "regen"], "usage: python -m harness golden regen [-h] [--failed] [--changes PATH] [--] "
-                           "[pytest args...]"),
+     (["golden", "regen"], "usage: python -m harness golden regen [-h] [--failed] [--changes PATH "
+                           "[--overwrite-changes]] [--] [pytest args...]"),
      (["compile"], "usage: python -m harness compile [-h] [--sig NAME=TYPE,...]"),
      ],
 )

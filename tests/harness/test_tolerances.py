@@ -1,5 +1,8 @@
 """The (op, dtype, arch) table: fallback order, defaults, TOML rows, errors."""
 
+import os
+import threading
+
 import pytest
 
 from harness import session, tolerances
@@ -100,13 +103,82 @@ def test_toml_rows(tmp_path):
      ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "*"\nrtool = 1\n', "unknown field"),
      ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "*"\natol = -1\n', "row 1: Tolerance.atol"),
      ('[[tolerance]\n', "invalid TOML"),
-     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "ampere"\n', "not understood")],
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "ampere"\n', "not understood"),
+     # rows that would load and never apply, or silently replace another
+     ('[[tolerance]]\nop = "a"\ndtype = "fp33"\narch = "*"\n', r"row 1: dtype 'fp33' is no dtype.*'fp32'"),
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16-e4nx"\narch = "*"\n', r"row 1: dtype 'bf16-e4nx' is no dtype"),
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "sm91"\n', r"row 1: arch 'sm91' .*did you mean 'sm90'"),
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "bogus"\n', r"bad.toml:1, row 1: arch 'bogus' is not"),
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "*"\n[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "*"\n',
+      r"bad.toml:5, row 2: row a/bf16/\* is already defined at .*bad.toml:1"),
+     # wrong types: an error naming the file and the field, never a TypeError traceback
+     ('[[tolerance]]\nop = "a"\ndtype = 5\narch = "*"\n', r"bad.toml:1, row 1: dtype must be a non-empty string"),
+     ('[[tolerance]]\nop = 5\ndtype = "bf16"\narch = "*"\n', r"bad.toml:1, row 1: op must be a non-empty string"),
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = 90\n', r"bad.toml:1, row 1: arch must be a non-empty"),
+     ('tolerance = [1, 2]\n', r"bad.toml: 'tolerance' must be an array of tables"),
+     ('[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "*"\nnote = 3\n', r"row 1: note must be a string")],
 )
 def test_toml_errors_name_file_and_row(tmp_path, body, match):
     f = tmp_path / "bad.toml"
     f.write_text(body)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as e:
         load_toml(f)
+    assert "bad.toml" in str(e.value)
+
+
+def test_a_file_that_is_not_utf8_text_is_named(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_bytes(b'[[tolerance]]\nop = "\xff\xfe"\n')
+    with pytest.raises(ValueError, match=r"tolerance file .*bad.toml: not UTF-8 text"):
+        load_toml(f)
+
+
+def test_a_row_defined_in_two_files_is_refused_naming_both(tmp_path):
+    row = '[[tolerance]]\nop = "a"\ndtype = "bf16"\narch = "sm90"\nrtol = {}\n'
+    (tmp_path / "a.toml").write_text(row.format(0.1))
+    (tmp_path / "b.toml").write_text(row.format(0.5))
+    with pytest.raises(ValueError, match=r"tolerance file b.toml:1, row 1: row a/bf16/sm90 is already defined at "
+                                         r"a.toml:1"):
+        tolerances.ToleranceTable().load_globs(["*.toml"], tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_matched_by_the_globs_is_refused_not_read(tmp_path):
+    """Reading a FIFO blocks until a writer comes: the session start hung. It is refused by its file type."""
+    fifo = tmp_path / "rows.toml"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def load():
+        try:
+            tolerances.ToleranceTable().load_globs(["*.toml"], tmp_path)
+        except ValueError as e:
+            outcome.append(str(e))
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():  # unblock the reader, then fail
+        os.close(os.open(fifo, os.O_WRONLY))
+        t.join(10)
+        pytest.fail("load_globs blocked on a FIFO")
+    assert outcome == ["tolerance file rows.toml: not a regular file; expected a TOML file of [[tolerance]] rows"]
+
+
+def test_the_dtype_names_rows_are_checked_against_are_the_harness_own():
+    """tolerances spells the names without importing torch; they must be the dtype, FP8 and MX tables' own."""
+    from harness import fp8
+    from harness.dtypes import FLOAT_DTYPES
+    from harness.mx import SCALE_RULES, SCHEMES
+
+    assert tolerances.FLOAT_NAMES == tuple(FLOAT_DTYPES)
+    assert tolerances.FP8_NAMES == tuple(fp8.FORMATS)
+    assert tolerances.MX_NAMES == tuple(SCHEMES)
+    assert tolerances.MX_RULES == tuple(SCALE_RULES)
+    for d in ("*", "bf16", "e4nv", "nvfp4", "bf16-e4b15", "fp32-nvfp4", "bf16-mxfp4-rceil"):
+        assert tolerances.known_dtype(d), d
+    for d in ("fp33", "bf16-", "bf16-fp16", "e4nv-bf16", "bf16-mxfp4-round", "bf16-nvfp4-rceil-x", ""):
+        assert not tolerances.known_dtype(d), d
 
 
 # ------------------------------------------------------------------------------- issue 9: precedence, kinds

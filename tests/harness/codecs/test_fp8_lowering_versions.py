@@ -109,3 +109,14 @@ def test_installed_triton_emits_what_its_row_says(cc, src, fmt):
                               f"model's row ({row.to16}, {row.final}; {row.source}) implies {sorted(expected)}")
     if row.final.startswith("sw_e5m2_rne"):
         assert "min.f16x2" in k.asm["ptx"] and "0x7b007b00" in k.asm["ptx"]  # the saturation of 3.9's software
+
+
+@pytest.mark.parametrize("version", ["banana", "3.x", "", "v3.6"])
+def test_a_version_that_is_no_version_is_refused_naming_the_argument(version):
+    """A nonexistent version string was mapped to Triton 3.6's model with a warning, as if it were a real one."""
+    with pytest.raises(ValueError, match=rf"triton='{re.escape(version)}' is not a Triton version"):
+        fp8.lowering_version(version)
+    with pytest.raises(ValueError, match=r"triton="):
+        fp8.encode(torch.ones(2), "e4nv", arch="sm90", triton=version)
+    with pytest.raises(TypeError, match=r"triton must be a version string"):
+        fp8.lowering_version(3.6)

@@ -224,10 +224,19 @@ def test_nan_codes_never_pass_by_default():
     with pytest.raises(AssertionError):
         public.assert_fp8_close(nan, nan, "e4nv", max_ulp=100)
     public.assert_fp8_within_one_ulp(nan, nan, "e4nv", nan_equal=True)
-    with pytest.raises(AssertionError):  # identical NaN only: 0x7f vs 0xff is not "equal NaN"
-        public.assert_fp8_within_one_ulp(nan, _codes(0xFF), "e4nv", nan_equal=True)
+    with pytest.raises(AssertionError):
+        public.assert_fp8_within_one_ulp(nan, _codes(0xFF), "e4nv")
     with pytest.raises(AssertionError):  # NaN vs a number, even with a huge floor
         public.assert_fp8_within_one_ulp(nan, _codes(0x7E), "e4nv", floor=1e9, nan_equal=True)
+
+
+@pytest.mark.parametrize("fmt, a, b", [("e4nv", 0x7F, 0xFF), ("e5m2", 0x7D, 0xFF), ("e5m2", 0x7E, 0x7F)])
+def test_nan_equal_takes_any_two_nan_codes_of_the_format(fmt, a, b):
+    """Two NaN codes of one format are both NaN: nan_equal=True is torch's equal_nan, not "the same bits"."""
+    public.assert_fp8_close(_codes(a, 0x38), _codes(b, 0x38), fmt, nan_equal=True)
+    public.assert_fp8_within_one_ulp(_codes(a), _codes(b), fmt, nan_equal=True)
+    with pytest.raises(AssertionError, match=r"Mismatched elements: 1 / 1"):
+        public.assert_fp8_close(_codes(a), _codes(b), fmt, max_ulp=255)
 
 
 def test_inf_codes_never_pass():

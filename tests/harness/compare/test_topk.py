@@ -366,3 +366,12 @@ def test_failure_entries_carry_their_scores_in_order():
     miss, _ = check_topk_multiset_equal(torch.tensor([[2, 3, 4]]), torch.tensor([[90.0, 100.0, 5.0, 4.0, 3.0]]),
                                         k=3, tol=Tolerance(rtol=0.97))
     assert miss.check == "missing" and miss.entries == [(1, 100.0, None), (0, 90.0, None)]
+
+
+def test_an_fp8_code_row_is_refused_not_read_as_exact():
+    """Scores are compared by value: a code rule (max_ulp) has rtol = atol = 0 and judged them as exact, silently."""
+    with pytest.raises(ValueError, match=r"is a codes rule, but a float comparison needs a float rule"):
+        assert_topk_multiset_equal(torch.tensor([[0, 1]]), SCORES[:1], k=2, tol=Tolerance(max_ulp=3))
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(ValueError, match=r"tol must be a finite atol >= 0"):
+            assert_topk_multiset_equal(torch.tensor([[0, 1]]), SCORES[:1], k=2, tol=bad)

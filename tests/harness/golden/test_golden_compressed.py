@@ -436,3 +436,43 @@ def test_read_golden_with_a_root_refuses_a_path_outside_it(tmp_path):
     assert torch.equal(read_golden(tmp_path / "outside.npz")[0], _tensor())
     with pytest.raises(files.GoldenPathError, match="escapes the golden dir"):
         read_golden(root / ".." / "outside.npz", root=root)
+
+
+def test_an_honest_zip_bomb_is_refused_by_the_absolute_cap(tmp_path, monkeypatch):
+    """A golden whose sizes are all honest (within deflate's ratio, header and CRC consistent) was inflated whatever
+    its size: 0.5 MB to 512 MiB. The cap (HARNESS_GOLDEN_MAX_BYTES, default 256 MiB) refuses it before inflating,
+    naming the file, the member and the setting. Here 2 MiB of zeros (a few KB deflated) against a 1 MiB cap."""
+    assert files.DEFAULT_MAX_BYTES == 256 << 20
+    data = encode_golden(to_stored(torch.zeros(1 << 19)), META)  # 2 MiB of float32 zeros
+    p = tmp_path / "bomb.npz"
+    p.write_bytes(data)
+    assert len(data) < 1 << 14
+    read_golden(p)  # within the default cap
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", str(1 << 20))
+    with pytest.raises(GoldenFormatError, match=r"golden file .*bomb.npz: member tensor.npy takes 2,097,280 bytes, "
+                                                r"more than the 1,048,576-byte cap of a golden \(set "
+                                                r"HARNESS_GOLDEN_MAX_BYTES to read bigger ones\); not read"):
+        read_golden(p)
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", str(len(data) - 1))  # the file itself is over the cap
+    with pytest.raises(GoldenFormatError, match=r"golden file .*bomb.npz takes [\d,]+ bytes, more than the"):
+        read_golden(p)
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", str(1 << 20))
+    with pytest.raises(GoldenError, match=r"golden 'out': refusing to store 2,097,152 bytes, more than the "
+                                          r"1,048,576-byte cap"):
+        write_golden(tmp_path / "new.npz", to_stored(torch.zeros(1 << 19)), META)
+    assert not (tmp_path / "new.npz").exists()
+
+
+def test_the_members_together_count_against_the_cap(tmp_path, monkeypatch):
+    meta = json.dumps({"name": "x"}).encode()
+    two = _zip({"meta.npy": _npy(np.frombuffer(meta, np.uint8)), "tensor.npy": _npy(np.zeros(3000, np.uint8))})
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", "3200")  # each member fits, the two together do not
+    with pytest.raises(GoldenFormatError, match=r"\(its members inflated\) takes [\d,]+ bytes, more than the 3,200"):
+        decode_golden(two, tmp_path / "g.npz")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1e9", "lots"])
+def test_a_cap_that_is_no_size_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", value)
+    with pytest.raises(ValueError, match=rf"HARNESS_GOLDEN_MAX_BYTES='{value}': expected a positive int"):
+        files.max_bytes()

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,8 +66,8 @@ def test_float(golden):
 def test_fp8(golden):
     codes = torch.arange(0, 128, 16, dtype=torch.int32).to(torch.uint8)  # 0x00..0x70: finite e4nv codes
     codes[5] += shift()
-    codes[7] = 0x7F  # a NaN code: recorded by the golden, it must face a NaN code again
-    golden.check("codes", codes.view(torch.float8_e4m3fn))
+    codes[7] = 0x7F  # a NaN code: recorded by the golden, it must face a NaN code again (asked for)
+    golden.check("codes", codes.view(torch.float8_e4m3fn), equal_nan=True)
 '''
 
 OUT = "golden/test_k/test_float/_/out.npz"
@@ -187,6 +188,41 @@ def test_zeros(golden):
                             "payload); bit-exact is required on the generating arch"])
     # another arch compares values through the table, where -0 == +0
     run(pytester, "--harness-arch=sm90", shift=1).assert_outcomes(passed=1)
+
+
+def test_fp8_nan_codes_pass_only_with_equal_nan(pytester):
+    """A NaN code passes a golden check only when the test asks (equal_nan=True), and then against any NaN code
+    of the format (e4nv 0x7f and 0xff are both NaN), never a number; without it a golden holding NaN is never
+    written, and the same file checked without equal_nan fails."""
+    project(pytester, '''
+import os
+
+import pytest
+import torch
+
+from harness.tolerances import Tolerance
+
+
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_nan(golden, equal_nan):
+    codes = torch.tensor([0x38, 0x7F], dtype=torch.uint8)
+    codes[1] = {"0": 0x7F, "1": 0xFF, "2": 0x7E}[os.environ.get("GOLDEN_SHIFT", "0")]
+    golden.check("c", codes, fmt="e4nv", equal_nan=equal_nan, tol=Tolerance(max_ulp=0))
+''')
+    r = run(pytester, "--golden-regen-all")
+    r.assert_outcomes(passed=1, failed=1)
+    r.stdout.fnmatch_lines(["*golden 'c': refusing to store 1 NaN code(s)*equal_nan=True*"])
+    yes = pytester.path / "golden/test_k/test_nan/True/c.npz"
+    no = yes.parent.parent / "False" / "c.npz"
+    assert yes.is_file() and not no.exists()
+    no.parent.mkdir()
+    no.write_bytes(yes.read_bytes())  # the same codes, checked without equal_nan
+    run(pytester, "-k", "True").assert_outcomes(passed=1)
+    run(pytester, "-k", "True", shift=1).assert_outcomes(passed=1)  # 0xff against the recorded 0x7f
+    run(pytester, "-k", "True", shift=2).assert_outcomes(failed=1)  # a number against NaN
+    r = run(pytester, "-k", "False")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*NaN/inf codes never pass*"])
 
 
 def test_regen_never_replaces_a_golden_of_another_arch(pytester):
@@ -771,3 +807,56 @@ def test_command_usage():
 
     assert main(["golden", "regen", "--help"]) == 0
     assert main(["nonsense"]) == 2
+
+
+def test_a_golden_size_cap_that_is_no_size_is_a_usage_error(pytester, monkeypatch):
+    project(pytester)
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", "lots")
+    r = run(pytester)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: HARNESS_GOLDEN_MAX_BYTES='lots': expected a positive int*"])
+
+
+def test_temp_files_of_a_write_killed_mid_way_are_removed_and_reported(pytester):
+    """kill -9 during a golden write left ``.<name>.npz.<rand>.tmp`` in golden/ for good (3 times out of 3), and
+    --golden-unused did not see it. The next session removes it and says so; a write in progress is left alone."""
+    import signal
+    import subprocess
+    import time
+
+    import harness
+
+    project(pytester)
+    run(pytester, "--golden-regen-all").assert_outcomes(passed=2)
+    target = pytester.path / OUT
+    script = f"""
+import os, sys, time
+sys.path.insert(0, {str(Path(harness.__file__).parents[1])!r})
+from harness.golden import files
+os.fsync = lambda fd: time.sleep(600)  # the write hangs after its bytes are out, where a kill leaves the temp file
+files._replace_file(__import__("pathlib").Path({str(target)!r}), b"x" * 4096)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while not list(target.parent.glob(".*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        temps = list(target.parent.glob(".*.tmp"))
+        assert temps, "the child never started its write"
+        r = run(pytester)  # the child is alive: its write is in progress, its temp file is not touched
+        r.assert_outcomes(passed=2)
+        assert temps[0].exists() and "interrupted writes" not in r.stdout.str()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    left = pytester.path / "golden" / "test_k" / ".old.npz.x1y2z3ab.tmp"  # an older harness's name: by age only
+    left.write_bytes(b"y")
+    os.utime(left, (time.time() - 3600, time.time() - 3600))
+    r = run(pytester)
+    r.assert_outcomes(passed=2)
+    rels = sorted(p.relative_to(pytester.path).as_posix() for p in (*temps, left))
+    r.stdout.fnmatch_lines(["*golden: interrupted writes*",
+                            "removed 2 temp file(s) left by golden writes that never finished (a killed run):",
+                            *(f"  {rel}" for rel in rels)])
+    assert not list((pytester.path / "golden").rglob("*.tmp"))
+    run(pytester, "--golden-unused=fail").assert_outcomes(passed=2)

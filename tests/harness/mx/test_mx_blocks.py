@@ -163,10 +163,11 @@ def test_bad_inputs_name_the_argument_and_what_was_expected():
         (lambda: quantize_mx(x, "e2m1", block=0), r"block: expected a positive int; got 0"),
         (lambda: quantize_mx(x, "e2m1", block=15, pad=True), r"block: packing .* needs an even block; got 15"),
         (lambda: quantize_mx(x, "e2m1", axis=2), r"axis: expected an int in \[-2, 2\) for x of shape \(2, 32\); got 2"),
-        (lambda: quantize_mx(x.long(), "e2m1"), r"x: expected a floating-point torch.Tensor; got torch.int64"),
+        (lambda: quantize_mx(x.long(), "e2m1"), r"x: expected a floating-point torch.Tensor .*; got torch.int64"),
         (lambda: quantize_mx(x, "e2m1", scale_rule="up"), r"rule: expected one of floor, ceil, even, rceil"),
         (lambda: dequantize_mx(c, s[:, :0], "e2m1"), r"scales: shape \(2, 0\) does not fit codes of \(2, 32\)"),
-        (lambda: dequantize_mx(c.float(), s, "e2m1"), r"packed: expected a torch.uint8 tensor; got torch.float32"),
+        (lambda: dequantize_mx(c.float(), s, "e2m1"),
+         r"codes: expected a torch.uint8 tensor of packed e2m1 codes; got torch.float32"),
         (lambda: dequantize_mx(c.float(), s, torch.float8_e5m2, pack=False), r"codes: expected a torch.uint8"),
         (lambda: pack_fp4(torch.zeros(3, dtype=torch.uint8)), r"codes: packing needs an even size along axis -1"),
         (lambda: pack_fp4(torch.full((2,), 16, dtype=torch.uint8)), r"codes: e2m1 codes are 4-bit"),
@@ -201,3 +202,35 @@ def test_axes_blocks_and_global_scales_at_their_edges():
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match=r"global_scale: expected a finite positive scalar"):
             quantize_nvfp4(x, global_scale=bad)
+
+
+@pytest.mark.parametrize("shape", [(0, 64), (0, 3, 32), (2, 0, 32)])
+def test_empty_inputs_quantize_to_empty_codes_and_scales(shape):
+    """(0, K) raised reshape's "cannot reshape tensor of 0 elements" RuntimeError."""
+    x = torch.zeros(shape)
+    c, s = quantize_mx(x, "e2m1")
+    assert c.shape == (*shape[:-1], shape[-1] // 2) and s.shape == (*shape[:-1], shape[-1] // 32)
+    assert dequantize_mx(c, s, "e2m1").shape == shape
+    c8, s8 = quantize_mx(x, torch.float8_e4m3fn)
+    assert c8.shape == shape and s8.shape == s.shape
+    c4, s4, g = quantize_nvfp4(x)
+    assert c4.shape == c.shape and s4.shape == (*shape[:-1], shape[-1] // 16) and float(g) == 1.0
+
+
+def test_mx_errors_name_the_callers_argument():
+    """Errors named internal arguments (packed:, rule:, swizzled:) the caller never passed."""
+    from harness.mx import SCHEMES, assert_mx_close
+
+    with pytest.raises(ValueError, match=r"^scale_rule: expected one of floor, ceil, even, rceil; got 'nope'"):
+        quantize_mx(torch.zeros(2, 32), "e2m1", scale_rule="nope")
+    with pytest.raises(ValueError, match=r"^codes: expected a torch.uint8 tensor of packed e2m1 codes"):
+        dequantize_mx(torch.zeros(2, 16), torch.zeros(2, 1, dtype=torch.uint8), "e2m1")
+    q = SCHEMES["mxfp4"].quantize(torch.randn(4, 64))
+    with pytest.raises(ValueError, match=r"^actual: its scales have shape \(4, 2\), not the 512 bytes of a swizzled "
+                                         r"buffer .*\(layout='swizzled'\)"):
+        assert_mx_close(q, q, "mxfp4", layout="swizzled")
+    with pytest.raises(ValueError, match=r"^expected: its scales .*\(expected_layout='swizzled'\)"):
+        assert_mx_close(q, q, "mxfp4", expected_layout="swizzled")
+    n = SCHEMES["nvfp4"].quantize(torch.randn(4, 64))
+    with pytest.raises(TypeError, match=r"^expected: its global_scale must be a float tensor or a number; got str"):
+        assert_mx_close(n, (n[0], n[1], "x"), "nvfp4")

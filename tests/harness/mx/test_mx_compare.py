@@ -104,11 +104,14 @@ def test_global_scale_and_nan_blocks():
     x = _x(2, 32)
     q = SCHEMES["nvfp4"].quantize(x, global_scale=0.5)
     lines = _fail((q[0], q[1], torch.tensor(0.25)), q, "nvfp4")
-    assert "Global scale: actual 0.25, expected 0.5 (must be equal)" in lines
+    assert ("Global scale: actual 0.25, expected 0.5 (must be equal and finite; NaN facing NaN only with "
+            "nan_equal=True)") in lines
     xn = x.clone()
     xn[1, 3] = math.nan
     m = SCHEMES["mxfp4"]
-    assert_mx_close(m.quantize(xn), m.quantize(xn), "mxfp4")  # NaN facing NaN passes
+    assert_mx_close(m.quantize(xn), m.quantize(xn), "mxfp4", nan_equal=True)  # NaN facing NaN, as asked
+    assert "NaN block scales: 1 not accepted (pass nan_equal=True to accept NaN facing NaN)" in _fail(
+        m.quantize(xn), m.quantize(xn), "mxfp4")
     lines = _fail(m.quantize(xn), m.quantize(x), "mxfp4", scale_ulp=300)
     assert "NaN after dequantization: 32 in actual, 0 in expected" in lines
 
@@ -170,3 +173,52 @@ def test_the_ulp_histogram_puts_every_compared_element_in_one_bin():
     assert f"Global error: rel-L2 {math.sqrt(1 / 64 / 127):.3e}" in lines
     with pytest.raises(TypeError, match=r"actual: its codes must be a torch.uint8 tensor of codes; got list"):
         assert_mx_close(([1], sc), (c4, sc), "mxfp4")
+
+
+def _nan_cases():
+    """(label, scheme, actual, expected) where NaN or inf sits on both sides, the same codes on each."""
+    x = _x(2, 64)
+    out = []
+    for name in ("mxfp4", "mxfp8e4m3", "mxfp6e3m2"):
+        c, s = SCHEMES[name].quantize(x)
+        s = s.clone()
+        s[0, 0] = 0xFF  # the e8m0 NaN scale
+        out.append((f"{name} NaN scale", name, (c, s), (c, s)))
+    for name, code in (("mxfp8e4m3", 0x7F), ("mxfp8e5m2", 0x7E)):
+        c, s = SCHEMES[name].quantize(x)
+        c = c.clone()
+        c[1, 5] = code  # a NaN element code
+        out.append((f"{name} NaN element", name, (c, s), (c, s)))
+    c, s, _ = SCHEMES["nvfp4"].quantize(x)
+    for g in (math.nan, math.inf):
+        out.append((f"nvfp4 global {g}", "nvfp4", (c, s, torch.tensor(g)), (c, s, torch.tensor(g))))
+    s = s.clone()
+    s[1, 1] = 0x7F  # the ue4m3 NaN scale
+    out.append(("nvfp4 NaN scale", "nvfp4", (c, s, torch.tensor(1.0)), (c, s, torch.tensor(1.0))))
+    return out
+
+
+@pytest.mark.parametrize("label, scheme, a, e", _nan_cases(), ids=[c[0] for c in _nan_cases()])
+def test_nan_on_both_sides_fails_unless_nan_equal(label, scheme, a, e):
+    """NaN passes no block-scaled comparison that did not ask for it, whatever the tolerance; with nan_equal=True
+    NaN facing NaN passes and inf never does."""
+    with pytest.raises(AssertionError):
+        assert_mx_close(a, e, scheme, max_ulp=7, max_mismatch=0.5, scale_ulp=300)
+    if "inf" in label:
+        with pytest.raises(AssertionError, match=r"Global scale: actual inf, expected inf"):
+            assert_mx_close(a, e, scheme, nan_equal=True)
+    else:
+        assert_mx_close(a, e, scheme, nan_equal=True)
+
+
+def test_nan_equal_accepts_any_nan_code_facing_any_nan_code_never_a_number():
+    """Two NaN codes of one format are both NaN (torch's equal_nan): e4m3 0x7f faces 0xff; never a number."""
+    c, s = SCHEMES["mxfp8e4m3"].quantize(_x(2, 64))
+    a, e = c.clone(), c.clone()
+    a[0, 0], e[0, 0] = 0x7F, 0xFF
+    assert_mx_close((a, s), (e, s), "mxfp8e4m3", nan_equal=True)
+    e[0, 0] = 0x7E
+    lines = _fail((a, s), (e, s), "mxfp8e4m3", nan_equal=True, max_ulp=255, max_mismatch=0.5)
+    assert "NaN/inf element codes: 1 not accepted (inf never; NaN only facing NaN with nan_equal=True)" in lines
+    with pytest.raises(TypeError, match="nan_equal must be True or False"):
+        assert_mx_close((a, s), (a, s), "mxfp8e4m3", nan_equal="yes")

@@ -73,8 +73,8 @@ def test_reading_swizzled_scales_as_linear_changes_the_dequantized_operand():
 
 def test_bad_inputs_name_the_argument_and_what_was_expected():
     cases = [
-        (lambda: swizzle_scales(torch.zeros(4, dtype=torch.uint8)), r"scales: expected a 2-D \(rows, cols\) tensor; "
-                                                                     r"got \(4,\)"),
+        (lambda: swizzle_scales(torch.zeros(4, dtype=torch.uint8)),
+         r"scales: expected a dense 2-D \(rows, cols\) tensor; got \(4,\)"),
         (lambda: unswizzle_scales(torch.zeros(100), 3, 5), r"swizzled: expected 1024 elements \(128x8 padded from "
                                                            r"3x5\); got \(100,\)"),
         (lambda: unswizzle_scales(torch.zeros(512), -1, 4), r"rows: expected a non-negative int; got -1"),

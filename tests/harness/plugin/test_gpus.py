@@ -41,6 +41,15 @@ def test_pin_variable_is_the_innermost_list_of_the_stack(env, hip, var):
     assert gpus.pin_variable(env, hip=hip) == var
 
 
+@pytest.mark.parametrize("value", ["bogus", "0,gpu1", "GPU", "1.5"])
+def test_harness_gpus_entries_that_are_no_device_are_refused(value):
+    """HARNESS_GPUS=bogus was planned as a device named 'bogus' (each worker then pinned to nothing)."""
+    with pytest.raises(ValueError, match=rf"HARNESS_GPUS='{value}': .* is no device; expected indices"):
+        gpus.plan({ENV_GPUS: value}, hip=False, device_count=_no_count)
+    for ok in ("0,3", "GPU-8f3c2b1a-aaaa-bbbb-cccc-0123456789ab", "MIG-GPU-8f3c/1/0", "MIG-1a2b3c"):
+        assert gpus.plan({ENV_GPUS: ok}, hip=False, device_count=_no_count).devices == tuple(ok.split(","))
+
+
 def test_plan_order_harness_gpus_then_visible_list_then_device_count():
     assert gpus.plan({ENV_GPUS: "1,3"}, hip=False, device_count=_no_count) == Plan(CUDA, ("1", "3"), ENV_GPUS)
     assert gpus.plan({CUDA: "2,3"}, hip=False, device_count=_no_count) == Plan(CUDA, ("2", "3"), CUDA)

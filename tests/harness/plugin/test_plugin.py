@@ -268,6 +268,57 @@ def test_marker_misuse_is_reported_with_the_test(pytester, src, fragment):
 
 
 @pytest.mark.lane_independent
+@pytest.mark.parametrize(
+    "args, env, src, fragment",
+    [(["--harness-arch=sm900"], None, "", "ERROR: --harness-arch=sm900: arch 'sm900' * (did you mean 'sm90'?)*"),
+     (["--harness-arch=sm91"], None, "", "ERROR: --harness-arch=sm91: arch 'sm91' * (did you mean 'sm90'?)*"),
+     (["--harness-arch=gfx9999"], None, "", "ERROR: --harness-arch=gfx9999: arch 'gfx9999' *did you mean*"),
+     (["--harness-arch=bogus"], None, "", "ERROR: --harness-arch=bogus: arch 'bogus' is not understood*"),
+     (["--harness-arch=sm10"], None, "", "ERROR: --harness-arch=sm10: arch 'sm10' is not understood*"),
+     ([], "bogus", "", "ERROR: HARNESS_ARCH=bogus: arch 'bogus' is not understood*"),
+     ([], None, "@pytest.mark.arch('bogus')\n", "ERROR: *::test_a: @pytest.mark.arch: arch 'bogus' is not*"),
+     ([], None, "@pytest.mark.min_arch('sm95')\n", "ERROR: *::test_a: @pytest.mark.min_arch: arch 'sm95' *sm90*")],
+)
+def test_unknown_archs_are_one_usage_error_naming_where_and_the_known_ones(pytester, monkeypatch, args, env, src,
+                                                                          fragment):
+    """Misspelt or nonexistent archs were accepted (and the run judged as them) or ended in INTERNALERROR."""
+    if env is None:
+        monkeypatch.delenv("HARNESS_ARCH", raising=False)
+    else:
+        monkeypatch.setenv("HARNESS_ARCH", env)
+    pytester.makepyfile("import pytest\n" + src + "def test_a(): pass\n")
+    result = pytester.runpytest("--harness-lane=interp", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = result.outlines + result.errlines
+    assert not any("INTERNALERROR" in line for line in lines), "\n".join(lines)
+    matched = [line for line in lines if fnmatch.fnmatch(line, fragment)]
+    assert matched and "known archs: interp, cpu, sm30" in matched[0], "\n".join(lines)
+
+
+@pytest.mark.parametrize("where, why", [("missing/r.json", "is not a directory"), (".", "is a directory")])
+def test_a_bad_report_path_is_a_usage_error_at_start(pytester, where, why):
+    """A bad --harness-report path turned a passing run into a failure at its end, losing the summary line."""
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--harness-lane=interp", f"--harness-report={where}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --harness-report={where}: *{why}*"])
+    assert not list(pytester.path.rglob("*.tmp*"))
+
+
+def test_a_report_that_cannot_be_written_at_the_end_costs_the_report_not_the_run(pytester, monkeypatch):
+    from harness.plugin import report
+
+    def full_disk(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "write", full_disk)
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--harness-lane=interp", "--harness-report=r.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["harness: --harness-report=r.json: not written: No space left on device",
+                                 "*1 passed*"])
+
+
 def test_seeds_follow_the_module_file_not_its_folder():
     """Goldens key on the module's file name; its inputs must too, or moving a test module between folders
     silently changes what its goldens were captured from (the QSA store golden recorded this seed)."""

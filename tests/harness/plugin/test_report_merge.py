@@ -112,3 +112,30 @@ def test_the_command_writes_the_merge_and_says_what_it_holds(tmp_path, capsys):
 def test_write_refuses_what_json_cannot_hold(tmp_path):
     with pytest.raises(TypeError, match="not JSON serializable: object"):
         report.write(tmp_path / "r.json", {"x": object()})
+
+
+def test_merge_refuses_what_is_no_report_and_an_out_it_cannot_write(tmp_path, capsys):
+    """A JSON list crashed the merge with AttributeError; an OUT under a missing directory crashed the write and left
+    a temp file."""
+    good = tmp_path / "r.json"
+    report.write(good, _report(_obs("t::a")))
+    lst = tmp_path / "list.json"
+    lst.write_text("[1, 2]")
+    out = tmp_path / "merged.json"
+    assert report.run(argparse.Namespace(out=str(out), inputs=[str(good), str(lst)])) == 2
+    assert capsys.readouterr().err == "report merge: report 2: a JSON list, not a harness report (a JSON object)\n"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({**_report(), "observations": [1]}))
+    assert report.run(argparse.Namespace(out=str(out), inputs=[str(odd)])) == 2
+    assert "'observations' must be a list of objects" in capsys.readouterr().err
+    for bad, why in ((tmp_path / "no" / "m.json", "is not a directory"), (tmp_path, "is a directory")):
+        assert report.run(argparse.Namespace(out=str(bad), inputs=[str(good)])) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"report merge: {bad}: cannot write the merged report there: ") and why in err, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["list.json", "odd.json", "r.json"]
+
+
+def test_a_failed_write_leaves_no_temp_file(tmp_path):
+    with pytest.raises(TypeError):
+        report.write(tmp_path / "r.json", {"x": object()})
+    assert list(tmp_path.iterdir()) == []
