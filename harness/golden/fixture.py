@@ -195,7 +195,7 @@ class Golden:
 
     def __init__(self, item: Any, state: GoldenState, op: str | None = None) -> None:
         self._item = item
-        self._op = op  # the test's harness_op marker, if any
+        self._marker_op = op  # the test's harness_op marker, if any
         self._state = state
         self._stem, self._test, self._param = item_dir_parts(item)
         self._names: set[str] = set()
@@ -308,7 +308,7 @@ class Golden:
         return "readable", old, meta, None
 
     def _op(self) -> str:
-        return self._op or DEFAULT_OP
+        return self._marker_op or DEFAULT_OP
 
     def _dtype_key(self, obtained: Stored) -> str:
         case = getattr(self._item, "funcargs", {}).get("dtype_case")
@@ -326,7 +326,7 @@ class Golden:
             "name": name,
             "test": {"module": self._stem, "test": self._test, "param": self._param,
                      "nodeid": self._item.nodeid},
-            "op": self._op,
+            "op": self._marker_op,
             "dtype_case": case if isinstance(case, str) else None,
             "seed": int(seed) if isinstance(seed, int) else None,
             "arch": getattr(arch, "name", str(arch)),
