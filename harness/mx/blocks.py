@@ -18,12 +18,12 @@ import torch
 from harness.mx.formats import (
     SCALE_RULES,
     MXFormat,
-    _check_codes,
-    _check_dense,
-    _check_float,
-    _element_format,
+    check_codes,
+    check_dense,
+    check_float,
     decode,
     e8m0_scale,
+    element_format,
     encode,
 )
 
@@ -50,7 +50,7 @@ def _check_block(block: int, pack: bool) -> None:
 
 def pack_fp4(codes: torch.Tensor, axis: int = -1) -> torch.Tensor:
     """Two e2m1 codes per byte along ``axis``: element 2i in the low nibble, 2i+1 in the high one."""
-    c = _check_codes(codes, _element_format("e2m1"))
+    c = check_codes(codes, element_format("e2m1"))
     ax = _axis(c, axis, "codes")
     if c.shape[ax] % 2:
         raise ValueError(f"codes: packing needs an even size along axis {axis}; got shape {tuple(c.shape)}")
@@ -63,7 +63,7 @@ def unpack_fp4(packed: torch.Tensor, axis: int = -1) -> torch.Tensor:
     if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8:
         got = packed.dtype if isinstance(packed, torch.Tensor) else type(packed).__name__
         raise ValueError(f"packed: expected a torch.uint8 tensor; got {got}")
-    _check_dense(packed, "packed")
+    check_dense(packed, "packed")
     ax = _axis(packed, axis, "packed")
     p = packed.movedim(ax, -1)
     return torch.stack((p & 0xF, p >> 4), dim=-1).flatten(-2).movedim(-1, ax)
@@ -71,7 +71,7 @@ def unpack_fp4(packed: torch.Tensor, axis: int = -1) -> torch.Tensor:
 
 def _blocks(x: torch.Tensor, block: int, axis: int, pad: bool, pack: bool) -> tuple[torch.Tensor, int]:
     """``x`` with ``axis`` moved last and split into (..., n // block, block), zero-padded when ``pad``."""
-    _check_float(x, "x")
+    check_float(x, "x")
     _check_block(block, pack)
     ax = _axis(x, axis, "x")
     xt = x.movedim(ax, -1)
@@ -130,7 +130,7 @@ def quantize_mx(x: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32, sca
     Elements are x / scale, exact, then rounded RNE with saturation, as OCP MX §6.3 and the hardware do (MXFP8
     rounds through float32 first, which only matters for a float64 ``x``).
     """
-    f = _element_format(fmt)
+    f = element_format(fmt)
     if scale_rule not in SCALE_RULES:
         raise ValueError(f"scale_rule: expected one of {', '.join(SCALE_RULES)}; got {scale_rule!r}")
     xb, ax = _blocks(x, block, axis, pad, pack and f.name == "e2m1")
@@ -142,7 +142,7 @@ def quantize_mx(x: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32, sca
 def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32,
                   axis: int = -1, pack: bool = True) -> torch.Tensor:
     """The float32 values of :func:`quantize_mx` output: element times 2^(scale - 127), exact (NaN scale: NaN)."""
-    f = _element_format(fmt)
+    f = element_format(fmt)
     _check_block(block, pack and f.name == "e2m1")
     ax = _axis(codes, axis, "codes")
     values = _decode_elements(codes, f, ax, pack)
@@ -178,7 +178,7 @@ def quantize_nvfp4(x: torch.Tensor, *, global_scale: float | torch.Tensor | None
     scales = encode(xb.float().abs().amax(-1) / _E2M1_MAX / g, "ue4m3")
     s = (decode(scales, "ue4m3").double() * g.double()).unsqueeze(-1)
     y = torch.where(s > 0, xb.double() / s, 0.0)
-    return _finish(encode(y, "e2m1"), _element_format("e2m1"), ax, pack), scales.movedim(-1, ax), g
+    return _finish(encode(y, "e2m1"), element_format("e2m1"), ax, pack), scales.movedim(-1, ax), g
 
 
 def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: float | torch.Tensor, *,
@@ -186,6 +186,6 @@ def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: fl
     """The float32 values of :func:`quantize_nvfp4` output: (e2m1 * ue4m3, exact) * global_scale, one rounding."""
     _check_block(block, pack)
     ax = _axis(codes, axis, "codes")
-    values = _decode_elements(codes, _element_format("e2m1"), ax, pack)
+    values = _decode_elements(codes, element_format("e2m1"), ax, pack)
     g = torch.as_tensor(global_scale, dtype=torch.float32, device=values.device)
     return values * _expand(decode(scales, "ue4m3"), values, block, ax) * g

@@ -110,7 +110,7 @@ def get_mx_format(name: str | MXFormat) -> MXFormat:
     return _format(name, "name")
 
 
-def _element_format(fmt: str | MXFormat | torch.dtype, arg: str = "fmt") -> MXFormat:
+def element_format(fmt: str | MXFormat | torch.dtype, arg: str = "fmt") -> MXFormat:
     """An MX element format: e2m1/e2m3/e3m2 by name, or MXFP8's torch dtypes."""
     if isinstance(fmt, torch.dtype) and fmt in _FP8_ELEMENTS:
         return _FP8_ELEMENTS[fmt]
@@ -144,7 +144,7 @@ def _values(f: MXFormat, device: torch.device) -> torch.Tensor:
     return _values_cpu(f).to(device)
 
 
-def _check_dense(t: torch.Tensor, arg: str) -> None:
+def check_dense(t: torch.Tensor, arg: str) -> None:
     """Values to read: not on the meta device (a shape without values), not sparse."""
     if t.device.type == "meta":
         raise ValueError(f"{arg}: is on the meta device: it has a shape and a dtype but no values")
@@ -155,19 +155,21 @@ def _check_dense(t: torch.Tensor, arg: str) -> None:
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def _check_float(x: object, arg: str) -> None:
+def check_float(x: object, arg: str) -> None:
+    """``TypeError`` naming ``arg`` unless ``x`` is a float tensor the codecs take."""
     if not isinstance(x, torch.Tensor) or x.dtype not in _FLOATS:
         got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"{arg}: expected a floating-point torch.Tensor (float16, bfloat16, float32 or float64; "
                          f"FP8 values: upcast them first); got {got}")
-    _check_dense(x, arg)
+    check_dense(x, arg)
 
 
-def _check_codes(codes: object, f: MXFormat, arg: str = "codes") -> torch.Tensor:
+def check_codes(codes: object, f: MXFormat, arg: str = "codes") -> torch.Tensor:
+    """``codes`` as uint8 codes of ``f``, or an error naming ``arg`` and what was expected."""
     if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
         got = codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__
         raise ValueError(f"{arg}: expected a torch.uint8 tensor of {f.name} codes; got {got}")
-    _check_dense(codes, arg)
+    check_dense(codes, arg)
     if codes.numel() and int(codes.max()) >= 1 << f.bits:
         raise ValueError(f"{arg}: {f.name} codes are {f.bits}-bit (< {1 << f.bits:#x}); got {int(codes.max()):#x}")
     return codes.long()
@@ -199,7 +201,7 @@ def encode(x: torch.Tensor, fmt: str | MXFormat, *, rounding: str = RNE, saturat
     kernel's business: give each element the byte its value consumed.
     """
     f = _format(fmt, "fmt")
-    _check_float(x, "x")
+    check_float(x, "x")
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding: expected one of {', '.join(ROUNDINGS)}; got {rounding!r}")
     if rounding == RS:
@@ -241,7 +243,7 @@ def encode(x: torch.Tensor, fmt: str | MXFormat, *, rounding: str = RNE, saturat
 def decode(codes: torch.Tensor, fmt: str | MXFormat) -> torch.Tensor:
     """``fmt`` codes (uint8) as float32 values; every value is exact in float32 (e8m0's 2^-127 as a subnormal)."""
     f = _format(fmt, "fmt")
-    return _values(f, codes.device if isinstance(codes, torch.Tensor) else "cpu")[_check_codes(codes, f)].float()
+    return _values(f, codes.device if isinstance(codes, torch.Tensor) else "cpu")[check_codes(codes, f)].float()
 
 
 def _ordered(codes: torch.Tensor, f: MXFormat) -> torch.Tensor:
@@ -254,7 +256,7 @@ def _ordered(codes: torch.Tensor, f: MXFormat) -> torch.Tensor:
 def ulp_distance(a: torch.Tensor, b: torch.Tensor, fmt: str | MXFormat) -> torch.Tensor:
     """Steps between ``a`` and ``b`` codes (int64) on the format's grid: ±0 are equal, NaN is :data:`ULP_FAR`."""
     f = _format(fmt, "fmt")
-    ca, cb = _check_codes(a, f, "a"), _check_codes(b, f, "b")
+    ca, cb = check_codes(a, f, "a"), check_codes(b, f, "b")
     d = (_ordered(ca, f) - _ordered(cb, f)).abs()
     if f.has_nan:
         d = torch.where((ca == f.nan_code) | (cb == f.nan_code), ULP_FAR, d)
@@ -282,8 +284,8 @@ def e8m0_scale(amax: torch.Tensor, elem_fmt: str | MXFormat | torch.dtype, rule:
     ``cvt.rp.ue8m0x2`` agree); inf or NaN gives 0xFF, the NaN scale that makes its whole block NaN (OCP §5.4.1).
     The sign of ``amax`` is ignored.
     """
-    ef = _element_format(elem_fmt, "elem_fmt")
-    _check_float(amax, "amax")
+    ef = element_format(elem_fmt, "elem_fmt")
+    check_float(amax, "amax")
     if rule not in SCALE_RULES:
         raise ValueError(f"rule: expected one of {', '.join(SCALE_RULES)}; got {rule!r}")
     a32 = amax.float().abs()

@@ -302,9 +302,9 @@ def test_format_objects_are_accepted_only_where_they_belong():
 
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_mxfp8_element_fields_are_the_torch_dtypes(dtype):
-    from harness.mx.formats import _element_format
+    from harness.mx.formats import element_format
 
-    f, fi = _element_format(dtype), torch.finfo(dtype)
+    f, fi = element_format(dtype), torch.finfo(dtype)
     assert f.bits == fi.bits == 8 and f.signed and f.max_finite == fi.max
     assert 2.0 ** (1 - f.bias) == fi.smallest_normal and 2.0**-f.man_bits == fi.eps
     every_code = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype).float()
