@@ -345,12 +345,13 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
 
     def seq(data: np.ndarray, axis: int, op: Any, keep: bool, scan: bool) -> np.ndarray:
         x = np.moveaxis(bf16_to_f32(data), axis, 0)
-        acc = x[0].astype(np.float32)
-        steps = [f32_to_bf16(acc)]
+        acc = np.asarray(x[0], dtype=np.float32)
+        shape = acc.shape  # () for a 1-D block: f32_to_bf16 returns at least 1-D
+        steps = [f32_to_bf16(acc).reshape(shape)]
         for k in range(1, x.shape[0]):
             with np.errstate(all="ignore"):
-                acc = bf16_to_f32(f32_to_bf16(op(acc, x[k])))
-            steps.append(f32_to_bf16(acc))
+                acc = bf16_to_f32(f32_to_bf16(op(acc, x[k])).reshape(shape))
+            steps.append(f32_to_bf16(acc).reshape(shape))
         if scan:
             return np.moveaxis(np.stack(steps), 0, axis)
         r = steps[-1]
@@ -369,18 +370,41 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
         return self.to_tensor(out, input.dtype)
 
     def r_min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
+        # Over an all-NaN slice the GPU (derived from Triton 3.6's and 3.9's PTX for sm90) gives: for tl.max/min,
+        # max.f32/min.f32 of NaNs, NaN; for argmax/argmin, whose combine selp's the first (value, index) pair
+        # only when setp.gt/lt (or setp.eq and a lower index) holds, the second pair at every step; the storing
+        # thread pairs each element with higher-indexed ones (registers in order, then shfl.bfly and the warps
+        # above it), so the slice's last element and index n - 1. Triton 3.9's interpreter raises there
+        # (np.nanargmax), 3.6's returns index 0 (np.argmax).
         inp = input[0] if isinstance(input, tuple) else input
-        if inp.dtype.scalar != bf16:
+        is_bf16 = inp.dtype.scalar == bf16
+        f = bf16_to_f32(inp.handle.data) if is_bf16 else np.asarray(inp.handle.data)
+        axis, keep = self.axis, self.keep_dims
+        all_nan = np.isnan(f).all(axis=axis, keepdims=True) if f.dtype.kind == "f" else np.zeros((), bool)
+        if not is_bf16 and not all_nan.any():
             return orig_min_max(self, input, val_reduce_op, idx_reduce_op)
-        f = bf16_to_f32(inp.handle.data)
+        safe = np.where(all_nan, np.float32(0), f).astype(f.dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
+            v = np.asarray(val_reduce_op(f, axis=axis, keepdims=keep)) if val_reduce_op else None
+            i = np.asarray(idx_reduce_op(safe, axis=axis, keepdims=keep)) if idx_reduce_op else None
+        if i is not None:
+            flat = f.reshape(-1) if axis is None else f
+            last = np.take(flat, [-1], axis=0 if axis is None else axis)
+            nan = all_nan
+            if not keep:
+                nan = nan.reshape(()) if axis is None else np.squeeze(nan, axis)
+                last = last.reshape(()) if axis is None else np.squeeze(last, axis)
+            elif axis is None:
+                last = last.reshape(nan.shape)
+            i = np.where(nan, flat.shape[0 if axis is None else axis] - 1, i).astype(np.int32)
+            if v is not None:
+                v = np.where(nan, last, v)
         val = idx = None
-        if val_reduce_op:  # max.f32 / min.f32 of the exact values, back exactly
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
-                v = val_reduce_op(f, axis=self.axis, keepdims=self.keep_dims)
-            val = self.to_tensor(f32_to_bf16(np.asarray(v, np.float32)), inp.dtype)
-        if idx_reduce_op:
-            idx = self.to_tensor(idx_reduce_op(f, axis=self.axis, keepdims=self.keep_dims), tl.int32)
+        if v is not None:
+            val = self.to_tensor(f32_to_bf16(v.astype(np.float32)).reshape(v.shape) if is_bf16 else v, inp.dtype)
+        if i is not None:
+            idx = self.to_tensor(i, tl.int32)
         if val is not None and idx is not None:
             return val, idx
         return val if val is not None else idx
