@@ -272,6 +272,13 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
         return orig_fp_to_fp(self, src, dst_type, rounding_mode)
 
     def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        if rmwOp == itp._ir.ATOMIC_OP.XCHG and getattr(val.dtype, "scalar", val.dtype) == tl.float32:
+            # the interpreter's runtime has no float xchg; the GPU exchanges the 32-bit pattern
+            # (atom.global.gpu.acq_rel.exch.b32, derived from Triton 3.6's and 3.9's PTX for sm90): an int32
+            # xchg of the same bits
+            bits = TH(np.ascontiguousarray(val.data, np.float32).view(np.int32), tl.int32)
+            old = orig_rmw(self, rmwOp, ptr, bits, mask, sem, scope)
+            return TH(np.ascontiguousarray(old.data, np.int32).view(np.float32), tl.float32)
         if not (is_bf16(val) and rmwOp == itp._ir.ATOMIC_OP.FADD):
             return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
         # one correctly rounded add per update, in element order (atom.add.noftz.bf16 / a CAS loop)

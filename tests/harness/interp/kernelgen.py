@@ -53,14 +53,15 @@ _TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, 
 _FLOATS = ("fp32", "fp16", "bf16")
 _REDUCE_OPS = ("sum", "max", "min", "argmax", "argmin", "max_idx", "min_idx", "xor_sum", "reduce")
 _SCAN_OPS = ("cumsum", "cumprod", "associative_scan")
-_ATOMIC_OPS = ("add", "max", "min", "xchg")
+_ATOMIC_OPS = ("add", "max", "min", "xchg", "cas")
 
-#: User combine functions for tl.reduce / tl.associative_scan: (source, which dtypes, models it engages).
+#: User combine functions for tl.reduce / tl.associative_scan: (body, the dtypes it takes).
 _COMBINES = {
     "add": ("return a + b", ("fp32", "fp16", "bf16", "i32")),
     "mul": ("return a * b", ("fp32", "fp16", "bf16", "i32")),
-    "max": ("return tl.maximum(a, b)", ("fp32", "fp16", "bf16", "i32")),
-    "min": ("return tl.minimum(a, b)", ("fp32", "fp16", "bf16", "i32")),
+    # .to(a.dtype): Triton 3.6's tl.maximum/minimum return fp32 for bf16, which tt.reduce/scan refuse
+    "max": ("return tl.maximum(a, b).to(a.dtype)", ("fp32", "fp16", "bf16", "i32")),
+    "min": ("return tl.minimum(a, b).to(a.dtype)", ("fp32", "fp16", "bf16", "i32")),
     "xor": ("return a ^ b", ("i32",)),
     "absmax": ("return tl.where(tl.abs(a) >= tl.abs(b), a, b)", ("fp32", "fp16", "bf16", "i32")),
 }
@@ -484,8 +485,8 @@ def _atomic(b: _Builder, op_class: str) -> str:
     rng = b.rng
     shape, offs, mask = _tile(b, False)
     op = rng.choice(_ATOMIC_OPS)
-    # the interpreter's atomics (Triton's C++ runtime) take no float xchg nor fp16/bf16 max/min
-    dt = "i32" if op == "xchg" else rng.choice(["fp32", "i32"] + (["fp16", "bf16"] if op == "add" else []))
+    # what Triton compiles for sm90 (Triton 3.6 and 3.9): atomic max/min/xchg of fp16/bf16 are refused
+    dt = rng.choice(["fp32", "i32"] + (["fp16", "bf16"] if op in ("add", "cas") else []))
     _load(b, "v", dt, shape, offs, mask)
     slots = rng.choice([1, 2, 3, shape[0]])
     b.constexprs["SLOTS"] = slots
@@ -493,7 +494,10 @@ def _atomic(b: _Builder, op_class: str) -> str:
     grid = b.constexprs["_GRID"]
     b.pointer("old_ptr", b.out_buffer(dt, (grid * shape[0],)), output=True)
     m = "" if mask is None else f", mask={mask}"
-    b.line(f"old = tl.atomic_{op}(acc_ptr + offs % SLOTS, v{m})")
+    if op == "cas":  # against the slot's value before: the first element of a slot swaps, the rest compare
+        b.line("old = tl.atomic_cas(acc_ptr + offs % SLOTS, tl.load(acc_ptr + offs % SLOTS), v)")
+    else:
+        b.line(f"old = tl.atomic_{op}(acc_ptr + offs % SLOTS, v{m})")
     b.line(f"tl.store(old_ptr + offs, old{m})")
     return f"atomic_{op}_{dt}"
 

@@ -42,8 +42,8 @@ COUNT = int(os.environ.get("KERNELGEN_COUNT", "400"))
 CHUNKS = 4  # separate tests, so that xdist spreads a run over its workers
 
 #: The shim modules each model's difference comes from (harness.interp.*).
-_SHIMS_OF = {"bf16": ("arith",), "nan_reduce": ("arith",), "nan_minmax": ("arith",), "fp8": ("casts",), "approx": ("approx_math",),
-             "dot": ("dots",)}
+_SHIMS_OF = {"bf16": ("arith",), "nan_reduce": ("arith",), "nan_minmax": ("arith",), "fp8": ("casts",),
+             "approx": ("approx_math",), "dot": ("dots",)}
 #: Newest install first: suspending in this order lifts each layer from the top.
 _INSTALL_ORDER = ("casts", "arith", "approx_math", "dots")
 
@@ -90,6 +90,18 @@ def _run(kernel: Any, case: kernelgen.Case) -> dict[str, torch.Tensor] | BaseExc
     return {n: args[names.index(n)] for n in case.outputs}
 
 
+def _compiles(kernel: Any, case: kernelgen.Case) -> tuple[str, bool]:
+    """(the session's arch, whether Triton compiles the case's launch for it): a kernel the interpreter refuses
+    is the plugin's business only if the GPU runs it."""
+    from harness.compile.disk_cache import compile_launch
+    from harness.compile.launches import launch_from_args
+    from harness.interp.casts import DEFAULT_TARGET, active_target
+
+    target = getattr(active_target(), "name", None) or DEFAULT_TARGET
+    launch = launch_from_args(kernel, tuple(case.args()), {**case.constexprs, "num_warps": case.num_warps})
+    return target, compile_launch(launch, target).ok
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
     return t.contiguous().view(view)
@@ -130,7 +142,14 @@ def check(case: kernelgen.Case, directory: Path) -> tuple[str, str | None]:
                 f"plain interpreter: {_outcome(plain)}\nplugin: {_outcome(plugin)}")
 
     if isinstance(plain, BaseException):
-        return ("neither runs" if isinstance(plugin, BaseException) else "only the plugin runs"), None
+        if not isinstance(plugin, BaseException):
+            return "only the plugin runs", None
+        target, compiled = _compiles(kernel, case)
+        if compiled:
+            return "false failure", failure(f"Neither Triton's interpreter nor the plugin runs a kernel that "
+                                            f"Triton compiles for {target}: the plugin must run it as the GPU "
+                                            f"does.")
+        return "neither runs (nor compiles)", None
     if isinstance(plugin, BaseException):
         model = _refusal(plugin)
         if model in case.models:
@@ -146,8 +165,8 @@ def check(case: kernelgen.Case, directory: Path) -> tuple[str, str | None]:
     with _suspended(shims):
         lifted = _run(kernel, case)
     if isinstance(lifted, BaseException) or _differences(plain, lifted):
-        return "unexplained", failure(f"Outputs differ and suspending the shims of the kernel's models ({sorted(shims)})"
-                                      f" does not remove the difference:\n" + "\n".join(diffs)
+        return "unexplained", failure(f"Outputs differ and suspending the shims of the kernel's models "
+                                      f"({sorted(shims)}) does not remove the difference:\n" + "\n".join(diffs)
                                       + f"\nwith those suspended: {_outcome(lifted)}")
     return "differs: " + "+".join(sorted(case.models)), None
 

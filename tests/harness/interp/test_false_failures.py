@@ -1,6 +1,5 @@
-"""Reductions and scans that Triton's interpreter and the GPU run, and the plugin must run too (issue 47's false
-failures): a bf16 block reduced to one element, a 1-D bf16 scan, and a max/argmax/min/argmin over a slice that
-is all NaN.
+"""Kernels the GPU runs that the plugin must run too: a bf16 block reduced to one element, a 1-D bf16 scan, a
+max/argmax/min/argmin over a slice that is all NaN, an fp32 atomic_xchg.
 
 The GPU's answers, derived from Triton 3.6's and 3.9's PTX for sm90 (``scripts/probe_reduce_nan.py``):
 ``tl.max``/``tl.min`` combine with ``max.f32``/``min.f32`` (a NaN operand gives the other one, two give NaN);
@@ -118,3 +117,24 @@ def test_arg_reductions_of_an_all_nan_block_to_one_element(device, dtype):
     _arg_all[(1,)](x, v, i, BLOCK=N)
     assert i.tolist() == [N - 1, N - 1]
     assert torch.isnan(v).all()
+
+
+@triton.jit
+def _xchg(p_ptr, v_ptr, old_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(old_ptr + i, tl.atomic_xchg(p_ptr + i, tl.load(v_ptr + i), mask=m), mask=m)
+
+
+def test_fp32_atomic_xchg(device):
+    """Triton's interpreter refuses a float xchg ("Unsupported data type"); sm90 compiles it (Triton 3.6/3.9:
+    atom.global.gpu.acq_rel.exch.b32).
+    One element per slot, so the order of the updates does not matter; NaN and -0 move as bit patterns."""
+    p = torch.tensor([1.0, -0.0, math.nan, 4.0, 5.0, 6.0, 7.0, 8.0], device=device)
+    v = torch.tensor([-1.0, 2.5, 0.0, -0.0, math.inf, math.nan, 3.0, 9.0], device=device)
+    old = torch.zeros(8, device=device)
+    before = p.clone()
+    _xchg[(1,)](p, v, old, 6, BLOCK=8)
+    bits = (lambda t: t.cpu().view(torch.int32).tolist())  # noqa: E731
+    assert bits(old[:6]) == bits(before[:6])
+    assert bits(p[:6]) == bits(v[:6]) and bits(p[6:]) == bits(before[6:])
