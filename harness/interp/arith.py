@@ -279,21 +279,29 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
             bits = TH(np.ascontiguousarray(val.data, np.float32).view(np.int32), tl.int32)
             old = orig_rmw(self, rmwOp, ptr, bits, mask, sem, scope)
             return TH(np.ascontiguousarray(old.data, np.int32).view(np.float32), tl.float32)
-        if not (is_bf16(val) and rmwOp == itp._ir.ATOMIC_OP.FADD):
+        f16 = getattr(val.dtype, "scalar", val.dtype) == tl.float16
+        if not ((is_bf16(val) or f16) and rmwOp == itp._ir.ATOMIC_OP.FADD):
             return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
-        # one correctly rounded add per update, in element order (atom.add.noftz.bf16 / a CAS loop)
+        # one correctly rounded add per update, in element order (atom.add.noftz.bf16 / .f16, or a CAS loop),
+        # past the largest finite to inf (the interpreter's own fp16 add raises OverflowError there)
         ptrs, vals, msk = np.broadcast_arrays(ptr.data, val.data, mask.data)
-        old = np.zeros(ptrs.shape, dtype=np.uint16)
+        store_dt = np.dtype(np.float16 if f16 else np.uint16)
+        old = np.zeros(ptrs.shape, dtype=store_dt)
         one = np.ones((1,), dtype=bool)
         for idx in np.ndindex(ptrs.shape):
             if not msk[idx]:
                 continue
             p = np.asarray([ptrs[idx]], dtype=np.uint64)
-            cur = itp._interpreter.load(p, one, np.zeros((1,), np.uint16), np.dtype(np.uint16))
+            cur = itp._interpreter.load(p, one, np.zeros((1,), store_dt), store_dt)
             old[idx] = cur[0]
-            new = f32_to_bf16(bf16_to_f32(cur) + bf16_to_f32(np.asarray([vals[idx]], np.uint16)))
+            add = np.asarray([vals[idx]], store_dt)
+            if f16:  # the fp16 sum is exact in float64: one rounding
+                with np.errstate(over="ignore", invalid="ignore"):
+                    new = (cur.astype(np.float64) + add.astype(np.float64)).astype(np.float16)
+            else:
+                new = f32_to_bf16(bf16_to_f32(cur) + bf16_to_f32(add))
             itp._interpreter.store(p, new, one)
-        return TH(old, bf16)
+        return TH(old, tl.float16 if f16 else bf16)
 
     def create_fmul(self: Any, lhs: Any, rhs: Any) -> Any:
         out = orig_fmul(self, lhs, rhs)
@@ -365,10 +373,15 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
         return np.expand_dims(r, axis) if keep else r
 
     def r_sum(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
+        data = input.handle.data
+        if input.dtype.scalar.is_int() and data.dtype.kind in "iu":  # not int1 (numpy bool)
+            # add.s32 wraps on the GPU; numpy sums small ints in int64, whose scalar Triton 3.6's interpreter
+            # then refuses out of int32's range (NumPy 2). Summed in the input's own width: wrapped.
+            return self.to_tensor(np.sum(data, axis=self.axis, keepdims=self.keep_dims, dtype=data.dtype),
+                                  input.dtype)
         if input.dtype.scalar != bf16:
             return orig_sum(self, input)
         warn_once("sum", "bf16")
-        data = input.handle.data
         if self.axis is None:
             out = seq(data.reshape(-1), 0, np.add, False, scan=False)
             out = out.reshape((1,) * data.ndim) if self.keep_dims else out.reshape(())

@@ -39,6 +39,8 @@ MODELS: dict[str, str] = {
     "dot": "tl.dot as the arch's tensor cores compute it (harness.interp.dots, harness.tensor_cores)",
     "nan_minmax": "tl.maximum/minimum of a NaN and a number give the number (max/min.f32, max/min.bf16), as "
                   "the GPU does; Triton 3.6's interpreter propagates the NaN (harness.interp.arith)",
+    "atomic_f16": "fp16/bf16 atomic_add: one rounding per update, overflow to inf, as atom.add.noftz.f16/bf16 "
+                  "(harness.interp.arith)",
     "nan_reduce": "max/min/argmax/argmin of an all-NaN slice as the GPU's combine tree gives it "
                   "(harness.interp.arith)",
 }
@@ -488,6 +490,8 @@ def _atomic(b: _Builder, op_class: str) -> str:
     # what Triton compiles for sm90 (Triton 3.6 and 3.9): atomic max/min/xchg of fp16/bf16 are refused
     dt = rng.choice(["fp32", "i32"] + (["fp16", "bf16"] if op in ("add", "cas") else []))
     _load(b, "v", dt, shape, offs, mask)
+    if op == "add" and dt in ("fp16", "bf16"):
+        b.models.add("atomic_f16")
     slots = rng.choice([1, 2, 3, shape[0]])
     b.constexprs["SLOTS"] = slots
     b.pointer("acc_ptr", b.data(dt, (slots,)) if rng.random() < 0.5 else b.out_buffer(dt, (slots,)), output=True)

@@ -138,3 +138,35 @@ def test_fp32_atomic_xchg(device):
     bits = (lambda t: t.cpu().view(torch.int32).tolist())  # noqa: E731
     assert bits(old[:6]) == bits(before[:6])
     assert bits(p[:6]) == bits(v[:6]) and bits(p[6:]) == bits(before[6:])
+
+
+@triton.jit
+def _atomic_add(p_ptr, v_ptr, old_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(old_ptr + i, tl.atomic_add(p_ptr + i % 2, tl.load(v_ptr + i)))
+
+
+def test_fp16_atomic_add_overflows_to_inf(device):
+    """Triton's interpreter raises "overflow to signed inf" for an fp16 atomic_add past 65504; the GPU's
+    atom.add.noftz.f16 rounds to nearest and overflows to inf. Slot 0 takes 60000 twice, slot 1 -60000 twice."""
+    p = torch.tensor([60000.0, -60000.0], dtype=torch.float16, device=device)
+    v = torch.tensor([60000.0, -60000.0, 60000.0, -60000.0], dtype=torch.float16, device=device)
+    old = torch.zeros(4, dtype=torch.float16, device=device)
+    _atomic_add[(1,)](p, v, old, BLOCK=4)
+    assert p.tolist() == [math.inf, -math.inf]
+    assert sorted(old[[0, 2]].tolist()) == [60000.0, math.inf]
+    assert sorted(old[[1, 3]].tolist()) == [-math.inf, -60000.0]
+
+
+@triton.jit
+def _int_sum(x_ptr, o_ptr, BLOCK: tl.constexpr):
+    tl.store(o_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
+
+
+def test_int32_sum_wraps(device):
+    """An int32 sum past 2**31 wraps on the GPU (add.s32); Triton 3.6's interpreter sums in int64 and then
+    refuses the scalar ("out of bounds for int32", NumPy 2)."""
+    x = torch.tensor([2**30, 2**30, 2**30, 2**30 - 5], dtype=torch.int32, device=device)
+    out = torch.zeros(1, dtype=torch.int32, device=device)
+    _int_sum[(1,)](x, out, BLOCK=4)
+    assert out.item() == 2**32 - 5 - 2**32

@@ -42,8 +42,8 @@ COUNT = int(os.environ.get("KERNELGEN_COUNT", "400"))
 CHUNKS = 4  # separate tests, so that xdist spreads a run over its workers
 
 #: The shim modules each model's difference comes from (harness.interp.*).
-_SHIMS_OF = {"bf16": ("arith",), "nan_reduce": ("arith",), "nan_minmax": ("arith",), "fp8": ("casts",),
-             "approx": ("approx_math",), "dot": ("dots",)}
+_SHIMS_OF = {"bf16": ("arith",), "nan_reduce": ("arith",), "nan_minmax": ("arith",), "atomic_f16": ("arith",),
+             "fp8": ("casts",), "approx": ("approx_math",), "dot": ("dots",)}
 #: Newest install first: suspending in this order lifts each layer from the top.
 _INSTALL_ORDER = ("casts", "arith", "approx_math", "dots")
 
