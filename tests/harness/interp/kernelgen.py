@@ -195,6 +195,8 @@ class _Builder:
         x = x.reshape(shape)
         if len(shape) == 2 and rng.random() < 0.25:  # a row all NaN
             x[rng.randrange(shape[0])] = float("nan")
+        elif rng.random() < 0.05:
+            x[:] = float("nan")
         return x.to(target)
 
     def out_buffer(self, dt: str, shape: tuple[int, ...]) -> torch.Tensor:
@@ -332,10 +334,16 @@ def _store(b: _Builder, value: str, dt: str, shape: tuple[int, ...], offs: str, 
 
 
 def _inputs(b: _Builder, dts: list[str], shape: tuple[int, ...], offs: str, mask: str | None) -> dict[str, str]:
+    """Block loads of ``dts``, and at times a scalar load (one element per program) beside them."""
     leaves = {}
     for k, dt in enumerate(dts):
         _load(b, "abc"[k], dt, shape, offs, mask)
         leaves["abc"[k]] = dt
+    if b.rng.random() < 0.25:
+        dt = b.rng.choice(dts)
+        b.pointer("s_ptr", b.data(dt, (b.constexprs["_GRID"],)))
+        b.line("s = tl.load(s_ptr + tl.program_id(0))")
+        leaves["s"] = dt
     return leaves
 
 
@@ -381,10 +389,9 @@ def _store_shaped(b: _Builder, value: str, dt: str, shape: tuple[int, ...], name
 
 def _reduce(b: _Builder, op_class: str) -> str:
     rng = b.rng
-    two_d = rng.random() < 0.6
-    shape, offs, mask = _tile(b, two_d)
+    shape, offs, mask = _tile(b, rng.random() < 0.5)
     op = rng.choice(_REDUCE_OPS)
-    dt = "i32" if op == "xor_sum" else rng.choice(["fp32", "fp32", "fp16", "bf16", "i32"])
+    dt = "i32" if op == "xor_sum" else rng.choice(["fp32", "fp32", "fp16", "bf16", "bf16", "i32"])
     leaves = _inputs(b, [dt], shape, offs, mask)
     x = b.expr(dt, leaves, rng.randint(0, 1))
     b.line(f"x = {x}")
@@ -427,9 +434,9 @@ def _combine(b: _Builder, name: str, dt: str) -> None:
 
 def _scan(b: _Builder, op_class: str) -> str:
     rng = b.rng
-    shape, offs, mask = _tile(b, rng.random() < 0.6)
+    shape, offs, mask = _tile(b, rng.random() < 0.5)
     op = rng.choice(_SCAN_OPS)
-    dt = rng.choice(["fp32", "fp32", "fp16", "bf16", "i32"])
+    dt = rng.choice(["fp32", "fp32", "fp16", "bf16", "bf16", "i32"])
     leaves = _inputs(b, [dt], shape, offs, mask)
     b.line(f"x = {b.expr(dt, leaves, rng.randint(0, 1))}")
     axis = rng.randrange(len(shape))

@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.harness.interp import kernelgen
 
@@ -38,7 +40,7 @@ pytestmark = pytest.mark.interp_only
 triton = pytest.importorskip("triton")
 
 SEED = int(os.environ.get("KERNELGEN_SEED", "47000"))
-COUNT = int(os.environ.get("KERNELGEN_COUNT", "400"))
+COUNT = int(os.environ.get("KERNELGEN_COUNT", "1500"))
 CHUNKS = 4  # separate tests, so that xdist spreads a run over its workers
 
 #: The shim modules each model's difference comes from (harness.interp.*).
@@ -184,6 +186,17 @@ def _check_many(seeds: range, directory: Path) -> None:
     for (cls, what), n in sorted(outcomes.items()):
         print(f"  {cls:12} {what:32} {n}")
     assert not failures, f"{len(failures)} of {len(seeds)} generated kernels failed; the first:\n{failures[0]}"
+
+
+@settings(max_examples=int(os.environ.get("KERNELGEN_EXAMPLES", "100")), derandomize=True, database=None,
+          deadline=None, suppress_health_check=list(HealthCheck))
+@given(rnd=st.randoms(use_true_random=False))
+def test_generated_kernels_shrink(rnd, tmp_path_factory):
+    """The same check on kernels drawn by hypothesis: a failure shrinks to the smallest kernel the grammar
+    writes for it (hypothesis prints it, and ``@reproduce_failure`` to replay it)."""
+    case = kernelgen.draw_case(rnd)
+    _, problem = check(case, tmp_path_factory.getbasetemp())
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
