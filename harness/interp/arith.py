@@ -14,7 +14,9 @@ methods that see bf16 operands (``binary_op``, ``ternary_op``'s clamp, ``create_
 reductions, so that every bf16 value is computed in fp32 (exact for these operands) and rounded back once,
 with RNE. For ``+ - *`` an fp32 result rounded again to bf16 equals one rounding of the exact value (24 >= 2*8+2
 bits: double rounding is innocuous); ``fma`` is rounded to odd in fp32 first, which makes its second rounding
-exact too.
+exact too. Kernels the GPU runs and the interpreter refuses run here as the GPU runs them (Triton 3.6/3.9 PTX for
+sm90): ``max``/``argmax``/``min``/``argmin`` over an all-NaN slice, fp16 ``atomic_add`` past the largest
+finite, fp32 ``atomic_xchg``, an int32 ``tl.sum`` that wraps.
 
 What stays different is reported, never silent: ops known to differ from the GPU (:data:`KNOWN_DIFFERENT`:
 fp32 ``/`` = ``div.full.f32``, MUFU approximations, ``tl.dot``, the GPU's reduction order for bf16 sums, fp
