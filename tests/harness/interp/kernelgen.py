@@ -315,6 +315,11 @@ def _bound(rng: random.Random, size: int) -> int:
     return rng.choice([0, size, rng.randint(1, size), rng.randint(1, size)])
 
 
+def _shape_text(shape: tuple[int, ...]) -> str:
+    """The tile's shape in the kernel's constexprs (an expression over a scalar load alone is a scalar)."""
+    return "(BM, BN)" if len(shape) == 2 else "(BLOCK,)"
+
+
 def _load(b: _Builder, name: str, dt: str, shape: tuple[int, ...], offs: str, mask: str | None) -> None:
     grid = b.constexprs["_GRID"]
     full = (grid * shape[0],) + shape[1:]
@@ -393,8 +398,7 @@ def _reduce(b: _Builder, op_class: str) -> str:
     op = rng.choice(_REDUCE_OPS)
     dt = "i32" if op == "xor_sum" else rng.choice(["fp32", "fp32", "fp16", "bf16", "bf16", "i32"])
     leaves = _inputs(b, [dt], shape, offs, mask)
-    x = b.expr(dt, leaves, rng.randint(0, 1))
-    b.line(f"x = {x}")
+    b.line(f"x = tl.broadcast_to({b.expr(dt, leaves, rng.randint(0, 1))}, {_shape_text(shape)})")
     axis = rng.choice([None] + list(range(len(shape))))
     keep = rng.random() < 0.5
     if op in ("argmax", "argmin", "max_idx", "min_idx") and axis is None:
@@ -438,7 +442,7 @@ def _scan(b: _Builder, op_class: str) -> str:
     op = rng.choice(_SCAN_OPS)
     dt = rng.choice(["fp32", "fp32", "fp16", "bf16", "bf16", "i32"])
     leaves = _inputs(b, [dt], shape, offs, mask)
-    b.line(f"x = {b.expr(dt, leaves, rng.randint(0, 1))}")
+    b.line(f"x = tl.broadcast_to({b.expr(dt, leaves, rng.randint(0, 1))}, {_shape_text(shape)})")
     axis = rng.randrange(len(shape))
     reverse = rng.random() < 0.3
     if op == "associative_scan":

@@ -14,8 +14,8 @@ the session's shims (the plugin). Then:
 
 CI runs a fixed run of seeds. A longer or other run: ``KERNELGEN_SEED=<first> KERNELGEN_COUNT=<n>``, e.g.
 ``KERNELGEN_SEED=1000 KERNELGEN_COUNT=5000 TRITON_INTERPRET=1 pytest --harness-lane=interp
-tests/harness/interp/test_kernelgen.py -k seeds -s`` (``-s`` prints the counts by op class). A failure prints
-the one-seed command that reproduces it.
+tests/harness/interp/test_kernelgen.py -s`` (``-s`` prints the outcomes by op class); ``KERNELGEN_EXAMPLES``
+sets the hypothesis examples (0: none). A failure prints the one-seed command that reproduces it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ triton = pytest.importorskip("triton")
 
 SEED = int(os.environ.get("KERNELGEN_SEED", "47000"))
 COUNT = int(os.environ.get("KERNELGEN_COUNT", "1500"))
+EXAMPLES = int(os.environ.get("KERNELGEN_EXAMPLES", "100"))
 CHUNKS = 4  # separate tests, so that xdist spreads a run over its workers
 
 #: The shim modules each model's difference comes from (harness.interp.*).
@@ -139,7 +140,7 @@ def check(case: kernelgen.Case, directory: Path) -> tuple[str, str | None]:
 
     def failure(why: str) -> str:
         return (f"{why}\nseed {case.seed}; reproduce: KERNELGEN_SEED={case.seed} KERNELGEN_COUNT=1 "
-                f"TRITON_INTERPRET=1 pytest --harness-lane=interp {__file__}::test_generated_kernels\n"
+                f"KERNELGEN_EXAMPLES=0 TRITON_INTERPRET=1 pytest --harness-lane=interp {__file__} -s\n"
                 f"{case.describe()}\nmodels: {sorted(case.models) or 'none'}\n{case.source}\n"
                 f"plain interpreter: {_outcome(plain)}\nplugin: {_outcome(plugin)}")
 
@@ -188,7 +189,8 @@ def _check_many(seeds: range, directory: Path) -> None:
     assert not failures, f"{len(failures)} of {len(seeds)} generated kernels failed; the first:\n{failures[0]}"
 
 
-@settings(max_examples=int(os.environ.get("KERNELGEN_EXAMPLES", "100")), derandomize=True, database=None,
+@pytest.mark.skipif(EXAMPLES == 0, reason="KERNELGEN_EXAMPLES=0")
+@settings(max_examples=max(EXAMPLES, 1), derandomize=True, database=None,
           deadline=None, suppress_health_check=list(HealthCheck))
 @given(rnd=st.randoms(use_true_random=False))
 def test_generated_kernels_shrink(rnd, tmp_path_factory):
