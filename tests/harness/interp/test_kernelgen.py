@@ -5,7 +5,8 @@ Each case runs twice in this process: with every interpreter shim suspended (Tri
 the session's shims (the plugin). Then:
 
 - plain runs, the plugin raises: a false failure, unless the error is the compiler's refusal that a model
-  predicts (an FP8 cast or a ``tl.dot`` the arch does not lower);
+  predicts (an FP8 cast or a ``tl.dot`` the arch does not lower) and Triton indeed does not compile the kernel
+  for the arch;
 - both run, outputs differ (bit patterns; NaN equals NaN): the difference must be one the case's models make.
   It is attributed by suspending exactly the shims of those models on the plugin's side: the outputs must then
   equal the plain interpreter's. A difference with no model, or one that survives that suspension, fails;
@@ -155,9 +156,13 @@ def check(case: kernelgen.Case, directory: Path) -> tuple[str, str | None]:
         return "neither runs (nor compiles)", None
     if isinstance(plugin, BaseException):
         model = _refusal(plugin)
-        if model in case.models:
-            return f"refused ({model})", None
-        return "false failure", failure("The plugin raised where Triton's interpreter runs the kernel.")
+        if model not in case.models:
+            return "false failure", failure("The plugin raised where Triton's interpreter runs the kernel.")
+        target, compiled = _compiles(kernel, case)
+        if compiled:
+            return "false failure", failure(f"The plugin refused ({model} model) a kernel that Triton compiles "
+                                            f"for {target}.")
+        return f"refused ({model})", None
     diffs = _differences(plain, plugin)
     if not diffs:
         return "equal", None
