@@ -228,8 +228,8 @@ class _Builder:
         if dt == "i32":
             form = rng.choice(["+", "-", "*", "&", "|", "^", "where", "minimum", "maximum", "abs", "neg"])
         else:
-            form = rng.choice(["+", "-", "*", "/", "muladd", "fma", "where", "minimum", "maximum", "abs", "neg"]
-                              + (["exp", "log", "sqrt", "rsqrt"] if dt == "fp32" else []))
+            form = rng.choice(["+", "-", "*", "/", "muladd", "fma", "where", "minimum", "maximum", "clamp", "abs",
+                               "neg"] + (["exp", "log", "sqrt", "rsqrt"] if dt == "fp32" else []))
         if form in ("+", "-", "*", "&", "|", "^"):
             return f"({sub()} {form} {rhs()})"
         if form == "/":
@@ -245,6 +245,9 @@ class _Builder:
             if dt != "i32":
                 self.models.add("nan_minmax")
             return f"tl.{form}({sub()}, {sub()})"
+        if form == "clamp":  # tt.clampf: max then min (max/min.f32), bounds in either order
+            self.models.add("nan_minmax")
+            return f"tl.clamp({sub()}, {sub()}, {sub()})"
         if form == "abs":
             return f"tl.abs({sub()})"
         if form == "neg":
@@ -267,6 +270,8 @@ class _Builder:
         if src != "i32" and dt != "i32" and rng.random() < 0.4:  # through FP8 and back
             self.models.add("fp8")
             return f"{inner}.to({_TL[rng.choice(['e4m3', 'e5m2'])]}).to({_TL[dt]})"
+        if src == "fp32" and dt in ("fp16", "bf16") and rng.random() < 0.5:  # cvt.rz
+            return f'{inner}.to({_TL[dt]}, fp_downcast_rounding="rtz")'
         return f"{inner}.to({_TL[dt]})"
 
 
