@@ -14,7 +14,9 @@ methods that see bf16 operands (``binary_op``, ``ternary_op``'s clamp, ``create_
 reductions, so that every bf16 value is computed in fp32 (exact for these operands) and rounded back once,
 with RNE. For ``+ - *`` an fp32 result rounded again to bf16 equals one rounding of the exact value (24 >= 2*8+2
 bits: double rounding is innocuous); ``fma`` is rounded to odd in fp32 first, which makes its second rounding
-exact too.
+exact too. Kernels the GPU runs and the interpreter refuses run here as the GPU runs them (Triton 3.6/3.9 PTX for
+sm90): ``max``/``argmax``/``min``/``argmin`` over an all-NaN slice, fp16 ``atomic_add`` past the largest
+finite, fp32 ``atomic_xchg``, an int32 ``tl.sum`` that wraps.
 
 What stays different is reported, never silent, by :mod:`harness.interp.differences`. An interpreter whose
 builder the shim does not recognize gets one warning and no patch.
@@ -198,21 +200,36 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
         return orig_fp_to_fp(self, src, dst_type, rounding_mode)
 
     def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
-        if not (is_bf16(val) and rmwOp == itp._ir.ATOMIC_OP.FADD):
+        if rmwOp == itp._ir.ATOMIC_OP.XCHG and getattr(val.dtype, "scalar", val.dtype) == tl.float32:
+            # the interpreter's runtime has no float xchg; the GPU exchanges the 32-bit pattern
+            # (atom.global.gpu.acq_rel.exch.b32, derived from Triton 3.6's and 3.9's PTX for sm90): an int32
+            # xchg of the same bits
+            bits = TH(np.ascontiguousarray(val.data, np.float32).view(np.int32), tl.int32)
+            old = orig_rmw(self, rmwOp, ptr, bits, mask, sem, scope)
+            return TH(np.ascontiguousarray(old.data, np.int32).view(np.float32), tl.float32)
+        f16 = getattr(val.dtype, "scalar", val.dtype) == tl.float16
+        if not ((is_bf16(val) or f16) and rmwOp == itp._ir.ATOMIC_OP.FADD):
             return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
-        # one correctly rounded add per update, in element order (atom.add.noftz.bf16 / a CAS loop)
+        # one correctly rounded add per update, in element order (atom.add.noftz.bf16 / .f16, or a CAS loop),
+        # past the largest finite to inf (the interpreter's own fp16 add raises OverflowError there)
         ptrs, vals, msk = np.broadcast_arrays(ptr.data, val.data, mask.data)
-        old = np.zeros(ptrs.shape, dtype=np.uint16)
+        store_dt = np.dtype(np.float16 if f16 else np.uint16)
+        old = np.zeros(ptrs.shape, dtype=store_dt)
         one = np.ones((1,), dtype=bool)
         for idx in np.ndindex(ptrs.shape):
             if not msk[idx]:
                 continue
             p = np.asarray([ptrs[idx]], dtype=np.uint64)
-            cur = itp._interpreter.load(p, one, np.zeros((1,), np.uint16), np.dtype(np.uint16))
+            cur = itp._interpreter.load(p, one, np.zeros((1,), store_dt), store_dt)
             old[idx] = cur[0]
-            new = f32_to_bf16(bf16_to_f32(cur) + bf16_to_f32(np.asarray([vals[idx]], np.uint16)))
+            add = np.asarray([vals[idx]], store_dt)
+            if f16:  # the fp16 sum is exact in float64: one rounding
+                with np.errstate(over="ignore", invalid="ignore"):
+                    new = (cur.astype(np.float64) + add.astype(np.float64)).astype(np.float16)
+            else:
+                new = f32_to_bf16(bf16_to_f32(cur) + bf16_to_f32(add))
             itp._interpreter.store(p, new, one)
-        return TH(old, bf16)
+        return TH(old, tl.float16 if f16 else bf16)
 
     cast_impl.__dict__[BF16_EXACT_ATTR] = True
     out: dict[tuple[Any, str], Any] = {
@@ -241,22 +258,28 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
 
     def seq(data: np.ndarray, axis: int, op: Any, keep: bool, scan: bool) -> np.ndarray:
         x = np.moveaxis(bf16_to_f32(data), axis, 0)
-        acc = x[0].astype(np.float32)
-        steps = [f32_to_bf16(acc)]
+        acc = np.asarray(x[0], dtype=np.float32)
+        shape = acc.shape  # () for a 1-D block: f32_to_bf16 returns at least 1-D
+        steps = [f32_to_bf16(acc).reshape(shape)]
         for k in range(1, x.shape[0]):
             with np.errstate(all="ignore"):
-                acc = bf16_to_f32(f32_to_bf16(op(acc, x[k])))
-            steps.append(f32_to_bf16(acc))
+                acc = bf16_to_f32(f32_to_bf16(op(acc, x[k])).reshape(shape))
+            steps.append(f32_to_bf16(acc).reshape(shape))
         if scan:
             return np.moveaxis(np.stack(steps), 0, axis)
         r = steps[-1]
         return np.expand_dims(r, axis) if keep else r
 
     def r_sum(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
+        data = input.handle.data
+        if input.dtype.scalar.is_int() and data.dtype.kind in "iu":  # not int1 (numpy bool)
+            # add.s32 wraps on the GPU; numpy sums small ints in int64, whose scalar Triton 3.6's interpreter
+            # then refuses out of int32's range (NumPy 2). Summed in the input's own width: wrapped.
+            return self.to_tensor(np.sum(data, axis=self.axis, keepdims=self.keep_dims, dtype=data.dtype),
+                                  input.dtype)
         if input.dtype.scalar != bf16:
             return orig_sum(self, input)
         differences.warn("sum", "bf16")
-        data = input.handle.data
         if self.axis is None:
             out = seq(data.reshape(-1), 0, np.add, False, scan=False)
             out = out.reshape((1,) * data.ndim) if self.keep_dims else out.reshape(())
@@ -265,18 +288,41 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
         return self.to_tensor(out, input.dtype)
 
     def r_min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
+        # Over an all-NaN slice the GPU (derived from Triton 3.6's and 3.9's PTX for sm90) gives: for tl.max/min,
+        # max.f32/min.f32 of NaNs, NaN; for argmax/argmin, whose combine selp's the first (value, index) pair
+        # only when setp.gt/lt (or setp.eq and a lower index) holds, the second pair at every step; the storing
+        # thread pairs each element with higher-indexed ones (registers in order, then shfl.bfly and the warps
+        # above it), so the slice's last element and index n - 1. Triton 3.9's interpreter raises there
+        # (np.nanargmax), 3.6's returns index 0 (np.argmax).
         inp = input[0] if isinstance(input, tuple) else input
-        if inp.dtype.scalar != bf16:
+        is_bf16 = inp.dtype.scalar == bf16
+        f = bf16_to_f32(inp.handle.data) if is_bf16 else np.asarray(inp.handle.data)
+        axis, keep = self.axis, self.keep_dims
+        all_nan = np.isnan(f).all(axis=axis, keepdims=True) if f.dtype.kind == "f" else np.zeros((), bool)
+        if not is_bf16 and not all_nan.any():
             return orig_min_max(self, input, val_reduce_op, idx_reduce_op)
-        f = bf16_to_f32(inp.handle.data)
+        safe = np.where(all_nan, np.float32(0), f).astype(f.dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
+            v = np.asarray(val_reduce_op(f, axis=axis, keepdims=keep)) if val_reduce_op else None
+            i = np.asarray(idx_reduce_op(safe, axis=axis, keepdims=keep)) if idx_reduce_op else None
+        if i is not None:
+            flat = f.reshape(-1) if axis is None else f
+            last = np.take(flat, [-1], axis=0 if axis is None else axis)
+            nan = all_nan
+            if not keep:
+                nan = nan.reshape(()) if axis is None else np.squeeze(nan, axis)
+                last = last.reshape(()) if axis is None else np.squeeze(last, axis)
+            elif axis is None:
+                last = last.reshape(nan.shape)
+            i = np.where(nan, flat.shape[0 if axis is None else axis] - 1, i).astype(np.int32)
+            if v is not None:
+                v = np.where(nan, last, v)
         val = idx = None
-        if val_reduce_op:  # max.f32 / min.f32 of the exact values, back exactly
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
-                v = val_reduce_op(f, axis=self.axis, keepdims=self.keep_dims)
-            val = self.to_tensor(f32_to_bf16(np.asarray(v, np.float32)), inp.dtype)
-        if idx_reduce_op:
-            idx = self.to_tensor(idx_reduce_op(f, axis=self.axis, keepdims=self.keep_dims), tl.int32)
+        if v is not None:
+            val = self.to_tensor(f32_to_bf16(v.astype(np.float32)).reshape(v.shape) if is_bf16 else v, inp.dtype)
+        if i is not None:
+            idx = self.to_tensor(i, tl.int32)
         if val is not None and idx is not None:
             return val, idx
         return val if val is not None else idx
