@@ -125,8 +125,7 @@ def test_auto_lane_follows_an_assumed_cpu_arch(monkeypatch):
 
     from harness import plugin
 
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    from harness import gpus
 
     class Config:  # the two options the lane choice reads
         def __init__(self, arch):
@@ -135,8 +134,20 @@ def test_auto_lane_follows_an_assumed_cpu_arch(monkeypatch):
         def getoption(self, name):
             return self.options[name]
 
-    assert [plugin._choose_lane(Config(a)) for a in ("interp", "cpu", "sm80", None, "bogus")] == [
-        "interp", "interp", "gpu", "gpu", "gpu"]
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with monkeypatch.context() as m:  # a GPU box: its device nodes, and torch sees the GPU
+        m.setattr(torch.cuda, "is_available", lambda: True)
+        m.setattr(gpus, "may_have_gpu", lambda: True)
+        assert [plugin._choose_lane(Config(a)) for a in ("interp", "cpu", "sm80", None, "bogus")] == [
+            "interp", "interp", "gpu", "gpu", "gpu"]
+
+    def asked() -> bool:
+        raise AssertionError("torch was asked on a box with no GPU device node")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asked)  # a box without them: torch is never asked
+    monkeypatch.setattr(gpus, "DEVICE_NODES", ("/nonexistent/nvidia0",))
+    monkeypatch.setattr(gpus.sys, "platform", "linux")
+    assert plugin._choose_lane(Config(None)) == "interp"
 
 
 INDEPENDENT = """
