@@ -239,9 +239,10 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
     ``input_precision`` (fp32 operands): "tf32" (default), "tf32x3", "ieee". ``max_num_imprecise_acc``: as
     ``tl.dot``'s (FP8 on sm90; None = Triton's default there, never promote). ``instr``: "wgmma" (what Triton
     emits for warpgroup tiles on sm90; sm100's are ``tcgen05.mma``, also named "tcgen05": the published model
-    of :mod:`.tcgen05`, ``max_num_imprecise_acc`` ignored) or "mma" (mma.sync: small tiles, other archs). FP8 operands run where :func:`.models.fp8_model` says: on an FP8 instruction
-    (the "hopper" / "ada" rows, finite values through :mod:`.fast`, the rest through mmaemu) or converted to fp16
-    (sm80-sm87, and mma.sync tiles on sm90/sm100).
+    of :mod:`.tcgen05`, ``max_num_imprecise_acc`` ignored) or "mma" (mma.sync: small tiles, other archs). FP8
+    operands off tcgen05 run where :func:`.models.fp8_model` says: on an FP8 instruction (the "hopper" / "ada"
+    rows, finite values through :mod:`.fast`, the rest through mmaemu) or converted to fp16 (sm80-sm87, and
+    mma.sync tiles on sm90/sm100).
     Raises :class:`.models.DotRefused` (a ``NotImplementedError``) where the target's compiler refuses the operands
     (e4m3 below sm89), NotImplementedError for a combination no row of :data:`MODELS` covers (fp16 accumulators,
     int8...).
