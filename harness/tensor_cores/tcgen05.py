@@ -171,56 +171,149 @@ def _rz_f32(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x != 0, r, torch.zeros_like(r))
 
 
-def _one(P: torch.Tensor, R: torch.Tensor, S: torch.Tensor | None, C: torch.Tensor, row: Tcgen05Kind) -> torch.Tensor:
-    """One instruction on finite terms: P [..., k] exact products (scales in), R [..., k] their raw exponent sums
-    (_NEG for zero products), S [..., k] scale-pair raw exponents (scaled kinds), C [...] finite fp32 values.
-    Returns the fp32 results as float64."""
-    nz = P != 0
-    R = torch.where(nz, R, _NEG)
-    maxR = R.amax(-1)
-    rc = torch.where(C != 0, (torch.frexp(C)[1] - 1).to(torch.float64).clamp_min(-126), _NEG)
+def _raw_c(C: torch.Tensor) -> torch.Tensor:
+    """Raw exponent of finite fp32 accumulator values (a subnormal's is -126); _NEG for 0."""
+    return torch.where(C != 0, (torch.frexp(C)[1] - 1).to(torch.float64).clamp_min(-126), _NEG)
+
+
+def _window_step(P: torch.Tensor, maxR: torch.Tensor, C: torch.Tensor, row: Tcgen05Kind) -> torch.Tensor:
+    """One instruction of a one-window kind on finite terms: P [..., M, N, k] exact products, maxR [..., M, N]
+    the largest raw exponent sum of its nonzero products (_NEG: none), C finite fp32 values as float64."""
+    top = torch.maximum(maxR, _raw_c(C))
+    qq = _pow2(torch.where(top > _NEG / 2, top - row.window, 0.0))
+    units = _trunc_div(P, qq[..., None]).sum(-1) + _trunc_div(C, qq)
+    return _rz_f32(units * qq)
+
+
+def _grouped_step(gsum: torch.Tensor, gR: torch.Tensor, gS: torch.Tensor, msum: torch.Tensor, C: torch.Tensor,
+                  row: Tcgen05Kind) -> torch.Tensor:
+    """One instruction of an mxf4 / mxf4nvf4 kind on finite terms, from its product groups: gsum [..., g, M, N]
+    each group's exact sum (scales in), gR its largest raw exponent of a nonzero scaled product and gS its
+    scale-pair raw exponent (_NEG for a group of zero products), msum [..., m, M, N] the exact sums of the K=16
+    merge groups; C [..., M, N] finite fp32 values as float64."""
+    maxR = gR.amax(-3)
+    Smax = gS.amax(-3)
+    rc = _raw_c(C)
     anyp = maxR > _NEG / 2
-    if row.product_group is None:  # one window, every product truncated on its own
-        top = torch.maximum(maxR, rc)
-        q = torch.where(top > _NEG / 2, top - row.window, 0.0)
-        qq = _pow2(q)
-        units = _trunc_div(P, qq[..., None]).sum(-1) + _trunc_div(C, qq)
-        return _rz_f32(units * qq)
-    Smax = torch.where(nz, S, _NEG).amax(-1)
-    lead = P.shape[:-1]
-    g = row.product_group
-    gsum = P.reshape(*lead, -1, g).sum(-1)  # exact: a group's products share one scale pair (see module docstring)
-    m = 16  # the c-dominant merge groups
-    msum = P.reshape(*lead, -1, m).sum(-1)
     cnz = C != 0
     cdom = cnz & anyp & (rc >= maxR)
-    # c outranks every product: c's 35-bit window over K=16 group sums
+    # c outranks every product: c's 35-bit window over the K=16 group sums
     qa = _pow2(torch.where(cdom, rc - 35, 0.0))
-    ua = _trunc_div(C, qa) + _trunc_div(msum, qa[..., None]).sum(-1)
+    ua = _trunc_div(C, qa) + _trunc_div(msum, qa).sum(-3)
     # products lead: the wide window and the scale floor
-    top = torch.maximum(maxR, rc) - row.window
-    qe = torch.where(anyp, torch.maximum(top, Smax - row.scale_floor), 0.0)
+    qe = torch.where(anyp, torch.maximum(torch.maximum(maxR, rc) - row.window, Smax - row.scale_floor), 0.0)
     qb = _pow2(qe)
     uc = _trunc_div(C, qb)
     if row.per_group_c:
-        gR = R.reshape(*lead, -1, g).amax(-1)
-        gq = torch.where(cnz[..., None] & (gR > _NEG / 2) & (rc[..., None] >= gR),
-                         torch.maximum(qe[..., None], rc[..., None] - 35), qe[..., None])
-        bu = _trunc_div(gsum, _pow2(gq)) * _pow2(gq - qe[..., None])
+        gq = torch.where(cnz & (gR > _NEG / 2) & (rc >= gR), torch.maximum(qe, rc - 35), qe)
+        bu = _trunc_div(gsum, _pow2(gq)) * _pow2(gq - qe)
     else:
-        bu = _trunc_div(gsum, qb[..., None])
-    ub = uc + bu.sum(-1)
-    d = _rz_f32(ub * qb)
+        bu = _trunc_div(gsum, qb)
+    d = _rz_f32((uc + bu.sum(-3)) * qb)
     if row.subnormal_floor is not None:
         sub = (d != 0) & (d.abs() < 2.0 ** -126)
         if bool(sub.any()):
-            gS = torch.where(nz, S, _NEG).reshape(*lead, -1, g).amax(-1)
             thr = torch.where(qe < row.subnormal_floor, _pow2(row.subnormal_floor - qe), 1.0)
-            drop = (gS > _NEG / 2) & (gS < Smax[..., None]) & (bu.abs() < thr[..., None])
-            ub2 = uc + torch.where(drop, 0.0, bu).sum(-1)
-            d = torch.where(sub, _rz_f32(ub2 * qb), d)
+            drop = (gS > _NEG / 2) & (gS < Smax) & (bu.abs() < thr)
+            d = torch.where(sub, _rz_f32((uc + torch.where(drop, 0.0, bu).sum(-3)) * qb), d)
     d = torch.where(cdom, _rz_f32(ua * qa), d)
     return torch.where(anyp, d, torch.where(cnz, C, 0.0))
+
+
+def _nan_word(out: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isnan(out), torch.tensor(NAN_WORD, dtype=torch.int32).view(torch.float32), out)
+
+
+def _chain_grouped(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.Tensor, C: torch.Tensor,
+                   row: Tcgen05Kind, SA: tuple[torch.Tensor, torch.Tensor], SB: tuple[torch.Tensor, torch.Tensor]
+                   ) -> torch.Tensor:
+    """:func:`mma_chain` for the grouped kinds (e2m1 operands, always finite), all k at once. Why matmuls are
+    exact here: a group's products share one scale pair (a group lies in one scale block), so its sum is the
+    unscaled group sum (multiples of 1/4, at most 16 * 36: exact in any order) times the two scales (powers of two,
+    or ue4m3 values of 4 bits); its largest raw exponent is read from one matmul of 2^(5 * raw) weights: e2m1's
+    nonzero raw exponents are 0-2, a group holds at most 16 < 32 products per level, so the sum's level
+    floor(log2 / 5) is the largest raw exponent sum."""
+    g = row.product_group
+    K = A.shape[-1]
+    lead = A.shape[:-2]
+    M, N = A.shape[-2], B.shape[-1]
+    G = K // g
+
+    def groups_a(x: torch.Tensor) -> torch.Tensor:  # [..., M, K] -> [..., G, M, g]
+        return x.reshape(*lead, M, G, g).transpose(-3, -2)
+
+    def groups_b(x: torch.Tensor) -> torch.Tensor:  # [..., K, N] -> [..., G, g, N]
+        return x.reshape(*lead, G, g, N)
+
+    gs = groups_a(A) @ groups_b(B)
+    wa = torch.where(A != 0, torch.exp2(5 * RA.clamp_min(0)), 0.0)
+    wb = torch.where(B != 0, torch.exp2(5 * RB.clamp_min(0)), 0.0)
+    lv = groups_a(wa) @ groups_b(wb)
+    nz = lv > 0
+    lvl = ((torch.frexp(lv)[1] - 1) // 5).to(torch.float64)
+    sav, sar = (x[..., ::g].transpose(-1, -2)[..., :, :, None] for x in SA)   # [..., G, M, 1]
+    sbv, sbr = (x[..., ::g, :][..., :, None, :] for x in SB)                  # [..., G, 1, N]
+    gsum = gs * sav * sbv
+    gS = torch.where(nz, sar + sbr, _NEG)
+    gR = torch.where(nz, lvl + sar + sbr, _NEG)
+    scale_nan = torch.isnan(sav) | torch.isnan(sbv)
+    per = row.k // g  # groups per instruction
+    acc = C.double()
+    for i in range(K // row.k):
+        sl = slice(i * per, (i + 1) * per)
+        gsum_i = gsum[..., sl, :, :]
+        msum = gsum_i.reshape(*lead, -1, 16 // g, M, N).sum(-3) if g < 16 else gsum_i
+        fin = torch.isfinite(acc)
+        d = _grouped_step(torch.where(torch.isnan(gsum_i), 0.0, gsum_i), gR[..., sl, :, :], gS[..., sl, :, :],
+                          torch.where(torch.isnan(msum), 0.0, msum), torch.where(fin, acc, 0.0), row)
+        d = torch.where(fin, d, acc)  # an inf accumulator meets finite products: itself; NaN stays NaN
+        acc = torch.where(scale_nan[..., sl, :, :].any(-3), float("nan"), d)
+    return _nan_word(acc.float())
+
+
+def _chain_window(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.Tensor, C: torch.Tensor,
+                  row: Tcgen05Kind, SA: tuple[torch.Tensor, torch.Tensor] | None,
+                  SB: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """:func:`mma_chain` of a one-window kind on finite operands, one instruction at a time. Why it is exact and
+    cheaper: an instruction's scale pair is one per output (mxf8f6f4: a scale block is the instruction's k, so
+    ``2^S`` scales every product alike: aligning ``a * b * 2^S`` at ``2^q`` is aligning ``a * b`` at ``2^(q - S)``);
+    products of fp16 / FP8 / e2m1 values are exact in fp32 (at most 22 significant bits, exponents within
+    [-48, 32]) and so are their quotients by the window step, which lies at or above 2^-73 (the window is 25 bits
+    below the largest product); bf16/tf32 products (exponents to 2^-252) stay in float64."""
+    lead = A.shape[:-2]
+    M, N = A.shape[-2], B.shape[-1]
+    k = row.k
+    small = all(bool(torch.where(x != 0, r, 0.0).amin() > -60) and bool(x.abs().amax() < 2.0 ** 40)
+                for x, r in ((A, RA), (B, RB)) if x.numel())
+    wide = torch.float32 if small else torch.float64
+    Af, Bt = A.to(wide), B.transpose(-1, -2).to(wide)
+    ra = torch.where(A != 0, RA, _NEG).to(torch.float32)
+    rb = torch.where(B != 0, RB, _NEG).transpose(-1, -2).to(torch.float32)
+    acc = C.double()
+    for i in range(A.shape[-1] // k):
+        sl = slice(i * k, (i + 1) * k)
+        ab = Af[..., :, None, sl] * Bt[..., None, :, sl]
+        maxR = (ra[..., :, None, sl] + rb[..., None, :, sl]).amax(-1).double()
+        maxR = torch.where(maxR > _NEG / 2, maxR, _NEG)
+        S = torch.zeros_like(maxR)
+        nan = None
+        if SA is not None:
+            sav, sar = SA[0][..., :, i * k], SA[1][..., :, i * k]
+            sbv, sbr = SB[0][..., i * k, :], SB[1][..., i * k, :]
+            S = sar[..., :, None] + sbr[..., None, :]
+            nan = torch.isnan(sav)[..., :, None] | torch.isnan(sbv)[..., None, :]
+        cfin = torch.isfinite(acc)
+        c = torch.where(cfin, acc, 0.0)
+        top = torch.maximum(torch.where(maxR > _NEG / 2, maxR + S, _NEG), _raw_c(c))
+        q = torch.where(top > _NEG / 2, top - row.window, 0.0)
+        step = torch.exp2(q - S).to(wide)  # the window step in units of the unscaled products (inf: all below it)
+        units = _trunc_div(ab, step[..., None]).sum(-1, dtype=torch.float64)
+        units = torch.where(maxR > _NEG / 2, units, 0.0)  # no nonzero product: nothing to align (the step may be 0)
+        qq = _pow2(q)
+        d = _rz_f32(units * qq + _trunc_div(c, qq) * qq)
+        d = torch.where(cfin, d, acc)
+        acc = d if nan is None else torch.where(nan, float("nan"), d)
+    return _nan_word(acc.float())
 
 
 def mma_chain(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.Tensor, C: torch.Tensor,
@@ -230,39 +323,49 @@ def mma_chain(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.Tens
     operand values (float64, inf/NaN allowed) with their raw exponents RA, RB (:func:`operand`), C [..., M, N]
     fp32 values in float64 (inf/NaN allowed); SA = (values, raw) of A's scales per k [..., M, K], SB of B's
     [..., K, N] (:func:`scale_operand`, repeated over their blocks), None for unscaled kinds. K must be a
-    multiple of the instruction's k. Returns fp32 (NaNs are the word 0x7fffffff)."""
+    multiple of the instruction's k. Returns fp32 (NaNs are the word 0x7fffffff).
+
+    Every product, its raw exponent and the largest of each instruction are formed once for all k; the chain
+    then only aligns each instruction's products to the window its accumulator sets."""
     K = A.shape[-1]
     if K % row.k:
         raise ValueError(f"K={K} is not a multiple of {row.kind}'s k={row.k}")
-    scaled = SA is not None
-    At, Bt = A, B.transpose(-1, -2)
-    RBt = RB.transpose(-1, -2)
-    if scaled:
-        sav, sar = SA
+    if row.product_group is not None:
+        if not (bool(torch.isfinite(A).all()) and bool(torch.isfinite(B).all())):
+            raise ValueError(f"{row.kind}: e2m1 operands are finite; got inf/NaN values")
+        return _chain_grouped(A, RA, B, RB, C, row, SA, SB)
+    if bool(torch.isfinite(A).all()) and bool(torch.isfinite(B).all()) and \
+            (SA is None or row.scale_block == row.k):
+        return _chain_window(A, RA, B, RB, C, row, SA, SB)
+    lead = A.shape[:-2]
+    M, N = A.shape[-2], B.shape[-1]
+    nI = K // row.k
+    Bt, RBt = B.transpose(-1, -2), RB.transpose(-1, -2)
+    raw = A[..., :, None, :] * Bt[..., None, :, :]  # IEEE: the special values' classes
+    R = RA[..., :, None, :] + RBt[..., None, :, :]
+    if SA is not None:
         sbv, sbr = SB[0].transpose(-1, -2), SB[1].transpose(-1, -2)
+        raw = raw * SA[0][..., :, None, :] * sbv[..., None, :, :]
+        R = R + SA[1][..., :, None, :] + sbr[..., None, :, :]
+    fin = torch.isfinite(raw)
+    specials = not bool(fin.all())
+    P = torch.where(fin, raw, 0.0) if specials else raw
+    maxR = torch.where(P != 0, R, _NEG).reshape(*lead, M, N, nI, row.k).amax(-1)
     acc = C.double()
-    for k0 in range(0, K, row.k):
-        sl = slice(k0, k0 + row.k)
-        a, b = At[..., :, None, sl], Bt[..., None, :, sl]
-        raw = a * b  # IEEE: the special values' classes
-        R = RA[..., :, None, sl] + RBt[..., None, :, sl]
-        S = None
-        if scaled:
-            sa, sb = sav[..., :, None, sl], sbv[..., None, :, sl]
-            raw = raw * sa * sb
-            S = sar[..., :, None, sl] + sbr[..., None, :, sl]
-            R = R + S
-        fin = torch.isfinite(raw)
+    for i in range(nI):
+        sl = slice(i * row.k, (i + 1) * row.k)
         cfin = torch.isfinite(acc)
-        P = torch.where(fin, raw, 0.0)
-        d = _one(P, R, S, torch.where(cfin, acc, 0.0), row)
-        special = ~cfin | ~fin.all(-1)
+        d = _window_step(P[..., sl], maxR[..., i], torch.where(cfin, acc, 0.0), row)
+        special = ~cfin
+        if specials:
+            special = special | ~fin[..., sl].all(-1)
         if bool(special.any()):
-            ieee = torch.where(cfin, 0.0, acc) + torch.where(fin, 0.0, raw).sum(-1)
+            ieee = torch.where(cfin, 0.0, acc)
+            if specials:
+                ieee = ieee + torch.where(fin[..., sl], 0.0, raw[..., sl]).sum(-1)
             d = torch.where(special, ieee, d)
         acc = d
-    out = acc.float()
-    return torch.where(torch.isnan(out), torch.tensor(NAN_WORD, dtype=torch.int32).view(torch.float32), out)
+    return _nan_word(acc.float())
 
 
 # --- tl.dot and tl.dot_scaled on tcgen05 ------------------------------------------------------------------------
