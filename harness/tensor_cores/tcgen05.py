@@ -187,10 +187,11 @@ def _window_step(P: torch.Tensor, maxR: torch.Tensor, C: torch.Tensor, row: Tcge
 
 def _grouped_step(gsum: torch.Tensor, gR: torch.Tensor, gS: torch.Tensor, msum: torch.Tensor, C: torch.Tensor,
                   row: Tcgen05Kind) -> torch.Tensor:
-    """One instruction of an mxf4 / mxf4nvf4 kind on finite terms, from its product groups: gsum [..., g, M, N]
-    each group's exact sum (scales in), gR its largest raw exponent of a nonzero scaled product and gS its
-    scale-pair raw exponent (_NEG for a group of zero products), msum [..., m, M, N] the exact sums of the K=16
-    merge groups; C [..., M, N] finite fp32 values as float64."""
+    """One instruction of an mxf4 / mxf4nvf4 kind on finite terms: gsum [..., g, M, N] each product group's exact
+    sum (scales in), msum [..., m, M, N] the exact sums of the K=16 merge groups, gR the largest raw exponent of a
+    nonzero scaled product of each merge group and gS its scale-pair raw exponent (_NEG for a merge group of zero
+    products); C [..., M, N] finite fp32 values as float64. The per-group rules (c's window, the subnormal floor)
+    are stated for kinds whose product groups are the merge groups."""
     maxR = gR.amax(-3)
     Smax = gS.amax(-3)
     rc = _raw_c(C)
@@ -204,12 +205,14 @@ def _grouped_step(gsum: torch.Tensor, gR: torch.Tensor, gS: torch.Tensor, msum: 
     qe = torch.where(anyp, torch.maximum(torch.maximum(maxR, rc) - row.window, Smax - row.scale_floor), 0.0)
     qb = _pow2(qe)
     uc = _trunc_div(C, qb)
+    if row.per_group_c or row.subnormal_floor is not None:
+        assert row.product_group == 16, "per-group rules are stated for K=16 product groups"
     if row.per_group_c:
         gq = torch.where(cnz & (gR > _NEG / 2) & (rc >= gR), torch.maximum(qe, rc - 35), qe)
         bu = _trunc_div(gsum, _pow2(gq)) * _pow2(gq - qe)
     else:
-        bu = _trunc_div(gsum, qb)
-    d = _rz_f32((uc + bu.sum(-3)) * qb)
+        bu = _trunc_div(gsum, qb.to(gsum.dtype))
+    d = _rz_f32((uc + bu.sum(-3, dtype=torch.float64)) * qb)
     if row.subnormal_floor is not None:
         sub = (d != 0) & (d.abs() < 2.0 ** -126)
         if bool(sub.any()):
@@ -245,27 +248,37 @@ def _chain_grouped(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch
     def groups_b(x: torch.Tensor) -> torch.Tensor:  # [..., K, N] -> [..., G, g, N]
         return x.reshape(*lead, G, g, N)
 
-    gs = groups_a(A) @ groups_b(B)
-    wa = torch.where(A != 0, torch.exp2(5 * RA.clamp_min(0)), 0.0)
-    wb = torch.where(B != 0, torch.exp2(5 * RB.clamp_min(0)), 0.0)
-    lv = groups_a(wa) @ groups_b(wb)
+    # the scales go into the operands: a product group lies in one scale block, so its sum of scaled products is
+    # exact as the sum of its unscaled products was; fp32 where every scaled value and product fits it exactly
+    # (NVFP4's ue4m3 scales: at most 4 + 2 significant bits a value, 2^-20..2^11), else float64
+    sa_v, sb_v = torch.where(torch.isnan(SA[0]), 0.0, SA[0]), torch.where(torch.isnan(SB[0]), 0.0, SB[0])
+    As, Bs = A * sa_v, B * sb_v
+    f32 = all(bool(x.abs().amax() < 2.0 ** 30) and bool((x == 0).logical_or(x.abs() > 2.0 ** -30).all())
+              for x in (As, Bs) if x.numel())
+    wide = torch.float32 if f32 else torch.float64
+    gsum = groups_a(As.to(wide)) @ groups_b(Bs.to(wide))  # [..., G, M, N]: each product group's exact sum
+    # largest raw exponents and scales per K=16 merge group (a scale block holds whole merge groups, so a merge
+    # group's scale pair is one; its largest product exponent is the largest of its product groups')
+    G16 = K // 16
+    wa = torch.where(A != 0, torch.exp2(5 * RA.clamp_min(0)), 0.0).reshape(*lead, M, G16, 16).transpose(-3, -2)
+    wb = torch.where(B != 0, torch.exp2(5 * RB.clamp_min(0)), 0.0).reshape(*lead, G16, 16, N)
+    lv = wa @ wb
     nz = lv > 0
     lvl = ((torch.frexp(lv)[1] - 1) // 5).to(torch.float64)
-    sav, sar = (x[..., ::g].transpose(-1, -2)[..., :, :, None] for x in SA)   # [..., G, M, 1]
-    sbv, sbr = (x[..., ::g, :][..., :, None, :] for x in SB)                  # [..., G, 1, N]
-    gsum = gs * sav * sbv
+    sav, sar = (x[..., ::16].transpose(-1, -2)[..., :, :, None] for x in SA)   # [..., G16, M, 1]
+    sbv, sbr = (x[..., ::16, :][..., :, None, :] for x in SB)                  # [..., G16, 1, N]
     gS = torch.where(nz, sar + sbr, _NEG)
     gR = torch.where(nz, lvl + sar + sbr, _NEG)
     scale_nan = torch.isnan(sav) | torch.isnan(sbv)
-    per = row.k // g  # groups per instruction
+    per = 16 // g
+    msum = gsum.reshape(*lead, G16, per, M, N).sum(-3, dtype=torch.float64) if per > 1 else gsum.double()
+    m_i = row.k // 16  # merge groups per instruction
     acc = C.double()
     for i in range(K // row.k):
-        sl = slice(i * per, (i + 1) * per)
-        gsum_i = gsum[..., sl, :, :]
-        msum = gsum_i.reshape(*lead, -1, 16 // g, M, N).sum(-3) if g < 16 else gsum_i
+        sl, slg = slice(i * m_i, (i + 1) * m_i), slice(i * m_i * per, (i + 1) * m_i * per)
         fin = torch.isfinite(acc)
-        d = _grouped_step(torch.where(torch.isnan(gsum_i), 0.0, gsum_i), gR[..., sl, :, :], gS[..., sl, :, :],
-                          torch.where(torch.isnan(msum), 0.0, msum), torch.where(fin, acc, 0.0), row)
+        d = _grouped_step(gsum[..., slg, :, :], gR[..., sl, :, :], gS[..., sl, :, :], msum[..., sl, :, :],
+                          torch.where(fin, acc, 0.0), row)
         d = torch.where(fin, d, acc)  # an inf accumulator meets finite products: itself; NaN stays NaN
         acc = torch.where(scale_nan[..., sl, :, :].any(-3), float("nan"), d)
     return _nan_word(acc.float())
