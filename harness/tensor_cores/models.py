@@ -78,7 +78,7 @@ MODELS: dict[tuple[str, str, str], BlockFMA] = {
     ("sm89", "fp8", "mma"): BlockFMA(16, 13, 13, -132, "mmaemu 0.1.0 preset 'ada' (RTX 4060)", False),
     # B200 (sm100): fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133; tf32
     # fma=8. Fitted by the authors to B200 outputs of wmma::mma_sync (HMMA), so it covers the mma.sync that Triton
-    # gives tl.dot on sm100 below a warpgroup tile (16x64 w4, 64x64 w2), not tcgen05.mma (no row: see model_for)
+    # gives tl.dot on sm100 below a warpgroup tile (16x64 w4, 64x64 w2), not tcgen05.mma (harness.tensor_cores.tcgen05)
     ("sm100", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("B200TC") + _MMA_SYNC.format("sm100"), False),
     ("sm100", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("B200TC") + _MMA_SYNC.format("sm100"), False),
     ("sm100", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("B200TC") + " (tf32: fma=8)"

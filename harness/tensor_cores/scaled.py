@@ -55,11 +55,15 @@ end: "type fp8e4nv not supported in this architecture"), e2m1 with fp16 there (p
 ``cvt .e4m3x2`` needs sm_89), and per version what sm90 refuses (3.6: NVFP4 on sm89, bf16 x fp16, packing along M/N,
 e8m0 in groups of 16). Below sm80 nothing was compiled: ``NotImplementedError``.
 
-sm100/sm103 and sm120 are not modelled (``NotImplementedError`` naming what is known): Triton runs native
-block-scaled MMA there where the tile and formats allow (``tcgen05.mma ... block_scale`` on sm100 for the 128-wide
-MX GEMM tiles; ``mma.sync ... block_scale`` on sm120 for e2m1 x e2m1 and FP8 pairs), whose numerics no published
-source gives, and emulates it elsewhere over ``tcgen05.mma kind::f16`` (sm100, 64x64 tiles), whose numerics are not
-published either, or over ``mma.sync`` bf16 (sm120, mixed pairs).
+sm100 (Triton 3.6 and 3.9 PTX for ``GPUTarget("cuda", 100, 32)``, :data:`harness.tensor_cores.tcgen05.LOWERING`):
+tiles with M a multiple of 128 and N >= 16 on a multiple of 4 warps run native ``tcgen05.mma ... block_scale`` on
+the operands and scales as stored (kind::mxf4, kind::mxf4nvf4 scale_vec::4X, kind::mxf8f6f4), whose published model
+(:mod:`.tcgen05`) computes them; bf16/fp16 operands and e2m1 with K=32 on such tiles do not compile
+(:class:`DotScaledRefused`). Smaller tiles are emulated as on sm90 (the same upcast and refusals) and the dot is
+``tcgen05.mma kind::f16`` (the same model), or mma.sync below a warpgroup (and, with 3.6, for N < 16). sm103 and
+other tcgen05 archs are unverified, sm120 is not modelled (``NotImplementedError`` naming what is known): its native
+``mma.sync ... block_scale`` (e2m1 x e2m1 and FP8 pairs) has no published numerics, and mixed pairs are emulated
+over ``mma.sync`` bf16 with upcasts not modelled here.
 """
 
 from __future__ import annotations

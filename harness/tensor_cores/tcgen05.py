@@ -293,8 +293,6 @@ def _chain_window(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.
     products of fp16 / FP8 / e2m1 values are exact in fp32 (at most 22 significant bits, exponents within
     [-48, 32]) and so are their quotients by the window step, which lies at or above 2^-73 (the window is 25 bits
     below the largest product); bf16/tf32 products (exponents to 2^-252) stay in float64."""
-    lead = A.shape[:-2]
-    M, N = A.shape[-2], B.shape[-1]
     k = row.k
     small = all(bool(torch.where(x != 0, r, 0.0).amin() > -60) and bool(x.abs().amax() < 2.0 ** 40)
                 for x, r in ((A, RA), (B, RB)) if x.numel())
