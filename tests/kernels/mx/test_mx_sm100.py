@@ -56,11 +56,10 @@ def _model_gemm(qa, qb, scheme: str, arch: str, instr: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("scheme", ["mxfp4", "nvfp4"])
 def test_scaled_gemm_on_sm100_is_the_native_tcgen05_model(sm100, scheme, rng):
+    from kernels._interpreter import runs_on_interpreter
     from kernels.mx import quantize_fp4, scaled_gemm
     from kernels.mx.gemm import _scaled_gemm_kernel, gemm_refusal
     from kernels.mx.reference import nvfp4_global_scale
-
-    from kernels._interpreter import runs_on_interpreter
     why = gemm_refusal(scheme, interpreter=runs_on_interpreter(_scaled_gemm_kernel), capability=None)
     if why is not None:
         pytest.skip(why)
