@@ -322,9 +322,10 @@ def _check_refusals(arch: Arch, fa: str, fb: str, scales: list[torch.Tensor | No
 _BITS = {"e2m1": 4, "e4m3": 8, "e5m2": 8, "bf16": 16, "fp16": 16}
 
 
-def _native(a: torch.Tensor, sa: torch.Tensor | None, fa: str, b: torch.Tensor, sb: torch.Tensor | None, fb: str,
+def _native(a: torch.Tensor, sa: torch.Tensor, fa: str, b: torch.Tensor, sb: torch.Tensor, fb: str,
             acc: torch.Tensor | None, low: ScaledLowering, a_k_pack: bool, b_k_pack: bool, k: int) -> torch.Tensor:
-    """A native sm100 tile: the operands as stored, the scales as read, on ``tcgen05.mma ... block_scale``
+    """A native sm100 tile (both operands scaled): the operands as stored, the scales as read, on
+    ``tcgen05.mma ... block_scale``
     (:mod:`.tcgen05`); refusals as the compiler's (:data:`harness.tensor_cores.tcgen05.LOWERING`)."""
     from harness.tensor_cores import tcgen05
 
@@ -333,9 +334,6 @@ def _native(a: torch.Tensor, sa: torch.Tensor | None, fa: str, b: torch.Tensor, 
                                "does not compile: Triton 3.6 and 3.9 fail (PassManager::run failed: 'Unsupported "
                                "type' in MMAv5 lowering for bf16 x bf16, 'LHS and RHS operand dtypes kinds don't "
                                "match' for e4m3 x bf16; compiled here)")
-    if sa is None or sb is None:
-        raise NotImplementedError("harness.tensor_cores.dot_scaled: a native sm100 tile with an unscaled operand was "
-                                  "not compiled here (its scale constant is not read from the PTX)")
     if not (a_k_pack and b_k_pack):
         raise NotImplementedError("harness.tensor_cores.dot_scaled: e2m1 packed along M/N on a native sm100 tile was "
                                   "not compiled here")
@@ -418,7 +416,7 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
         from harness.tensor_cores import tcgen05
 
         tcgen05.check_arch(a_arch.name)
-        if instr == "tcgen05" and tcgen05.native_tile(M, N):
+        if instr == "tcgen05" and tcgen05.native_tile(M, N) and sa is not None and sb is not None:
             return _native(a, sa, fa, b, sb, fb, acc, low, a_k_pack, b_k_pack, ka)
         if instr == "tcgen05" and N < 16 and low.version == "3.6":
             instr = "mma"  # 3.6 emulates an N < 16 tile over mma.sync bf16 (LOWERING)

@@ -87,7 +87,8 @@ KINDS: dict[str, Tcgen05Kind] = {
 }
 
 #: How Triton 3.6 and 3.9 lower ``tl.dot`` / ``tl.dot_scaled`` for ``GPUTarget("cuda", 100, 32)``, each fact with
-#: the PTX line it was read from (``scripts/compile_tcgen05_lowering.py``, compiled on the CPU box)
+#: the PTX line it was read from (``scripts/compile_tcgen05_lowering.py`` with Triton 3.6.0 and 3.9.0, compiled on
+#: the CPU box 2026-12-05)
 LOWERING: dict[str, str] = {
     "plain kinds": "fp16/bf16 -> kind::f16, fp32 (tf32) -> kind::tf32, e4m3/e5m2 and mixed pairs -> kind::f8f6f4; 3.9 "
                    "128x128x64 w4 fp16: '@%p7 tcgen05.mma.cta_group::1.kind::f16 [ %r311 + 0 ], %rd134, %rd135, %r40, "
@@ -113,6 +114,9 @@ LOWERING: dict[str, str] = {
     "native tiles": "M a multiple of 128 and N >= 16 on 4 or 8 warps (128x16/32/64/128 w4, 128x128 w8, 256x128 w8: "
                     "native; 64x64, 64x128 w4: emulated over kind::f16; 128x8 w4: 3.9 kind::f16, 3.6 "
                     "'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32')",
+    "unscaled operand": "a native-size tile with an operand unscaled (scale None) is emulated: 3.9, e2m1 x e2m1 and "
+                        "e4m3 x e4m3 128x128x128 w4 with one or no scale: 8 '@%p7 tcgen05.mma.cta_group::1.kind::f16 "
+                        "[ %r876 + 0 ], [ %r605 + 0 ], %rd136, %r606, %p6;' (A from TMEM; 3.6 not compiled)",
     "emulated dot_scaled": "the sm90 decomposition (TTGIR of 3.9 for sm100, 64x64x64 e4m3: 'tt.fp_to_fp' to bf16, "
                            "'arith.mulf' by the scale), then kind::f16 (3.9/3.6: 4 '...kind::f16' for 64x64x64)",
     "refused": "bf16 x bf16 and e4m3 x bf16 on a native tile (3.6/3.9: PassManager::run failed; 'Unsupported type' "
@@ -452,7 +456,8 @@ def scaled_row(fa: str, fb: str, scale: torch.dtype | None, group: int) -> Tcgen
 
 
 def native_tile(m: int, n: int) -> bool:
-    """Whether Triton runs a ``tl.dot_scaled`` tile of ``m`` x ``n`` (on a multiple of 4 warps) on native
-    ``tcgen05.mma ... block_scale`` on sm100: M a multiple of 128 and N >= 16 (Triton 3.6 and 3.9; below that the
-    tile is emulated: upcast to bf16 and kind::f16, :data:`LOWERING`)."""
+    """Whether Triton runs a ``tl.dot_scaled`` tile of ``m`` x ``n`` (on a multiple of 4 warps, both operands
+    scaled) on native ``tcgen05.mma ... block_scale`` on sm100: M a multiple of 128 and N >= 16 (Triton 3.6 and
+    3.9; below that, or with an unscaled operand, the tile is emulated: upcast to bf16 and kind::f16,
+    :data:`LOWERING`)."""
     return m % 128 == 0 and n >= 16

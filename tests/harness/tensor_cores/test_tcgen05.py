@@ -561,3 +561,18 @@ def test_the_subnormal_group_floor_drops_a_tiny_lower_scale_group():
     args = _mx_one({0: 0x7, 32: 0x1}, {0: 0x7, 32: 0x9}, [0, 0], [104, 78])
     new = tc.dot_scaled(args[0], args[1], "e2m1", args[2], args[3], "e2m1", args[4], arch="sm100", instr="tcgen05")
     assert new[0, 0].item() == 18 * 2.0 ** -149
+
+
+def test_an_unscaled_operand_is_emulated_on_kind_f16():
+    """Triton 3.9 emulates a 128 x 128 tile with an unscaled operand (kind::f16, LOWERING): the kind::f16 dot of
+    the bf16 operands (e2m1 values and e8m0 scales near 1 are exact in bf16)."""
+    g = torch.Generator().manual_seed(4)
+    a = _codes(g, (128, 32)) | (_codes(g, (128, 32)) << 4)
+    b = _codes(g, (32, 16)) | (_codes(g, (32, 16)) << 4)
+    sa = torch.randint(120, 135, (128, 2), generator=g, dtype=torch.uint8)
+    out = tc.dot_scaled(a, sa, "e2m1", b, None, "e2m1", arch="sm100", instr="tcgen05")
+    from harness.tensor_cores.scaled import _operand
+    A = _operand(a, "e2m1", "bf16", True, rhs=False) * torch.pow(2.0, sa.double() - 127).repeat_interleave(32, -1)
+    B = _operand(b, "e2m1", "bf16", True, rhs=True)
+    want = tc.dot(A.to(torch.bfloat16), B.to(torch.bfloat16), arch="sm100", instr="tcgen05")
+    assert torch.equal(_bits(out), _bits(want))
