@@ -576,3 +576,21 @@ def test_an_unscaled_operand_is_emulated_on_kind_f16():
     B = _operand(b, "e2m1", "bf16", True, rhs=True)
     want = tc.dot(A.to(torch.bfloat16), B.to(torch.bfloat16), arch="sm100", instr="tcgen05")
     assert torch.equal(_bits(out), _bits(want))
+
+
+@pytest.mark.parametrize("version,refused", [("3.6", True), ("3.9", False)])
+def test_nvfp4_on_an_emulated_sm100_tile_follows_the_compiler(version, refused):
+    """Triton 3.6 refuses NVFP4 on a 64 x 64 sm100 tile (emulated; PassManager::run failed), 3.9 compiles it;
+    native 128-row tiles compile with both."""
+    a = torch.full((64, 32), 0x22, dtype=torch.uint8)
+    s = torch.full((64, 4), 0x38, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    if refused:
+        with pytest.raises(DotScaledRefused, match="NVFP4"):
+            tc.dot_scaled(a, s, "e2m1", a.T.contiguous(), s, "e2m1", arch="sm100", instr="tcgen05", triton=version)
+    else:
+        assert (tc.dot_scaled(a, s, "e2m1", a.T.contiguous(), s, "e2m1", arch="sm100", instr="tcgen05",
+                              triton=version) == 64).all()
+    a, s = torch.full((128, 32), 0x22, dtype=torch.uint8), torch.full((128, 4), 0x38, dtype=torch.uint8)
+    out = tc.dot_scaled(a, s.view(torch.float8_e4m3fn), "e2m1", a[:16].T.contiguous(),
+                        s[:16].view(torch.float8_e4m3fn), "e2m1", arch="sm100", instr="tcgen05", triton=version)
+    assert (out == 64).all()
