@@ -162,7 +162,7 @@ def _pow2(e: torch.Tensor) -> torch.Tensor:
 
 
 def _trunc_div(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """trunc(x / 2^q): exact (a power-of-two division in float64's range, then truncation)."""
+    """trunc(x / q) for a power of two q: exact (a power-of-two division, then truncation toward zero)."""
     return torch.div(x, q, rounding_mode="trunc")
 
 
@@ -201,7 +201,7 @@ def _grouped_step(gsum: torch.Tensor, gR: torch.Tensor, gS: torch.Tensor, msum: 
     rc = _raw_c(C)
     anyp = maxR > _NEG / 2
     cnz = C != 0
-    cdom = cnz & anyp & (rc >= maxR)
+    cdom = cnz & anyp & (rc >= maxR) & row.c_merge
     # c outranks every product: c's 35-bit window over the K=16 group sums
     qa = _pow2(torch.where(cdom, rc - 35, 0.0))
     ua = _trunc_div(C, qa) + _trunc_div(msum, qa).sum(-3)
