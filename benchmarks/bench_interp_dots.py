@@ -3,9 +3,11 @@
 matmul (``dots.suspended()``). The issue-26 budget: a dot-heavy CPU test at most 2x slower with the shim on.
 
 Usage: ``python benchmarks/bench_interp_dots.py [--repeat N] [--threads N] [--json PATH]``. CPU only (no GPU
-needed); not a test: nothing asserts a time. Rows: the QSA logits kernels (prefill and decode, bf16 and FP8 caches:
-the kernels the interpreter-lane QSA tests launch most) and one plain ``tl.dot`` kernel per operand type (a
-128 x 128 output, K = 256 in BK = 64 steps). Each row runs ``--repeat`` times with the shim and as often without,
+needed); not a test: nothing asserts a time. Rows, per arch of ``--archs`` (sm90: the H200's measured rows; sm100:
+tcgen05.mma's published model): the QSA logits kernels (prefill and decode, bf16 and FP8 caches: the kernels the
+interpreter-lane QSA tests launch most), one plain ``tl.dot`` kernel per operand type (a 128 x 128 output, K = 256
+in BK = 64 steps) and one 128 x 128 x 256 ``tl.dot_scaled`` tile per MX format (native on sm100, emulated on sm90;
+issue 39's budget: sm100's at most 2x sm90's). Each row runs ``--repeat`` times with the shim and as often without,
 alternately (so a change in the box's load meets both), after one warm-up of each; it reports the medians of wall
 time and of the process's CPU time, and ``shim / plain`` of each: on a box shared with other jobs the CPU-time
 ratio moves less. The lane's other shims (casts, bf16 arithmetic, approximate math) are on in both. The bf16 rows
@@ -65,6 +67,46 @@ def _plain_case(dtype: torch.dtype, precision: str = "tf32"):
     return run
 
 
+@triton.jit
+def _scaled_dot(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                FA: tl.constexpr, FB: tl.constexpr, PA: tl.constexpr, PB: tl.constexpr, G: tl.constexpr,
+                NV: tl.constexpr):
+    m = tl.arange(0, BM)
+    n = tl.arange(0, BN)
+    a = tl.load(a_ptr + m[:, None] * (K // PA) + tl.arange(0, K // PA)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, K // PB)[:, None] * BN + n[None, :])
+    sa = tl.load(as_ptr + m[:, None] * (K // G) + tl.arange(0, K // G)[None, :])
+    sb = tl.load(bs_ptr + n[:, None] * (K // G) + tl.arange(0, K // G)[None, :])
+    if NV:
+        sa = sa.to(tl.float8e4nv, bitcast=True)
+        sb = sb.to(tl.float8e4nv, bitcast=True)
+    acc = tl.dot_scaled(a, sa, FA, b, sb, FB, tl.zeros([BM, BN], dtype=tl.float32))
+    tl.store(c_ptr + m[:, None] * BN + n[None, :], acc)
+
+
+def _scaled_case(fmt: str, nvfp4: bool = False):
+    """One 128 x 128 x 256 tl.dot_scaled tile (4 warps): native tcgen05 block-scaled MMA on sm100, the bf16 upcast
+    and wgmma on sm90."""
+    g = torch.Generator().manual_seed(2)
+    M = N = 128
+    K = 256
+    pack = 2 if fmt == "e2m1" else 1
+    a = torch.randint(0, 256, (M, K // pack), generator=g, dtype=torch.uint8)
+    b = torch.randint(0, 256, (K // pack, N), generator=g, dtype=torch.uint8)
+    if fmt != "e2m1":  # finite FP8 codes
+        a, b = (torch.randn(x.shape, generator=g).to(torch.float8_e4m3fn).view(torch.uint8) for x in (a, b))
+    grp = 16 if nvfp4 else 32
+    lo, hi = (0x30, 0x40) if nvfp4 else (120, 135)
+    sa = torch.randint(lo, hi, (M, K // grp), generator=g, dtype=torch.uint8)
+    sb = torch.randint(lo, hi, (N, K // grp), generator=g, dtype=torch.uint8)
+    c = torch.empty(M, N)
+
+    def run():
+        _scaled_dot[(1,)](a, sa, b, sb, c, K=K, BM=M, BN=N, FA=fmt, FB=fmt, PA=pack, PB=pack, G=grp, NV=nvfp4)
+
+    return run
+
+
 def _qsa_case(dtype: str, decode: bool):
     import kernels.qsa as qsa
     from kernels.qsa.inputs import build_case, decode_rows, prefill_rows
@@ -115,6 +157,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="timed calls per row (default 5)")
     ap.add_argument("--threads", type=int, default=None, help="torch/OpenMP/BLAS threads (default: theirs)")
     ap.add_argument("--json", metavar="PATH", type=Path, default=None, help="also write the rows as JSON here")
+    ap.add_argument("--archs", default="sm90,sm100", help="archs whose tensor cores the shims model (default "
+                    "sm90,sm100; sm100 runs tcgen05.mma's published model)")
     args = ap.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -122,10 +166,6 @@ def main() -> None:
     from harness.interp import dots, shims
     from harness.interp.patch import Patch
 
-    patch = Patch()
-    shims.install(patch, "sm90")  # every shim the interpreter lane installs
-    if not dots.installed():
-        raise SystemExit("harness.interp.dots does not understand this Triton's interpreter")
     cases = [
         ("qsa prefill logits", "bf16", _qsa_case("bf16", False)),
         ("qsa prefill logits", "fp8", _qsa_case("fp8", False)),
@@ -137,20 +177,42 @@ def main() -> None:
         ("tl.dot 128x128, K=256", "fp32 tf32", _plain_case(torch.float32)),
         ("tl.dot 128x128, K=256", "fp32 tf32x3", _plain_case(torch.float32, "tf32x3")),
         ("tl.dot 128x128, K=256", "fp32 ieee", _plain_case(torch.float32, "ieee")),
+        ("tl.dot_scaled 128x128x256", "mxfp4", _scaled_case("e2m1")),
+        ("tl.dot_scaled 128x128x256", "nvfp4", _scaled_case("e2m1", nvfp4=True)),
+        ("tl.dot_scaled 128x128x256", "mxfp8", _scaled_case("e4m3")),
     ]
     print(f"# Triton {triton.__version__} interpreter, torch {torch.__version__}, {os.cpu_count()} CPUs, "
-          f"torch threads {torch.get_num_threads()}, median of {args.repeat}")
-    print(f"{'kernel':<28} {'operands':<10} {'shim s':>8} {'plain s':>8} {'shim / plain':>12} {'CPU s':>7} "
-          f"{'CPU plain':>9} {'CPU ratio':>9}")
+          f"torch threads {torch.get_num_threads()}, median of {args.repeat}; plain: the interpreter's own tl.dot "
+          "(tl.dot_scaled rows: the shim in both columns)")
     rows = []
-    for name, dt, fn in cases:
-        m = _medians(fn, args.repeat, dots.suspended)
-        row = {"kernel": name, "operands": dt, **m, "ratio": m["shim_s"] / m["plain_s"],
-               "cpu_ratio": m["shim_cpu_s"] / m["plain_cpu_s"]}
-        rows.append(row)
-        print(f"{name:<28} {dt:<10} {m['shim_s']:>8.3f} {m['plain_s']:>8.3f} {row['ratio']:>12.2f} "
-              f"{m['shim_cpu_s']:>7.3f} {m['plain_cpu_s']:>9.3f} {row['cpu_ratio']:>9.2f}", flush=True)
-    patch.undo()
+    for arch in args.archs.split(","):
+        patch = Patch()
+        shims.install(patch, arch)  # every shim the interpreter lane installs, for this arch
+        if not dots.installed():
+            raise SystemExit("harness.interp.dots does not understand this Triton's interpreter")
+        print(f"## {arch}")
+        print(f"{'kernel':<28} {'operands':<10} {'shim s':>8} {'plain s':>8} {'shim / plain':>12} {'CPU s':>7} "
+              f"{'CPU plain':>9} {'CPU ratio':>9}")
+        for name, dt, fn in cases:
+            try:
+                m = _medians(fn, args.repeat, dots.suspended)
+            except NotImplementedError as e:  # what the arch's compiler refuses (NVFP4 on sm90 with Triton 3.6)
+                print(f"{name:<28} {dt:<10} refused: {str(e)[:80]}")
+                continue
+            row = {"arch": arch, "kernel": name, "operands": dt, **m, "ratio": m["shim_s"] / m["plain_s"],
+                   "cpu_ratio": m["shim_cpu_s"] / m["plain_cpu_s"]}
+            rows.append(row)
+            print(f"{name:<28} {dt:<10} {m['shim_s']:>8.3f} {m['plain_s']:>8.3f} {row['ratio']:>12.2f} "
+                  f"{m['shim_cpu_s']:>7.3f} {m['plain_cpu_s']:>9.3f} {row['cpu_ratio']:>9.2f}", flush=True)
+        patch.undo()
+    by = {(r["arch"], r["kernel"], r["operands"]): r for r in rows}
+    archs = args.archs.split(",")
+    if len(archs) == 2:
+        print(f"## {archs[1]} / {archs[0]} (CPU time with the shim)")
+        for (arch, name, dt), r in by.items():
+            other = by.get((archs[0], name, dt))
+            if arch == archs[1] and other is not None:
+                print(f"{name:<28} {dt:<10} {r['shim_cpu_s'] / other['shim_cpu_s']:>8.2f}")
     if args.json is not None:
         args.json.write_text(json.dumps({"triton": triton.__version__, "threads": torch.get_num_threads(),
                                          "rows": rows}, indent=1))

@@ -12,8 +12,8 @@ taken as Triton's GPU default (sm90: never promote); an explicit 0 cannot be tol
 (:func:`instruction`) is per arch: on sm90 ``wgmma`` for tiles with M a multiple of 64 launched with ``num_warps``
 a multiple of 4, ``mma.sync`` otherwise (Triton 3.6's sm90 PTX of FP8 tiles 16/32x64 w4, 64x64 w2 and 16x16 w1:
 mma.sync; 64x64 w4/w8, 128x64 w4, 128x32 w8, 64x16 w4: wgmma), and only FP8 operands compute differently under
-the two; on sm100 the same tiles get ``tcgen05.mma`` (not modelled: those dots fall back to the replaced method,
-which warns), the others mma.sync; sm80-sm89 and sm120 have mma.sync only. The interpreter drops ``num_warps``
+the two; on sm100 the same tiles get ``tcgen05.mma`` (the published model of :mod:`harness.tensor_cores.tcgen05`), the
+others mma.sync; sm80-sm89 and sm120 have mma.sync only. The interpreter drops ``num_warps``
 before the kernel runs, so :func:`install` also wraps the launch (``GridExecutor.__call__``) to note the launch's
 ``num_warps`` (Triton's default 4 when not given) for the dots inside it. A dot the target's compiler refuses
 (e4m3 below sm89) raises :class:`harness.tensor_cores.DotRefused` naming the arch, as the compile would fail.

@@ -8,6 +8,8 @@ runs where), :class:`DotRefused`; :func:`dot_scaled`, :data:`LOWERINGS`, :class:
 Modules: :mod:`.models` (the numerics as data, each row with its source), :mod:`.chain` (the evaluator of
 ``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction), :mod:`.scaled`
 (``tl.dot_scaled``: Triton's upcast and scale multiply on sm80-sm90, then the ``tl.dot`` of :mod:`.chain`),
+:mod:`.tcgen05` (sm100's ``tcgen05.mma``, plain and block-scaled: the published B200 model as rows and its
+evaluator),
 :mod:`.fast` (the same chain and FMA dot restructured for speed, bit for bit wherever its checked preconditions
 hold; :mod:`.chain` tries it first), :mod:`.bounds` (the worst-case error of ``tl.dot`` against exact arithmetic,
 derived from the rows).

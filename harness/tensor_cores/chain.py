@@ -44,7 +44,7 @@ import torch
 
 from harness.names import names
 from harness.tensor_cores import fast
-from harness.tensor_cores.models import EMIN, MODELS, BlockFMA, fp8_model, model_for
+from harness.tensor_cores.models import EMIN, MODELS, BlockFMA, _cc, fp8_model, model_for
 
 __all__ = ["dot", "mma_k_order"]
 
@@ -238,10 +238,11 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
 
     ``input_precision`` (fp32 operands): "tf32" (default), "tf32x3", "ieee". ``max_num_imprecise_acc``: as
     ``tl.dot``'s (FP8 on sm90; None = Triton's default there, never promote). ``instr``: "wgmma" (what Triton
-    emits for warpgroup tiles on sm90; sm100's are ``tcgen05.mma``, also named "tcgen05", not modelled) or "mma"
-    (mma.sync: small tiles, other archs). FP8 operands run where :func:`.models.fp8_model` says: on an FP8 instruction
-    (the "hopper" / "ada" rows, finite values through :mod:`.fast`, the rest through mmaemu) or converted to fp16
-    (sm80-sm87, and mma.sync tiles on sm90/sm100).
+    emits for warpgroup tiles on sm90; sm100's are ``tcgen05.mma``, also named "tcgen05": the published model
+    of :mod:`.tcgen05`, ``max_num_imprecise_acc`` ignored) or "mma" (mma.sync: small tiles, other archs). FP8
+    operands off tcgen05 run where :func:`.models.fp8_model` says: on an FP8 instruction (the "hopper" / "ada"
+    rows, finite values through :mod:`.fast`, the rest through mmaemu) or converted to fp16 (sm80-sm87, and
+    mma.sync tiles on sm90/sm100).
     Raises :class:`.models.DotRefused` (a ``NotImplementedError``) where the target's compiler refuses the operands
     (e4m3 below sm89), NotImplementedError for a combination no row of :data:`MODELS` covers (fp16 accumulators,
     int8...).
@@ -256,6 +257,16 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
     if acc is not None and tuple(acc.shape) != shape:
         raise ValueError(f"acc: expected shape {shape} (or None); got {tuple(acc.shape)}")
     C = torch.zeros(shape, dtype=torch.float64) if acc is None else acc.to(torch.float32).double()
+    if instr in ("wgmma", "tcgen05") and 100 <= (_cc(arch) or 0) < 120 and \
+            not (ka == kb == "fp32" and input_precision == "ieee"):
+        from harness.tensor_cores import tcgen05
+
+        tcgen05.check_arch(arch)
+        if ka == "fp32" and (input_precision or "tf32") not in ("tf32", "tf32x3"):
+            raise NotImplementedError(f"input_precision={input_precision!r} is not modelled")
+        if ka not in ("fp16", "bf16", "fp32", "e4m3", "e5m2") or kb not in ("fp16", "bf16", "fp32", "e4m3", "e5m2"):
+            raise NotImplementedError(f"harness.tensor_cores.dot: {ka} x {kb} operands are not modelled")
+        return tcgen05.plain_dot(a, b, C, input_precision)
     if ka in ("e4m3", "e5m2") and kb in ("e4m3", "e5m2"):
         p, upcast = fp8_model(arch, ka, kb, instr)  # refuses what the compiler refuses, and arches without a model
         if not upcast:

@@ -78,7 +78,7 @@ MODELS: dict[tuple[str, str, str], BlockFMA] = {
     ("sm89", "fp8", "mma"): BlockFMA(16, 13, 13, -132, "mmaemu 0.1.0 preset 'ada' (RTX 4060)", False),
     # B200 (sm100): fma=16, neab=2 (25 fraction bits), rz, c aligned with the products, min_exp_limit -133; tf32
     # fma=8. Fitted by the authors to B200 outputs of wmma::mma_sync (HMMA), so it covers the mma.sync that Triton
-    # gives tl.dot on sm100 below a warpgroup tile (16x64 w4, 64x64 w2), not tcgen05.mma (no row: see model_for)
+    # gives tl.dot on sm100 below a warpgroup tile (16x64 w4, 64x64 w2), not tcgen05.mma (harness.tensor_cores.tcgen05)
     ("sm100", "fp16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("B200TC") + _MMA_SYNC.format("sm100"), False),
     ("sm100", "bf16", "mma"): BlockFMA(16, 25, 23, -133, _KM.format("B200TC") + _MMA_SYNC.format("sm100"), False),
     ("sm100", "tf32", "mma"): BlockFMA(8, 25, 23, -133, _KM.format("B200TC") + " (tf32: fma=8)"
@@ -117,9 +117,9 @@ def model_for(arch: str, kind: str, instr: str = "wgmma") -> BlockFMA:
     if arch in ("sm80", "sm86", "sm87", "sm89"):
         arch, instr = "sm80", "mma"  # no wgmma before sm90: the A100 model stands in (published)
     if arch == "sm100" and instr in ("wgmma", "tcgen05"):
-        raise NotImplementedError(f"harness.tensor_cores: no model of {kind} dots under tcgen05.mma (sm100 tiles of a "
-                                  "warpgroup or more): no published model of its numerics (Khattak & Mikaitis fitted "
-                                  "B200 through wmma/mma.sync, which the sm100 rows cover: instr='mma')")
+        raise NotImplementedError(f"harness.tensor_cores: {kind} dots under tcgen05.mma (sm100 tiles of a warpgroup "
+                                  "or more) are no BlockFMA row: their published model is harness.tensor_cores."
+                                  "tcgen05 (KINDS), which harness.tensor_cores.dot runs for instr='tcgen05'")
     try:
         return MODELS[(arch, kind, instr if arch == "sm90" else "mma")]
     except KeyError:
@@ -146,7 +146,8 @@ def fp8_model(arch: str, a_fmt: str, b_fmt: str, instr: str = "wgmma") -> tuple[
     - sm90 and sm100 below a warpgroup (``instr="mma"``: M not a multiple of 64 or ``num_warps`` not a multiple of
       4, e.g. 16x64 w4, 64x64 w2): f16 in a kWidth=4 layout, mma.sync m16n8k16 (sm90: measured on the H200; sm100:
       the B200 fp16 row, published); warpgroup tiles: sm90 ``wgmma`` on FP8 (mmaemu's "hopper", measured), sm100
-      ``tcgen05.mma kind::f8f6f4`` (no published numerics: ``NotImplementedError``)."""
+      ``tcgen05.mma kind::f8f6f4`` (the published model of :mod:`.tcgen05`, no BlockFMA row: ``NotImplementedError``
+      here; :func:`harness.tensor_cores.dot` runs it)."""
     for arg, fmt in (("a_fmt", a_fmt), ("b_fmt", b_fmt)):
         if fmt not in ("e4m3", "e5m2"):
             raise ValueError(f"{arg}: expected 'e4m3' or 'e5m2'; got {fmt!r}")
@@ -161,9 +162,9 @@ def fp8_model(arch: str, a_fmt: str, b_fmt: str, instr: str = "wgmma") -> tuple[
     if arch in ("sm90", "sm100") and instr == "mma":
         return MODELS[(arch, "fp16", "mma")], True
     if arch == "sm100":
-        raise NotImplementedError("harness.tensor_cores: no model of FP8 dots under tcgen05.mma kind::f8f6f4 (sm100 "
-                                  "tiles of a warpgroup or more): no published model of its numerics; tiles below a "
-                                  "warpgroup (instr='mma') convert to fp16 and are modelled")
+        raise NotImplementedError("harness.tensor_cores: FP8 dots under tcgen05.mma kind::f8f6f4 (sm100 tiles of a "
+                                  "warpgroup or more) are no BlockFMA row: their published model is "
+                                  "harness.tensor_cores.tcgen05 (KINDS), which harness.tensor_cores.dot runs")
     if arch == "sm120":
         raise NotImplementedError(
             "harness.tensor_cores: no model of FP8 dots on sm120 (native mma.sync m16n8k32 e4m3/e5m2 for every tile, "

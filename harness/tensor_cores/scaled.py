@@ -55,11 +55,15 @@ end: "type fp8e4nv not supported in this architecture"), e2m1 with fp16 there (p
 ``cvt .e4m3x2`` needs sm_89), and per version what sm90 refuses (3.6: NVFP4 on sm89, bf16 x fp16, packing along M/N,
 e8m0 in groups of 16). Below sm80 nothing was compiled: ``NotImplementedError``.
 
-sm100/sm103 and sm120 are not modelled (``NotImplementedError`` naming what is known): Triton runs native
-block-scaled MMA there where the tile and formats allow (``tcgen05.mma ... block_scale`` on sm100 for the 128-wide
-MX GEMM tiles; ``mma.sync ... block_scale`` on sm120 for e2m1 x e2m1 and FP8 pairs), whose numerics no published
-source gives, and emulates it elsewhere over ``tcgen05.mma kind::f16`` (sm100, 64x64 tiles), whose numerics are not
-published either, or over ``mma.sync`` bf16 (sm120, mixed pairs).
+sm100 (Triton 3.6 and 3.9 PTX for ``GPUTarget("cuda", 100, 32)``, :data:`harness.tensor_cores.tcgen05.LOWERING`):
+tiles with M a multiple of 128 and N >= 16 on a multiple of 4 warps run native ``tcgen05.mma ... block_scale`` on
+the operands and scales as stored (kind::mxf4, kind::mxf4nvf4 scale_vec::4X, kind::mxf8f6f4), whose published model
+(:mod:`.tcgen05`) computes them; bf16/fp16 operands and e2m1 with K=32 on such tiles do not compile
+(:class:`DotScaledRefused`). Smaller tiles are emulated as on sm90 (the same upcast and refusals) and the dot is
+``tcgen05.mma kind::f16`` (the same model), or mma.sync below a warpgroup (and, with 3.6, for N < 16). sm103 and
+other tcgen05 archs are unverified, sm120 is not modelled (``NotImplementedError`` naming what is known): its native
+``mma.sync ... block_scale`` (e2m1 x e2m1 and FP8 pairs) has no published numerics, and mixed pairs are emulated
+over ``mma.sync`` bf16 with upcasts not modelled here.
 """
 
 from __future__ import annotations
@@ -284,11 +288,6 @@ def _check_refusals(arch: Arch, fa: str, fb: str, scales: list[torch.Tensor | No
             "native mma.sync ... block_scale, whose numerics no published source gives, and emulate mixed pairs and "
             "16-bit operands over mma.sync bf16/fp16 with upcasts (cvt.rn.bf16x2.e2m1x2 ...) not modelled here "
             "(compiled 2026-12-04)")
-    if cc >= 100:
-        raise NotImplementedError(
-            f"harness.tensor_cores.dot_scaled: {name} is not modelled: Triton 3.6/3.9 run it on native tcgen05.mma ... "
-            "block_scale for the 128-wide MX GEMM tiles and emulate it over tcgen05.mma kind::f16 for 64x64 tiles; no "
-            "published source gives the numerics of either instruction (compiled 2026-12-04)")
     if cc < 80:
         raise NotImplementedError(f"harness.tensor_cores.dot_scaled: {name} is not modelled (Triton's lowering was "
                                   "read for sm80, sm86, sm89 and sm90 only)")
@@ -302,7 +301,7 @@ def _check_refusals(arch: Arch, fa: str, fb: str, scales: list[torch.Tensor | No
                                "uses cvt .e4m3x2, which ptxas assembles from sm_89 on (Triton 3.6 and 3.9, compiled "
                                "2026-12-04)")
     if nvfp4:
-        if installed:
+        if installed and cc < 100:  # sm100 here is an emulated tile, which Triton 3.6 refuses as on sm90 (LOWERING)
             from harness.arch import supports_scaled_dot
 
             ok, why = supports_scaled_dot(arch, "e4m3")
@@ -321,6 +320,41 @@ def _check_refusals(arch: Arch, fa: str, fb: str, scales: list[torch.Tensor | No
 
 #: bit width of each operand format (e2m1 counts 4: two codes a byte), for the dot operand layout's kWidth
 _BITS = {"e2m1": 4, "e4m3": 8, "e5m2": 8, "bf16": 16, "fp16": 16}
+
+
+def _native(a: torch.Tensor, sa: torch.Tensor, fa: str, b: torch.Tensor, sb: torch.Tensor, fb: str,
+            acc: torch.Tensor | None, low: ScaledLowering, a_k_pack: bool, b_k_pack: bool, k: int) -> torch.Tensor:
+    """A native sm100 tile (both operands scaled): the operands as stored, the scales as read, on
+    ``tcgen05.mma ... block_scale``
+    (:mod:`.tcgen05`); refusals as the compiler's (:data:`harness.tensor_cores.tcgen05.LOWERING`)."""
+    from harness.tensor_cores import tcgen05
+
+    if "bf16" in (fa, fb) or "fp16" in (fa, fb):
+        raise DotScaledRefused(f"a {fa} x {fb} tl.dot_scaled on a native sm100 tile (M a multiple of 128, N >= 16) "
+                               "does not compile: Triton 3.6 and 3.9 fail (PassManager::run failed: 'Unsupported "
+                               "type' in MMAv5 lowering for bf16 x bf16, 'LHS and RHS operand dtypes kinds don't "
+                               "match' for e4m3 x bf16; compiled here)")
+    if not (a_k_pack and b_k_pack):
+        raise NotImplementedError("harness.tensor_cores.dot_scaled: e2m1 packed along M/N on a native sm100 tile was "
+                                  "not compiled here")
+    group = k // sa.shape[-1]
+    row = tcgen05.scaled_row(fa, fb, sa.dtype, group)
+    if k % row.k:
+        raise DotScaledRefused(f"a {fa} x {fb} tl.dot_scaled with K={k} does not compile on a native sm100 tile: "
+                               f"{row.kind} takes K in steps of {row.k} (Triton 3.9: 'K dimension must be at least 64 "
+                               "for this scaled MMA'; 3.6 fails the same tile; compiled here)")
+    if sa.dtype != sb.dtype:
+        raise ValueError(f"b_scale: expected the type of a_scale ({sa.dtype}); got {sb.dtype}")
+    A, RA = tcgen05.operand(_operand(a, fa, "bf16", a_k_pack, rhs=False).float() if fa == "e2m1" else
+                            _bits(a, names(fa).torch_dtype), fa)
+    B, RB = tcgen05.operand(_operand(b, fb, "bf16", b_k_pack, rhs=True).float() if fb == "e2m1" else
+                            _bits(b, names(fb).torch_dtype), fb)
+    (sav, sar), (sbv, sbr) = tcgen05.scale_operand(sa), tcgen05.scale_operand(sb)
+    sav, sar = (x.repeat_interleave(group, dim=-1) for x in (sav, sar))
+    sbv, sbr = (x.repeat_interleave(group, dim=-1).transpose(-1, -2) for x in (sbv, sbr))
+    shape = (*A.shape[:-1], B.shape[-1])
+    C = torch.zeros(shape, dtype=torch.float64) if acc is None else acc.double()
+    return tcgen05.mma_chain(A, RA, B, RB, C, row, (sav, sar), (sbv, sbr))
 
 
 def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: torch.Tensor,
@@ -371,19 +405,28 @@ def dot_scaled(a: torch.Tensor, a_scale: torch.Tensor | None, a_format: str, b: 
     if a_arch.kind != "cuda":
         raise ValueError(f"arch: expected a CUDA arch such as 'sm90'; got {a_arch.name!r}")
     name = a_arch.family
-    _check_refusals(a_arch, fa, fb, [sa, sb], low, installed, (a_k_pack, b_k_pack))
+    cc = a_arch.cc or 0
     batch = tuple(a.shape[:-2])
     if acc is not None:
         if not isinstance(acc, torch.Tensor) or acc.dtype != torch.float32 or tuple(acc.shape) != (*batch, M, N):
             got = f"{acc.dtype} {tuple(acc.shape)}" if isinstance(acc, torch.Tensor) else type(acc).__name__
             raise ValueError(f"acc: expected a float32 {(*batch, M, N)} tensor or None; got {got}")
         acc = acc.cpu()
+    if 100 <= cc < 120:
+        from harness.tensor_cores import tcgen05
+
+        tcgen05.check_arch(a_arch.name)
+        if instr == "tcgen05" and tcgen05.native_tile(M, N) and sa is not None and sb is not None:
+            return _native(a, sa, fa, b, sb, fb, acc, low, a_k_pack, b_k_pack, ka)
+        if instr == "tcgen05" and N < 16 and low.version == "3.6":
+            instr = "mma"  # 3.6 emulates an N < 16 tile over mma.sync bf16 (LOWERING)
+    _check_refusals(a_arch, fa, fb, [sa, sb], low, installed, (a_k_pack, b_k_pack))
     compute = "fp16" if "fp16" in (fa, fb) else "bf16"
     A = _scaled(a, sa, fa, compute, low, fast_math, a_k_pack, rhs=False)
     B = _scaled(b, sb, fb, compute, low, fast_math, b_k_pack, rhs=True)
     tdt = torch.bfloat16 if compute == "bf16" else torch.float16
     A, B = A.to(tdt), B.to(tdt)  # exact: the values are on the compute type's grid
-    if (a_arch.cc or 0) < 90:
+    if cc < 90:
         instr = "mma"  # mma.sync for every tile
     if instr == "mma":  # on operands in the layout's k order (module docstring)
         kwidth = 32 // min([_BITS[fa], _BITS[fb]] + [8 for s in (sa, sb) if s is not None])

@@ -141,9 +141,8 @@ def test_the_installed_front_end_refuses_e4m3_for_sm80(pair):
 
 def test_fp8_without_a_model_says_why():
     e5 = torch.zeros(64, 32, dtype=torch.float8_e5m2)
-    for instr in ("wgmma", "tcgen05"):
-        with pytest.raises(NotImplementedError, match=r"under tcgen05.mma kind::f8f6f4 .* no published model"):
-            tc.dot(e5, e5.T.contiguous(), arch="sm100", instr=instr)
+    with pytest.raises(NotImplementedError, match=r"sm103's tcgen05.mma numerics are unverified"):
+        tc.dot(e5, e5.T.contiguous(), arch="sm103", instr="tcgen05")
     with pytest.raises(NotImplementedError, match=r"on sm120 .*: the published models disagree: the toolbox .* B200 "
                                                   r"model, c aligned .* mmaemu 0.1.0 refuses sm_120"):
         tc.dot(e5, e5.T.contiguous(), arch="sm120", instr="mma")
@@ -175,8 +174,8 @@ def _handle(itp, tl, x: torch.Tensor):
 
 def test_the_shim_runs_each_archs_fp8_dot():
     """The tl.dot shim installed for sm80 / sm100 (over the interpreter's own method): an e5m2 tile is the upcast
-    model on sm80 and on sm100 below a warpgroup, a 64-row tile on 4 warps on sm100 (tcgen05) falls back to the
-    interpreter's matmul with a warning, and e4m3 on sm80 raises the refusal naming the arch."""
+    model on sm80 and on sm100 below a warpgroup, a 64-row tile on 4 warps on sm100 is the tcgen05 kind::f8f6f4
+    model (no fallback, no warning), and e4m3 on sm80 raises the refusal naming the arch."""
     itp = pytest.importorskip("triton.runtime.interpreter")
     tl = pytest.importorskip("triton.language")
     g = torch.Generator().manual_seed(3)
@@ -202,6 +201,6 @@ def test_the_shim_runs_each_archs_fp8_dot():
                     with warnings.catch_warnings(record=True) as seen:
                         warnings.simplefilter("always")
                         out = create(None, _handle(itp, tl, a64), _handle(itp, tl, b), _handle(itp, tl, d), None, 0)
-                    ref = a64.float() @ b.float()
-                    assert torch.allclose(torch.from_numpy(out.data), ref, rtol=1e-3, atol=1e-3)
-                    assert any("tl.dot" in str(w.message) for w in seen), [str(w.message) for w in seen]
+                    want = tc.dot(a64, b, d, arch="sm100", instr="tcgen05")  # kind::f8f6f4, the published model
+                    assert torch.equal(torch.from_numpy(out.data).view(torch.int32), want.view(torch.int32))
+                    assert not any("tl.dot" in str(w.message) for w in seen), [str(w.message) for w in seen]

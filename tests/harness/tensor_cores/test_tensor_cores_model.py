@@ -144,8 +144,8 @@ def test_specials_meet_block_by_block() -> None:
 
 def test_unmodelled_combinations_raise() -> None:
     a = torch.ones(4, 16, dtype=torch.float16)
-    with pytest.raises(NotImplementedError, match="no model"):
-        tc.dot(a, a.T, arch="sm100")
+    with pytest.raises(NotImplementedError, match="unverified"):  # tcgen05 beyond B200: no published model
+        tc.dot(a, a.T, arch="sm103", instr="tcgen05")
     with pytest.raises(NotImplementedError, match="sm103"):  # no published model of B300 (sm103)
         tc.dot(a, a.T, arch="sm103", instr="mma")
     with pytest.raises(NotImplementedError, match="fp32 accumulators"):
@@ -159,18 +159,18 @@ def test_models_name_their_source() -> None:
 
 
 def test_blackwell_rows_cover_mma_sync_only() -> None:
-    """sm100: the published B200 model covers mma.sync (what Triton gives tiles below a warpgroup), not tcgen05.mma
-    (its warpgroup tiles, asked as "wgmma" or "tcgen05"); sm120 runs mma.sync for every tile. FP8 under tcgen05 and
-    on sm120 raises, each with its reason (FP8 under mma.sync on sm100: test_dot_other_archs)."""
+    """sm100: the published B200 BlockFMA rows cover mma.sync (what Triton gives tiles below a warpgroup);
+    tcgen05.mma (its warpgroup tiles, asked as "wgmma" or "tcgen05") is no BlockFMA row but harness.tensor_cores.
+    tcgen05's model, which tc.dot runs (test_tcgen05); sm120 runs mma.sync for every tile and FP8 there raises."""
     a = torch.ones(16, 32, dtype=torch.bfloat16)
     assert tc.dot(a, a.T, arch="sm100", instr="mma").eq(32).all()
     assert tc.model_for("sm120", "bf16", "wgmma") is tc.MODELS[("sm120", "bf16", "mma")]
     for instr in ("wgmma", "tcgen05"):
-        with pytest.raises(NotImplementedError, match="under tcgen05.mma .* no published model"):
+        with pytest.raises(NotImplementedError, match="under tcgen05.mma .* no BlockFMA row"):
             tc.model_for("sm100", "bf16", instr)
+        assert tc.dot(a, a.T, arch="sm100", instr=instr).eq(32).all()
     e4 = a.to(torch.float8_e4m3fn)
-    with pytest.raises(NotImplementedError, match="under tcgen05.mma kind::f8f6f4 .* no published model"):
-        tc.dot(e4, e4.T, arch="sm100", instr="tcgen05")
+    assert tc.dot(e4, e4.T, arch="sm100", instr="tcgen05").eq(32).all()
     with pytest.raises(NotImplementedError, match="published models disagree"):
         tc.dot(e4, e4.T, arch="sm120", instr="mma")
     for arch in ("sm100", "sm120"):
