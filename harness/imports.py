@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.interp.patch import Patch
 
-__all__ = ["after_import"]
+__all__ = ["after_import", "flush"]
 
 
 class _Loader(importlib.abc.Loader):
@@ -48,7 +48,25 @@ _pending: dict[str, dict[int, Callable[[], None]]] = {}
 _ids = itertools.count()
 
 
+def _harness_initializing() -> bool:
+    """Whether a harness module is in the middle of its own import (it imported the module being waited for):
+    the callbacks, which import harness modules, would then meet it half-initialized."""
+    return any(getattr(getattr(m, "__spec__", None), "_initializing", False)
+               for n, m in list(sys.modules.items()) if n == "harness" or n.startswith("harness."))
+
+
+def flush() -> None:
+    """Run the callbacks whose module is imported but which had to wait for a harness module's import to finish
+    (the plugins call this before collection ends and before each test)."""
+    if _harness_initializing():
+        return
+    for name in [n for n, waiting in _pending.items() if waiting and n in sys.modules]:
+        _fire(name)
+
+
 def _fire(name: str) -> None:
+    if _harness_initializing():
+        return  # flush() runs them
     waiting = _pending.get(name, {})
     callbacks = list(waiting.values())
     waiting.clear()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.imports import after_import
+from harness.imports import after_import, flush
 from harness.plugin import session_of
 
 
@@ -38,3 +38,13 @@ def pytest_configure(config: pytest.Config) -> None:
         shims.install(s.patch, s.arch, casts=casts, arith=arith)
 
     after_import(s.patch, "triton", install, tag="shims-on-import")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config) -> None:
+    flush()  # a test module whose first Triton import came through a harness module: install now
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    flush()  # a conftest or fixture that imported Triton the same way

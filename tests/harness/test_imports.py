@@ -138,3 +138,24 @@ def test_a_failing_callback_warns_and_the_import_still_succeeds(fresh_module):
     assert mod.VALUE == 42
     with pytest.raises(ValueError, match="name a top-level module"):
         after_import(Patch(), "triton.language", lambda: None, tag="t")
+
+
+def test_a_callback_waits_while_a_harness_module_is_mid_import(fresh_module, monkeypatch):
+    """A harness module that imports the module waited for (harness.interp.casts imports triton) must finish its
+    own import before the callbacks, which import it, run: they wait for flush()."""
+    import importlib
+
+    from harness import imports
+    from harness.interp.patch import Patch
+
+    seen = []
+    with Patch.context() as patch:
+        imports.after_import(patch, fresh_module, lambda: seen.append("ran"), tag="t")
+        with monkeypatch.context() as m:
+            m.setattr(imports, "_harness_initializing", lambda: True)
+            importlib.import_module(fresh_module)
+            imports.flush()
+            assert seen == []
+        imports.flush()
+        imports.flush()
+        assert seen == ["ran"]
