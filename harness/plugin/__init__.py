@@ -167,6 +167,19 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from None
 
 
+def _hold_extensions() -> None:
+    """Import torch and Triton now, in a run that can start pytester sessions in process. Why: such a session
+    drops the modules first imported inside it when it ends, and torch's and Triton's compiled extensions crash
+    the process when imported a second time (the plugin itself imports them only once a test needs them)."""
+    import importlib
+
+    for name in ("torch", "triton"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a project without them: nothing to hold
+            pass
+
+
 def _open_session(config: pytest.Config) -> Session:
     """This config's session: its own tolerance table (base rows + the ini's TOML files) and report, current
     until the config's cleanup, when the enclosing session (a pytester run's outer one) is current again."""
@@ -191,6 +204,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     s = _open_session(config)  # registered too late for pytest_load_initial_conftests: the session starts here
     nested = config.stash[_nested_key]
+    if not nested and config.pluginmanager.has_plugin("pytester"):
+        _hold_extensions()
     lane = _choose_lane(config)
     if lane == "interp":
         # Must happen before any kernel module is imported: Triton decides at decoration time. Restored at
