@@ -180,6 +180,12 @@ def _hold_extensions() -> None:
             pass
 
 
+def pytest_plugin_registered(plugin: Any, plugin_name: str | None) -> None:
+    """pytester registered after configure (a test module's or a conftest's ``pytest_plugins``): hold them too."""
+    if plugin_name == "pytester" or getattr(plugin, "__name__", None) == "_pytest.pytester":
+        _hold_extensions()
+
+
 def _open_session(config: pytest.Config) -> Session:
     """This config's session: its own tolerance table (base rows + the ini's TOML files) and report, current
     until the config's cleanup, when the enclosing session (a pytester run's outer one) is current again."""

@@ -159,3 +159,22 @@ def test_a_callback_waits_while_a_harness_module_is_mid_import(fresh_module, mon
         imports.flush()
         imports.flush()
         assert seen == ["ran"]
+
+
+def test_in_process_pytester_sessions_can_import_torch_twice_over(pytester):
+    """A project whose tests start pytester sessions in process: each inner session drops the modules first
+    imported inside it, and torch's extension crashes the process when imported again (a segfault). The plugin
+    holds torch and Triton in such a run from configure on, so the second inner session finds them."""
+    pytester.makepyfile(test_outer=textwrap.dedent('''
+        pytest_plugins = ["pytester"]  # registered at collection, after the plugin configured
+
+        INNER = "import torch\\ndef test_inner():\\n    assert torch.ones(2).sum() == 2\\n"
+
+        def test_twice(pytester):
+            pytester.makepyfile(test_inner=INNER)
+            for _ in range(2):
+                pytester.runpytest("-p", "no:cacheprovider", "--harness-lane=interp").assert_outcomes(passed=1)
+    '''))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--harness-lane=interp")
+    assert r.ret == 0, "\n".join(r.outlines[-20:] + r.errlines[-20:])
+    r.assert_outcomes(passed=1)

@@ -123,9 +123,7 @@ def test_auto_lane_follows_an_assumed_cpu_arch(monkeypatch):
     """On a GPU box, lane auto with --harness-arch=interp/cpu is the interpreter lane (not a usage error)."""
     import torch
 
-    from harness import plugin
-
-    from harness import gpus
+    from harness import gpus, plugin
 
     class Config:  # the two options the lane choice reads
         def __init__(self, arch):
