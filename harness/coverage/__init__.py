@@ -138,7 +138,7 @@ def package_dir(package: str) -> Path:
     except (ImportError, ValueError) as e:
         raise ValueError(f"--harness-coverage: package {package!r} cannot be found: {e}") from None
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"--harness-coverage: {package!r} is not an importable package (a directory with "
+        raise ValueError(f"--harness-coverage: package {package!r} is not importable (expected a directory with "
                          f"__init__.py on sys.path)")
     return Path(next(iter(spec.submodule_search_locations)))
 
