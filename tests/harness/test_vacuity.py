@@ -56,7 +56,7 @@ def test_loose_row_is_reported_with_the_row_and_the_smallest_corruption(probed):
             "two adjacent blocks swapped"} <= _names(f)
     assert "one NaN" not in _names(f) and "one ULP past the tolerance at a few elements" not in _names(f)
     assert f.smallest.startswith("two adjacent columns swapped")  # the smallest relative L2 change
-    assert f.where.endswith(f"test_vacuity.py:{test_loose_row_is_reported_with_the_row_and_the_smallest_corruption.__code__.co_firstlineno + 2}")
+    assert f.where.startswith("harness/test_vacuity.py:")  # the test's assertion, not a harness frame
 
 
 def test_nan_inside_the_mismatch_budget_is_refused(probed):
