@@ -222,3 +222,32 @@ def test_nan_equal_accepts_any_nan_code_facing_any_nan_code_never_a_number():
     assert "NaN/inf element codes: 1 not accepted (inf never; NaN only facing NaN with nan_equal=True)" in lines
     with pytest.raises(TypeError, match="nan_equal must be True or False"):
         assert_mx_close((a, s), (a, s), "mxfp8e4m3", nan_equal="yes")
+
+
+@pytest.mark.parametrize("where", ["element", "scale"])
+def test_one_sided_nan_fails_inside_any_mismatch_budget(where):
+    """max_mismatch and max_ulp are for rounding outliers: a NaN facing a number fails however many mismatches
+    the budget allows (one NaN element code of 128, max_mismatch=0.5; one NaN block scale of 4)."""
+    c, s = SCHEMES["mxfp8e4m3"].quantize(_x(2, 64))
+    a_c, a_s = c.clone(), s.clone()
+    if where == "element":
+        a_c[1, 5] = 0x7F  # e4m3's NaN code, facing a number
+    else:
+        a_s[0, 1] = 0xFF  # e8m0's NaN code
+    lines = _fail((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=255, max_mismatch=0.5, scale_ulp=0 if where == "element"
+                  else 300)
+    assert any("NaN" in line for line in lines)
+
+
+def test_allowed_mismatches_count_only_the_compared_elements():
+    """Element codes are compared only in blocks whose scales are equal; the budget is a fraction of those.
+    Two blocks of 32, the second at another scale (scale_ulp=1): 32 compared elements, so max_mismatch=1/32 allows
+    one mismatch, not the two that a count over all 64 elements would allow."""
+    c, s = SCHEMES["mxfp8e4m3"].quantize(torch.linspace(1.0, 2.0, 64).reshape(1, 64))
+    a_c, a_s = c.clone(), s.clone()
+    a_s[0, 1] += 1
+    a_c[0, 3] += 2
+    assert_mx_close((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=1, max_mismatch=1 / 32, scale_ulp=1)
+    a_c[0, 7] += 2
+    lines = _fail((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=1, max_mismatch=1 / 32, scale_ulp=1)
+    assert "Mismatched elements: 2 / 32 (6.2%), up to 1 allowed" in lines[2], lines
