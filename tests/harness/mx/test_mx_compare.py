@@ -251,3 +251,18 @@ def test_allowed_mismatches_count_only_the_compared_elements():
     a_c[0, 7] += 2
     lines = _fail((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=1, max_mismatch=1 / 32, scale_ulp=1)
     assert "Mismatched elements: 2 / 32 (6.2%), up to 1 allowed" in lines[2], lines
+
+
+def test_fp8_diagnosis_names_rz_truncation():
+    """Codes truncated toward zero (saturating at 448) are named as RZ. The inputs sit three quarters of the way
+    between neighbouring e4m3 values, where every round-to-nearest convention goes up and RZ goes down; the RZ codes
+    are computed here from the value table, not by the diagnosis's own helper."""
+    mags = fp8.decode(torch.arange(0x7F, dtype=torch.uint8), "e4nv").double()  # finite magnitudes, ascending
+    between = mags[:-1] + 0.75 * (mags[1:] - mags[:-1])
+    x = torch.cat([between, -between, torch.tensor([1000.0, -1000.0], dtype=torch.float64)]).float()
+    mag = (torch.searchsorted(mags, x.double().abs(), right=True) - 1).clamp(max=0x7E)
+    rz = (mag | torch.where(x < 0, 0x80, 0)).to(torch.uint8)
+    want = fp8.encode(x, "e4nv", arch="sm90")
+    assert not torch.equal(rz, want)
+    line = diagnose_fp8(x, rz, want, "e4nv")
+    assert line.startswith("actual matches RZ (truncation, saturating); expected matches harness.fp8.encode"), line
