@@ -114,7 +114,7 @@ def _merge_vacuity(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"mode": parts[0].get("mode"), **{k: sum(int(p.get(k, 0)) for p in parts)
                                              for k in ("assertions", "candidates", "vacuous", "justified")},
             "seconds": round(sum(float(p.get("seconds", 0.0)) for p in parts), 3), "slowest": dict(slowest),
-            "findings": findings}
+            "errors": [e for p in parts for e in p.get("errors", ())], "findings": findings}
 
 
 def _merge_coverage(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

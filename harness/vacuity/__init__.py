@@ -102,6 +102,7 @@ class State:
         self.candidates = 0
         self.seconds = 0.0
         self.slowest: dict[str, float] = {}  # test -> seconds spent probing its assertions
+        self.errors: list[str] = []  # assertions whose wrong answers could not be built (a bug here, not a finding)
         #: the test being run and its ``vacuity_ok`` reason (set by the plugin)
         self.test = ""
         self.justify: Callable[[str], str | None] = lambda name: None
@@ -111,19 +112,21 @@ class State:
 
     def to_worker(self) -> dict[str, Any]:
         return {"findings": [asdict(f) for f in self.findings], "assertions": self.assertions,
-                "candidates": self.candidates, "seconds": self.seconds, "slowest": self.slowest}
+                "candidates": self.candidates, "seconds": self.seconds, "slowest": self.slowest,
+                "errors": self.errors}
 
     def merge(self, data: dict[str, Any]) -> None:
         self.findings.extend(Finding(**f) for f in data.get("findings", ()))
         self.assertions += int(data.get("assertions", 0))
         self.candidates += int(data.get("candidates", 0))
         self.seconds += float(data.get("seconds", 0.0))
+        self.errors.extend(data.get("errors", ()))
         for k, v in data.get("slowest", {}).items():
             self.slowest[k] = self.slowest.get(k, 0.0) + float(v)
 
     def report(self) -> dict[str, Any]:
         return {"mode": self.mode, "assertions": self.assertions, "candidates": self.candidates,
-                "seconds": round(self.seconds, 3), "slowest": self._slowest(),
+                "seconds": round(self.seconds, 3), "slowest": self._slowest(), "errors": self.errors,
                 "vacuous": sum(f.justified is None for f in self.findings),
                 "justified": sum(f.justified is not None for f in self.findings),
                 "findings": [asdict(f) for f in sorted(self.findings, key=lambda f: (f.test, f.where))]}
@@ -137,6 +140,7 @@ class State:
         out = [f"{self.assertions} passing assertion(s) asked about {self.candidates} wrong answer(s) in "
                f"{self.seconds:.2f}s: {sum(f.justified is None for f in self.findings)} vacuous, "
                f"{sum(f.justified is not None for f in self.findings)} justified"]
+        out.extend(f"not asked (could not build its wrong answers): {e}" for e in self.errors)
         slow = self._slowest(3)
         if slow:
             out.append("slowest to probe: " + ", ".join(f"{k} {v:.2f}s" for k, v in slow.items()))
@@ -193,15 +197,21 @@ def probe(assertion: str, accepts: Callable[[Any], bool], corruptions: Callable[
         return None
     t0 = time.perf_counter()
     accepted: list[Corruption] = []
+    cands: list[Corruption] = []
     with _asking(s):
-        cands = list(corruptions())
-        for c in cands:
-            try:
-                ok = bool(accepts(c.make()))
-            except (AssertionError, ValueError, TypeError, RuntimeError):
-                ok = False
-            if ok:
-                accepted.append(c)
+        try:
+            cands = list(corruptions())
+            for c in cands:
+                cand = c.make()
+                try:
+                    ok = bool(accepts(cand))
+                except (AssertionError, ValueError, TypeError, RuntimeError):
+                    ok = False  # the check refused the candidate with an error: refused
+                if ok:
+                    accepted.append(c)
+        except Exception as e:  # a wrong answer this module could not build: said in the report, never a failure
+            st.errors.append(f"{st.test or s.observations.current_test}: {assertion}: {type(e).__name__}: {e}")
+            accepted = []
     st.assertions += 1
     st.candidates += len(cands)
     finding = None

@@ -152,3 +152,12 @@ def test_fail_mode_fails_the_test_and_the_marker_justifies(pytester):
     assert {f["test"].split("::")[1]: f["justified"] for f in rep["findings"]} == {
         "test_loose": None, "test_justified": "demo: the row is loose on purpose"}
     pytester.runpytest("--harness-arch=interp", "--harness-vacuity").assert_outcomes(passed=3)  # report only
+
+
+def test_a_wrong_answer_that_cannot_be_built_is_reported_never_raised(probed):
+    def broken():
+        raise IndexError("demo")
+
+    assert vacuity.probe("demo_assert", lambda c: True, broken, op="o", dtype="d", tol=None) is None
+    (err,) = probed.errors
+    assert probed.findings == [] and err.endswith("_is_reported_never_raised: demo_assert: IndexError: demo")
