@@ -161,3 +161,25 @@ def test_a_wrong_answer_that_cannot_be_built_is_reported_never_raised(probed):
     assert vacuity.probe("demo_assert", lambda c: True, broken, op="o", dtype="d", tol=None) is None
     (err,) = probed.errors
     assert probed.findings == [] and err.endswith("_is_reported_never_raised: demo_assert: IndexError: demo")
+
+
+def test_shard_reports_merge_their_vacuity_and_coverage():
+    from harness import report
+
+    def one(test: str, launched: list[str]) -> dict:
+        f = {"test": test, "where": "t.py:1", "assertion": "assert_close_tol", "op": "", "dtype": "", "tol": "x",
+             "row": {}, "accepted": [], "smallest": "s", "justified": None}
+        return {"version": 1, "rows": [], "observations": [],
+                "vacuity": {"mode": "fail", "assertions": 2, "candidates": 10, "vacuous": 1, "justified": 0,
+                            "seconds": 0.5, "slowest": {test: 0.5}, "errors": [], "findings": [f]},
+                "coverage": {"cells": [{"kernel": k, "types": "bf16", "arch": "interp", "launches": 1, "tests": 1}
+                                       for k in launched],
+                             "packages": ["p"], "unlaunched": [f"p.{k} (p.py:1)" for k in "ab" if f"p.{k}" not in
+                                                               launched], "justified": {}}}
+
+    m = report.merge([one("t::a", ["p.a"]), one("t::b", ["p.b"])])
+    assert m["vacuity"]["assertions"] == 4 and m["vacuity"]["vacuous"] == 2
+    assert [f["test"] for f in m["vacuity"]["findings"]] == ["t::a", "t::b"]
+    assert m["coverage"]["unlaunched"] == []  # each shard launched the kernel the other did not
+    with pytest.raises(ValueError, match="vacuity: the reports ran with different modes"):
+        report.merge([one("t::a", []), {**one("t::b", []), "vacuity": {"mode": "report"}}])
