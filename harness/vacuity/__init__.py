@@ -225,7 +225,8 @@ def probe(assertion: str, accepts: Callable[[Any], bool], corruptions: Callable[
                           accepted=[{"corruption": c.name, "detail": c.detail, "size": _size(sizes[id(c)])}
                                     for c in accepted],
                           smallest=f"{small.name}: {small.detail}")
-        finding.justified = st.justify(small.name)
+        reasons = {st.justify(c.name) for c in accepted}  # justified only when every accepted one is
+        finding.justified = reasons.pop() if len(reasons) == 1 else None
         st.findings.append(finding)
     dt = time.perf_counter() - t0
     st.seconds += dt

@@ -115,6 +115,16 @@ def test_topk_tolerance_that_takes_any_selection(probed):
     assert _names(f) == {"one top-k index replaced by a non-selected one"}
 
 
+def test_a_reason_for_some_corruptions_does_not_justify_others(probed):
+    x = _x()
+    probed.justify = lambda name: "rows may tie" if name == "two adjacent rows swapped" else None
+    assert_close_tol(x.clone(), x, Tolerance(atol=20.0, key="loose"))
+    assert probed.findings[-1].justified is None  # it also took a sign flip and swapped columns
+    probed.justify = lambda name: "the row is loose on purpose"
+    assert_close_tol(x.clone(), x, Tolerance(atol=20.0, key="loose"))
+    assert probed.findings[-1].justified == "the row is loose on purpose"
+
+
 def test_equal_rows_are_not_a_wrong_answer(probed):
     x = torch.ones(4, 4)
     assert_close_tol(x.clone(), x, Tolerance(atol=0.5, key="half"))
