@@ -103,7 +103,41 @@ def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "findings": findings}
 
 
-_RULES = {"compile_launches": _merge_launches}
+def _merge_vacuity(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``vacuity`` key over shards: one mode, counts and seconds added, findings put together."""
+    modes = {p.get("mode") for p in parts}
+    if len(modes) != 1:
+        raise ValueError(f"vacuity: the reports ran with different modes ({', '.join(sorted(map(str, modes)))})")
+    findings = sorted((f for p in parts for f in p.get("findings", ())),
+                      key=lambda f: (str(f.get("test")), str(f.get("where"))))
+    slowest = sorted(((k, v) for p in parts for k, v in p.get("slowest", {}).items()), key=lambda kv: -kv[1])[:5]
+    return {"mode": parts[0].get("mode"), **{k: sum(int(p.get(k, 0)) for p in parts)
+                                             for k in ("assertions", "candidates", "vacuous", "justified")},
+            "seconds": round(sum(float(p.get("seconds", 0.0)) for p in parts), 3), "slowest": dict(slowest),
+            "errors": [e for p in parts for e in p.get("errors", ())], "findings": findings}
+
+
+def _merge_coverage(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``coverage`` key over shards: cells added; a kernel is unlaunched when no shard launched it."""
+    cells: dict[tuple[str, str, str], dict[str, int]] = {}
+    for p in parts:
+        for c in p.get("cells", ()):
+            cell = cells.setdefault((c["kernel"], c["types"], c["arch"]), {"launches": 0, "tests": 0})
+            cell["launches"] += int(c["launches"])
+            cell["tests"] += int(c["tests"])
+    out: dict[str, Any] = {"cells": [{"kernel": k, "types": t, "arch": a, **v}
+                                     for (k, t, a), v in sorted(cells.items())]}
+    if any("packages" in p for p in parts):
+        launched = {k for k, _, _ in cells}
+        out["packages"] = sorted({x for p in parts for x in p.get("packages", ())})
+        out["unlaunched"] = sorted({u for p in parts for u in p.get("unlaunched", ())
+                                    if u.split(" ")[0] not in launched})
+        out["justified"] = {k: v for p in parts for k, v in p.get("justified", {}).items()
+                            if k.split(" ")[0] not in launched}
+    return out
+
+
+_RULES = {"compile_launches": _merge_launches, "vacuity": _merge_vacuity, "coverage": _merge_coverage}
 _OBSERVATION_KEYS = ("version", "rows", "observations")
 
 

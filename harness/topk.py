@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from harness import summary
+from harness import summary, vacuity
 from harness.compare.checks import check_tensor_arg, check_tol, row_identity
 from harness.session import current_arch
 from harness.text import Msg, fmt_num, with_msg
@@ -309,6 +309,13 @@ def assert_topk_multiset_equal(
     )
     op, dtype = row_identity(_as_tol(tol), op, dtype, "-")
     _record(op or "topk", dtype, stats, tol, mismatch is None)
+    if mismatch is None:
+        vacuity.probe(
+            "assert_topk_multiset_equal",
+            lambda c: check_topk_multiset_equal(c, ref_scores, k=k, visible=visible, ref_indices=ref_indices, tol=tol,
+                                                pad=pad)[0] is None,
+            lambda: vacuity.topk_corruptions(indices, ref_scores, k=k, visible=visible, pad=pad),
+            op=op or "topk", dtype=dtype, tol=_as_tol(tol))
     if mismatch is not None:
         if msg is not None:
             mismatch.msg = msg

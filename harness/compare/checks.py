@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from harness import fp8, summary
+from harness import fp8, summary, vacuity
 from harness.compare.message import HIST_BINS, MAX_ROWS, Mismatch, Row
 from harness.dtypes import short_name
 from harness.session import current_arch
@@ -266,6 +266,11 @@ def check_close(
         worst_ratio=worst_ratio,
     )
     if passed:
+        vacuity.probe(
+            "golden.check" if op.startswith("golden/") else "assert_close_tol",
+            lambda c: check_close(c, expected, tol, scale=scale, op=op, dtype=dtype, equal_nan=equal_nan) is None,
+            lambda: vacuity.float_corruptions(actual, expected, tol, scale=s, equal_nan=equal_nan),
+            op=op, dtype=dtype, tol=tol)
         return None
     bad = (~ok).nonzero().reshape(-1)
     special = (nan | inf).to(torch.float64)
@@ -358,6 +363,14 @@ def check_fp8_mixed(
         op=op, dtype=dtype, arch=arch, n=n, worst_ulp=worst_ulp, worst_abs=worst_abs, tol=tol, passed=passed
     )
     if passed:
+        vacuity.probe(
+            "golden.check" if op.startswith("golden/") else "assert_fp8_close/assert_fp8_within_one_ulp",
+            lambda c: check_fp8_mixed(c, expected, f, max_ulp=max_ulp, floor=floor, tol=tol, op=op, dtype=dtype,
+                                      nan_equal=nan_equal) is None,
+            lambda: vacuity.fp8_corruptions(expected, f, max_ulp=max_ulp, floor=float(floor),
+                                            max_mismatch=tol.max_mismatch),
+            op=op, dtype=dtype, tol=tol,
+            row={"max_ulp": max_ulp, "ulp_floor": float(floor), "max_mismatch": tol.max_mismatch})
         return None
     m.hist = {}
     for label, lo, hi in HIST_BINS:

@@ -28,7 +28,7 @@ import functools
 import inspect
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -543,6 +543,8 @@ class CaptureState:
         self.skipped: dict[str, str] = {}
         self.declarations = Declarations()
         self.queries = DeviceQueries()
+        #: called with each launch a test makes as run (not a replay's): the coverage map reads them here
+        self.listeners: list[Callable[[Launch], None]] = []
 
     @contextlib.contextmanager
     def capture(self, test_code: Any = None) -> Iterator[Captured]:
@@ -580,6 +582,9 @@ class CaptureState:
         except Exception as e:  # never break the test over capture; say so in the summary
             self.skipped[getattr(fn, "__name__", "?")] = f"{type(e).__name__}: {e}"
             return self.queries.active is not None
+        if self.queries.active is None:
+            for listen in self.listeners:
+                listen(launch)
         configs = configs_in_flight()
         if configs:
             for c in configs:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from harness import summary
+from harness import summary, vacuity
 from harness.mx import diagnose
 from harness.mx.formats import ULP_FAR, decode, ulp_distance
 from harness.mx.layouts import swizzled_shape, unswizzle_scales
@@ -227,7 +227,8 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
         return v * g if g is not None else v
 
     av, ev = deq(ae, as_, ag), deq(ee, es, eg)
-    src = None if source is None else source.detach().cpu()
+    # a probe of --harness-vacuity needs the SQNR only where it judges
+    src = None if source is None or (vacuity.probing() and min_sqnr_db is None) else source.detach().cpu()
     m.rel_l2, m.sqnr_db, m.sqnr_expected_db = _global(av, ev, src)
     nan_a, nan_e = torch.isnan(av), torch.isnan(ev)
     nan_ok = bool(torch.equal(nan_a, nan_e)) and (nan_equal or not bool(nan_a.any()))
@@ -237,10 +238,21 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
               and nan_ok
               and (max_rel_l2 is None or m.rel_l2 <= max_rel_l2)
               and (min_sqnr_db is None or (m.sqnr_db is not None and m.sqnr_db >= min_sqnr_db)))
-    summary.record(op=op, dtype=dtype, arch=arch, n=m.n_elems, worst_ulp=m.worst_ulp, tol=tol, passed=passed,
-                   worst_abs=float((av - ev).abs()[torch.isfinite(av - ev)].max()) if m.n_elems and
-                   bool(torch.isfinite(av - ev).any()) else None)
+    if summary.active() is not None:
+        summary.record(op=op, dtype=dtype, arch=arch, n=m.n_elems, worst_ulp=m.worst_ulp, tol=tol, passed=passed,
+                       worst_abs=float((av - ev).abs()[torch.isfinite(av - ev)].max()) if m.n_elems and
+                       bool(torch.isfinite(av - ev).any()) else None)
     if passed:
+        vacuity.probe(
+            "assert_mx_close",
+            lambda c: check_mx(c, expected, sch, tol=tol, scale_ulp=scale_ulp, max_rel_l2=max_rel_l2,
+                               min_sqnr_db=min_sqnr_db, source=source, layout="linear",
+                               expected_layout=expected_layout, op=op, dtype=dtype, nan_equal=nan_equal) is None,
+            lambda: vacuity.mx_corruptions(expected, sch, expected_layout=expected_layout, max_ulp=m.max_ulp,
+                                           max_mismatch=tol.max_mismatch),
+            op=op, dtype=dtype, tol=tol,
+            row={"max_ulp": m.max_ulp, "max_mismatch": tol.max_mismatch, "scale_ulp": scale_ulp,
+                 "max_rel_l2": max_rel_l2, "min_sqnr_db": min_sqnr_db})
         return None
     m.hist = {label: int(((ud >= lo) & (ud <= hi) & same).sum()) for label, lo, hi in _HIST}
     bad_blocks = ((sd > scale_ulp) | s_bad).reshape(-1).nonzero().reshape(-1)
@@ -254,7 +266,7 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     for i in bad_el[order].tolist():
         m.elem_rows.append(ElemRow(_index(i, ud.shape), int(ae.reshape(-1)[i]), int(ee.reshape(-1)[i]),
                                    float(av.reshape(-1)[i]), float(ev.reshape(-1)[i]), int(ud.reshape(-1)[i])))
-    if src is not None:
+    if src is not None and not vacuity.probing():  # a probe needs the verdict, not the diagnosis
         m.diagnosis = _diagnose(sch, src, ae, ee, as_, es, ag, eg)
     return m
 

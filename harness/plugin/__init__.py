@@ -37,7 +37,8 @@ session_key = pytest.StashKey[Session]()
 _nested_key = pytest.StashKey[bool]()
 
 
-_SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.interp.plugin")
+_SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.interp.plugin", "harness.vacuity.plugin",
+               "harness.coverage.plugin")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",

@@ -476,3 +476,15 @@ def test_param_ids_and_test_refs_that_are_kept():
     for bad in ("a::b::c", "a::b::", "::"):
         with pytest.raises(ValueError, match="must be 'test_name' or 'module_stem::test_name'"):
             split_test_ref(bad, "mod")
+
+
+def test_inside_refuses_the_root_itself_and_its_siblings(tmp_path):
+    """A golden path is a file strictly inside the golden dir: the dir itself, a sibling sharing its name as a
+    prefix (golden2/ next to golden/) and a path climbing out are refused; a file below is taken, made absolute."""
+    from harness.golden.files import GoldenPathError, inside
+
+    root = tmp_path / "golden"
+    assert inside(root, root / "a" / "b.npz") == root / "a" / "b.npz"
+    for bad in (root, root / ".", tmp_path / "golden2" / "x.npz", root / ".." / "x.npz"):
+        with pytest.raises(GoldenPathError, match="escapes the golden dir"):
+            inside(root, bad)

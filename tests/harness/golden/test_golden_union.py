@@ -134,3 +134,16 @@ def test_a_record_of_another_version_is_refused(tmp_path):
         load_record(p)
     p.write_text(json.dumps({"kind": RECORD_KIND, "version": 1}))
     assert RECORD_VERSION == 1 and load_record(p)["version"] == 1  # records written today stay readable
+
+
+def test_a_test_that_passed_in_one_shard_and_failed_in_another_did_not_pass(tmp_path):
+    """A golden test that ran in two shards, passed in one and failed in the other, may not have reached its checks:
+    its golden dir is not judged (its file is not reported unused), as for a test that failed in its only shard."""
+    goldens(tmp_path, "test_m5/x.npz")
+    items = {SUITE[5]: "golden/test_m5"}
+    a = record(SUITE[:7], items=items)
+    b = record(SUITE[5:], items=items, passed=SUITE[6:], not_passed=[SUITE[5]])
+    v = judge([("a.json", a), ("b.json", b)], tmp_path)
+    assert v.unused == [] and v.exit_code == 0
+    v = judge([("a.json", a), ("b.json", record(SUITE[5:], items=items))], tmp_path)
+    assert v.unused == ["golden/test_m5/x.npz"]  # passed in both: judged, and nothing used it

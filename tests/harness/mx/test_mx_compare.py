@@ -134,18 +134,28 @@ def test_tolerance_rows_apply_and_bad_arguments_name_themselves():
             call()
 
 
+def _sides(line: str) -> tuple[set[str], set[str]]:
+    """The conventions a diagnosis line names for actual and for expected."""
+    a, _, e = line.partition("; expected matches ")
+    return set(a.removeprefix("actual matches ").split(" = ")), set(e.split(" = "))
+
+
 def test_fp8_diagnosis_names_ml_dtypes_against_satfinite():
     x = torch.randn(512, generator=torch.Generator().manual_seed(1)) * 300
     want = fp8.encode(x, "e4nv", arch="sm90")
     got = torch.from_numpy(x.numpy().astype(ml_dtypes.float8_e4m3fn).view(np.uint8).copy())
     line = diagnose_fp8(x, got, want, "e4nv")
-    assert line.startswith("actual matches ml_dtypes (RNE, not saturating); expected matches harness.fp8.encode "
-                           "arch=sm90 (RNE satfinite)")
+    # torch's own cast is one more convention; which side it joins depends on the torch (2.13 saturates like the
+    # hardware, 2.11 does not, like ml_dtypes), so the labels are read as sets, each side's joined by " = "
+    actual, expected = _sides(line)
+    assert "ml_dtypes (RNE, not saturating)" in actual and "harness.fp8.encode arch=sm90 (RNE satfinite)" in expected
+    assert not any("satfinite" in c for c in actual) and "ml_dtypes (RNE, not saturating)" not in expected
     from harness import assert_fp8_close
 
     with pytest.raises(AssertionError) as e:
         assert_fp8_close(got, want, "e4nv", msg=fp8_policy_msg(x, got, want, "e4nv"))
-    assert str(e.value).splitlines()[-1].startswith("Diagnosis: actual matches ml_dtypes (RNE, not saturating)")
+    last = str(e.value).splitlines()[-1]
+    assert last.startswith("Diagnosis: ") and _sides(last.removeprefix("Diagnosis: ")) == (actual, expected)
     assert diagnose_fp8(x, got ^ 0x01, want, "e4nv").startswith("actual matches no known convention (closest: ")
 
 
@@ -222,3 +232,47 @@ def test_nan_equal_accepts_any_nan_code_facing_any_nan_code_never_a_number():
     assert "NaN/inf element codes: 1 not accepted (inf never; NaN only facing NaN with nan_equal=True)" in lines
     with pytest.raises(TypeError, match="nan_equal must be True or False"):
         assert_mx_close((a, s), (a, s), "mxfp8e4m3", nan_equal="yes")
+
+
+@pytest.mark.parametrize("where", ["element", "scale"])
+def test_one_sided_nan_fails_inside_any_mismatch_budget(where):
+    """max_mismatch and max_ulp are for rounding outliers: a NaN facing a number fails however many mismatches
+    the budget allows (one NaN element code of 128, max_mismatch=0.5; one NaN block scale of 4)."""
+    c, s = SCHEMES["mxfp8e4m3"].quantize(_x(2, 64))
+    a_c, a_s = c.clone(), s.clone()
+    if where == "element":
+        a_c[1, 5] = 0x7F  # e4m3's NaN code, facing a number
+    else:
+        a_s[0, 1] = 0xFF  # e8m0's NaN code
+    lines = _fail((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=255, max_mismatch=0.5, scale_ulp=0 if where == "element"
+                  else 300)
+    assert any("NaN" in line for line in lines)
+
+
+def test_allowed_mismatches_count_only_the_compared_elements():
+    """Element codes are compared only in blocks whose scales are equal; the budget is a fraction of those.
+    Two blocks of 32, the second at another scale (scale_ulp=1): 32 compared elements, so max_mismatch=1/32 allows
+    one mismatch, not the two that a count over all 64 elements would allow."""
+    c, s = SCHEMES["mxfp8e4m3"].quantize(torch.linspace(1.0, 2.0, 64).reshape(1, 64))
+    a_c, a_s = c.clone(), s.clone()
+    a_s[0, 1] += 1
+    a_c[0, 3] += 2
+    assert_mx_close((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=1, max_mismatch=1 / 32, scale_ulp=1)
+    a_c[0, 7] += 2
+    lines = _fail((a_c, a_s), (c, s), "mxfp8e4m3", max_ulp=1, max_mismatch=1 / 32, scale_ulp=1)
+    assert "Mismatched elements: 2 / 32 (6.2%), up to 1 allowed" in lines[2], lines
+
+
+def test_fp8_diagnosis_names_rz_truncation():
+    """Codes truncated toward zero (saturating at 448) are named as RZ. The inputs sit three quarters of the way
+    between neighbouring e4m3 values, where every round-to-nearest convention goes up and RZ goes down; the RZ codes
+    are computed here from the value table, not by the diagnosis's own helper."""
+    mags = fp8.decode(torch.arange(0x7F, dtype=torch.uint8), "e4nv").double()  # finite magnitudes, ascending
+    between = mags[:-1] + 0.75 * (mags[1:] - mags[:-1])
+    x = torch.cat([between, -between, torch.tensor([1000.0, -1000.0], dtype=torch.float64)]).float()
+    mag = (torch.searchsorted(mags, x.double().abs(), right=True) - 1).clamp(max=0x7E)
+    rz = (mag | torch.where(x < 0, 0x80, 0)).to(torch.uint8)
+    want = fp8.encode(x, "e4nv", arch="sm90")
+    assert not torch.equal(rz, want)
+    line = diagnose_fp8(x, rz, want, "e4nv")
+    assert line.startswith("actual matches RZ (truncation, saturating); expected matches harness.fp8.encode"), line

@@ -306,3 +306,18 @@ def test_chunks_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     for got, want in zip(run(), whole, strict=True):
         assert got is not None and want is not None
         assert torch.equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("kind", ["fp16", "bf16"])
+def test_fast_chain_keeps_an_accumulator_with_bits_under_2_to_the_minus_126(kind) -> None:
+    """An accumulator below 2^-103 that is not a multiple of 2^-126 (2^-110 (1 + 2^-23): its last bit is 2^-133)
+    facing products that vanish in alignment: the chain keeps it whole; the fast path's 2^-126 grid would cut its
+    low bits, so it must decline (or agree bit for bit)."""
+    p = MODELS[("sm90", kind, "wgmma")]
+    A, B = torch.zeros((1, 16)), torch.zeros((16, 1))
+    A[0, 0], B[1, 0] = 2.0**-10, 1.0  # every product is 0
+    C = torch.tensor([[2.0**-110 * (1 + 2.0**-23)]])
+    want = chain._chain(A.double(), B.double(), C.double(), p, -14, -14).float()
+    assert torch.equal(_bits(want), _bits(C))
+    got = fast.chain(A, B, C, p, -14, -14)
+    assert got is None or torch.equal(_bits(got), _bits(want))

@@ -263,3 +263,21 @@ def test_an_fp8_operand_with_a_16_bit_one_is_not_modelled() -> None:
     for a, b in ((a8, a16), (a16.T.contiguous(), a8.T.contiguous())):
         with pytest.raises(NotImplementedError, match=r"mixed operands (e4m3 x fp16|fp16 x e4m3) are not modelled"):
             tc.dot(a, b, arch="sm90")
+
+
+@pytest.mark.parametrize(("m", "run"), [(32, 32), (40, 64), (64, 64), (65, 96)])
+def test_fp8_max_num_imprecise_acc_rounds_up_to_whole_wgmma_k32(m, run) -> None:
+    """Triton issues ceil(m / 32) wgmma k32 instructions per run, so m = 40 runs 64 products, 65 runs 96. One 256
+    product at k = 0 then 127 products of 2^-9: the run holding the 256 keeps 13 bits aligned to it and drops the
+    small ones; every later run sums them from zero exactly and adds with add.f32. So the result is
+    256 + (128 - run) * 2^-9, and the error bound is that of runs of ``run``."""
+    from harness.tensor_cores.bounds import error_bound
+
+    a = torch.full((1, 128), 2.0**-9)
+    b = torch.ones((128, 1))
+    a[0, 0] = b[0, 0] = 16.0
+    got = tc.dot(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), arch="sm90", max_num_imprecise_acc=m)
+    assert got.item() == 256 + (128 - run) * 2.0**-9
+    eb = error_bound("sm90", "e4m3", "e4m3", 128, max_num_imprecise_acc=m)
+    assert f"runs of {run} added with add.f32" in eb.note
+    assert eb == error_bound("sm90", "e4m3", "e4m3", 128, max_num_imprecise_acc=run)

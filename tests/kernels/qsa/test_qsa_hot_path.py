@@ -216,6 +216,21 @@ def test_unvalidated_paged_logits_give_rows_outside_the_table_nothing(small):
                        qsa.paged_logits(case.cache, pq, bt, row_req, cap, n_cols=n))
 
 
+def test_unvalidated_paged_logits_row_just_past_the_table_reads_no_block_ids(small):
+    """row_req == the number of page-table rows, with the memory just past the table holding valid block ids (the
+    table is a view of a longer one): the row must still see nothing, not the next request's pages."""
+    qsa, case = small["qsa"], small["case"]
+    bt, pq, row_req, pvis = case.block_table, small["pq"], small["row_req"], small["pvis"]
+    n = bt.shape[1] * case.config.page_size
+    longer = torch.cat([bt, bt[:1]])
+    view = longer[: bt.shape[0]]
+    assert view.is_contiguous() and view.data_ptr() == longer.data_ptr()
+    bad, vis = row_req.clone(), pvis.clone()
+    bad[-1], vis[-1] = bt.shape[0], n
+    got = qsa.paged_logits(case.cache, pq, view, bad, vis, n_cols=n)
+    assert bool(torch.isneginf(got[-1]).all()), "a row past the page table scored columns"
+
+
 def test_unvalidated_topk_clamps_visible_to_the_row(rng, device):
     from kernels.qsa.topk import topk_columns
 

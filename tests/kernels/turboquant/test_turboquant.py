@@ -232,6 +232,20 @@ def test_e4nv_saturates_at_448(device, tolerance):
     assert cache.cpu()[0, 3, 0, 7].item() == 0x80, "-0.0 keeps its sign bit"
 
 
+@pytest.mark.interp_only
+def test_e4nv_saturation_is_the_kernels_not_the_cast_shims(device):
+    """The store clamps keys beyond ±448 itself. The interpreter's cast shim saturates as the hardware cast does,
+    which would hide a dropped clamp; with the shim suspended the interpreter's own cast (not saturating) runs, so
+    the codes 0x7e / 0xfe come from the kernel's clamp alone."""
+    from harness.interp import casts as interp_casts
+
+    key = torch.tensor([1000.0, -500.0, 448.0, float("inf"), -float("inf"), 464.0, 0.0, -0.0]).reshape(1, 1, 8)
+    cache = _cache(1, 16, 1, 8, device)
+    with interp_casts.suspended():
+        tq_store_k8v4(key, torch.zeros_like(key), cache, torch.tensor([3]), fp8_format="e4nv")
+    assert cache[0, 3, 0, :8].tolist() == [0x7E, 0xFE, 0x7E, 0x7E, 0xFE, 0x7E, 0x00, 0x80]
+
+
 @pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
 def test_value_range_beyond_fp16_writes_no_inf(src, device, harness_arch):
     """A range whose fp16 scale (or zero) would overflow: values saturate at ±65504, scale stays finite."""

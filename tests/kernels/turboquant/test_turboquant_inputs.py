@@ -511,6 +511,21 @@ def test_head_groups_beyond_grid_y_launch_the_general_kernel(device, monkeypatch
     assert (len(words.kwargs), len(general.kwargs)) == (1, 1)
 
 
+@pytest.mark.lane_independent
+def test_store_launch_configuration_values_are_the_measured_ones():
+    """The launch configurations are measurements (H200 sweeps, docs/performance.md), not derived values: a test
+    that compares the store's launch with its own compile spec passes whatever they are, so they are pinned here.
+    General kernel: 4 rows / 2 warps up to d128, 1 / 1 above. Word kernel: 8 rows, no split loads, 2 warps only
+    for bf16 sources with e4nv keys at d128."""
+    bf, fp, f32 = torch.bfloat16, torch.float16, torch.float32
+    assert [store_mod.launch_config(d) for d in (64, 128, 256)] == [(4, 2), (4, 2), (1, 1)]
+    cases = {(128, bf, bf, "e4nv"): (8, 2, False), (128, bf, bf, "e4b15"): (8, 1, False),
+             (128, fp, fp, "e4nv"): (8, 1, False), (96, bf, bf, "e4nv"): (8, 1, False),
+             (80, f32, f32, "e4nv"): (8, 1, False), (256, bf, bf, "e4nv"): (8, 1, False),
+             (128, bf, f32, "e4nv"): (8, 1, False)}
+    assert {k: store_mod.words_launch_config(*k) for k in cases} == cases
+
+
 @pytest.mark.parametrize(
     "kd, vd, d",
     # every branch of words_launch_config: 2 warps for bf16 e4nv at d128; 1 for e4b15, fp16, other dims, a mix
