@@ -181,9 +181,11 @@ def _hold_extensions() -> None:
             pass
 
 
-def pytest_plugin_registered(plugin: Any, plugin_name: str | None) -> None:
-    """pytester registered after configure (a test module's or a conftest's ``pytest_plugins``): hold them too."""
-    if plugin_name == "pytester" or getattr(plugin, "__name__", None) == "_pytest.pytester":
+def pytest_plugin_registered(plugin: Any, plugin_name: str | None, manager: pytest.PytestPluginManager) -> None:
+    """pytester registered after configure (a test module's ``pytest_plugins``): hold them too. Before configure
+    (the root conftest's) :func:`pytest_configure` does it, once the lane is decided."""
+    pytester = plugin_name == "pytester" or getattr(plugin, "__name__", None) == "_pytest.pytester"
+    if pytester and sessions.current() is not None and sessions.current().lane is not None:
         _hold_extensions()
 
 
@@ -211,8 +213,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     s = _open_session(config)  # registered too late for pytest_load_initial_conftests: the session starts here
     nested = config.stash[_nested_key]
-    if not nested and config.pluginmanager.has_plugin("pytester"):
-        _hold_extensions()
     lane = _choose_lane(config)
     if lane == "interp":
         # Must happen before any kernel module is imported: Triton decides at decoration time. Restored at
@@ -220,6 +220,8 @@ def pytest_configure(config: pytest.Config) -> None:
         s.patch.setenv("TRITON_INTERPRET", "1", tag="lane")
         if not nested:
             _refuse_early_kernels()
+    if not nested and config.pluginmanager.has_plugin("pytester"):
+        _hold_extensions()  # after the lane's TRITON_INTERPRET: Triton's own @jit helpers are decorated on import
     override = config.getoption("harness_arch")
     arch = _usage_arch(override, _arch_source(config)) if override else detect_arch()
     if lane == "gpu" and not arch.is_gpu:
