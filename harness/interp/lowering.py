@@ -170,6 +170,12 @@ def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) 
         out = numeric.fma(a, b, c, dt)
         return type(lhs)(np.asarray(out), lhs.dtype)
     where = pairs[0].add
+    other = {_ELEM.get(f.elem) for f in pairs} - {dt}
+    if other:
+        differences.warn("fma_contraction", dt, f"the compiled kernel computes the {op} at line {where[1]} in "
+                                                f"{'/'.join(sorted(map(str, other)))}, the interpreter in {dt} (their "
+                                                "type promotion differs): not modelled")
+        return None
     differences.warn("fma_contraction", dt, f"the compiled kernel contracts the {op} at line {where[1]} with a "
                                             "product the interpreter could not trace to it (converted or broadcast "
                                             "in between): two roundings here, one on the GPU")
