@@ -75,21 +75,13 @@ def test_row_sum_is_the_compiled_order(dt, n, warps):
     out, plain = _bits(y, dt), _bits(y0, dt)
     np.testing.assert_array_equal(out, want)
     assert (out != plain).any(), "the inputs must be ones where the compiled order changes a sum"
+    if dt == "fp32":  # and it is not a left-to-right sum either
+        assert (out != np.cumsum(x.numpy(), axis=1, dtype=np.float32)[:, -1]).any()
     # the other Triton version's in-thread order gives other sums: the lane's own rule is what ran
     other = next(v for v in reduce_order.RULES.values() if v.triton != plan.rule.triton)
     if plan.thread_combines() > 1 and not plan.packed(dt, "add"):
         (theirs,) = reduce_order.reduce(_bits(x, dt), 1, reduce_order.ReducePlan(r.bits, other), "add", dt)
         assert (theirs != out).any()
-
-
-def test_row_sum_fp32_differs_from_a_sequential_sum():
-    k = _k()
-    g = torch.Generator().manual_seed(2)
-    x = torch.randn(ROWS, 1024, generator=g)
-    y = torch.empty(ROWS)
-    _run(k.row_sum, (ROWS,), (x, y, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4})
-    sequential = np.cumsum(x.numpy(), axis=1, dtype=np.float32)[:, -1]
-    assert (y.numpy() != sequential).mean() > 0.5
 
 
 def test_affine_is_one_fma():
