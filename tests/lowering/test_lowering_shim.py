@@ -181,7 +181,10 @@ def test_argmax_with_ties_and_nan_is_the_compiled_order():
     idx = np.broadcast_to(np.arange(1024, dtype=np.int32), x.shape)
     _, imax = reduce_order.reduce((x.numpy(), idx), 1, reduce_order.ReducePlan(kinds["argmax"].bits, rule),
                                   "argmax", "fp32")
-    np.testing.assert_array_equal(v.numpy().view(np.uint32), vmax.view(np.uint32))
+    got = v.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(vmax))  # NaN bits: the interpreter's (see below)
+    np.testing.assert_array_equal(got[~np.isnan(got)].view(np.uint32), vmax[~np.isnan(vmax)].view(np.uint32))
+    assert np.isnan(got[0]) and got[1] == 0 and not np.signbit(got[1])  # all-NaN row; +0 wins over -0
     np.testing.assert_array_equal(i.numpy(), imax)
 
 
@@ -229,3 +232,26 @@ def test_a_failure_inside_the_shim_falls_back_with_one_warning(monkeypatch):
     _run(k.row_sum, (ROWS,), (x, y0, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4}, plain=True)
     assert torch.equal(y, y0)
     assert [m for m in got if "model bug" in m] and len([m for m in got if "model bug" in m]) == 1, got
+
+
+def test_nan_payloads_stay_the_interpreters():
+    """A fused pair or a reduction with a NaN keeps the interpreter's NaN bits: which payload the GPU gives is not
+    measured, and a kernel compared with another kernel's interpreter output must not change because of it."""
+    k = _k()
+    g = torch.Generator().manual_seed(12)
+    a, b, c = (torch.randn(1024, generator=g) for _ in range(3))
+    c[:7] = torch.tensor([0x7FC0_1234, -0x003F_EDCC, 0x7F80_0001, 0x7FC0_0000, 1, 2, 3], dtype=torch.int32).view(
+        torch.float32)
+    y, y0 = torch.empty_like(a), torch.empty_like(a)
+    args = {"BLOCK": 1024, "num_warps": 4}
+    _run(k.fma_elementwise, (1,), (a, b, c, y, 1024), args)
+    _run(k.fma_elementwise, (1,), (a, b, c, y0, 1024), args, plain=True)
+    nan = torch.isnan(y0)
+    assert nan[:4].all() and torch.equal(torch.isnan(y), nan)
+    assert torch.equal(y[nan].view(torch.int32), y0[nan].view(torch.int32))
+    x = torch.randn(ROWS, 1024, generator=g)
+    x[2, 5] = c[0]
+    s, s0 = torch.empty(ROWS), torch.empty(ROWS)
+    _run(k.row_sum, (ROWS,), (x, s, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4})
+    _run(k.row_sum, (ROWS,), (x, s0, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4}, plain=True)
+    assert torch.isnan(s[2]) and s[2:3].view(torch.int32).item() == s0[2:3].view(torch.int32).item()
