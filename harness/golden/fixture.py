@@ -237,6 +237,17 @@ class Golden:
 
             pytest.fail(text, pytrace=False)
 
+    def external(self, rel: str) -> Path:
+        """The path of a golden file this test reads itself, in a format of its own (``rel``, under the golden
+        root: a capture script's ``lowering/row_sum.npz``), counted as used whether it exists or not, so the
+        unused-golden rule knows a test reads it."""
+        if not isinstance(rel, str) or not rel or rel.startswith("/") or not rel.endswith(".npz"):
+            raise ValueError(f"golden.external: rel must be a relative path of an .npz file under the golden "
+                             f"root, got {rel!r}")
+        path = inside(self._state.root, self._state.root / rel)
+        self._state.used.add(self._state.rel(path))
+        return path
+
     def load(self, name: str, *, test: str | None = None, param: str | None = None
              ) -> tuple[torch.Tensor, dict[str, Any]]:
         """Read a golden, by default this test's own; ``test`` names another test (``test_fn``, or

@@ -11,6 +11,8 @@ Each shim is a module beside this one:
   (:mod:`harness.tensor_cores`);
 - :mod:`harness.interp.scaled_dots`: ``tl.dot_scaled`` likewise (:func:`harness.tensor_cores.dot_scaled`), its
   scales decoded per their type; provided on Triton 3.6, whose interpreter has none;
+- :mod:`harness.interp.lowering`: fp contraction, reductions and scans in the order of the launch's compiled kernel
+  (:mod:`harness.lowering`), installed last, on top of the others;
 - :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break later AOT
   compiles, and for Triton 3.6's scalar ``__index__`` under NumPy 2.
 

@@ -22,6 +22,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="interpreter lane: gpu (default) makes bf16 arithmetic, reductions, atomics and conversions the "
              "GPU's and warns once per kernel and op about ops known to differ; off: the interpreter's own",
     )
+    group.addoption(
+        "--harness-interp-lowering", dest="harness_interp_lowering", choices=("gpu", "off"), default="gpu",
+        help="interpreter lane, with --harness-interp-arith=gpu: gpu (default) computes fp contraction, reductions "
+             "and scans in the order of each launch's kernel compiled for the arch (one compile per launch "
+             "configuration, cached on disk); off: the interpreter's order, warned",
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after harness.plugin chose the lane and the arch
@@ -31,11 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     casts = config.getoption("harness_interp_casts", default="gpu") == "gpu"
     arith = config.getoption("harness_interp_arith", default="gpu") == "gpu"
+    lowering = config.getoption("harness_interp_lowering", default="gpu") == "gpu"
 
     def install() -> None:  # the shims import torch and triton: only once the project imports triton
         from harness.interp import shims
 
-        shims.install(s.patch, s.arch, casts=casts, arith=arith)
+        shims.install(s.patch, s.arch, casts=casts, arith=arith, lowering=lowering)
 
     after_import(s.patch, "triton", install, tag="shims-on-import")
 

@@ -9,14 +9,18 @@ from harness.interp.patch import Patch
 __all__ = ["install"]
 
 
-def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith: bool = True) -> None:
+def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith: bool = True,
+            lowering: bool = True) -> None:
     """Install, through ``patch``, the shims of a session judged as ``arch`` (``None``: sm90): FP8 casts (or,
     with ``casts=False``, the interpreter's own even under an outer session's), bf16 arithmetic and the
     warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; and the two
-    interpreter fixes of :mod:`harness.interp.jit`."""
+    interpreter fixes of :mod:`harness.interp.jit`; last, with ``arith`` and ``lowering``, fp contraction,
+    reductions and scans as the target's compiled kernel computes them (:mod:`harness.interp.lowering`, on top of
+    the others)."""
     from harness.interp import approx_math, differences, dots, jit, scaled_dots
     from harness.interp import arith as arith_shim
     from harness.interp import casts as casts_shim
+    from harness.interp import lowering as lowering_shim
 
     target = casts_shim.target_for(arch)
     if casts:
@@ -32,3 +36,5 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     scaled_dots.install(patch, target)
     jit.fix_interpreter_leak(patch)
     jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
+    if arith and lowering and lowering_shim.applies_to(parse_arch(arch) if arch is not None else target):
+        lowering_shim.install(patch, target)

@@ -17,7 +17,7 @@ lets loads vectorize and so changes the layout (``sizePerThread`` 1 → 4 for an
 reduction order; an integer equal to 1 becomes the constexpr 1.
 
 Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :class:`Specialization`,
-:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`.
+:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`, :func:`relocator`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +38,10 @@ from harness.lowering.reduce_order import rule_for
 from harness.lowering.sites import node_key
 
 __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "facts_from_asm",
-           "lowering_for", "specialize"]
+           "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-3"  # 3: first_register_on_axis
+FORMAT = "harness-lowering-4"  # 4: positions moved to this checkout (relocator)
 
 Key = tuple[str, int, int]
 
@@ -124,16 +126,49 @@ def _where(w: tuple[str, int, int] | None, kind: str, version: str) -> Key | Non
     return None if k is None else (w[0], k[0], k[1])
 
 
-def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion: bool = True) -> KernelLowering:
+def relocator(source: str) -> Callable[[str], str]:
+    """Where a source path of a compiled kernel is in this checkout. Why: Triton's own cache keys a kernel by its
+    source text and starting line, not its file, so a kernel compiled in another checkout of the same file comes
+    back with that checkout's paths (lines and columns are right). A path is moved to the loaded file (the
+    kernel's ``source`` first, then any module's) sharing the longest tail of path components with it."""
+    src = os.path.abspath(source) if source else ""
+    memo: dict[str, str] = {}
+
+    def move(path: str) -> str:
+        if path in memo:
+            return memo[path]
+        p = os.path.abspath(path)
+        tail = p.split(os.sep)
+        best, score = p, 0
+        if p != src:
+            files = [src] + [f for m in list(sys.modules.values()) for f in [getattr(m, "__file__", None)]
+                             if isinstance(f, str)]
+            for c in files:
+                parts = os.path.abspath(c).split(os.sep) if c else []
+                k = 0
+                while k < min(len(parts), len(tail)) and parts[-1 - k] == tail[-1 - k]:
+                    k += 1
+                if k > score:
+                    best, score = os.path.abspath(c), k
+        memo[path] = best if score else p
+        return memo[path]
+
+    return move
+
+
+def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion: bool = True,
+                   source: str = "") -> KernelLowering:
     """The facts of one compiled kernel (``asm``: its stages by name, ``ttgir``/``llir``/``ptx``). With
     ``fp_fusion`` off (the compile's ``enable_fp_fusion``) nothing is contracted: LLVM keeps ``mul.rn``/``add.rn``
-    and Triton passes ``--fmad=false`` to ptxas."""
+    and Triton passes ``--fmad=false`` to ptxas. ``source``: the kernel's file, where positions are moved
+    (:func:`relocator`) when the compiled kernel names another checkout's."""
+    move = relocator(source) if source else (lambda p: p)
     mod = ttgir.parse(asm["ttgir"])
     func_col = mod.func_loc[2] if mod.func_loc else 0
     reds: list[Reduction] = []
     scans: list[Scan] = []
     for op in mod.ops:
-        raw = None if op.position is None else ttgir.Position(op.position.file, op.position.line,
+        raw = None if op.position is None else ttgir.Position(move(op.position.file), op.position.line,
                                                                 op.position.col + func_col)
         t = op.operands[0]
         try:
@@ -145,10 +180,13 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
         else:
             scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
     sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx")) if fp_fusion else []
-    fused = tuple(Fused(_where(s.mul, "mul", version), _where(s.add, "add", version), s.op, s.operand, s.elem,
-                        s.count) for s in sites_)
+    def moved(w: tuple[str, int, int] | None) -> tuple[str, int, int] | None:
+        return None if w is None else (move(w[0]), w[1], w[2])
+
+    fused = tuple(Fused(_where(moved(s.mul), "mul", version), _where(moved(s.add), "add", version), s.op, s.operand,
+                        s.elem, s.count) for s in sites_)
     cubin = asm.get("cubin")
-    ptxas = (sorted(fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]))
+    ptxas = (sorted((move(f), n) for f, n in fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]))
              if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else [])
     return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
@@ -264,10 +302,14 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     if fp_fusion is not None:
         options["enable_fp_fusion"] = bool(fp_fusion)
     default = os.environ.get("TRITON_DEFAULT_FP_FUSION", "") + os.environ.get("TRITON_FORCE_DISABLE_FP_FUSION", "")
-    launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", inspect.getsourcefile(pyfn) or "",
+    source = inspect.getsourcefile(pyfn) or ""
+    # the facts hold absolute source paths (the interpreter's keys): the path is part of the key, so two
+    # checkouts of one kernel file sharing a cache directory each get their own positions
+    launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", source,
                     tuple(signature.items()), tuple(consts.items()),
                     tuple(sorted(options.items())) + (("fp_fusion_env", default),
-                                                      ("divisible", ",".join(sorted(divisible)))), fn)
+                                                      ("divisible", ",".join(sorted(divisible))),
+                                                      ("source", os.path.abspath(source))), fn)
     key = cache_key(launch, arch)
     memo = (key,)
     if memo in _MEMO:
@@ -288,7 +330,7 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
             meta = getattr(res.kernel, "metadata", None)
             fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
             try:
-                hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on)
+                hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on, source=source)
             except (ValueError, KeyError) as e:
                 hit = KernelLowering(version, arch, num_warps, error=f"{type(e).__name__}: {e}")
         try:  # a cache that cannot be written costs a recompile next run, never the launch

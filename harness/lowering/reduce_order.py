@@ -33,6 +33,7 @@ Public API: :class:`Rule`, :data:`RULES`, :func:`rule_for`, :class:`ReducePlan`,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -148,8 +149,16 @@ COMBINES: dict[str, Callable[[str], Combine]] = {
 }
 
 
-def _gather(x: np.ndarray, axis: int, bits: AxisBits) -> np.ndarray:
+@functools.lru_cache(maxsize=256)
+def _positions(bits: AxisBits) -> np.ndarray:
+    """``bits.positions()`` as an array, once per layout: an interpreter shim reduces every program's block."""
     pos = np.asarray(bits.positions(), dtype=np.int64)  # (R, L, W)
+    pos.flags.writeable = False
+    return pos
+
+
+def _gather(x: np.ndarray, axis: int, bits: AxisBits) -> np.ndarray:
+    pos = _positions(bits)
     moved = np.moveaxis(np.asarray(x), axis, -1)
     if moved.shape[-1] != bits.size:
         raise ValueError(f"reduce: the axis has {moved.shape[-1]} elements, the layout {bits.size}")

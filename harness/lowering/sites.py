@@ -70,6 +70,7 @@ def _def_indent(path: str, first_line: int) -> int:
 
 _CODES: dict[CodeType, bool] = {}  # code of an interpreted function -> compiled from dedented source
 _SEEN = [0]
+_POSITIONS: dict[CodeType, tuple[tuple[int | None, int | None, int | None, int | None], ...]] = {}
 
 
 def _interpreted_codes() -> dict[CodeType, bool]:
@@ -101,9 +102,15 @@ def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int]
         code = f.f_code
         dedented = codes.get(code)
         if dedented is not None and not _library(code.co_filename):
+            positions = _POSITIONS.get(code)
+            if positions is None:  # one list per code object: a shim asks at every op of a launch
+                try:
+                    positions = _POSITIONS[code] = tuple(code.co_positions())
+                except AttributeError:
+                    return None
             try:
-                pos = list(code.co_positions())[f.f_lasti // 2]
-            except (AttributeError, IndexError):
+                pos = positions[f.f_lasti // 2]
+            except IndexError:
                 return None
             line, _end, col, _endcol = pos
             if line is None or col is None:

@@ -38,7 +38,7 @@ def test_interpreter_positions_match_compiled_keys(monkeypatch):
     sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
     res = compile_matrix(k.layernorm, signature=sig, constexprs={"BLOCK_N": 256}, targets=["sm90"],
                          options={"num_warps": 4})["sm90"]
-    facts = facts_from_asm(res.asm, ".".join(triton.__version__.split(".")[:2]), "sm90", 4)
+    facts = facts_from_asm(res.asm, ".".join(triton.__version__.split(".")[:2]), "sm90", 4, source=k.__file__)
     assert {r.where for r in facts.reductions} <= seen["reduce"]
     assert len(facts.reductions) == 2
     for f in facts.fused:

@@ -1,0 +1,91 @@
+"""The everyday-pattern kernels of issue 38 on the interpreter lane reproduce the GPU's outputs bit for bit.
+
+The goldens are what ``scripts/capture_lowering_goldens.py`` writes on a GPU (inputs and outputs as raw bit
+patterns, one ``.npz`` per pattern): ``golden/lowering/<pattern>.npz`` and, for another Triton version's lowering,
+``golden/lowering/triton<major.minor>/<pattern>.npz``. The file whose capture ran the installed Triton's
+version is the one checked: the compiled order differs between versions (:data:`harness.lowering.reduce_order.
+RULES`), so a golden of another version says nothing about this lane. Without one, the pattern is skipped with
+the command that captures it.
+
+A case whose outputs differ and whose launch the shims warned about (an op not modelled, with the reason) is an
+expected failure naming the warning; a difference nothing warned about fails.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.interp_only
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from tests.lowering import kernels  # noqa: E402 - needs triton
+
+_CAPTURE = ("python scripts/capture_lowering_goldens.py --out golden/lowering{sub} --patterns {pattern} (on an "
+            "H100/H200 with Triton {version})")
+
+
+def _mm(version: str) -> str:
+    return ".".join(str(version).split(".")[:2])
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    """As the capture stores it (``capture_lowering_goldens._bits``): the raw bit patterns."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.int32:
+        return t.numpy()
+    view = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
+            torch.int64: torch.int64}[t.dtype]
+    arr = t.view(view).numpy()
+    return arr.view({4: "uint32", 2: "uint16", 8: "int64"}[arr.itemsize])
+
+
+def _golden_file(golden, pattern: str):  # noqa: ANN001, ANN202 - the golden fixture in, an open npz out
+    here = _mm(triton.__version__)
+    found = []
+    for rel in (f"lowering/triton{here}/{pattern}.npz", f"lowering/{pattern}.npz"):
+        path = golden.external(rel)
+        if path.is_file():
+            z = np.load(path, allow_pickle=False)
+            captured = _mm(json.loads(str(z["meta"]))["triton"])
+            if captured == here:
+                return z, rel
+            found.append(f"{rel} (Triton {captured})")
+    sub = f"/triton{here}" if found else ""
+    have = f"only {', '.join(found)}: another version's order" if found else "no golden"
+    pytest.skip(f"{pattern}: {have} for Triton {here}; capture with " +
+                _CAPTURE.format(sub=sub, pattern=pattern, version=here))
+
+
+@pytest.mark.parametrize("pattern", sorted(kernels.PATTERNS))
+def test_interpreter_reproduces_the_gpu(golden, pattern):
+    z, rel = _golden_file(golden, pattern)
+    meta = json.loads(str(z["meta"]))
+    if meta.get("device") == "triton-interpreter":
+        pytest.fail(f"{rel} was written by --device cpu (the interpreter), not a GPU: it is no golden")
+    differ: list[str] = []
+    explained: list[str] = []
+    for case in [str(c) for c in z["cases"]]:
+        p, inputs = kernels.inputs_from_golden(z, case)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            outs = kernels.launch(pattern, p, inputs, "cpu")
+        said = sorted({str(w.message) for w in seen if str(w.message).startswith("harness: interpreter op")})
+        for name, t in outs.items():
+            want = z[f"{case}__out__{name}"]
+            got = _bits(t)
+            if got.shape != want.shape or got.dtype != want.dtype:
+                differ.append(f"{case}/{name}: shape/dtype {got.shape} {got.dtype}, golden {want.shape} {want.dtype}")
+                continue
+            bad = int(np.count_nonzero(got != want))
+            if bad:
+                line = f"{case}/{name}: {bad} of {want.size} outputs differ from {meta.get('device')}"
+                (explained if said else differ).append(line + (f" (warned: {said[0]})" if said else ""))
+    if differ:
+        pytest.fail(f"{rel}: the interpreter differs from the GPU where nothing warned:\n  " + "\n  ".join(differ))
+    if explained:
+        pytest.xfail(f"{rel}: differs where the shims said they do not model an op:\n  " + "\n  ".join(explained))

@@ -1,0 +1,257 @@
+"""The interpreter shim of issue 38 (:mod:`harness.interp.lowering`) computes what the model derived from the
+launch's compiled kernel says: a fused ``x * s + b`` with one rounding, a row sum / sum of squares / cumsum /
+argmax in the compiled order, on the Triton lane this runs on (3.6 folds a thread's registers left to right, 3.9
+combines them in a pairwise tree). Where it cannot model, it warns and computes what the interpreter computes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from harness.interp import lowering as shim
+from harness.lowering import compiled, numeric, reduce_order, scan_order
+
+pytestmark = pytest.mark.interp_only
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+tl = pytest.importorskip("triton.language")
+
+ROWS = 8
+_NP = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
+_TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _k():
+    from tests.lowering import kernels
+
+    return kernels
+
+
+def _bits(t: torch.Tensor, dt: str) -> np.ndarray:
+    """A CPU tensor as the interpreter holds it (bf16 as uint16 patterns)."""
+    return t.view(torch.int16).numpy().view(np.uint16) if dt == "bf16" else t.numpy()
+
+
+def _facts(fn, args, kwargs):
+    spec = compiled.specialize(fn, args, kwargs)
+    facts = compiled.lowering_for(fn, spec.signature, spec.constexprs, num_warps=spec.num_warps, arch="sm90",
+                                  fp_fusion=spec.fp_fusion, divisible=spec.divisible)
+    assert not facts.error, facts.error
+    return facts
+
+
+def _run(fn, grid, args, kwargs, *, plain: bool = False) -> list[str]:
+    """Launch; the harness warnings it gave. ``plain``: with this shim lifted (the interpreter's own order)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        if plain:
+            with shim.suspended():
+                fn[grid](*args, **kwargs)
+        else:
+            fn[grid](*args, **kwargs)
+    return [str(w.message) for w in seen if "harness:" in str(w.message)]
+
+
+def test_installed_on_the_interpreter_lane():
+    assert shim.installed()
+
+
+@pytest.mark.parametrize("dt", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize(("n", "warps"), [(1024, 4), (256, 1)])
+def test_row_sum_is_the_compiled_order(dt, n, warps):
+    k = _k()
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(ROWS, n, generator=g) * 3).to(_TORCH[dt])
+    y, y0 = (torch.empty(ROWS, dtype=_TORCH[dt]) for _ in range(2))
+    kw = {"N": n, "BLOCK_M": 1, "num_warps": warps}
+    got = _run(k.row_sum, (ROWS,), (x, y, ROWS), kw)
+    assert not [m for m in got if " sum on " in m], got  # modelled: no sum-order warning
+    _run(k.row_sum, (ROWS,), (x, y0, ROWS), kw, plain=True)
+    (r,) = _facts(k.row_sum, (x, y, ROWS), kw).reductions
+    plan = reduce_order.ReducePlan(r.bits, reduce_order.rule_for(triton.__version__))
+    (want,) = reduce_order.reduce(_bits(x, dt), 1, plan, "add", dt)
+    out, plain = _bits(y, dt), _bits(y0, dt)
+    np.testing.assert_array_equal(out, want)
+    assert (out != plain).any(), "the inputs must be ones where the compiled order changes a sum"
+    if dt == "fp32":  # and it is not a left-to-right sum either
+        assert (out != np.cumsum(x.numpy(), axis=1, dtype=np.float32)[:, -1]).any()
+    # the other Triton version's in-thread order gives other sums: the lane's own rule is what ran
+    other = next(v for v in reduce_order.RULES.values() if v.triton != plan.rule.triton)
+    if plan.thread_combines() > 1 and not plan.packed(dt, "add"):
+        (theirs,) = reduce_order.reduce(_bits(x, dt), 1, reduce_order.ReducePlan(r.bits, other), "add", dt)
+        assert (theirs != out).any()
+
+
+def test_affine_is_one_fma():
+    k = _k()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4096, generator=g)
+    y = torch.empty_like(x)
+    got = _run(k.affine, (4,), (x, y, 1.37, -0.41, 4096), {"BLOCK": 1024, "num_warps": 4})
+    assert not [m for m in got if "fma_contraction" in m], got
+    (f,) = _facts(k.affine, (x, y, 1.37, -0.41, 4096), {"BLOCK": 1024, "num_warps": 4}).fused
+    assert f.op == "fadd" and f.mul is not None
+    s, b = np.float32(1.37), np.float32(-0.41)
+    want = numeric.fma(x.numpy(), s, b, "fp32")
+    np.testing.assert_array_equal(y.numpy(), want)
+    assert (want != x.numpy() * s + b).any()
+
+
+@pytest.mark.parametrize("dt", ["fp32", "bf16", "fp16"])
+def test_fma_elementwise_is_one_rounding(dt):
+    k = _k()
+    g = torch.Generator().manual_seed(10)
+    a, b, c = (torch.randn(4096, generator=g).to(_TORCH[dt]) for _ in range(3))
+    y = torch.empty_like(a)
+    args, kw = (a, b, c, y, 4096), {"BLOCK": 1024, "num_warps": 4}
+    got = _run(k.fma_elementwise, (4,), args, kw)
+    assert not [m for m in got if "fma_contraction" in m], got
+    (f,) = _facts(k.fma_elementwise, args, kw).fused
+    assert f.op == "fadd" and f.mul is not None
+    want = numeric.fma(_bits(a, dt), _bits(b, dt), _bits(c, dt), dt)
+    np.testing.assert_array_equal(_bits(y, dt), want)
+    two = numeric.add(numeric.mul(_bits(a, dt), _bits(b, dt), dt), _bits(c, dt), dt)
+    assert (want != two).any()
+
+
+def test_a_pair_computed_in_another_type_warns():
+    """``bf16 * s + b`` with fp32 scalar arguments: the compiled kernel promotes to fp32 (extf, mulf, addf,
+    truncf in its TTIR), the interpreter computes in bf16; the shim says so instead of guessing."""
+    k = _k()
+    x = torch.randn(1024, generator=torch.Generator().manual_seed(11)).bfloat16()
+    got = _run(k.affine, (1,), (x, torch.empty_like(x), 1.37, -0.41, 1024), {"BLOCK": 1024, "num_warps": 4})
+    assert any("fma_contraction on bf16" in m and "type promotion differs" in m for m in got), got
+
+
+def test_sum_of_products_fuses_the_in_thread_adds():
+    k = _k()
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(ROWS, 4096, generator=g)
+    y = torch.empty(ROWS)
+    kw = {"N": 4096, "num_warps": 8}
+    _run(k.sum_of_squares, (ROWS,), (x, y), kw)
+    facts = _facts(k.sum_of_squares, (x, y), kw)
+    (r,) = facts.reductions
+    assert any(f.add == r.where for f in facts.fused), "the compiled kernel fuses the square into the sum"
+    plan = reduce_order.ReducePlan(r.bits, reduce_order.rule_for(triton.__version__))
+    sq = numeric.mul(x.numpy(), x.numpy(), "fp32")
+    (want,) = reduce_order.reduce(sq, 1, plan, "add", "fp32", factors=(x.numpy(), x.numpy()))
+    (unfused,) = reduce_order.reduce(sq, 1, plan, "add", "fp32")
+    np.testing.assert_array_equal(y.numpy(), want)
+    assert (want != unfused).any()
+
+
+@pytest.mark.parametrize("dt", ["fp32", "bf16"])
+def test_cumsum_is_the_compiled_scan(dt):
+    k = _k()
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(ROWS, 1024, generator=g).to(_TORCH[dt])
+    y = torch.empty_like(x)
+    got = _run(k.row_cumsum, (ROWS,), (x, y), {"N": 1024, "num_warps": 4})
+    assert not [m for m in got if " scan on " in m], got
+    (s,) = _facts(k.row_cumsum, (x, y), {"N": 1024, "num_warps": 4}).scans
+    # Triton 3.6's tl.cumsum promotes bf16 to fp32 (standard.py: _promote_bfloat16_to_float32), 3.9's does not:
+    # the scan runs in the compiled element type, the store rounds to the output's
+    sdt = {"f32": "fp32", "bf16": "bf16"}[s.elem]
+    xs = numeric.from_f32(numeric.to_f32(_bits(x, dt), dt), sdt)
+    want = numeric.from_f32(numeric.to_f32(scan_order.scan(xs, 1, scan_order.plan(s.bits), "add", sdt), sdt), dt)
+    np.testing.assert_array_equal(_bits(y, dt), want)
+    sequential = [xs[:, 0]]  # what the interpreter computes: one rounded add per step, left to right
+    for j in range(1, xs.shape[1]):
+        sequential.append(numeric.add(sequential[-1], xs[:, j], dt))
+    assert (want != numeric.from_f32(numeric.to_f32(np.stack(sequential, axis=1), sdt), dt)).any()
+
+
+def test_argmax_with_ties_and_nan_is_the_compiled_order():
+    k = _k()
+    g = torch.Generator().manual_seed(6)
+    x = torch.randint(-8, 8, (ROWS, 1024), generator=g).float()
+    x[torch.rand(ROWS, 1024, generator=g) < 0.01] = float("nan")
+    x[0] = float("nan")
+    x[1] = 0.0
+    x[1, ::3] = -0.0
+    v, i = torch.empty(ROWS), torch.empty(ROWS, dtype=torch.int32)
+    _run(k.row_max_argmax, (ROWS,), (x, v, i), {"N": 1024, "num_warps": 4})
+    facts = _facts(k.row_max_argmax, (x, v, i), {"N": 1024, "num_warps": 4})
+    kinds = {r.kind: r for r in facts.reductions}
+    rule = reduce_order.rule_for(triton.__version__)
+    (vmax,) = reduce_order.reduce(x.numpy(), 1, reduce_order.ReducePlan(kinds["max"].bits, rule), "max", "fp32")
+    idx = np.broadcast_to(np.arange(1024, dtype=np.int32), x.shape)
+    _, imax = reduce_order.reduce((x.numpy(), idx), 1, reduce_order.ReducePlan(kinds["argmax"].bits, rule),
+                                  "argmax", "fp32")
+    got = v.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(vmax))  # NaN bits: the interpreter's (see below)
+    np.testing.assert_array_equal(got[~np.isnan(got)].view(np.uint32), vmax[~np.isnan(vmax)].view(np.uint32))
+    assert np.isnan(got[0]) and got[1] == 0 and not np.signbit(got[1])  # all-NaN row; +0 wins over -0
+    np.testing.assert_array_equal(i.numpy(), imax)
+
+
+@triton.jit
+def _reverse_cumsum(x_ptr, y_ptr, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    tl.store(y_ptr + cols, tl.cumsum(tl.load(x_ptr + cols), axis=0, reverse=True))
+
+
+def test_reverse_scan_warns_and_keeps_the_interpreters_scan():
+    x = torch.randn(256, generator=torch.Generator().manual_seed(7))
+    y, y0 = torch.empty_like(x), torch.empty_like(x)
+    got = _run(_reverse_cumsum, (1,), (x, y), {"N": 256})
+    _run(_reverse_cumsum, (1,), (x, y0), {"N": 256}, plain=True)
+    assert any("reverse scans are not modelled" in m for m in got), got
+    assert torch.equal(y, y0)
+
+
+def test_no_compiled_kernel_warns_once_and_keeps_the_interpreter(monkeypatch):
+    k = _k()
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(compiled, "lowering_for", refuse)
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(8))
+    y, y0 = torch.empty_like(x), torch.empty_like(x)
+    got = _run(k.affine, (4,), (x, y, 1.37, -0.41, 4096), {"BLOCK": 1024, "num_warps": 4})
+    _run(k.affine, (4,), (x, y0, 1.37, -0.41, 4096), {"BLOCK": 1024, "num_warps": 4}, plain=True)
+    assert torch.equal(y, y0)
+    assert any("no compiler here" in m and "op lowering" in m for m in got), got
+    assert any("fma_contraction" in m and "no compiler here" in m for m in got), got
+
+
+def test_a_failure_inside_the_shim_falls_back_with_one_warning(monkeypatch):
+    k = _k()
+
+    def broken(*args, **kwargs):
+        raise ArithmeticError("model bug")
+
+    monkeypatch.setattr(reduce_order, "reduce", broken)
+    x = torch.randn(ROWS, 1024, generator=torch.Generator().manual_seed(9))
+    y, y0 = torch.empty(ROWS), torch.empty(ROWS)
+    got = _run(k.row_sum, (ROWS,), (x, y, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4})
+    _run(k.row_sum, (ROWS,), (x, y0, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4}, plain=True)
+    assert torch.equal(y, y0)
+    assert [m for m in got if "model bug" in m] and len([m for m in got if "model bug" in m]) == 1, got
+
+
+def test_nan_payloads_stay_the_interpreters():
+    """A fused pair or a reduction with a NaN keeps the interpreter's NaN bits: which payload the GPU gives is not
+    measured, and a kernel compared with another kernel's interpreter output must not change because of it."""
+    k = _k()
+    g = torch.Generator().manual_seed(12)
+    a, b, c = (torch.randn(1024, generator=g) for _ in range(3))
+    c[:7] = torch.tensor([0x7FC0_1234, -0x003F_EDCC, 0x7F80_0001, 0x7FC0_0000, 1, 2, 3], dtype=torch.int32).view(
+        torch.float32)
+    y, y0 = torch.empty_like(a), torch.empty_like(a)
+    args = {"BLOCK": 1024, "num_warps": 4}
+    _run(k.fma_elementwise, (1,), (a, b, c, y, 1024), args)
+    _run(k.fma_elementwise, (1,), (a, b, c, y0, 1024), args, plain=True)
+    nan = torch.isnan(y0)
+    assert nan[:4].all() and torch.equal(torch.isnan(y), nan)
+    assert torch.equal(y[nan].view(torch.int32), y0[nan].view(torch.int32))
+    x = torch.randn(ROWS, 1024, generator=g)
+    x[2, 5] = c[0]
+    s, s0 = torch.empty(ROWS), torch.empty(ROWS)
+    _run(k.row_sum, (ROWS,), (x, s, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4})
+    _run(k.row_sum, (ROWS,), (x, s0, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4}, plain=True)
+    assert torch.isnan(s[2]) and s[2:3].view(torch.int32).item() == s0[2:3].view(torch.int32).item()
