@@ -19,7 +19,18 @@ from typing import Any
 
 from harness.arch import supports_format, supports_scaled_dot
 from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
-from harness.compile.launches import FP8_FORMAT_OF_TYPE, Declarations, Launch, scale_pointers, state, variants
+from harness.compile.launches import (
+    FP8_FORMAT_OF_TYPE,
+    Declarations,
+    Launch,
+    constexpr_text,
+    flag_text,
+    flag_variants,
+    pointer_variants,
+    scale_pointers,
+    state,
+    variants,
+)
 from harness.compile.message import Finding
 
 __all__ = ["Report", "check", "expected_reason"]
@@ -55,6 +66,9 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
 _NOT_WIDENABLE = re.compile(r"\batomic_\w+ does not support (fp16|bf16|fp32|fp8\w*)")
 
 _KINDS = ("ok", "expected", "failed")
+#: Findings in branches the launch as run did not take (:func:`_flag_findings`): counted apart from ``failed``,
+#: present only in cells that have some.
+_EXTRA = ("branch",)
 #: How a launch as run that compiled lowers its ``tl.dot_scaled`` (:attr:`Outcome.lowering`); counted beside the
 #: kinds, only for kernels that call it.
 _LOWERINGS = ("native", "emulated")
@@ -111,7 +125,7 @@ class Report:
     def merge(self, d: Mapping[str, Any]) -> None:
         for c in d.get("cells", []):
             cell = self.cells.setdefault((c["kernel"], c["target"]), {k: set() for k in _KINDS})
-            for k in (*_KINDS, *_LOWERINGS):
+            for k in (*_KINDS, *_LOWERINGS, *_EXTRA):
                 if c.get(k):
                     cell.setdefault(k, set()).update(c[k])
         for f in d.get("findings", []):
@@ -124,39 +138,49 @@ class Report:
 
 def _count(cell: Mapping[str, set[str]]) -> dict[str, int]:
     """A cell's counts: every kind, and a lowering only where some launch recorded one."""
-    return {**{w: len(cell[w]) for w in _KINDS}, **{w: len(cell[w]) for w in _LOWERINGS if cell.get(w)}}
+    return {**{w: len(cell[w]) for w in _KINDS},
+            **{w: len(cell[w]) for w in (*_LOWERINGS, *_EXTRA) if cell.get(w)}}
 
 
 def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: str = "",
           report: Report | None = None, directory: Path | None = None,
-          widen_targets: Iterable[str] | None = None, declarations: Declarations | None = None) -> list[Finding]:
+          widen_targets: Iterable[str] | None = None, declarations: Declarations | None = None,
+          launched: Iterable[tuple[str, str]] = ()) -> list[Finding]:
     """Compile ``launch`` (and, with ``widen``, its :func:`~harness.compile.launches.variants`) for
     ``targets``; the findings: the launch itself failing unexpectedly, or a variant failing where the launch
-    compiles. Variants are compiled for ``widen_targets`` only when given (a subset, to bound the cost).
+    compiles, or a branch the launch did not take failing (a value of a flag or dtype constexpr no launch of the
+    test used: ``launched`` holds the ``(name, constexpr text)`` pairs the test's launches of this kernel did
+    use). Variants and branches are compiled for ``widen_targets`` only when given (a subset, to bound the cost).
     ``declarations`` default to the running session's."""
     declared = declarations if declarations is not None else state().declarations
     wt = None if widen_targets is None else set(widen_targets)
     rep = report if report is not None else Report()
     found: list[Finding] = []
     vs = variants(launch) if widen else []
+    flags = widen and bool(flag_variants(launch))
+    launched = frozenset(launched) | {(k, constexpr_text(v)) for k, v in launch.constexprs}
     for t in targets:
         if declared.skip_reason(launch, t) is not None:
             continue  # never compiled (skip_compile): the kernel does not run there
         base = launch_outcome(launch, t, directory)
         ident = cache_key(launch, t)
         rep.seen(ident, base)
+        in_wt = wt is None or t in wt
         if base.ok:
             rep.bump(launch.kernel, t, "ok", ident)
             if base.lowering in _LOWERINGS:
                 rep.bump(launch.kernel, t, base.lowering, ident)
         elif expected_reason(launch, t, base, declared):
             rep.bump(launch.kernel, t, "expected", ident)
-            continue
         else:
             rep.bump(launch.kernel, t, "failed", ident)
             found.append(Finding(launch.kernel, t, launch.sig_text(), "", base.line, base.kind, test))
             continue
-        for label, v in vs if wt is None or t in wt else ():
+        judged = frozenset((v.signature, v.constexprs) for _, v in vs) if base.ok else frozenset()
+        found += _flag_findings(launch, t, test, rep, directory, declared, launched, judged) if flags and in_wt else []
+        if not base.ok:
+            continue
+        for label, v in vs if in_wt else ():
             out = launch_outcome(v, t, directory)
             vident = cache_key(v, t)
             rep.seen(vident, out)
@@ -170,4 +194,58 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
             rep.bump(launch.kernel, t, "failed", vident)
             found.append(Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test))
     rep.findings.extend(found)
+    return found
+
+
+def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
+    """A made-up launch's outcome on ``t``: ``ok``, ``expected`` (the arch model or a declaration), else
+    ``failed``."""
+    if out.ok:
+        return "ok"
+    if _NOT_WIDENABLE.search(out.line) or expected_reason(v, t, out, declared):
+        return "expected"
+    return "failed"
+
+
+def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Path | None,
+                   declared: Declarations, launched: frozenset[tuple[str, str]],
+                   judged: frozenset[tuple[Any, Any]] = frozenset()) -> list[Finding]:
+    """The branches a launcher may choose on another GPU (:func:`~harness.compile.launches.flag_variants`),
+    compiled for ``t`` as they are and, where they compile, with their floating-point pointers widened
+    (:func:`~harness.compile.launches.pointer_variants`). A flag value is a finding, as it is or widened so, only
+    when every combination tried that holds it fails unexpectedly: flags a launcher sets together from one device
+    check (``E4B15=1`` with ``FP8=e4b15``) make combinations no launcher makes fail (a bf16 key cast to e4b15 with
+    ``E4B15=0``), so a value that compiles, or is refused as the arch model predicts, with some setting of the
+    other flags is no finding. A value some launch of the test made (``launched``: name and
+    :func:`~harness.compile.launches.constexpr_text`, the replays' included) is judged as that launch, not here.
+    A combination :func:`~harness.compile.launches.variants` already judged (``judged``: signature and constexprs;
+    an FP8 output-format constexpr alone) is reported there. The finding shows the first failing combination."""
+    tried: list[tuple[tuple[tuple[str, Any], ...], dict[str, tuple[str, Launch, Outcome]]]] = []
+    for changes, fv in flag_variants(launch):
+        base = launch_outcome(fv, t, directory)
+        outs = {"": (_judged(fv, t, base, declared), fv, base)}
+        rep.seen(cache_key(fv, t), base)
+        if base.ok:
+            for label, pv in pointer_variants(fv):
+                out = launch_outcome(pv, t, directory)
+                rep.seen(cache_key(pv, t), out)
+                outs[label] = (_judged(pv, t, out, declared), pv, out)
+        tried.append((changes, outs))
+    found: list[Finding] = []
+    values = list(dict.fromkeys(kv for changes, _ in tried for kv in changes))
+    for kv in values:
+        if (kv[0], constexpr_text(kv[1])) in launched:
+            continue
+        holding = [outs for changes, outs in tried if kv in changes]
+        labels = list(dict.fromkeys(label for outs in holding for label in outs))
+        for label in labels:
+            if not all(label in outs and outs[label][0] == "failed" for outs in holding):
+                continue
+            _, v, out = holding[0][label]
+            if (v.signature, v.constexprs) in judged:
+                continue
+            rep.bump(launch.kernel, t, "branch", cache_key(v, t))
+            changed = tuple((k, x) for k, x in v.constexprs if (k, x) not in launch.constexprs)
+            found.append(Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test,
+                                 flag=flag_text((kv,)), flags=flag_text(changed)))
     return found
