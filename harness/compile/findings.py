@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.arch import supports_format, supports_scaled_dot
 from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
+from harness.compile.errors import NOT_APPLICABLE
 from harness.compile.launches import (
     FP8_FORMAT_OF_TYPE,
     Declarations,
@@ -68,7 +69,9 @@ _NOT_WIDENABLE = re.compile(r"\batomic_\w+ does not support (fp16|bf16|fp32|fp8\
 _KINDS = ("ok", "expected", "failed")
 #: Findings in branches the launch as run did not take (:func:`_flag_findings`): counted apart from ``failed``,
 #: present only in cells that have some.
-_EXTRA = ("branch",)
+#: ``na``: made-up variants (a widened dtype, a flipped flag) the kernel's own guard or an op's type rule refuses:
+#: no launch anyone can make, never a finding (:data:`harness.compile.errors.NOT_APPLICABLE`).
+_EXTRA = ("branch", "na")
 #: How a launch as run that compiled lowers its ``tl.dot_scaled`` (:attr:`Outcome.lowering`); counted beside the
 #: kinds, only for kernels that call it.
 _LOWERINGS = ("native", "emulated")
@@ -188,6 +191,9 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
                 continue
             if _NOT_WIDENABLE.search(out.line):
                 continue  # not a launch anyone can make: the kernel's atomics fix this pointer's type
+            if out.kind in NOT_APPLICABLE:
+                rep.bump(launch.kernel, t, "na", vident)
+                continue
             if expected_reason(v, t, out, declared):
                 rep.bump(launch.kernel, t, "expected", vident)
                 continue
@@ -198,10 +204,12 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
 
 
 def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
-    """A made-up launch's outcome on ``t``: ``ok``, ``expected`` (the arch model or a declaration), else
-    ``failed``."""
+    """A made-up launch's outcome on ``t``: ``ok``, ``na`` (the kernel's guard or an op's type rule refuses it),
+    ``expected`` (the arch model or a declaration), else ``failed``."""
     if out.ok:
         return "ok"
+    if out.kind in NOT_APPLICABLE:
+        return "na"
     if _NOT_WIDENABLE.search(out.line) or expected_reason(v, t, out, declared):
         return "expected"
     return "failed"
@@ -225,11 +233,15 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
         base = launch_outcome(fv, t, directory)
         outs = {"": (_judged(fv, t, base, declared), fv, base)}
         rep.seen(cache_key(fv, t), base)
+        if outs[""][0] == "na":
+            rep.bump(launch.kernel, t, "na", cache_key(fv, t))
         if base.ok:
             for label, pv in pointer_variants(fv):
                 out = launch_outcome(pv, t, directory)
                 rep.seen(cache_key(pv, t), out)
                 outs[label] = (_judged(pv, t, out, declared), pv, out)
+                if outs[label][0] == "na":
+                    rep.bump(launch.kernel, t, "na", cache_key(pv, t))
         tried.append((changes, outs))
     found: list[Finding] = []
     values = list(dict.fromkeys(kv for changes, _ in tried for kv in changes))

@@ -180,13 +180,14 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
         c = cells.get((k, t))
         if c is None:
             return "-"
+        na = " +n/a" if c.get("na") else ""
         if c["failed"]:
-            return f"FAIL {c['failed']}" + (f" +{c['branch']}br" if c.get("branch") else "")
+            return f"FAIL {c['failed']}" + (f" +{c['branch']}br" if c.get("branch") else "") + na
         if c.get("branch"):
-            return f"BRANCH {c['branch']}"
+            return f"BRANCH {c['branch']}" + na
         if c["ok"]:
-            return "ok" + ("*" if c["expected"] else "") + _lowering(c)
-        return "expected"
+            return "ok" + ("*" if c["expected"] else "") + _lowering(c) + na
+        return "expected" + na
 
     names = [k.rsplit(".", 2)[-2] + "." + k.rsplit(".", 1)[-1] if k.count(".") else k for k in kernels]
     w0 = max(len("kernel"), *(len(n) for n in names))
@@ -203,7 +204,9 @@ MATRIX_LEGEND = ("ok: every compile for the target succeeded; ok*: the launches 
                  "as the arch model predicts (e4nv below sm89) or as declared (expect_compile_failure); expected: "
                  "the launch itself is such a refusal; FAIL n: n findings; BRANCH n (or FAIL n +nbr): n findings "
                  "in branches the run did not launch (other values of its flags and dtype constexprs); -: not "
-                 "compiled for the target")
+                 "compiled for the target; +n/a: some made-up variants (widened dtypes, flipped flags) fail in the "
+                 "kernel's own guard (tl.static_assert) or an op's type rules (fp32-only math, mismatched tl.dot "
+                 "operands): launches nobody can make, never a failure")
 
 
 #: What a lowering after ``ok`` means (printed under the legend when a cell has one).
