@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.arch import supports_format, supports_scaled_dot
+from harness.arch import supports_bf16_arithmetic, supports_format, supports_scaled_dot
 from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
 from harness.compile.errors import NOT_APPLICABLE
 from harness.compile.launches import (
@@ -41,7 +41,8 @@ _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 
 def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Declarations) -> str | None:
     """Why a failure is expected: the arch model refuses an FP8 format the launch uses on ``target``
-    (``e4nv`` below sm89...) or its ``tl.dot_scaled`` scale type (NVFP4's e4m3 on sm90 before Triton 3.9),
+    (``e4nv`` below sm89...) or its ``tl.dot_scaled`` scale type (NVFP4's e4m3 on sm90 before Triton 3.9), or
+    bf16 instructions the failure names (below sm80, :func:`~harness.arch.supports_bf16_arithmetic`),
     Triton itself refused the type for the arch, or the kernel is among
     ``declarations``."""
     if out.ok:
@@ -58,7 +59,20 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
         ok, why = supports_scaled_dot(target, scale)
         if not ok:
             return why
+    if _BF16_REFUSED.search(out.line) and _uses_bf16(launch):
+        ok, why = supports_bf16_arithmetic(target)
+        if not ok:
+            return why
     return declarations.reason(launch, target, out.line)
+
+
+#: A refusal of bf16 instructions (ptxas's ``Feature '.bf16' requires .target sm_80 or higher``).
+_BF16_REFUSED = re.compile(r"\.bf16\b.*requires|bf16.*not supported", re.I)
+
+
+def _uses_bf16(launch: Launch) -> bool:
+    return (any(v.lstrip("*") == "bf16" for _, v in launch.signature)
+            or any(getattr(v, "name", None) == "bf16" for _, v in launch.constexprs))
 
 
 #: Refusals that say the widened type is not legal for an operation the kernel performs on that pointer (atomics

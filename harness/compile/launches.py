@@ -556,6 +556,15 @@ class Declarations:
     def __init__(self) -> None:
         self._items: list[_Declared] = []
         self._skips: list[tuple[str, tuple[str, ...], str]] = []
+        self.min_target: str | None = None  # the project's lowest supported CUDA target (harness_min_target)
+        self.below_min: dict[tuple[str, str], str] = {}  # (kernel, target) -> a failure reported, not failed
+
+    def set_min_target(self, target: str) -> None:
+        """Failures on CUDA targets below ``target`` are reported, not failed: the project does not support them."""
+        t = parse_targets([target])[0]
+        if t.backend != "cuda" or t.cc is None:
+            raise ValueError(f"{target!r}: expected a CUDA target such as sm80")
+        self.min_target = t.name
 
     def add(self, kernel: str, targets: tuple[str, ...], match: str, reason: str) -> None:
         self._items.append(_Declared(kernel, targets, re.compile(match), reason))
@@ -582,6 +591,11 @@ class Declarations:
         for d in self._items:
             if d.kernel in names and (not d.targets or target in d.targets) and d.match.search(error_line):
                 return d.reason
+        if self.min_target is not None:
+            t, low = parse_targets([target])[0], parse_targets([self.min_target])[0]
+            if t.backend == "cuda" and t.cc is not None and t.cc < (low.cc or 0):
+                self.below_min.setdefault((launch.kernel, t.name), error_line)
+                return f"below the project's lowest target {self.min_target} (harness_min_target)"
         return None
 
 

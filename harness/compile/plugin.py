@@ -59,6 +59,7 @@ _MARKER = (
 
 
 _INI = "harness_compile_launches"
+_MIN_INI = "harness_min_target"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -101,6 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="GPU lane: write every kernel specialization Triton compiled (or read from its cache) in this run to "
              "PATH, the manifest `python -m harness compile --warm PATH` compiles ahead of the next run",
     )
+    parser.addini(_MIN_INI, type="string", default="",
+                  help="launch capture: the lowest CUDA target the project supports (e.g. sm80); compile failures "
+                       "on targets below it are reported in the summary, not failed")
     parser.addini(_INI, type="bool", default=False,
                   help="compile every interpreted kernel launch for the compile-matrix targets (see "
                        "--harness-compile-launches)")
@@ -390,7 +394,8 @@ class _Capture:
     def to_worker(self) -> dict[str, Any]:
         return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed,
                 "dropped": self.dropped, "unsteered": self.unsteered,
-                "never_asked": sorted(self.never_asked)}
+                "never_asked": sorted(self.never_asked),
+                "below_min": [[k, t, line] for (k, t), line in self.state.declarations.below_min.items()]}
 
     def merge(self, data: dict[str, Any]) -> None:
         self.worker_reports.append(data)
@@ -452,6 +457,12 @@ class _Capture:
             tr.write_line(f"not steered by the device: {len(names)} kernel(s) with flags or dtype constexprs were "
                           f"launched by code that never asked torch.cuda about the device (decided at import, or "
                           f"not device-dependent): {shown}; their other values were compiled as branches instead")
+        below = dict(self.state.declarations.below_min)
+        for d in self.worker_reports:
+            below.update({(k, t): line for k, t, line in d.get("below_min", [])})
+        for (k, t), line in sorted(below.items()):
+            tr.write_line(f"below {_MIN_INI}={self.state.declarations.min_target} (reported, not failed): "
+                          f"{k} @ {t}: {line}")
         dropped = dict(self.dropped)
         for d in self.worker_reports:
             dropped.update(d.get("dropped", {}))
@@ -489,6 +500,12 @@ def _configure_capture(config: pytest.Config) -> None:
         if outside:
             raise pytest.UsageError(f"--harness-widen-targets: {','.join(outside)} not among the capture targets "
                                     f"({','.join(names)})")
+    low = config.getini(_MIN_INI).strip()
+    if low:
+        try:
+            section.declarations.set_min_target(low)
+        except ValueError as e:
+            raise pytest.UsageError(f"ini {_MIN_INI}: {e}") from None
     section.active = _Capture(config, section, names, widen)
     config.pluginmanager.register(section.active, "harness-launch-capture")
     if not raw:  # the defaults: a target this Triton cannot compile for is left out once Triton is imported

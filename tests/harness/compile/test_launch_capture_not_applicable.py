@@ -109,3 +109,69 @@ def test_error_kinds_tell_a_rule_from_a_missing_lowering():
     e4nv_on_sm80 = _kind(g.mx_downcast, {"x_ptr": "*fp32", "y_ptr": "*u8", "n": "i32"},
                          {"OUT": tl.float8e4nv, "BLOCK": 8})
     assert e4nv_on_sm80 not in errors.NOT_APPLICABLE  # a target's refusal is the arch model's to predict
+
+
+# --- what a target lacks, and targets below the project's own -------------------------------------------------
+
+_MIXED = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def relu_mul(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0) * tl.load(y_ptr + offs, mask=mask),
+             mask=mask)
+
+def test_relu_mul_bf16():
+    x = torch.ones(8, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    relu_mul[(1,)](x, x, out, 8, BLOCK=8)
+"""
+
+
+def test_bf16_instructions_below_sm80_are_expected(pytester, monkeypatch, tmp_path):
+    """One operand widened to fp16 makes Triton 3.9 emit bf16 instructions ptxas refuses for sm75: a target
+    without bf16 (the arch model's), not a finding."""
+    pytester.makepyfile(test_mixed=_MIXED)
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
+    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "--harness-lane=interp",
+                                "--harness-compile-launches", "--harness-targets=sm75,sm80")
+    result.assert_outcomes(passed=1)
+    from harness.versions import triton_at_least
+
+    # Triton 3.6 still compiled these for sm75 (harness.arch.supports_bf16_arithmetic)
+    assert _row(result, "relu_mul") == ["ok*" if triton_at_least(3, 7) else "ok", "ok"]
+
+
+def test_failures_below_the_projects_lowest_target_are_reported_not_failed(monkeypatch):
+    from harness.compile import disk_cache as dc
+    from harness.compile import findings as fd
+    from harness.compile import launches as lc
+
+    def outcome(launch, target, directory=None):
+        if target == "sm75":
+            return dc.Outcome(False, "ptxas", "ptxas line 9: Feature 'cp.async' requires .target sm_80 or higher")
+        return dc.Outcome(True)
+
+    monkeypatch.setattr(fd, "launch_outcome", outcome)
+    launch = lc.Launch("m.k", __file__, (("x", "*fp32"),), ())
+    assert len(fd.check(launch, ["sm75", "sm80"], widen=False, declarations=lc.Declarations())) == 1
+    decl = lc.Declarations()
+    decl.set_min_target("sm80")
+    rep = fd.Report()
+    assert fd.check(launch, ["sm75", "sm80"], widen=False, declarations=decl, report=rep) == []
+    assert rep.count_cells()[("m.k", "sm75")]["expected"] == 1
+    assert decl.below_min == {("m.k", "sm75"): "ptxas line 9: Feature 'cp.async' requires .target sm_80 or higher"}
+    with pytest.raises(ValueError, match="'gfx942': expected a CUDA target"):
+        decl.set_min_target("gfx942")
+
+
+def test_a_bad_min_target_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\nharness_compile_launches = true\nharness_min_target = sm8x\n")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "--harness-lane=interp")
+    result.stderr.fnmatch_lines(["*ini harness_min_target: *sm8x*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
