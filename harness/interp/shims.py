@@ -12,7 +12,7 @@ __all__ = ["install"]
 def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith: bool = True) -> None:
     """Install, through ``patch``, the shims of a session judged as ``arch`` (``None``: sm90): FP8 casts (or,
     with ``casts=False``, the interpreter's own even under an outer session's), bf16 arithmetic and the
-    warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; and the two
+    warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; and the three
     interpreter fixes of :mod:`harness.interp.jit`."""
     from harness.interp import approx_math, differences, dots, jit, scaled_dots
     from harness.interp import arith as arith_shim
@@ -30,5 +30,6 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
         approx_math.install(patch)
     dots.install(patch, target)
     scaled_dots.install(patch, target)
+    jit.fix_core_builtins(patch)  # tl.core.sub(..., sanitize_overflow=False) in a helper
     jit.fix_interpreter_leak(patch)
     jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
