@@ -33,7 +33,8 @@ from typing import Any
 from harness.interp.patch import Patch, installed
 
 __all__ = ["as_jit", "fix_core_builtins", "fix_interpreter_leak", "fix_scalar_index", "SQUEEZES_SCALAR_INDEX",
-           "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "language_patched", "jit_class", "interpreted_class"]
+           "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "LANGUAGE_TAG", "interpret_language", "language_patched", "jit_class",
+           "interpreted_class"]
 
 
 def jit_class() -> Any:
@@ -136,6 +137,42 @@ def fix_core_builtins(patch: Patch) -> bool:
 
     patch.setattr(itp, "_patch_lang", _patch_lang, tag=CORE_TAG)
     return True
+
+
+# --- triton.language imported before the interpreter lane --------------------------------------------------
+
+#: The tag of :func:`interpret_language`'s records in the patch layer.
+LANGUAGE_TAG = "jit.language"
+
+
+def interpret_language(patch: Patch) -> list[str]:
+    """Make ``triton.language``'s own ``@jit`` functions (``tl.max``, ``tl.sum``, ``tl.zeros_like``...)
+    interpreted, through ``patch``, when the modules were imported before ``TRITON_INTERPRET`` was set (a
+    ``conftest.py`` that imports ``triton.language`` at the top: pytest imports it before the plugin chooses the
+    lane). Triton decides ``JITFunction`` or ``InterpretedFunction`` when ``@jit`` runs, so those are compiler
+    functions, and an interpreted kernel calling one fails with "Cannot call @triton.jit'd outside of the scope
+    of a kernel". Each is replaced, in every ``triton.language`` module that holds it, by an
+    ``InterpretedFunction`` of the same Python function, as ``TRITON_INTERPRET=1`` set before the import makes.
+    The names replaced (empty when the modules were imported under the interpreter)."""
+    import sys
+
+    JIT, interp = jit_class(), interpreted_class()
+    if interp == ():  # pragma: no cover - every supported triton has it
+        return []
+    made: dict[int, Any] = {}
+    names: list[str] = []
+    for mod_name, mod in sorted(sys.modules.items()):
+        if not (mod_name == "triton.language" or mod_name.startswith("triton.language.")) or mod is None:
+            continue
+        for name, obj in list(vars(mod).items()):
+            if type(obj) is not JIT:
+                continue
+            new = made.get(id(obj))
+            if new is None:
+                new = made[id(obj)] = interp(obj.fn)
+                names.append(f"{mod_name}.{name}")
+            patch.setattr(mod, name, new, tag=LANGUAGE_TAG)
+    return names
 
 
 # --- Triton 3.6's scalar __index__ under NumPy 2 -------------------------------------------------------------

@@ -198,6 +198,10 @@ def pytest_configure(config: pytest.Config) -> None:
         s.patch.setenv("TRITON_INTERPRET", "1", tag="lane")
         if not nested:
             _refuse_early_kernels()
+            if "triton.language" in sys.modules:  # imported early (a conftest.py's top): its own @jit helpers
+                from harness.interp.jit import interpret_language
+
+                interpret_language(s.patch)
     override = config.getoption("harness_arch")
     arch = parse_arch(override) if override else detect_arch()
     if lane == "gpu" and not arch.is_gpu:
