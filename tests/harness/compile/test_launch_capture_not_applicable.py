@@ -175,3 +175,28 @@ def test_a_bad_min_target_is_a_usage_error(pytester):
     result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "--harness-lane=interp")
     result.stderr.fnmatch_lines(["*ini harness_min_target: *sm8x*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+_STORE = """
+import torch
+from memo_store import store_memoized
+
+def test_store_fp16():
+    key = (torch.arange(-16, 16, dtype=torch.float32) / 16).to(torch.float16)
+    assert store_memoized(key, fixed=True).shape == (32,)
+"""
+
+
+@pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
+def test_no_nanobind_leak_lines_at_exit(pytester, monkeypatch, tmp_path):
+    """A run whose compiles were refused (e4nv on sm80) kept Triton's IR objects alive in the compile memo until
+    exit, and nanobind printed "nanobind: leaked N instances!" and a line per object."""
+    pytester.makepyfile(memo_store=(HERE / "hostdispatch" / "memo_store.py").read_text(), test_store=_STORE)
+    monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--harness-lane=interp",
+                                           "--harness-compile-launches", "--harness-targets=sm80,sm90")
+    result.assert_outcomes(passed=1)
+    assert _row(result, "store_keys_fixed") == ["expected", "ok"]
+    out = result.stdout.str() + result.stderr.str()
+    assert "leaked" not in out, out[-2000:]
