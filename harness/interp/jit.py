@@ -117,22 +117,28 @@ def fix_core_builtins(patch: Patch) -> bool:
     except ImportError:  # pragma: no cover
         return False
     orig = getattr(itp, "_patch_lang", None)
-    patch_builtin = getattr(itp, "_patch_builtin", None)
+    patch_attr = getattr(itp, "_patch_attr", None)
     builder = getattr(itp, "interpreter_builder", None)
-    if orig is None or patch_builtin is None or builder is None or installed(itp, "_patch_lang", CORE_TAG):
+    if orig is None or patch_attr is None or builder is None or installed(itp, "_patch_lang", CORE_TAG):
         return False
     try:
-        params = list(inspect.signature(patch_builtin).parameters)
+        params = list(inspect.signature(patch_attr).parameters)
     except (TypeError, ValueError):  # pragma: no cover
         return False
-    if params != ["pkg", "builder", "scope"]:
+    if params != ["obj", "name", "member", "builder", "scope"]:
         return False
+    # Triton's code generator keys its compile-time functions by identity in a dict built when it is first
+    # imported (tl.core.static_assert among them): imported now, it keeps the real ones, not a launch's patch.
+    import triton.compiler.code_generator  # noqa: F401
+    # the compile-time ones are left alone: the interpreter handles them itself (static_assert, static_print)
+    names = [n for n, m in inspect.getmembers(tl.core) if tl.core.is_builtin(m) and not n.startswith("static_")]
 
     def _patch_lang(fn: Any) -> Any:
         scope = orig(fn)
         g = fn.__globals__
         if not any(v is tl.core for v in g.values()) and any(v is tl for v in g.values()):
-            patch_builtin(tl.core, builder, scope)
+            for n in names:
+                patch_attr(tl.core, n, getattr(tl.core, n), builder, scope)
         return scope
 
     patch.setattr(itp, "_patch_lang", _patch_lang, tag=CORE_TAG)
