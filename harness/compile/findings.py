@@ -176,6 +176,8 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     vs = variants(launch) if widen else []
     flags = widen and bool(flag_variants(launch))
     launched = frozenset(launched) | {(k, constexpr_text(v)) for k, v in launch.constexprs}
+    branches: list[tuple[Finding, str]] = []
+    branch_targets: list[str] = []
     for t in targets:
         if declared.skip_reason(launch, t) is not None:
             continue  # never compiled (skip_compile): the kernel does not run there
@@ -194,7 +196,9 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
             found.append(Finding(launch.kernel, t, launch.sig_text(), "", base.line, base.kind, test))
             continue
         judged = frozenset((v.signature, v.constexprs) for _, v in vs) if base.ok else frozenset()
-        found += _flag_findings(launch, t, test, rep, directory, declared, launched, judged) if flags and in_wt else []
+        if flags and in_wt:
+            branch_targets.append(t)
+            branches += _flag_findings(launch, t, test, rep, directory, declared, launched, judged)
         if not base.ok:
             continue
         for label, v in vs if in_wt else ():
@@ -213,6 +217,15 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
                 continue
             rep.bump(launch.kernel, t, "failed", vident)
             found.append(Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test))
+    # A branch that fails on some targets and compiles on others is one a launcher takes only where it compiles
+    # (a flag gating sm89+ instructions, HW_KEYS=1): a finding only where it fails on every target tried.
+    everywhere: dict[tuple[str, str], set[str]] = {}
+    for f, _ in branches:
+        everywhere.setdefault((f.flag, f.variant), set()).add(f.target)
+    for f, ident in branches:
+        if everywhere[(f.flag, f.variant)] == set(branch_targets):
+            rep.bump(launch.kernel, f.target, "branch", ident)
+            found.append(f)
     rep.findings.extend(found)
     return found
 
@@ -231,7 +244,7 @@ def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
 
 def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Path | None,
                    declared: Declarations, launched: frozenset[tuple[str, str]],
-                   judged: frozenset[tuple[Any, Any]] = frozenset()) -> list[Finding]:
+                   judged: frozenset[tuple[Any, Any]] = frozenset()) -> list[tuple[Finding, str]]:
     """The branches a launcher may choose on another GPU (:func:`~harness.compile.launches.flag_variants`),
     compiled for ``t`` as they are and, where they compile, with their floating-point pointers widened
     (:func:`~harness.compile.launches.pointer_variants`). A flag value is a finding, as it is or widened so, only
@@ -241,7 +254,8 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
     other flags is no finding. A value some launch of the test made (``launched``: name and
     :func:`~harness.compile.launches.constexpr_text`, the replays' included) is judged as that launch, not here.
     A combination :func:`~harness.compile.launches.variants` already judged (``judged``: signature and constexprs;
-    an FP8 output-format constexpr alone) is reported there. The finding shows the first failing combination."""
+    an FP8 output-format constexpr alone) is reported there. The finding shows the first failing combination;
+    :func:`check` keeps it only if it fails on every target tried. With its disk-cache key, for the report."""
     tried: list[tuple[tuple[tuple[str, Any], ...], dict[str, tuple[str, Launch, Outcome]]]] = []
     for changes, fv in flag_variants(launch):
         base = launch_outcome(fv, t, directory)
@@ -257,7 +271,7 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
                 if outs[label][0] == "na":
                     rep.bump(launch.kernel, t, "na", cache_key(pv, t))
         tried.append((changes, outs))
-    found: list[Finding] = []
+    found: list[tuple[Finding, str]] = []
     values = list(dict.fromkeys(kv for changes, _ in tried for kv in changes))
     for kv in values:
         if (kv[0], constexpr_text(kv[1])) in launched:
@@ -270,8 +284,7 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
             _, v, out = holding[0][label]
             if (v.signature, v.constexprs) in judged:
                 continue
-            rep.bump(launch.kernel, t, "branch", cache_key(v, t))
             changed = tuple((k, x) for k, x in v.constexprs if (k, x) not in launch.constexprs)
-            found.append(Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test,
-                                 flag=flag_text((kv,)), flags=flag_text(changed)))
+            found.append((Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test,
+                                  flag=flag_text((kv,)), flags=flag_text(changed)), cache_key(v, t)))
     return found

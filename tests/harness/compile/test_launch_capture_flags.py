@@ -114,3 +114,22 @@ def test_pointer_variants_of_a_branch():
     assert [label for label, _ in lc.pointer_variants(launch)] == ["all=fp16", "all=bf16", "all=fp32"]
     one = lc.Launch("m.k", __file__, (("x_ptr", "*fp16"), ("n", "i32")), ())
     assert [label for label, _ in lc.pointer_variants(one)] == ["x_ptr=bf16", "x_ptr=fp32"]
+
+
+def test_a_branch_failing_only_on_some_targets_is_no_finding(monkeypatch):
+    """A flag gating sm89+ instructions (the turboquant store's HW_KEYS=1) fails in ptxas for sm80 and compiles for
+    sm90: a launcher takes it only where it compiles. A branch failing on every target tried is a finding."""
+    from harness.compile import disk_cache as dc
+    from harness.compile import findings as fd
+
+    def outcome(launch, target, directory=None):
+        hw = dict(launch.constexprs)["HW"]
+        if hw and target == "sm80":
+            return dc.Outcome(False, "ptxas", "ptxas line 5: Feature 'cvt with .e4m3x2/.e5m2x2' requires .target sm_89")
+        return dc.Outcome(True)
+
+    monkeypatch.setattr(fd, "launch_outcome", outcome)
+    launch = lc.Launch("m.k", __file__, (("x", "*i32"),), (("HW", False),))
+    assert fd.check(launch, ["sm80", "sm90"], declarations=lc.Declarations()) == []
+    got = fd.check(launch, ["sm80"], declarations=lc.Declarations())  # one target tried: it fails everywhere tried
+    assert [(f.flag, f.target) for f in got] == [("HW=1", "sm80")]
