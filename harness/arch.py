@@ -20,6 +20,7 @@ __all__ = [
     "detect_arch",
     "supports_format",
     "supports_scaled_dot",
+    "supports_bf16_arithmetic",
     "interpreting",
     "ENV_ARCH",
     "KNOWN_ARCHS",
@@ -220,6 +221,17 @@ def supports_format(arch: Arch | str, fmt: Any) -> tuple[bool, str]:
         ok = a.name == "gfx950" or re.fullmatch(r"gfx12[0-9][0-9a-f]", a.name) is not None
         return ok, "" if ok else f"{name} needs gfx950 or gfx12xx on ROCm (running on {a.name})"
     return False, f"{name} is not supported by Triton on ROCm (running on {a.name})"
+
+
+def supports_bf16_arithmetic(arch: Arch | str) -> tuple[bool, str]:
+    """Whether Triton's code for ``arch`` may use bf16 instructions (a bf16 value meeting an fp16 one, bf16
+    ``max`` / ``*``); the reason is a ready skip message. Loads, stores and bf16 computed through fp32 compile
+    everywhere. Derived from Triton 3.9's output for sm75 (``ptxas: Feature '.bf16' requires .target sm_80 or
+    higher`` for ``tl.maximum(x, 0.0) * y`` with one operand fp16); Triton 3.6 still compiled that for sm75."""
+    a = parse_arch(arch) if isinstance(arch, str) else arch
+    if a.kind == "cuda" and (a.cc or 0) < 80:
+        return False, f"bf16 arithmetic needs sm80+ (running on {a.name})"
+    return True, ""
 
 
 def supports_scaled_dot(arch: Arch | str, scale: str) -> tuple[bool, str]:

@@ -39,7 +39,7 @@ __all__ = ["Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process
            "representative"]
 
 #: Bumped when what a cache entry holds (or how its error line is written) changes.
-CACHE_FORMAT = "harness-launch-4"  # 4: the tl.dot_scaled lowering
+CACHE_FORMAT = "harness-launch-5"  # 4: the tl.dot_scaled lowering; 5: guard / type-rule kinds
 
 
 def cache_dir() -> Path:
@@ -79,7 +79,8 @@ def cache_key(launch: Launch, target: str) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One (launch, target) compile: ``ok``, else the kind (``refused``/``ptxas``) and the compiler's line.
+    """One (launch, target) compile: ``ok``, else the kind (``refused``/``ptxas``/``guard``/``type-rule``,
+    :func:`harness.compile.errors.error_kind`) and the compiler's line.
     ``lowering``: for a kernel that calls ``tl.dot_scaled`` and compiled, ``"native"`` (block-scaled MMA in the
     PTX) or ``"emulated"`` (:func:`harness.compile.lowering.ptx_lowering`); else empty."""
 

@@ -14,7 +14,12 @@ import re
 import traceback
 from typing import Any
 
-__all__ = ["describe_error", "error_kind", "error_line", "error_summary", "source_location"]
+__all__ = ["NOT_APPLICABLE", "describe_error", "error_kind", "error_line", "error_summary", "source_location"]
+
+#: The kinds :func:`error_kind` gives a refusal that says the kernel cannot take the launch at all, on any target:
+#: its own guard (``tl.static_assert``) or an op's type rule in Triton's frontend (``tl.math.div_rn`` takes fp32
+#: only, ``tl.dot`` needs matching operand types, ``tl.arange`` an end above its start).
+NOT_APPLICABLE = ("guard", "type-rule")
 
 
 def describe_error(exc: BaseException) -> str:
@@ -43,15 +48,32 @@ def describe_error(exc: BaseException) -> str:
 
 def error_kind(exc: BaseException) -> str:
     """``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
-    frontend), ``"refused"`` for every other compile error."""
+    frontend); ``"guard"`` when the kernel's own ``tl.static_assert`` failed; ``"type-rule"`` when the innermost
+    error was raised by Triton's language frontend (``triton/language/``, not its per-target lowering helpers in
+    ``triton/language/extra/``) and names no architecture: an op's documented type rule; ``"refused"`` for
+    every other compile error (a missing lowering, as bf16 → e4b15 is in ``language/extra/cuda``)."""
     e: BaseException | None = exc
     seen: set[int] = set()
+    inner: BaseException = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         if type(e).__name__ == "PTXASError" or "`ptxas` stderr" in str(e):
             return "ptxas"
+        if type(e).__name__ == "CompileTimeAssertionFailure":
+            return "guard"
+        inner = e
         e = e.__cause__ or e.__context__
+    frames = traceback.extract_tb(inner.__traceback__) if inner.__traceback__ is not None else []
+    where = frames[-1].filename.replace(os.sep, "/") if frames else ""
+    if ("/triton/language/" in where and "/triton/language/extra/" not in where
+            and not _TARGET_WORDS.search(str(inner))):
+        return "type-rule"
     return "refused"
+
+
+#: Words of a frontend refusal that depends on the target (``type fp8e4nv not supported in this architecture``):
+#: such a refusal is the arch model's to predict, not a type rule.
+_TARGET_WORDS = re.compile(r"architecture|capability|\bsm_?\d|\bgfx\d|cuda|hip|target", re.I)
 
 
 _PTXAS_ERR = re.compile(r"^ptxas\s+(?:\S+?\.ptx)?,?\s*(line \d+);?\s*error\s*:\s*(.*)$", re.M)

@@ -17,9 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.arch import supports_format, supports_scaled_dot
+from harness.arch import supports_bf16_arithmetic, supports_format, supports_scaled_dot
 from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
-from harness.compile.launches import FP8_FORMAT_OF_TYPE, Declarations, Launch, scale_pointers, state, variants
+from harness.compile.errors import NOT_APPLICABLE
+from harness.compile.launches import (
+    FP8_FORMAT_OF_TYPE,
+    Declarations,
+    Launch,
+    constexpr_text,
+    flag_text,
+    flag_variants,
+    pointer_variants,
+    scale_pointers,
+    state,
+    variants,
+)
 from harness.compile.message import Finding
 
 __all__ = ["Report", "check", "expected_reason"]
@@ -29,7 +41,8 @@ _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 
 def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Declarations) -> str | None:
     """Why a failure is expected: the arch model refuses an FP8 format the launch uses on ``target``
-    (``e4nv`` below sm89...) or its ``tl.dot_scaled`` scale type (NVFP4's e4m3 on sm90 before Triton 3.9),
+    (``e4nv`` below sm89...) or its ``tl.dot_scaled`` scale type (NVFP4's e4m3 on sm90 before Triton 3.9), or
+    bf16 instructions the failure names (below sm80, :func:`~harness.arch.supports_bf16_arithmetic`),
     Triton itself refused the type for the arch, or the kernel is among
     ``declarations``."""
     if out.ok:
@@ -46,7 +59,20 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
         ok, why = supports_scaled_dot(target, scale)
         if not ok:
             return why
+    if _BF16_REFUSED.search(out.line) and _uses_bf16(launch):
+        ok, why = supports_bf16_arithmetic(target)
+        if not ok:
+            return why
     return declarations.reason(launch, target, out.line)
+
+
+#: A refusal of bf16 instructions (ptxas's ``Feature '.bf16' requires .target sm_80 or higher``).
+_BF16_REFUSED = re.compile(r"\.bf16\b.*requires|bf16.*not supported", re.I)
+
+
+def _uses_bf16(launch: Launch) -> bool:
+    return (any(v.lstrip("*") == "bf16" for _, v in launch.signature)
+            or any(getattr(v, "name", None) == "bf16" for _, v in launch.constexprs))
 
 
 #: Refusals that say the widened type is not legal for an operation the kernel performs on that pointer (atomics
@@ -55,6 +81,11 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
 _NOT_WIDENABLE = re.compile(r"\batomic_\w+ does not support (fp16|bf16|fp32|fp8\w*)")
 
 _KINDS = ("ok", "expected", "failed")
+#: Findings in branches the launch as run did not take (:func:`_flag_findings`): counted apart from ``failed``,
+#: present only in cells that have some.
+#: ``na``: made-up variants (a widened dtype, a flipped flag) the kernel's own guard or an op's type rule refuses:
+#: no launch anyone can make, never a finding (:data:`harness.compile.errors.NOT_APPLICABLE`).
+_EXTRA = ("branch", "na")
 #: How a launch as run that compiled lowers its ``tl.dot_scaled`` (:attr:`Outcome.lowering`); counted beside the
 #: kinds, only for kernels that call it.
 _LOWERINGS = ("native", "emulated")
@@ -111,7 +142,7 @@ class Report:
     def merge(self, d: Mapping[str, Any]) -> None:
         for c in d.get("cells", []):
             cell = self.cells.setdefault((c["kernel"], c["target"]), {k: set() for k in _KINDS})
-            for k in (*_KINDS, *_LOWERINGS):
+            for k in (*_KINDS, *_LOWERINGS, *_EXTRA):
                 if c.get(k):
                     cell.setdefault(k, set()).update(c[k])
         for f in d.get("findings", []):
@@ -124,39 +155,53 @@ class Report:
 
 def _count(cell: Mapping[str, set[str]]) -> dict[str, int]:
     """A cell's counts: every kind, and a lowering only where some launch recorded one."""
-    return {**{w: len(cell[w]) for w in _KINDS}, **{w: len(cell[w]) for w in _LOWERINGS if cell.get(w)}}
+    return {**{w: len(cell[w]) for w in _KINDS},
+            **{w: len(cell[w]) for w in (*_LOWERINGS, *_EXTRA) if cell.get(w)}}
 
 
 def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: str = "",
           report: Report | None = None, directory: Path | None = None,
-          widen_targets: Iterable[str] | None = None, declarations: Declarations | None = None) -> list[Finding]:
+          widen_targets: Iterable[str] | None = None, declarations: Declarations | None = None,
+          launched: Iterable[tuple[str, str]] = ()) -> list[Finding]:
     """Compile ``launch`` (and, with ``widen``, its :func:`~harness.compile.launches.variants`) for
     ``targets``; the findings: the launch itself failing unexpectedly, or a variant failing where the launch
-    compiles. Variants are compiled for ``widen_targets`` only when given (a subset, to bound the cost).
+    compiles, or a branch the launch did not take failing (a value of a flag or dtype constexpr no launch of the
+    test used: ``launched`` holds the ``(name, constexpr text)`` pairs the test's launches of this kernel did
+    use). Variants and branches are compiled for ``widen_targets`` only when given (a subset, to bound the cost).
     ``declarations`` default to the running session's."""
     declared = declarations if declarations is not None else state().declarations
     wt = None if widen_targets is None else set(widen_targets)
     rep = report if report is not None else Report()
     found: list[Finding] = []
     vs = variants(launch) if widen else []
+    flags = widen and bool(flag_variants(launch))
+    launched = frozenset(launched) | {(k, constexpr_text(v)) for k, v in launch.constexprs}
+    branches: list[tuple[Finding, str]] = []
+    branch_targets: list[str] = []
     for t in targets:
         if declared.skip_reason(launch, t) is not None:
             continue  # never compiled (skip_compile): the kernel does not run there
         base = launch_outcome(launch, t, directory)
         ident = cache_key(launch, t)
         rep.seen(ident, base)
+        in_wt = wt is None or t in wt
         if base.ok:
             rep.bump(launch.kernel, t, "ok", ident)
             if base.lowering in _LOWERINGS:
                 rep.bump(launch.kernel, t, base.lowering, ident)
         elif expected_reason(launch, t, base, declared):
             rep.bump(launch.kernel, t, "expected", ident)
-            continue
         else:
             rep.bump(launch.kernel, t, "failed", ident)
             found.append(Finding(launch.kernel, t, launch.sig_text(), "", base.line, base.kind, test))
             continue
-        for label, v in vs if wt is None or t in wt else ():
+        judged = frozenset((v.signature, v.constexprs) for _, v in vs) if base.ok else frozenset()
+        if flags and in_wt:
+            branch_targets.append(t)
+            branches += _flag_findings(launch, t, test, rep, directory, declared, launched, judged)
+        if not base.ok:
+            continue
+        for label, v in vs if in_wt else ():
             out = launch_outcome(v, t, directory)
             vident = cache_key(v, t)
             rep.seen(vident, out)
@@ -164,10 +209,82 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
                 continue
             if _NOT_WIDENABLE.search(out.line):
                 continue  # not a launch anyone can make: the kernel's atomics fix this pointer's type
+            if out.kind in NOT_APPLICABLE:
+                rep.bump(launch.kernel, t, "na", vident)
+                continue
             if expected_reason(v, t, out, declared):
                 rep.bump(launch.kernel, t, "expected", vident)
                 continue
             rep.bump(launch.kernel, t, "failed", vident)
             found.append(Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test))
+    # A branch that fails on some targets and compiles on others is one a launcher takes only where it compiles
+    # (a flag gating sm89+ instructions, HW_KEYS=1): a finding only where it fails on every target tried.
+    everywhere: dict[tuple[str, str], set[str]] = {}
+    for f, _ in branches:
+        everywhere.setdefault((f.flag, f.variant), set()).add(f.target)
+    for f, ident in branches:
+        if everywhere[(f.flag, f.variant)] == set(branch_targets):
+            rep.bump(launch.kernel, f.target, "branch", ident)
+            found.append(f)
     rep.findings.extend(found)
+    return found
+
+
+def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
+    """A made-up launch's outcome on ``t``: ``ok``, ``na`` (the kernel's guard or an op's type rule refuses it),
+    ``expected`` (the arch model or a declaration), else ``failed``."""
+    if out.ok:
+        return "ok"
+    if out.kind in NOT_APPLICABLE:
+        return "na"
+    if _NOT_WIDENABLE.search(out.line) or expected_reason(v, t, out, declared):
+        return "expected"
+    return "failed"
+
+
+def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Path | None,
+                   declared: Declarations, launched: frozenset[tuple[str, str]],
+                   judged: frozenset[tuple[Any, Any]] = frozenset()) -> list[tuple[Finding, str]]:
+    """The branches a launcher may choose on another GPU (:func:`~harness.compile.launches.flag_variants`),
+    compiled for ``t`` as they are and, where they compile, with their floating-point pointers widened
+    (:func:`~harness.compile.launches.pointer_variants`). A flag value is a finding, as it is or widened so, only
+    when every combination tried that holds it fails unexpectedly: flags a launcher sets together from one device
+    check (``E4B15=1`` with ``FP8=e4b15``) make combinations no launcher makes fail (a bf16 key cast to e4b15 with
+    ``E4B15=0``), so a value that compiles, or is refused as the arch model predicts, with some setting of the
+    other flags is no finding. A value some launch of the test made (``launched``: name and
+    :func:`~harness.compile.launches.constexpr_text`, the replays' included) is judged as that launch, not here.
+    A combination :func:`~harness.compile.launches.variants` already judged (``judged``: signature and constexprs;
+    an FP8 output-format constexpr alone) is reported there. The finding shows the first failing combination;
+    :func:`check` keeps it only if it fails on every target tried. With its disk-cache key, for the report."""
+    tried: list[tuple[tuple[tuple[str, Any], ...], dict[str, tuple[str, Launch, Outcome]]]] = []
+    for changes, fv in flag_variants(launch):
+        base = launch_outcome(fv, t, directory)
+        outs = {"": (_judged(fv, t, base, declared), fv, base)}
+        rep.seen(cache_key(fv, t), base)
+        if outs[""][0] == "na":
+            rep.bump(launch.kernel, t, "na", cache_key(fv, t))
+        if base.ok:
+            for label, pv in pointer_variants(fv):
+                out = launch_outcome(pv, t, directory)
+                rep.seen(cache_key(pv, t), out)
+                outs[label] = (_judged(pv, t, out, declared), pv, out)
+                if outs[label][0] == "na":
+                    rep.bump(launch.kernel, t, "na", cache_key(pv, t))
+        tried.append((changes, outs))
+    found: list[tuple[Finding, str]] = []
+    values = list(dict.fromkeys(kv for changes, _ in tried for kv in changes))
+    for kv in values:
+        if (kv[0], constexpr_text(kv[1])) in launched:
+            continue
+        holding = [outs for changes, outs in tried if kv in changes]
+        labels = list(dict.fromkeys(label for outs in holding for label in outs))
+        for label in labels:
+            if not all(label in outs and outs[label][0] == "failed" for outs in holding):
+                continue
+            _, v, out = holding[0][label]
+            if (v.signature, v.constexprs) in judged:
+                continue
+            changed = tuple((k, x) for k, x in v.constexprs if (k, x) not in launch.constexprs)
+            found.append((Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test,
+                                  flag=flag_text((kv,)), flags=flag_text(changed)), cache_key(v, t)))
     return found

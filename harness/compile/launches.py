@@ -59,6 +59,10 @@ __all__ = [
     "scale_pointers",
     "state",
     "variants",
+    "code_flags",
+    "flag_text",
+    "flag_variants",
+    "pointer_variants",
 ]
 
 #: The tag of capture's launch wrapper in the patch layer (:mod:`harness.interp.patch`).
@@ -458,6 +462,78 @@ def variants(launch: Launch) -> list[tuple[str, Launch]]:
     return out
 
 
+#: How many "together" combinations :func:`flag_variants` adds at most (one per alternative of the dtype flag with
+#: the most alternatives, every bool flag flipped in each).
+MAX_TOGETHER = 3
+
+
+def code_flags(launch: Launch) -> dict[str, list[Any]]:
+    """The launch's code-selecting constexprs, each with the values this launch did not use: a ``bool`` or 0/1
+    integer flag (the other value) and a ``tl.dtype`` constexpr that no pointer argument's type decides, over
+    the types of its kind (fp16/bf16/fp32, or the NVIDIA FP8 formats). Constexprs an autotune config set are
+    the config's, not a launcher's: left out."""
+    sig_types = {v.lstrip("*") for _, v in launch.signature}
+    out: dict[str, list[Any]] = {}
+    for k, v in launch.constexprs:
+        if k in launch.pinned:
+            continue
+        if isinstance(v, bool):
+            out[k] = [not v]
+        elif isinstance(v, int) and v in (0, 1):
+            out[k] = [1 - v]
+        elif (t := _dtype_type(v)) is not None and t not in sig_types:
+            kinds = FP8_WIDEN if t in FP8_WIDEN else WIDEN_DTYPES
+            out[k] = [_tl_dtype(d) for d in kinds if d != t]
+    return out
+
+
+def flag_variants(launch: Launch) -> list[tuple[tuple[tuple[str, Any], ...], Launch]]:
+    """Launches a launcher could make on another GPU: the launch with its :func:`code_flags` set to the values it
+    did not use, each flag alone (every other value of it), then all flags together (every bool flag flipped,
+    each dtype flag at its 1st, 2nd... other value, at most :data:`MAX_TOGETHER` of these). Each comes with its
+    changes, in the launch's constexpr order. Why bounded so: a flag's branch is usually guarded by that flag
+    alone, or by flags a launcher sets together from one device check (``E4B15`` with ``FP8=e4b15``); the
+    full product grows as 2^n."""
+    flags = code_flags(launch)
+    if not flags:
+        return []
+    combos: list[dict[str, Any]] = [{k: v} for k, vs in flags.items() for v in vs]
+    if len(flags) > 1:
+        width = min(MAX_TOGETHER, max(len(vs) for vs in flags.values()))
+        combos += [{k: vs[min(i, len(vs) - 1)] for k, vs in flags.items()} for i in range(width)]
+    out: list[tuple[tuple[tuple[str, Any], ...], Launch]] = []
+    seen: set[Any] = set()
+    for c in combos:
+        v = launch.with_types({}, c)
+        if v.constexprs in seen:
+            continue
+        seen.add(v.constexprs)
+        out.append((tuple((k, c[k]) for k, _ in launch.constexprs if k in c), v))
+    return out
+
+
+def pointer_variants(launch: Launch) -> list[tuple[str, Launch]]:
+    """The floating-point tensor arguments of ``launch`` in the other source dtypes, for a :func:`flag_variants`
+    launch: the one pointer alone (``key_ptr=bf16``), or all of them together (``all=bf16``) when there are
+    several (each alone is what :func:`variants` does for the launch as run; here it would multiply the flag
+    combinations). Pointers that reach an atomic keep their type."""
+    atomic = atomic_pointers(launch.fn) if launch.fn is not None else frozenset()
+    floats = [p for p in launch.float_pointers() if p not in atomic]
+    if not floats:
+        return []
+    sig = launch.sig
+    if len(floats) == 1:
+        (p,) = floats
+        return [(f"{p}={d}", launch.with_types({p: "*" + d})) for d in WIDEN_DTYPES if sig[p] != "*" + d]
+    return [(f"all={d}", launch.with_types({p: "*" + d for p in floats})) for d in WIDEN_DTYPES
+            if any(sig[p] != "*" + d for p in floats)]
+
+
+def flag_text(changes: tuple[tuple[str, Any], ...]) -> str:
+    """``E4B15=1, FP8=tl.float8e4b15``: a flag combination as a user would write the constexprs."""
+    return ", ".join(f"{k}={int(v) if isinstance(v, bool) else constexpr_text(v)}" for k, v in changes)
+
+
 # --- capture and declarations: per session -----------------------------------------------------------------
 
 #: The name of the session section that holds a session's :class:`CaptureState` (and capture's report).
@@ -479,6 +555,15 @@ class Declarations:
     def __init__(self) -> None:
         self._items: list[_Declared] = []
         self._skips: list[tuple[str, tuple[str, ...], str]] = []
+        self.min_target: str | None = None  # the project's lowest supported CUDA target (harness_min_target)
+        self.below_min: dict[tuple[str, str], str] = {}  # (kernel, target) -> a failure reported, not failed
+
+    def set_min_target(self, target: str) -> None:
+        """Failures on CUDA targets below ``target`` are reported, not failed: the project does not support them."""
+        t = parse_targets([target])[0]
+        if t.backend != "cuda" or t.cc is None:
+            raise ValueError(f"{target!r}: expected a CUDA target such as sm80")
+        self.min_target = t.name
 
     def add(self, kernel: str, targets: tuple[str, ...], match: str, reason: str) -> None:
         self._items.append(_Declared(kernel, targets, re.compile(match), reason))
@@ -505,6 +590,11 @@ class Declarations:
         for d in self._items:
             if d.kernel in names and (not d.targets or target in d.targets) and d.match.search(error_line):
                 return d.reason
+        if self.min_target is not None:
+            t, low = parse_targets([target])[0], parse_targets([self.min_target])[0]
+            if t.backend == "cuda" and t.cc is not None and t.cc < (low.cc or 0):
+                self.below_min.setdefault((launch.kernel, t.name), error_line)
+                return f"below the project's lowest target {self.min_target} (harness_min_target)"
         return None
 
 

@@ -112,6 +112,10 @@ class Finding:
     error: str
     kind: str
     test: str = ""
+    #: For a branch the launch as run did not take (:func:`harness.compile.launches.flag_variants`): the flag value
+    #: (``FP8=tl.float8e4b15``) and the whole combination that failed (``E4B15=1, FP8=tl.float8e4b15``).
+    flag: str = ""
+    flags: str = ""
 
 
 def group(findings: Iterable[Finding]) -> list[tuple[Finding, list[str]]]:
@@ -119,7 +123,7 @@ def group(findings: Iterable[Finding]) -> list[tuple[Finding, list[str]]]:
     same bug on seven targets is one thing to fix."""
     out: dict[tuple[str, ...], tuple[Finding, list[str]]] = {}
     for f in findings:
-        k = (f.kernel, f.variant, f.signature, f.error, f.kind, f.test)
+        k = (f.kernel, f.variant, f.signature, f.error, f.kind, f.test, f.flag, f.flags)
         if k in out:
             out[k][1].append(f.target)
         else:
@@ -129,6 +133,13 @@ def group(findings: Iterable[Finding]) -> list[tuple[Finding, list[str]]]:
 
 def format_finding(f: Finding, targets: list[str]) -> str:
     """One bug: kernel, targets, what failed, the signature to reproduce it with, the compiler's line."""
+    if f.flag:
+        what = f"`{f.flag}`: a value this run did not launch; a launcher may choose it on another GPU"
+        tried = f"{f.flags}" + (f", {f.variant}" if f.variant else "")
+        return (f"{f.kernel} @ {','.join(targets)}: {what}\n    {tried} fails to compile [{f.kind}] (and no "
+                f"setting tried of the other code-selecting constexprs compiles it)\n"
+                f"    signature: {f.signature}\n    error: {f.error}"
+                + (f"\n    launched by: {f.test}" if f.test else ""))
     what = f"variant {f.variant} (the launch as run compiles)" if f.variant else "the launch as run"
     return (f"{f.kernel} @ {','.join(targets)}: {what} fails to compile [{f.kind}]\n"
             f"    signature: {f.signature}\n    error: {f.error}"
@@ -137,9 +148,18 @@ def format_finding(f: Finding, targets: list[str]) -> str:
 
 def format_capture_failure(findings: Sequence[Finding], targets: Iterable[str]) -> str:
     """What fails the launching test: a count, then each bug once (:func:`group`)."""
-    lines = [f"{len(findings)} compile failure(s) in kernels this test launched "
-             f"(harness launch capture; targets {','.join(targets)}):"]
-    lines += [format_finding(f, ts) for f, ts in group(findings)]
+    run = [x for x in findings if not x.flag]
+    other = [x for x in findings if x.flag]
+    lines = []
+    if run:
+        lines += [f"{len(run)} compile failure(s) in kernels this test launched "
+                  f"(harness launch capture; targets {','.join(targets)}):"]
+        lines += [format_finding(f, ts) for f, ts in group(run)]
+    if other:
+        lines += [f"{len(other)} compile failure(s) in branches of kernels this test launched that it did not "
+                  f"launch (a launcher may choose them on another GPU; harness launch capture; targets "
+                  f"{','.join(targets)}):"]
+        lines += [format_finding(f, ts) for f, ts in group(other)]
     return "\n".join(lines)
 
 
@@ -160,11 +180,14 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
         c = cells.get((k, t))
         if c is None:
             return "-"
+        na = " +n/a" if c.get("na") else ""
         if c["failed"]:
-            return f"FAIL {c['failed']}"
+            return f"FAIL {c['failed']}" + (f" +{c['branch']}br" if c.get("branch") else "") + na
+        if c.get("branch"):
+            return f"BRANCH {c['branch']}" + na
         if c["ok"]:
-            return "ok" + ("*" if c["expected"] else "") + _lowering(c)
-        return "expected"
+            return "ok" + ("*" if c["expected"] else "") + _lowering(c) + na
+        return "expected" + na
 
     names = [k.rsplit(".", 2)[-2] + "." + k.rsplit(".", 1)[-1] if k.count(".") else k for k in kernels]
     w0 = max(len("kernel"), *(len(n) for n in names))
@@ -179,7 +202,11 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
 #: What the cells of :func:`render_matrix` mean (printed under the matrix).
 MATRIX_LEGEND = ("ok: every compile for the target succeeded; ok*: the launches compile, some variants were refused "
                  "as the arch model predicts (e4nv below sm89) or as declared (expect_compile_failure); expected: "
-                 "the launch itself is such a refusal; FAIL n: n findings; -: not compiled for the target")
+                 "the launch itself is such a refusal; FAIL n: n findings; BRANCH n (or FAIL n +nbr): n findings "
+                 "in branches the run did not launch (other values of its flags and dtype constexprs); -: not "
+                 "compiled for the target; +n/a: some made-up variants (widened dtypes, flipped flags) fail in the "
+                 "kernel's own guard (tl.static_assert) or an op's type rules (fp32-only math, mismatched tl.dot "
+                 "operands): launches nobody can make, never a failure")
 
 
 #: What a lowering after ``ok`` means (printed under the legend when a cell has one).

@@ -33,7 +33,7 @@ from harness.arch import interpreting
 from harness.compile import autotune, cache
 from harness.compile.disk_cache import cache_dir, representative
 from harness.compile.findings import Report, check
-from harness.compile.launches import SECTION, Captured, CaptureState, Launch
+from harness.compile.launches import SECTION, Captured, CaptureState, Launch, code_flags, constexpr_text
 from harness.compile.message import (
     LOWERING_LEGEND,
     MATRIX_LEGEND,
@@ -59,6 +59,7 @@ _MARKER = (
 
 
 _INI = "harness_compile_launches"
+_MIN_INI = "harness_min_target"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -101,6 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="GPU lane: write every kernel specialization Triton compiled (or read from its cache) in this run to "
              "PATH, the manifest `python -m harness compile --warm PATH` compiles ahead of the next run",
     )
+    parser.addini(_MIN_INI, type="string", default="",
+                  help="launch capture: the lowest CUDA target the project supports (e.g. sm80); compile failures "
+                       "on targets below it are reported in the summary, not failed")
     parser.addini(_INI, type="bool", default=False,
                   help="compile every interpreted kernel launch for the compile-matrix targets (see "
                        "--harness-compile-launches)")
@@ -288,6 +292,9 @@ class _Capture:
         self.done: dict[Any, set[str]] = {}  # configuration (or launch) -> targets compiled for it
         self.base_keys: set[Any] = set()  # configurations some test launched as run (not only in a replay)
         self.not_replayed: dict[str, str] = {}
+        # launcher or kernel -> why its replays could not steer it: its other branches come from flag variants
+        self.unsteered: dict[str, str] = {}
+        self.never_asked: set[str] = set()  # kernels with flags whose launch followed no device query
         self.report_ = Report()
         self.seconds = 0.0
         self.worker_reports: list[dict[str, Any]] = []
@@ -343,6 +350,12 @@ class _Capture:
                 same = [q for q in pending if same_answers(q, transcript)]
                 pending = [q for q in pending if q not in same]
                 targets = (p.target, *(q.target for q in same))
+                if not transcript and not pending and targets == tuple(
+                        x.target for x in (device_personality(t) for t in self.targets) if x is not None):
+                    name = getattr(call.fn, "__qualname__", "?")
+                    self.unsteered[name] = (
+                        "asked torch.cuda about the device in the test, not when replayed as each GPU: it launched "
+                        "the same thing as every target (a memoized device check?)")
                 if error is not None and not got:
                     name = getattr(call.fn, "__qualname__", "?")
                     self.not_replayed[name] = f"as {p.target}: {type(error).__name__}: {error}"[:200]
@@ -355,6 +368,11 @@ class _Capture:
         t0 = time.perf_counter()
         for launch in launches:
             self.base_keys.add(launch if self.all_configs else launch.config_key())
+        if not self.state.queries.asked and self.widen:
+            self.never_asked.update(x.kernel for x in launches if code_flags(x))
+        used: dict[str, set[tuple[str, str]]] = {}  # kernel -> constexpr values some launch of the test used
+        for _, launch in [((), x) for x in launches] + replayed:
+            used.setdefault(launch.kernel, set()).update((k, constexpr_text(v)) for k, v in launch.constexprs)
         for targets, launch in [(self.targets, x) for x in launches] + replayed:
             key = launch if self.all_configs else launch.config_key()
             done = self.done.setdefault(key, set())
@@ -368,13 +386,16 @@ class _Capture:
             # makes it: it is where a host-side arch branch hides its bug.
             wt = None if key not in self.base_keys else self.widen_targets
             findings += check(launch, todo, widen=self.widen, test=item.nodeid, report=self.report_,
-                              widen_targets=wt, declarations=self.state.declarations)
+                              widen_targets=wt, declarations=self.state.declarations,
+                              launched=used.get(launch.kernel, ()))
         self.seconds += time.perf_counter() - t0
         return findings
 
     def to_worker(self) -> dict[str, Any]:
         return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed,
-                "dropped": self.dropped}
+                "dropped": self.dropped, "unsteered": self.unsteered,
+                "never_asked": sorted(self.never_asked),
+                "below_min": [[k, t, line] for (k, t), line in self.state.declarations.below_min.items()]}
 
     def merge(self, data: dict[str, Any]) -> None:
         self.worker_reports.append(data)
@@ -421,6 +442,27 @@ class _Capture:
             not_replayed.update(d.get("not_replayed", {}))
         for k, why in sorted(not_replayed.items()):
             tr.write_line(f"not replayed: {k} {why}")
+        unsteered = dict(self.unsteered)
+        for d in self.worker_reports:
+            unsteered.update(d.get("unsteered", {}))
+        for k, why in sorted(unsteered.items()):
+            tr.write_line(f"not steered by the device: {k} {why}; its kernels' other branches were compiled from "
+                          "the values of their flags and dtype constexprs the run did not launch")
+        never = set(self.never_asked)
+        for d in self.worker_reports:
+            never.update(d.get("never_asked", ()))
+        if never:
+            names = sorted(k.rsplit(".", 1)[-1] for k in never)
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            tr.write_line(f"not steered by the device: {len(names)} kernel(s) with flags or dtype constexprs were "
+                          f"launched by code that never asked torch.cuda about the device (decided at import, or "
+                          f"not device-dependent): {shown}; their other values were compiled as branches instead")
+        below = dict(self.state.declarations.below_min)
+        for d in self.worker_reports:
+            below.update({(k, t): line for k, t, line in d.get("below_min", [])})
+        for (k, t), line in sorted(below.items()):
+            tr.write_line(f"below {_MIN_INI}={self.state.declarations.min_target} (reported, not failed): "
+                          f"{k} @ {t}: {line}")
         dropped = dict(self.dropped)
         for d in self.worker_reports:
             dropped.update(d.get("dropped", {}))
@@ -458,6 +500,12 @@ def _configure_capture(config: pytest.Config) -> None:
         if outside:
             raise pytest.UsageError(f"--harness-widen-targets: {','.join(outside)} not among the capture targets "
                                     f"({','.join(names)})")
+    low = config.getini(_MIN_INI).strip()
+    if low:
+        try:
+            section.declarations.set_min_target(low)
+        except ValueError as e:
+            raise pytest.UsageError(f"ini {_MIN_INI}: {e}") from None
     section.active = _Capture(config, section, names, widen)
     config.pluginmanager.register(section.active, "harness-launch-capture")
     if not raw:  # the defaults: a target this Triton cannot compile for is left out once Triton is imported

@@ -14,7 +14,8 @@ Each shim is a module beside this one:
 - :mod:`harness.interp.lowering`: fp contraction, reductions and scans in the order of the launch's compiled kernel
   (:mod:`harness.lowering`), installed last, on top of the others;
 - :mod:`harness.interp.jit`: the fix for the interpreter's leaked language patch, which would break later AOT
-  compiles, and for Triton 3.6's scalar ``__index__`` under NumPy 2.
+  compiles, for Triton 3.6's scalar ``__index__`` under NumPy 2, for ``tl.core`` builtins a helper calls, and
+  for ``triton.language`` imported before the lane was chosen.
 
 Every shim installs through :mod:`harness.interp.patch`, the one undo layer, and reports what it cannot model
 through :mod:`harness.interp.differences`. The pytest glue is :mod:`harness.interp.plugin`: it installs them into

@@ -1,7 +1,7 @@
 """Triton-interpreter compatibility shims: what lets a kernel decorated under ``TRITON_INTERPRET=1`` be compiled
 for a GPU target in the same process.
 
-Three problems of Triton 3.6–3.9's interpreter, one shim each:
+Four problems of Triton 3.6–3.9's interpreter, one shim each:
 
 - an interpreted kernel is an ``InterpretedFunction``, which ``triton.compile`` does not take: :func:`as_jit`
   rebuilds it (and the ``@triton.jit`` helpers it calls through module globals) as a ``JITFunction``. This
@@ -15,7 +15,12 @@ Three problems of Triton 3.6–3.9's interpreter, one shim each:
   1-element array, which NumPy 2 refuses ("only 0-dimensional arrays can be converted to Python scalars"): a
   ``for k0 in range(0, K, BK)`` over a runtime ``K`` fails. 3.9 squeezes the array first.
   :func:`fix_scalar_index` does what 3.9 does, per launch, in the scope Triton restores; the plugin applies it
-  on the interpreter lane for the session as it does the leak fix.
+  on the interpreter lane for the session as it does the leak fix;
+- the interpreter swaps in its builtins on the modules a kernel's globals hold, ``triton.language`` and
+  ``triton.language.core``, so a helper reaching a builtin as ``tl.core.sub(..., sanitize_overflow=False)``
+  (triton_kernels' MXFP4 downcast) gets the compiler's, which raises "Did you forget to add @triton.jit ?".
+  The raw interpreter runs it only after some device call leaked a patched ``tl.core`` (what the leak fix
+  undoes). :func:`fix_core_builtins` patches ``tl.core``'s builtins in the same scope whenever ``tl``'s are.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from typing import Any
 
 from harness.interp.patch import Patch, installed
 
-__all__ = ["as_jit", "fix_interpreter_leak", "fix_scalar_index", "SQUEEZES_SCALAR_INDEX", "LEAK_TAG", "INDEX_TAG",
-           "language_patched", "jit_class", "interpreted_class"]
+__all__ = ["as_jit", "fix_core_builtins", "fix_interpreter_leak", "fix_scalar_index", "SQUEEZES_SCALAR_INDEX",
+           "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "LANGUAGE_TAG", "interpret_language", "language_patched", "jit_class",
+           "interpreted_class"]
 
 
 def jit_class() -> Any:
@@ -52,6 +58,7 @@ def interpreted_class() -> Any:
 #: The tags of the two fixes' records in the patch layer (:mod:`harness.interp.patch`).
 LEAK_TAG = "jit.leak"
 INDEX_TAG = "jit.scalar_index"
+CORE_TAG = "jit.core_builtins"
 
 
 def fix_interpreter_leak(patch: Patch) -> bool:
@@ -71,8 +78,7 @@ def fix_interpreter_leak(patch: Patch) -> bool:
         return False
     cls = itp.InterpretedFunction
     orig = cls.__call__
-    scope_of = getattr(itp, "_patch_lang", None)
-    if installed(cls, "__call__", LEAK_TAG) or scope_of is None:
+    if installed(cls, "__call__", LEAK_TAG) or getattr(itp, "_patch_lang", None) is None:
         return False
     try:
         body = inspect.getsource(orig)
@@ -82,7 +88,7 @@ def fix_interpreter_leak(patch: Patch) -> bool:
         return False  # a Triton whose device call looks different: leave it alone
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        scope = scope_of(self.fn)
+        scope = itp._patch_lang(self.fn)  # looked up per call: fix_core_builtins may wrap it
         try:
             return self.rewrite()(*args, **kwargs)
         except Exception as e:
@@ -94,6 +100,85 @@ def fix_interpreter_leak(patch: Patch) -> bool:
 
     patch.setattr(cls, "__call__", __call__, tag=LEAK_TAG)
     return True
+
+
+# --- tl.core's builtins reached through tl -------------------------------------------------------------------
+
+
+def fix_core_builtins(patch: Patch) -> bool:
+    """Make the interpreter patch ``triton.language.core``'s builtins whenever it patches ``triton.language``'s,
+    in the same scope (restored with it), through ``patch`` (see the module docstring).
+
+    ``False`` when nothing was patched: the fix is in place (an outer session's), or this Triton's patching
+    looks different (it is then left alone)."""
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return False
+    orig = getattr(itp, "_patch_lang", None)
+    patch_attr = getattr(itp, "_patch_attr", None)
+    builder = getattr(itp, "interpreter_builder", None)
+    if orig is None or patch_attr is None or builder is None or installed(itp, "_patch_lang", CORE_TAG):
+        return False
+    try:
+        params = list(inspect.signature(patch_attr).parameters)
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+    if params != ["obj", "name", "member", "builder", "scope"]:
+        return False
+    # Triton's code generator keys its compile-time functions by identity in a dict built when it is first
+    # imported (tl.core.static_assert among them): imported now, it keeps the real ones, not a launch's patch.
+    import triton.compiler.code_generator  # noqa: F401
+    # the compile-time ones are left alone: the interpreter handles them itself (static_assert, static_print)
+    names = [n for n, m in inspect.getmembers(tl.core) if tl.core.is_builtin(m) and not n.startswith("static_")]
+
+    def _patch_lang(fn: Any) -> Any:
+        scope = orig(fn)
+        g = fn.__globals__
+        if not any(v is tl.core for v in g.values()) and any(v is tl for v in g.values()):
+            for n in names:
+                patch_attr(tl.core, n, getattr(tl.core, n), builder, scope)
+        return scope
+
+    patch.setattr(itp, "_patch_lang", _patch_lang, tag=CORE_TAG)
+    return True
+
+
+# --- triton.language imported before the interpreter lane --------------------------------------------------
+
+#: The tag of :func:`interpret_language`'s records in the patch layer.
+LANGUAGE_TAG = "jit.language"
+
+
+def interpret_language(patch: Patch) -> list[str]:
+    """Make ``triton.language``'s own ``@jit`` functions (``tl.max``, ``tl.sum``, ``tl.zeros_like``...)
+    interpreted, through ``patch``, when the modules were imported before ``TRITON_INTERPRET`` was set (a
+    ``conftest.py`` that imports ``triton.language`` at the top: pytest imports it before the plugin chooses the
+    lane). Triton decides ``JITFunction`` or ``InterpretedFunction`` when ``@jit`` runs, so those are compiler
+    functions, and an interpreted kernel calling one fails with "Cannot call @triton.jit'd outside of the scope
+    of a kernel". Each is replaced, in every ``triton.language`` module that holds it, by an
+    ``InterpretedFunction`` of the same Python function, as ``TRITON_INTERPRET=1`` set before the import makes.
+    The names replaced (empty when the modules were imported under the interpreter)."""
+    import sys
+
+    JIT, interp = jit_class(), interpreted_class()
+    if interp == ():  # pragma: no cover - every supported triton has it
+        return []
+    made: dict[int, Any] = {}
+    names: list[str] = []
+    for mod_name, mod in sorted(sys.modules.items()):
+        if not (mod_name == "triton.language" or mod_name.startswith("triton.language.")) or mod is None:
+            continue
+        for name, obj in list(vars(mod).items()):
+            if type(obj) is not JIT:
+                continue
+            new = made.get(id(obj))
+            if new is None:
+                new = made[id(obj)] = interp(obj.fn)
+                names.append(f"{mod_name}.{name}")
+            patch.setattr(mod, name, new, tag=LANGUAGE_TAG)
+    return names
 
 
 # --- Triton 3.6's scalar __index__ under NumPy 2 -------------------------------------------------------------

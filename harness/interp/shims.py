@@ -13,7 +13,7 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
             lowering: bool = True) -> None:
     """Install, through ``patch``, the shims of a session judged as ``arch`` (``None``: sm90): FP8 casts (or,
     with ``casts=False``, the interpreter's own even under an outer session's), bf16 arithmetic and the
-    warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; and the two
+    warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; and the three
     interpreter fixes of :mod:`harness.interp.jit`; last, with ``arith`` and ``lowering``, fp contraction,
     reductions and scans as the target's compiled kernel computes them (:mod:`harness.interp.lowering`, on top of
     the others)."""
@@ -34,6 +34,7 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
         approx_math.install(patch)
     dots.install(patch, target)
     scaled_dots.install(patch, target)
+    jit.fix_core_builtins(patch)  # tl.core.sub(..., sanitize_overflow=False) in a helper
     jit.fix_interpreter_leak(patch)
     jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
     if arith and lowering and lowering_shim.applies_to(parse_arch(arch) if arch is not None else target):

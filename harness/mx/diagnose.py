@@ -10,7 +10,8 @@ FP8 conventions (:func:`fp8_conventions`): ``harness.fp8.encode`` per NVIDIA tar
 inf for e5m2), the same through ml_dtypes when it is installed (a test dependency), and RZ (truncation, saturating).
 Microscaled elements (:func:`element_conventions`, given the block scales the kernel chose): ``harness.mx.encode``
 satfinite RNE, ml_dtypes' RNE (saturate=False), RZ, and for NVFP4 the fp32 reciprocal product instead of the exact
-quotient. Scales (:func:`scale_conventions`): the e8m0 rules floor/ceil/even/rceil; NVFP4's ue4m3 scale as
+quotient. Scales (:func:`scale_conventions`): the e8m0 rules floor/ceil/even/rceil and older triton_kernels'
+``amax / 6`` with its exponent floored (``ROUND_DOWN``); NVFP4's ue4m3 scale as
 ``amax / 6 / g`` (torchao's order), ``amax / (6 g)`` and ``amax * (1 / (6 g))``.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from harness.mx.formats import RZ, e8m0_scale, encode
+from harness.mx.formats import RZ, e8m0_scale, encode, get_mx_format
 from harness.names import NAMES
 
 __all__ = ["Match", "describe", "diagnose_fp8", "element_conventions", "fp8_conventions", "fp8_policy_msg", "match",
@@ -84,8 +85,12 @@ def scale_conventions(amax: torch.Tensor, scheme: Any, global_scale: torch.Tenso
                       ) -> dict[str, Callable[[], torch.Tensor]]:
     """Label -> thunk for the block-scale codes of blocks of absolute maximum ``amax`` under ``scheme``."""
     if scheme.scale == "e8m0":
-        return {f"e8m0 rule {r!r}": (lambda r=r: e8m0_scale(amax, scheme.elem, r))
-                for r in ("floor", "ceil", "even", "rceil")}
+        out = {f"e8m0 rule {r!r}": (lambda r=r: e8m0_scale(amax, scheme.elem, r))
+               for r in ("floor", "ceil", "even", "rceil")}
+        top = get_mx_format(scheme.elem).max_finite
+        out[f"e8m0 of amax / {top:g} with its exponent floored (older triton_kernels' ROUND_DOWN)"] = (
+            lambda: _exponent_of_quotient(amax, top))
+        return out
     g = torch.as_tensor(global_scale if global_scale is not None else 1.0, dtype=torch.float32)
     a = amax.float()
     return {
@@ -93,6 +98,17 @@ def scale_conventions(amax: torch.Tensor, scheme: Any, global_scale: torch.Tenso
         "ue4m3 of amax / (6 * g)": lambda: encode(a / (6.0 * g), "ue4m3"),
         "ue4m3 of amax * fp32(1 / (6 * g))": lambda: encode(a * (1.0 / (6.0 * g)), "ue4m3"),
     }
+
+
+def _exponent_of_quotient(amax: torch.Tensor, top: float) -> torch.Tensor:
+    """triton_kernels' ``DequantScaleRoundingMode.ROUND_DOWN``: the exponent field of the fp32 quotient
+    ``amax / top`` (``bits & 0x7F800000``), i.e. 2^floor(log2(amax / 6)) for e2m1, where OCP's floor rule is
+    2^(floor(log2 amax) - 2). The quotient is divided as the kernel's ``max_val / 6.0`` is on the GPU
+    (``div.full.f32``, :func:`harness.interp.approx_math.div_full`)."""
+    from harness.interp.approx_math import div_full
+
+    q = div_full(amax.float().abs(), torch.full_like(amax, top, dtype=torch.float32))
+    return ((q.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

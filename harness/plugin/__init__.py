@@ -220,6 +220,10 @@ def pytest_configure(config: pytest.Config) -> None:
         s.patch.setenv("TRITON_INTERPRET", "1", tag="lane")
         if not nested:
             _refuse_early_kernels()
+            if "triton.language" in sys.modules:  # imported early (a conftest.py's top): its own @jit helpers
+                from harness.interp.jit import interpret_language
+
+                interpret_language(s.patch)
     if not nested and config.pluginmanager.has_plugin("pytester"):
         _hold_extensions()  # after the lane's TRITON_INTERPRET: Triton's own @jit helpers are decorated on import
     override = config.getoption("harness_arch")

@@ -95,9 +95,13 @@ def test_fixed_store_is_clean(pytester, monkeypatch, tmp_path):
     # ok*: the FMT=e4nv output-format variant is refused below sm89, as the arch model predicts
     assert _matrix_row(result, "store_fixed") == ["ok*"] * 3 + ["ok"] * (len(DEFAULT_TARGETS) - 3)
     result.stdout.fnmatch_lines(["ok: every compile for the target succeeded; ok*: *"])
-    # launch + 2 source variants (x bf16, fp32) + 2 output formats (FMT e4nv, e5m2) per target, the second run
-    # reads every one back from disk
-    n = 5 * len(DEFAULT_TARGETS)
+    # launch + 2 source variants (x bf16, fp32) + 2 output formats (FMT e4nv, e5m2) per target; the output
+    # formats are also branches (FMT a flag), each compiled with x bf16 and fp32 where it compiles itself (the
+    # arch model says where); the second run reads every one back from disk
+    from harness.arch import supports_format
+
+    branches = sum(2 for t in DEFAULT_TARGETS for f in ("e4nv", "e5m2") if supports_format(t, f)[0])
+    n = 5 * len(DEFAULT_TARGETS) + branches
     result.stdout.fnmatch_lines([f"{n} distinct compiles: {n} compiled, 0 read from the disk cache (*) in *s "
                                  "(widened on every target)"])
     again = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
@@ -179,8 +183,9 @@ def test_widen_targets_bound_the_variants(pytester, monkeypatch, tmp_path):
                   "--harness-widen-targets=sm90")
     result.assert_outcomes(failed=1)
     assert _matrix_row(result, "store_prefix") == ["ok", "FAIL 1"]
-    # sm80: the launch; sm90: the launch, x bf16, x fp32, FMT e4nv, FMT e5m2
-    result.stdout.fnmatch_lines(["6 distinct compiles: 6 compiled, 0 read from the disk cache (*) in *s "
+    # sm80: the launch; sm90: the launch, x bf16, x fp32, FMT e4nv, FMT e5m2, and the branches FMT e4nv and e5m2
+    # with x bf16 and fp32
+    result.stdout.fnmatch_lines(["10 distinct compiles: 10 compiled, 0 read from the disk cache (*) in *s "
                                  "(widened on sm90)",
                                  "*fp8_store.store_prefix @ sm90: variant x_ptr=bf16*"])
 
@@ -202,8 +207,9 @@ def test_launches_are_deduplicated_by_configuration(pytester, monkeypatch, tmp_p
     result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90")
     result.assert_outcomes(passed=1)
     # two configurations (FMT e4b15, e5m2) x (launch, x bf16, x fp32), plus FMT=e4nv once: the e4b15 launch's
-    # FMT=e5m2 variant is the e5m2 launch itself
-    result.stdout.fnmatch_lines(["7 distinct compiles: 7 compiled, 0 read from the disk cache (*) in *s "
+    # FMT=e5m2 variant is the e5m2 launch itself; and the branch FMT=e4nv with x bf16 and fp32 (the other
+    # branches are the two configurations)
+    result.stdout.fnmatch_lines(["9 distinct compiles: 9 compiled, 0 read from the disk cache (*) in *s "
                                  "(widened on every target)"])
 
 
@@ -394,5 +400,6 @@ def test_skipped_targets_are_never_compiled(pytester, monkeypatch, tmp_path):
                   "--harness-widen-targets=sm90")
     result.assert_outcomes(passed=1)
     assert _matrix_row(result, "store_fixed") == ["-", "ok", "ok"]
-    # sm80: the launch; sm90: the launch and its 4 variants (x bf16, fp32; FMT e4nv, e5m2); sm75: nothing
-    result.stdout.fnmatch_lines(["6 distinct compiles: 6 compiled, *"])
+    # sm80: the launch; sm90: the launch and its 4 variants (x bf16, fp32; FMT e4nv, e5m2), the branches FMT e4nv
+    # and e5m2 with x bf16 and fp32; sm75: nothing
+    result.stdout.fnmatch_lines(["10 distinct compiles: 10 compiled, *"])

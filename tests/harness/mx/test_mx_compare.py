@@ -276,3 +276,21 @@ def test_fp8_diagnosis_names_rz_truncation():
     assert not torch.equal(rz, want)
     line = diagnose_fp8(x, rz, want, "e4nv")
     assert line.startswith("actual matches RZ (truncation, saturating); expected matches harness.fp8.encode"), line
+
+
+def test_the_diagnosis_names_triton_kernels_amax_over_max_floor_scale_rule():
+    """Older triton_kernels MX downcasts (DequantScaleRoundingMode.ROUND_DOWN) take the e8m0 scale as the
+    exponent field of fp32(amax / 6) for e2m1: 2^floor(log2(amax / 6)), not OCP's 2^(floor(log2 amax) - 2). A
+    kernel doing so was reported as matching "no known convention"."""
+    from harness.mx.diagnose import describe, scale_conventions
+    from harness.mx.formats import e8m0_scale
+
+    amax = torch.tensor([5.0, 0.3, 7.5, 100.0, 3.9, 6.0, 1e-3, 48.0])
+    # triton_kernels: dequant_scale = max_val / 6.0; exponent = bits(dequant_scale) & 0x7F800000
+    kernel = ((amax / 6.0).view(torch.int32) >> 23 & 0xFF).to(torch.uint8)
+    assert kernel[0].item() == 126  # amax 5: 2^-1, where OCP's floor rule gives 2^0 (code 127)
+    ocp = e8m0_scale(amax, "e2m1", "floor")
+    assert not torch.equal(kernel, ocp)
+    line = describe(kernel, ocp, scale_conventions(amax, SCHEMES["mxfp4"]), "block scales")
+    assert line == ("block scales: actual matches e8m0 of amax / 6 with its exponent floored (older triton_kernels' "
+                    "ROUND_DOWN); expected matches e8m0 rule 'floor'")

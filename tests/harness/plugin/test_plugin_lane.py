@@ -211,3 +211,35 @@ def test_compile_matrix_items_are_lane_independent(pytester, monkeypatch, mode, 
     result.assert_outcomes(passed=3 if ran else 1, skipped=0 if ran else 2)
     if not ran:
         result.stdout.fnmatch_lines(["SKIPPED [[]2[]] *lane-independent (covered by the interpreter lane*"])
+
+
+LANGUAGE_CONFTEST = """
+import triton.language as tl  # noqa: F401 - at the top, before the plugin chooses the lane
+"""
+
+REDUCE = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_max(x_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + o)
+    tl.store(x_ptr + o, x + tl.max(x, axis=0))  # tl.max is triton.language's own @jit function
+
+def test_add_max():
+    x = torch.arange(4, dtype=torch.float32)
+    add_max[(1,)](x, BLOCK=4)
+    assert x.tolist() == [3.0, 4.0, 5.0, 6.0]
+"""
+
+
+@pytest.mark.lane_independent  # an interpreter-lane session in a child: no device
+def test_a_conftest_importing_triton_language_at_the_top_works(pytester, monkeypatch):
+    """Without the fix every kernel calling tl.max / tl.sum failed with "Cannot call @triton.jit'd outside of the
+    scope of a kernel": triton.language's own helpers were decorated before TRITON_INTERPRET was set."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makeconftest(LANGUAGE_CONFTEST)
+    pytester.makepyfile(REDUCE)
+    pytester.runpytest_subprocess("--harness-lane=interp", "-p", "no:cacheprovider").assert_outcomes(passed=1)
