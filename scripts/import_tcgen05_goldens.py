@@ -136,10 +136,11 @@ def main() -> None:
         if sc is not None:
             sa[i], sb[i] = sc
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, name=np.array([r[0] for r in rows]), model=np.array([r[1] for r in rows]),
-             k=np.array([r[2] for r in rows], np.int32), a=a, b=b, c=np.array([r[5] for r in rows], np.uint32),
-             sa=sa, sb=sb, scaled=np.array([r[6] is not None for r in rows]),
-             expected=np.array([r[7] for r in rows], np.uint32), source=np.array(SOURCE))
+    np.savez_compressed(out, name=np.array([r[0] for r in rows]), model=np.array([r[1] for r in rows]),
+                        k=np.array([r[2] for r in rows], np.int32), a=a, b=b,
+                        c=np.array([r[5] for r in rows], np.uint32), sa=sa, sb=sb,
+                        scaled=np.array([r[6] is not None for r in rows]),
+                        expected=np.array([r[7] for r in rows], np.uint32), source=np.array(SOURCE))
     print(f"{n} published B200 vectors -> {out}")
 
 
