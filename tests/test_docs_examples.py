@@ -136,7 +136,8 @@ def _env() -> dict[str, str]:
     """The environment a reader's shell would have: no settings of this pytest run (its addopts, the assumed
     arch, shard variables), the checkout importable (the kernels examples use), a fixed terminal width."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "HARNESS_")) or k == "HARNESS_COMPILE_CACHE"}
+           if (not k.startswith(("PYTEST_", "HARNESS_")) or k == "HARNESS_COMPILE_CACHE")
+           and k not in ("CI", "BUILD_NUMBER")}  # pytest stops truncating its summary lines on a CI runner
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env["COLUMNS"] = "80"
     env["PY_COLORS"] = "0"

@@ -68,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
+    __tracebackhide__ = True  # a test's failure is reported as its own, not this wrapper's
     m = _map(item.config)
     if m is None:
         return (yield)

@@ -34,6 +34,7 @@ from harness.arch import Arch, parse_arch
 from harness.fp8 import BF16_EXACT_ATTR
 from harness.interp import differences
 from harness.interp.patch import Patch, installed, lift
+from harness.interp.shims import missing_methods
 
 __all__ = ["install", "suspended", "active", "BF16_EXACT_ATTR", "TAG", "bf16_to_f32", "f32_to_bf16", "f64_to_bf16"]
 
@@ -354,13 +355,9 @@ _REQUIRED = {
 
 
 def _layout_problem(itp: Any, tl: Any) -> str | None:
-    for cls, names in _REQUIRED.items():
-        c = getattr(itp, cls, None)
-        if c is None:
-            return f"no triton.runtime.interpreter.{cls}"
-        missing = [n for n in names if not callable(getattr(c, n, None))]
-        if missing:
-            return f"{cls} lacks {missing}"
+    problem = missing_methods(itp, _REQUIRED)
+    if problem:
+        return problem
     if not hasattr(tl, "bfloat16") or not hasattr(itp, "_interpreter") or not hasattr(itp, "_ir"):
         return "no tl.bfloat16 / interpreter runtime"
     if itp._get_np_dtype(tl.bfloat16) != np.dtype(np.uint16):

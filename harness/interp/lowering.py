@@ -43,6 +43,7 @@ import numpy as np
 from harness.interp import differences
 from harness.interp.patch import Patch, lift
 from harness.interp.patch import installed as patch_installed
+from harness.interp.shims import missing_methods
 
 __all__ = ["MODELLED", "TAG", "applies_to", "install", "installed", "suspended"]
 
@@ -328,14 +329,7 @@ def _sum_combine() -> Any:
 def _problem(itp: Any) -> str | None:
     need = {"InterpretedFunction": ("run",), "InterpreterBuilder": ("create_fmul", "create_fadd", "create_fsub"),
             "ReduceOps": ("apply_impl", "to_tensor"), "ScanOps": ("apply_impl", "to_tensor")}
-    for cls, names in need.items():
-        c = getattr(itp, cls, None)
-        if c is None:
-            return f"no triton.runtime.interpreter.{cls}"
-        missing = [n for n in names if not callable(getattr(c, n, None))]
-        if missing:
-            return f"{cls} lacks {missing}"
-    return None
+    return missing_methods(itp, need)
 
 
 def install(patch: Patch, arch: Any = "sm90") -> bool:

@@ -3,10 +3,25 @@ that runs kernels on the interpreter outside pytest and must compute what the se
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.arch import Arch, parse_arch
 from harness.interp.patch import Patch
 
-__all__ = ["install"]
+__all__ = ["install", "missing_methods"]
+
+
+def missing_methods(itp: Any, need: dict[str, tuple[str, ...]]) -> str | None:
+    """What this Triton's interpreter module ``itp`` lacks of the classes and methods a shim wraps (``need``:
+    class name -> method names), or ``None``: a shim that does not recognize the interpreter patches nothing."""
+    for cls, names in need.items():
+        c = getattr(itp, cls, None)
+        if c is None:
+            return f"no triton.runtime.interpreter.{cls}"
+        missing = [n for n in names if not callable(getattr(c, n, None))]
+        if missing:
+            return f"{cls} lacks {missing}"
+    return None
 
 
 def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith: bool = True,

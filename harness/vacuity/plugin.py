@@ -60,6 +60,7 @@ def _justifier(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True  # a test's failure is reported as its own, not this wrapper's
     st = _state(item.config)
     if st is None:
         return (yield)
