@@ -149,7 +149,8 @@ def test_the_goldens_are_the_published_vectors():
     assert "8fce64d" in str(_Z["source"])
 
 
-def test_the_import_script_writes_the_committed_file(tmp_path):
+def test_the_import_script_writes_the_committed_file(tmp_path, golden):
+    assert golden.external("test_tcgen05_b200/published.npz") == GOLDEN  # the file this module reads itself
     out = tmp_path / "published.npz"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "import_tcgen05_goldens.py"), str(out)], check=True,
                    capture_output=True)
