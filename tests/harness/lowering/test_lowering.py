@@ -100,7 +100,7 @@ def test_bf16_16_wide_sum_layout(compile_sm90):
     """A (64, 16) bf16 block summed along axis 1 on 4 warps: 16 lanes along the row, xor 8, 4, 2, 1, bf16 adds."""
     k = _kernels()
     asm = compile_sm90(k.row_sum, {"x_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32"}, {"N": 16, "BLOCK_M": 64}, 4)
-    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=_kernels().__file__)
     (red,) = facts.reductions
     assert (red.kind, red.axis, red.elem) == ("add", 1, "bf16")
     assert red.bits == AxisBits(16, (), ((0, 1), (1, 2), (2, 4), (3, 8)), (), first_register_on_axis=False)
@@ -132,7 +132,7 @@ def test_fused_sites_layernorm(compile_sm90):
     k = _kernels()
     sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
     asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
-    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=_kernels().__file__)
     src = _source(k)
     var_line = next(i + 1 for i, ln in enumerate(src) if "var = tl.sum(d * d" in ln)
     y_line = next(i + 1 for i, ln in enumerate(src) if "y = (x - mean) * rstd * w + b" in ln)
@@ -153,7 +153,7 @@ def test_affine_fused_and_acc_loop(compile_sm90):
     assert sum(s.count for s in sites_) == fma_mod.ptx_fma_count(asm["ptx"]) == 8
     asm = compile_sm90(k.acc_loop, {"a_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "K": "i32", "N": "i32"},
                        {"BLOCK": 512}, 4)
-    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=_kernels().__file__)
     src = _source(k)
     line = next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc += a * b")
     col = src[line - 1].index("acc")
@@ -278,7 +278,7 @@ def test_16bit_in_thread_packing_matches_ptx(compile_sm90):
     step), Triton 3.6 as 31 scalar bf16 adds."""
     k = _kernels()
     asm = compile_sm90(k.col_sum, {"x_ptr": "*bf16", "y_ptr": "*bf16", "N": "i32"}, {"M": 64, "BLOCK_N": 64}, 4)
-    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=_kernels().__file__)
     (red,) = facts.reductions
     plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
     assert plan.thread_combines() == 31
@@ -359,7 +359,7 @@ def test_aligned_16bit_row_sum_in_thread_adds(compile_sm90, dtype):
     k = _kernels()
     asm = compile_sm90(k.row_sum, {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "M": "i32"},
                        {"N": 1024, "BLOCK_M": 1}, 4, ("x_ptr", "y_ptr"))
-    (red,) = facts_from_asm(asm, _version(), "sm90", 4).reductions
+    (red,) = facts_from_asm(asm, _version(), "sm90", 4, source=_kernels().__file__).reductions
     plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
     ptx = asm["ptx"]
     head = ptx[:ptx.index("shfl.sync.bfly")]
@@ -375,7 +375,7 @@ def test_sum_of_products_fuses_as_the_rule_says(compile_sm90, divisible):
     site from the multiply's."""
     k = _kernels()
     asm = compile_sm90(k.sum_of_squares, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"N": 1024}, 4, divisible)
-    facts = facts_from_asm(asm, _version(), "sm90", 4)
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=_kernels().__file__)
     (red,) = facts.reductions
     assert len(red.bits.registers) == 3
     assert fma_mod.ptx_fma_count(asm["ptx"]) == reduce_order.rule_for(triton.__version__).thread_fma(8)
