@@ -1,11 +1,13 @@
 """Command line:
 ``python -m harness golden regen [--failed] [--changes PATH [--overwrite-changes]] [--] [pytest args...]``,
 ``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness golden repack [DIR]``,
-``python -m harness report merge OUT IN...`` and
-``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` (``-h`` at every level).
+``python -m harness report merge OUT IN...``,
+``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` and
+``python -m harness fuzz [--gpu | --compare DIR] [--seed S] [--count N]`` (``-h`` at every level).
 
 One argparse tree: each feature package declares its subcommand in its ``cli`` module
-(``harness.golden.cli``, ``harness.compile.cli``: ``PARSER_KWARGS``, ``add_arguments``, ``run``; the report's
+(``harness.golden.cli``, ``harness.compile.cli``, ``harness.fuzz.cli``:
+``PARSER_KWARGS``, ``add_arguments``, ``run``; the report's
 in ``harness.report``, beside its writer) and this module mounts them. Parsing is argparse's at every
 level, so an unknown command or option is a usage error (exit 2) naming it, with one exception by design:
 every argument ``golden regen`` does not know is pytest's, passed through in order (see
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 
 from harness import report as report_cli
 from harness.compile import cli as compile_cli
+from harness.fuzz import cli as fuzz_cli
 from harness.golden import cli as golden_cli
 
 PROG = "python -m harness"
@@ -39,6 +42,9 @@ def parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", **report_cli.PARSER_KWARGS)
     report_cli.add_arguments(report)
     report.set_defaults(run=report_cli.run)
+    fuzz = commands.add_parser("fuzz", **fuzz_cli.PARSER_KWARGS)
+    fuzz_cli.add_arguments(fuzz)
+    fuzz.set_defaults(run=fuzz_cli.run)
     return top
 
 

@@ -43,6 +43,8 @@ MODELS: dict[str, str] = {
                   "(harness.interp.arith)",
     "nan_reduce": "max/min/argmax/argmin of an all-NaN slice as the GPU's combine tree gives it "
                   "(harness.interp.arith)",
+    "lowering": "fp multiply-adds contracted into one fma, reductions and scans in the order of the kernel "
+                "compiled for the arch (harness.interp.lowering)",
 }
 
 #: Op classes, as counted in a run's report.
@@ -231,11 +233,14 @@ class _Builder:
             form = rng.choice(["+", "-", "*", "/", "muladd", "fma", "where", "minimum", "maximum", "clamp", "abs",
                                "neg"] + (["exp", "log", "sqrt", "rsqrt"] if dt == "fp32" else []))
         if form in ("+", "-", "*", "&", "|", "^"):
+            if form == "*" and dt != "i32":
+                self.models.add("lowering")  # a product an enclosing add may take: one fma on the GPU
             return f"({sub()} {form} {rhs()})"
         if form == "/":
             self.models.add("approx")  # fp16/bf16 divide in fp32 too (div.full.f32)
             return f"({sub()} / {rhs()})"
         if form == "muladd":
+            self.models.add("lowering")
             return f"({sub()} * {rhs()} + {sub()})"
         if form == "fma":
             return f"tl.fma({sub()}, {sub()}, {sub()})"
@@ -409,6 +414,8 @@ def _reduce(b: _Builder, op_class: str) -> str:
     if op in ("argmax", "argmin", "max_idx", "min_idx") and axis is None:
         axis = 0  # indices need an axis (Triton asserts one)
     kw = f"axis={axis}, keep_dims={keep}"
+    if dt != "i32":
+        b.models.add("lowering")  # the compiled combine order (sums round per add; ties of a user combine)
     if dt != "i32" and op in ("max", "min", "argmax", "argmin", "max_idx", "min_idx"):
         b.models.add("nan_reduce")
     rshape = _reduced_shape(shape, axis, keep)
@@ -421,6 +428,8 @@ def _reduce(b: _Builder, op_class: str) -> str:
     if op == "reduce":
         name = rng.choice([k for k, (_, dts) in _COMBINES.items() if dt in dts])
         _combine(b, name, dt)
+        if name == "absmax":
+            b.models.add("lowering")  # |a| == |b| keeps the left operand: which one that is is the order's
         b.line(f"r = tl.reduce(x, {axis}, combine, keep_dims={keep})")
         _store_shaped(b, "r", dt, rshape)
         return f"reduce_{name}"
@@ -450,9 +459,13 @@ def _scan(b: _Builder, op_class: str) -> str:
     b.line(f"x = tl.broadcast_to({b.expr(dt, leaves, rng.randint(0, 1))}, {_shape_text(shape)})")
     axis = rng.randrange(len(shape))
     reverse = rng.random() < 0.3
+    if dt != "i32":
+        b.models.add("lowering")
     if op == "associative_scan":
         name = rng.choice([k for k, (_, dts) in _COMBINES.items() if dt in dts])
         _combine(b, name, dt)
+        if name == "absmax":
+            b.models.add("lowering")
         b.line(f"r = tl.associative_scan(x, {axis}, combine, reverse={reverse})")
         op = f"scan_{name}"
     else:
