@@ -136,9 +136,10 @@ def compiles(kernel: Any, case: Case) -> tuple[str, bool]:
     return target, compile_launch(launch, target).ok
 
 
-def check(case: Case, directory: str | Path, reproduce: str = "") -> Verdict:
-    """The differential rule for one case (module docstring). ``reproduce``: the command that reruns one seed,
-    printed with a failure (``{seed}`` is replaced)."""
+def check(case: Case, directory: str | Path | None = None, reproduce: str = "") -> Verdict:
+    """The differential rule for one case (module docstring). ``directory``: where the kernel's file is written
+    (:func:`.kernelgen.load_kernel`'s default: the harness cache). ``reproduce``: the command that reruns one
+    seed, printed with a failure (``{seed}`` is replaced)."""
     kernel = kernelgen.load_kernel(case, directory)
     with plain_interpreter():
         plain = run_case(kernel, case)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib.util
 import random
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,11 +117,31 @@ def cases(seed: int, count: int) -> Iterator[Case]:
 
 
 def load_kernel(case: Case, directory: str | Path | None = None) -> Any:
-    """Import the case's kernel from a file (Triton's jit reads the source of what it decorates)."""
-    directory = Path(directory or tempfile.mkdtemp(prefix="kernelgen-"))
-    tag = f"{case.seed}" if case.seed is not None else f"x{abs(hash(case.source)):x}"
+    """Import the case's kernel from a file (Triton's jit reads the source of what it decorates).
+
+    The file is named by the seed and a hash of the source, and by default lives in the harness's cache
+    directory (``kernelgen/`` beside the compile cache): the lowering facts of a launch are cached by its
+    kernel's path, so a rerun of the same seeds finds them instead of compiling every kernel again."""
+    import hashlib
+    import os
+
+    if directory is None:
+        from harness.compile.disk_cache import cache_dir
+
+        directory = cache_dir() / "kernelgen"
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(case.source.encode()).hexdigest()[:16]
+    tag = f"{case.seed}_{digest}" if case.seed is not None else f"x{digest}"
     path = directory / f"kernelgen_{tag}.py"
-    path.write_text(case.source)
+    try:
+        same = path.read_text() == case.source
+    except OSError:
+        same = False
+    if not same:  # written whole, then renamed: a parallel worker never reads half a file
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(case.source)
+        os.replace(tmp, path)
     name = f"_kernelgen_{tag}_{id(case):x}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

@@ -242,6 +242,9 @@ def nvdisasm() -> str | None:
     return path if os.access(path, os.X_OK) else None
 
 
+_CONTRACTIBLE_MUL = re.compile(r"^\s*(?:@!?%p\d+\s+)?mul\.f32\s", re.M)
+
+
 def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> set[tuple[str, int]]:
     """Source lines where ptxas made an ``FFMA`` the PTX does not have: SASS (``nvdisasm -g``) holds an FFMA there,
     the PTX has no ``fma.rn`` there but a contractible ``mul.f32`` and ``add``/``sub.f32`` (no ``.rn``), and no
@@ -251,6 +254,8 @@ def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> s
     e.g. across a loop's back edge (``acc = (acc + p) * 0.75`` unrolled: ``FFMA acc, 0.75, p``; seen on Triton
     3.6.0 and 3.9.0, sm90). Such a kernel's rounding is ptxas's choice per unrolled iteration: the lowering
     model does not reproduce it, so these lines are reported, not modelled. Empty when no ``nvdisasm``."""
+    if not _CONTRACTIBLE_MUL.search(ptx):
+        return set()  # ptxas fuses only a contractible multiply: without one, nothing to disassemble
     tool = tool or nvdisasm()
     if tool is None:
         return set()

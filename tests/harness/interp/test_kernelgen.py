@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,12 +31,12 @@ REPRODUCE = (f"KERNELGEN_SEED={{seed}} KERNELGEN_COUNT=1 KERNELGEN_EXAMPLES=0 TR
              f"pytest --harness-lane=interp {__file__} -s")
 
 
-def _check_many(seeds: range, directory: Path) -> None:
+def _check_many(seeds: range) -> None:
     outcomes: Counter[tuple[str, str]] = Counter()
     failures = []
     for seed in seeds:
         case = kernelgen.generate(seed)
-        v = differential.check(case, directory, REPRODUCE)
+        v = differential.check(case, reproduce=REPRODUCE)
         outcomes[(case.op_class, v.outcome)] += 1
         if v.problem:
             failures.append(v.problem)
@@ -51,16 +50,16 @@ def _check_many(seeds: range, directory: Path) -> None:
 @settings(max_examples=max(EXAMPLES, 1), derandomize=True, database=None,
           deadline=None, suppress_health_check=list(HealthCheck))
 @given(rnd=st.randoms(use_true_random=False))
-def test_generated_kernels_shrink(rnd, tmp_path_factory):
+def test_generated_kernels_shrink(rnd):
     """The same check on kernels drawn by hypothesis: a failure shrinks to the smallest kernel the grammar
     writes for it (hypothesis prints it, and ``@reproduce_failure`` to replay it)."""
     case = kernelgen.draw_case(rnd)
-    v = differential.check(case, tmp_path_factory.getbasetemp(), REPRODUCE)
+    v = differential.check(case, reproduce=REPRODUCE)
     assert v.problem is None, v.problem
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_generated_kernels(chunk, tmp_path):
+def test_generated_kernels(chunk):
     step = -(-COUNT // CHUNKS)
     start = SEED + chunk * step
-    _check_many(range(start, min(start + step, SEED + COUNT)), tmp_path)
+    _check_many(range(start, min(start + step, SEED + COUNT)))
