@@ -8,12 +8,13 @@ Run on a GPU machine with the Triton whose lowering is to be pinned (the image's
 ``--device cpu`` runs the same cases on the Triton interpreter instead (``TRITON_INTERPRET=1``), writing the same
 files: a dry run of this script, and the interpreter's side to diff against the GPU's.
 
-Each ``<pattern>.npz`` holds, for every case ``C`` of ``tests.lowering.kernels.PATTERNS[pattern]``, the inputs
-``C__in__<name>`` and outputs ``C__out__<name>`` as raw bit patterns (``uint16``/``uint32``/``int32``, so NaN
-payloads and signed zeros survive), plus ``cases`` (the case names), ``params`` (JSON per case) and ``meta``
-(JSON: Triton / torch versions, device name, capability, fp fusion setting). No pickle: every array is numeric
-or a unicode string array. The CPU lane reruns the same kernels from ``tests/lowering/kernels.py`` on the
-inputs stored here and compares bit for bit.
+Each ``<pattern>.npz`` (deflated) holds, for every case ``C`` of ``tests.lowering.kernels.PATTERNS[pattern]``,
+the outputs ``C__out__<name>`` as raw bit patterns (``uint16``/``uint32``/``int32``, so NaN payloads and signed
+zeros survive) and ``C__digest``, the sha256 of its inputs (``kernels.input_digest``: the inputs come from a
+fixed-seed CPU generator, drawn again on the CPU lane and checked against it, so they need not be stored), plus
+``cases`` (the case names), ``params`` (JSON per case) and ``meta`` (JSON: Triton / torch versions, device name,
+capability, fp fusion setting). No pickle: every array is numeric or a unicode string array. The CPU lane reruns
+the same kernels from ``tests/lowering/kernels.py`` and compares bit for bit.
 
 Self-contained: imports only torch, triton, numpy and the kernels module of this checkout.
 """
@@ -83,14 +84,13 @@ def main(argv: list[str] | None = None) -> int:
             outs = kernels.launch(pattern, p, inputs, args.device)
             if cuda:
                 torch.cuda.synchronize()
-            for k, v in inputs.items():
-                arrays[f"{case}__in__{k}"] = _bits(v) if isinstance(v, torch.Tensor) else np.asarray(v, np.float64)
+            arrays[f"{case}__digest"] = np.array(kernels.input_digest(inputs))
             for k, v in outs.items():
                 arrays[f"{case}__out__{k}"] = _bits(v)
             names.append(case)
             params.append(json.dumps(p, sort_keys=True))
         path = args.out / f"{pattern}.npz"
-        np.savez(path, cases=np.array(names), params=np.array(params), meta=np.array(json.dumps(meta)), **arrays)
+        np.savez_compressed(path, cases=np.array(names), params=np.array(params), meta=np.array(json.dumps(meta)), **arrays)
         print(f"{path}: {len(names)} cases")
     return 0
 

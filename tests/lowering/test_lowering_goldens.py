@@ -1,7 +1,7 @@
 """The everyday-pattern kernels of issue 38 on the interpreter lane reproduce the GPU's outputs bit for bit.
 
-The goldens are what ``scripts/capture_lowering_goldens.py`` writes on a GPU (inputs and outputs as raw bit
-patterns, one ``.npz`` per pattern): ``golden/lowering/<pattern>.npz`` and, for another Triton version's lowering,
+The goldens are what ``scripts/capture_lowering_goldens.py`` writes on a GPU (outputs as raw bit patterns and
+a digest of the inputs, one ``.npz`` per pattern): ``golden/lowering/<pattern>.npz`` and, for another Triton version's lowering,
 ``golden/lowering/triton<major.minor>/<pattern>.npz``. The file whose capture ran the installed Triton's
 version is the one checked: the compiled order differs between versions (:data:`harness.lowering.reduce_order.
 RULES`), so a golden of another version says nothing about this lane. Without one, the pattern is skipped with
@@ -70,7 +70,7 @@ def test_interpreter_reproduces_the_gpu(golden, pattern):
     differ: list[str] = []
     explained: list[str] = []
     for case in [str(c) for c in z["cases"]]:
-        p, inputs = kernels.inputs_from_golden(z, case)
+        p, inputs = kernels.inputs_from_golden(z, pattern, case)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             outs = kernels.launch(pattern, p, inputs, "cpu")

@@ -37,6 +37,12 @@ def _cfg(dtype):
 PARTS = 8
 
 
+@pytest.mark.vacuity_ok(
+    reason="early causal rows of a short sequence see block 0 alone: in h5-d64-p7-r4-t61 (fp8, part 5) rows 0 and 1 "
+           "hold one finite logit each, 66.8 and 64.6 against S = 216 and 220, 1.0% of S apart, inside the FP8 "
+           "row's rtol 0.017 * S; the S-relative bound cannot tell those two rows apart (found by the H100 lane's "
+           "vacuity check, reproduced on the CPU with the test's seed)",
+    corruptions=["two adjacent rows swapped"])
 @pytest.mark.parametrize("part", range(PARTS), ids=[f"part{i + 1}of{PARTS}" for i in range(PARTS)])
 @pytest.mark.parametrize("dtype", INDEXER_DTYPES)
 def test_logits_error_gpu(dtype, part, rng, device, tolerance, harness_arch):
