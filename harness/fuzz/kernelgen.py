@@ -42,6 +42,7 @@ MODELS: dict[str, str] = {
                   "(harness.interp.arith)",
     "nan_reduce": "max/min/argmax/argmin of an all-NaN slice as the GPU's combine tree gives it "
                   "(harness.interp.arith)",
+    "fp_to_int": "float-to-integer conversions saturated, NaN to 0, as cvt.rzi (harness.interp.arith)",
     "lowering": "fp multiply-adds contracted into one fma, reductions and scans in the order of the kernel "
                 "compiled for the arch (harness.interp.lowering)",
 }
@@ -291,6 +292,8 @@ class _Builder:
             inner, src = f"{inner}.to({_TL[via]})", via
         if "bf16" in (src, dt):
             self.models.add("bf16")
+        if src != "i32" and dt == "i32":
+            self.models.add("fp_to_int")
         if src != "i32" and dt != "i32" and rng.random() < 0.4:  # through FP8 and back
             self.models.add("fp8")
             return f"{inner}.to({_TL[rng.choice(['e4m3', 'e5m2'])]}).to({_TL[dt]})"

@@ -15,7 +15,8 @@ reductions, so that every bf16 value is computed in fp32 (exact for these operan
 with RNE. For ``+ - *`` an fp32 result rounded again to bf16 equals one rounding of the exact value (24 >= 2*8+2
 bits: double rounding is innocuous); ``fma`` is rounded to odd in fp32 first, which makes its second rounding
 exact too. Kernels the GPU runs and the interpreter refuses run here as the GPU runs them (Triton 3.6/3.9 PTX for
-sm90): ``max``/``argmax``/``min``/``argmin`` over an all-NaN slice, fp16 ``atomic_add`` past the largest
+sm90): float-to-integer conversions that saturate and send NaN to 0 (:func:`fp_to_int`, every float type, not only
+bf16), ``max``/``argmax``/``min``/``argmin`` over an all-NaN slice, fp16 ``atomic_add`` past the largest
 finite, fp32 ``atomic_xchg``, an int32 ``tl.sum`` that wraps.
 
 What stays different is reported, never silent, by :mod:`harness.interp.differences`. An interpreter whose
@@ -36,7 +37,8 @@ from harness.interp import differences
 from harness.interp.patch import Patch, installed, lift
 from harness.interp.shims import missing_methods
 
-__all__ = ["install", "suspended", "active", "BF16_EXACT_ATTR", "TAG", "bf16_to_f32", "f32_to_bf16", "f64_to_bf16"]
+__all__ = ["install", "suspended", "active", "BF16_EXACT_ATTR", "TAG", "bf16_to_f32", "f32_to_bf16", "f64_to_bf16",
+           "fp_to_int"]
 
 #: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
 TAG = "arith"
@@ -104,6 +106,27 @@ def _select_zero_sign(op: str, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> n
     else:
         z = np.where(np.signbit(a) | np.signbit(b), np.float32(-0.0), np.float32(0.0))
     return np.where(both_zero, z, r)
+
+
+def fp_to_int(values: np.ndarray, dst: np.dtype) -> np.ndarray:
+    """Float values converted to the integer type ``dst`` as the GPU converts them: toward zero, saturated to the
+    range, NaN to 0 (PTX ``cvt.rzi.{s,u}{16,32,64}.{f32,f16,bf16}``: float-to-integer conversions clamp to the
+    destination range and turn NaN into 0, PTX ISA ``cvt``; NaN to 0 and inf to INT32_MAX measured on an H100
+    by ``python -m harness fuzz --gpu``). An 8-bit result is a 16-bit conversion whose low byte is stored
+    (``cvt.rzi.s16.f32`` then ``st.global.b8``: Triton 3.6.0 and 3.9.0 PTX for sm90, every source type), so it
+    saturates to the 16-bit range and wraps. numpy's cast is undefined out of range and gives INT_MIN for NaN."""
+    dst = np.dtype(dst)
+    info = np.iinfo(dst)
+    wide = np.dtype(np.int16 if info.min < 0 else np.uint16) if info.bits == 8 else dst
+    lo, hi = np.iinfo(wide).min, np.iinfo(wide).max
+    with np.errstate(invalid="ignore"):
+        f = np.asarray(values, dtype=np.float64)
+        t = np.trunc(np.where(np.isnan(f), 0.0, f))
+        over, under = t >= float(hi), t <= float(lo)  # float(hi) rounds up for 64 bits: >= catches 2**63 too
+        big = np.int64 if info.min < 0 else np.uint64
+        out = np.where(over | under, 0.0, t).astype(big)
+    out = np.where(over, big(hi), np.where(under, big(lo), out))
+    return out.astype(wide).astype(dst)
 
 
 def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any]:
@@ -174,6 +197,9 @@ def _make_wrappers(itp: Any, tl: Any, target: Arch) -> dict[tuple[Any, str], Any
         s, d = src.dtype.scalar, dst_type.scalar
         if s == bf16 and d == bf16:
             return TH(src.data, bf16)
+        if s.is_floating() and d.is_int() and not d.is_bool():
+            data = bf16_to_f32(src.data) if s == bf16 else src.data
+            return TH(fp_to_int(data, itp._get_np_dtype(d)), d)
         if s == bf16:  # bf16 -> anything: through its exact fp32 value
             return to_f32_handle(src) if d == tl.float32 else orig_cast(self, to_f32_handle(src), dst_type)
         if d == bf16:

@@ -247,6 +247,27 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
     (e4m3 below sm89), NotImplementedError for a combination no row of :data:`MODELS` covers (fp16 accumulators,
     int8...).
     """
+    return _canonical_nan(_dot(a, b, acc, arch=arch, out_dtype=out_dtype, input_precision=input_precision,
+                               max_num_imprecise_acc=max_num_imprecise_acc, instr=instr))
+
+
+#: The word a tensor-core dot writes for every NaN output, whatever NaNs went in. Measured on an H100 (sm90,
+#: Triton 3.6.0): all 236 generated ``tl.dot`` kernels with NaN outputs (mma.sync tiles of fp16, bf16, tf32,
+#: e4m3 and e5m2 operands, fp32 and ieee chains too) wrote 0x7fffffff, converted to 0x7fff when stored as
+#: fp16/bf16 (``python -m harness fuzz --gpu``, seeds 47000-49999). tcgen05 publishes the same word
+#: (:data:`.tcgen05.NAN_WORD`). wgmma tiles and other archs are given the same word, not measured here.
+NAN_WORD = 0x7FFFFFFF
+
+
+def _canonical_nan(out: torch.Tensor) -> torch.Tensor:
+    nan = torch.isnan(out)
+    if not bool(nan.any()):
+        return out
+    return torch.where(nan, torch.tensor(NAN_WORD, dtype=torch.int32).view(torch.float32), out)
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *, arch: str, out_dtype: torch.dtype,
+         input_precision: str | None, max_num_imprecise_acc: int | None, instr: str) -> torch.Tensor:
     if out_dtype != torch.float32:
         raise NotImplementedError("harness.tensor_cores.dot models fp32 accumulators only")
     if a.dim() not in (2, 3) or b.dim() != a.dim() or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
