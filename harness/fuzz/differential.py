@@ -35,7 +35,7 @@ __all__ = ["MODEL_SHIMS", "Verdict", "bits", "check", "differences", "plain_inte
 MODEL_SHIMS: dict[str, tuple[str, ...]] = {
     "bf16": ("arith",), "nan_reduce": ("arith", "lowering"), "nan_minmax": ("arith",),
     "atomic_f16": ("arith",), "fp8": ("casts",), "approx": ("approx_math",), "dot": ("dots", "scaled_dots"),
-    "lowering": ("lowering",), "fp_to_int": ("arith",),
+    "lowering": ("lowering",), "fp_to_int": ("arith",), "canonical_nan": ("arith",),
 }
 #: Every model shim: lifted together, the interpreter is Triton's own (the jit fixes stay: they only let the
 #: interpreter run what Triton's compiler accepts).

@@ -43,6 +43,8 @@ MODELS: dict[str, str] = {
     "nan_reduce": "max/min/argmax/argmin of an all-NaN slice as the GPU's combine tree gives it "
                   "(harness.interp.arith)",
     "fp_to_int": "float-to-integer conversions saturated, NaN to 0, as cvt.rzi (harness.interp.arith)",
+    "canonical_nan": "a NaN out of fp arithmetic (+ - * / %, fma) is the canonical word, as the GPU writes it "
+                     "(harness.interp.arith)",
     "lowering": "fp multiply-adds contracted into one fma, reductions and scans in the order of the kernel "
                 "compiled for the arch (harness.interp.lowering)",
 }
@@ -252,6 +254,8 @@ class _Builder:
         else:
             form = rng.choice(["+", "-", "*", "/", "muladd", "fma", "where", "minimum", "maximum", "clamp", "abs",
                                "neg"] + (["exp", "log", "sqrt", "rsqrt"] if dt == "fp32" else []))
+        if form in ("+", "-", "*", "/", "muladd", "fma") and dt != "i32":
+            self.models.add("canonical_nan")
         if form in ("+", "-", "*", "&", "|", "^"):
             if form == "*" and dt != "i32":
                 self.models.add("lowering")  # a product an enclosing add may take: one fma on the GPU
@@ -289,6 +293,8 @@ class _Builder:
         inner = f"({self.expr(src, leaves, depth)})"
         if src == dt:
             via = rng.choice([d for d in ("fp32", "fp16", "bf16", "i32") if d != dt])
+            if via == "i32":
+                self.models.add("fp_to_int")
             inner, src = f"{inner}.to({_TL[via]})", via
         if "bf16" in (src, dt):
             self.models.add("bf16")
@@ -470,6 +476,8 @@ def _combine(b: _Builder, name: str, dt: str) -> None:
     b.helpers.append(f"def combine(a, b):\n    {_COMBINES[name][0]}")
     if name in ("max", "min") and dt != "i32":
         b.models.add("nan_minmax")
+    if name in ("add", "mul") and dt != "i32":
+        b.models.add("canonical_nan")
 
 
 def _scan(b: _Builder, op_class: str) -> str:
@@ -577,6 +585,8 @@ def _loop(b: _Builder, op_class: str) -> str:
         if "bf16" in (acc, dt):
             b.models.add("bf16")
     b.line(f"    acc = acc + {step}")
+    if acc != "i32":
+        b.models.add("canonical_nan")
     b.pointer("out_ptr", b.out_buffer(acc, shape), output=True)
     b.line("tl.store(out_ptr + offs, acc)")
     return f"loop_{acc}"

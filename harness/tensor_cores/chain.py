@@ -254,8 +254,9 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None, *, ar
 #: The word a tensor-core dot writes for every NaN output, whatever NaNs went in. Measured on an H100 (sm90,
 #: Triton 3.6.0): all 236 generated ``tl.dot`` kernels with NaN outputs (mma.sync tiles of fp16, bf16, tf32,
 #: e4m3 and e5m2 operands, fp32 and ieee chains too) wrote 0x7fffffff, converted to 0x7fff when stored as
-#: fp16/bf16 (``python -m harness fuzz --gpu``, seeds 47000-49999). tcgen05 publishes the same word
-#: (:data:`.tcgen05.NAN_WORD`). wgmma tiles and other archs are given the same word, not measured here.
+#: fp16/bf16 (``python -m harness fuzz --gpu``, seeds 47000-49999); every NaN of the H200's wgmma tiles in
+#: ``golden/test_dot_h200`` is this word too. tcgen05 publishes it (:data:`.tcgen05.NAN_WORD`). Archs before sm90
+#: are given the same word, not measured here.
 NAN_WORD = 0x7FFFFFFF
 
 
