@@ -78,7 +78,9 @@ def capture(seeds: Iterable[int], out: str | Path, device: str = "cuda",
                 arrays[f"out__{name}"] = _npbits(args[names.index(name)])
             arrays["outcome"] = np.array("ran")
         except Exception as e:  # noqa: BLE001 - a kernel the GPU refuses is an outcome
-            arrays["outcome"] = np.array(f"raised {type(e).__name__}: {str(e)[-300:]}")
+            msg = str(e)  # a CompilationError's reason is at its end, after the source it quotes
+            arrays["outcome"] = np.array(f"raised {type(e).__name__}: "
+                                         f"{msg if len(msg) <= 600 else msg[:200] + ' ... ' + msg[-400:]}")
         np.savez_compressed(out / f"{seed}.npz", **arrays)
         if progress and (i + 1) % 200 == 0:
             progress(f"captured {i + 1} of {len(seeds)} ({time.monotonic() - t0:.0f} s)")
