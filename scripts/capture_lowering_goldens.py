@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             names.append(case)
             params.append(json.dumps(p, sort_keys=True))
         path = args.out / f"{pattern}.npz"
-        np.savez_compressed(path, cases=np.array(names), params=np.array(params), meta=np.array(json.dumps(meta)), **arrays)
+        np.savez_compressed(path, cases=np.array(names), params=np.array(params), meta=np.array(json.dumps(meta)),
+                            **arrays)
         print(f"{path}: {len(names)} cases")
     return 0
 
