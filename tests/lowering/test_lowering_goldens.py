@@ -1,11 +1,11 @@
 """The everyday-pattern kernels of issue 38 on the interpreter lane reproduce the GPU's outputs bit for bit.
 
-The goldens are what ``scripts/capture_lowering_goldens.py`` writes on a GPU (outputs as raw bit patterns and
-a digest of the inputs, one ``.npz`` per pattern): ``golden/lowering/<pattern>.npz`` and, for another Triton
-version's lowering, ``golden/lowering/triton<major.minor>/<pattern>.npz``. The file whose capture ran the
-installed Triton's version is the one checked: the compiled order differs between versions
-(:data:`harness.lowering.reduce_order.RULES`), so a golden of another version says nothing about this lane. Without one, the pattern is skipped with
-the command that captures it.
+The goldens are what ``scripts/capture_lowering_goldens.py`` writes on a GPU (outputs as raw bit patterns and a
+digest of the inputs, one ``.npz`` per pattern): ``golden/lowering/<pattern>.npz`` and, for another Triton version's
+lowering, ``golden/lowering/triton<major.minor>/<pattern>.npz``. The file whose capture ran the installed Triton's
+version is the one checked: the compiled order differs between versions
+(:data:`harness.lowering.reduce_order.RULES`), so a golden of another version says nothing about this lane. Without
+one, the pattern is skipped with the command that captures it.
 
 A case whose outputs differ and whose launch the shims warned about (an op not modelled, with the reason) is an
 expected failure naming the warning; a difference nothing warned about fails.
