@@ -1,8 +1,8 @@
 """``python -m harness mutate [PATH::KERNEL ...] [options] -- [pytest args]``: kernel mutation testing.
 
-The pytest args run once unmutated, recording which test launched which kernel (launch capture); every mutant
-of each named ``@triton.jit`` function (:mod:`harness.mutate.mutations`) then runs, in a child pytest of its own,
-only the tests that launched it. Without a target, every kernel the tests launched is mutated. Exit status: 0
+The pytest args run once unmutated, recording which test launched which kernel (launch capture, so on the
+interpreter: TRITON_INTERPRET=1); every mutant of each named @triton.jit function then runs, in a child pytest of
+its own, only the tests that launched it. Without a target, every kernel the tests launched is mutated. Exit status: 0
 every mutant killed or declared equivalent, 1 a survivor or a mutant that could not be run (or the tests fail
 unmutated), 2 a usage error.
 """
@@ -64,12 +64,13 @@ def _kinds(text: str) -> tuple[str, ...]:
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs", type=_jobs, default=1, help="mutants run at once, one child pytest each (default 1)")
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help="mutants run at once, one child pytest each (default 1)")
     p.add_argument("--kinds", type=_kinds, default=None, metavar="K,...",
                    help=f"only these mutation kinds ({', '.join(KINDS)})")
     p.add_argument("--timeout", type=_seconds, default=None, metavar="S",
                    help="seconds one mutant may run before it counts as killed by timeout (default: 3x the "
-                        "unmutated run of the same tests, at least 60)")
+                        "unmutated record run, at least 60)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the report here (JSON)")
     p.add_argument("--list", action="store_true", help="list the mutants with their diffs; run nothing")
 
@@ -148,6 +149,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{PROG}: the tests do not pass unmutated (pytest exit {code}); mutants need a passing suite:\n"
                   f"{tail}", file=sys.stderr)
             return 1
+        if not launched:
+            print(f"{PROG}: error: no test launched a kernel: launch capture sees interpreted launches only "
+                  f"(TRITON_INTERPRET=1), of the tests the pytest args select", file=sys.stderr)
+            return 2
         targets = args.targets
         if not targets:
             seen = {(f, k.rsplit(".", 1)[-1]) for ks in launched.values() for k, f in ks}
