@@ -10,7 +10,9 @@ mutated line, with the kind and a reason::
 
     x = tl.maximum(x, 0.0)  # harness: equivalent-mutant(min-max): x >= 0 here, both give x
 
-It declares every mutant of that kind whose node starts on that line.
+It declares every mutant of that kind whose node starts on that line; ``min-max@12`` declares only the one at
+column 12 (the column in the mutant's id, ``file:line:col:kind``), for a line with several sites of a kind of
+which only some are equivalent. Several declarations are separated by commas and share the reason.
 """
 
 from __future__ import annotations
@@ -316,6 +318,11 @@ def _edits(fn: ast.FunctionDef, src: _Source, tl: str) -> Iterator[_Edit]:
             yield whole(c.func, f"{src.seg(c.func.value)}.{other}", "ceil-floor")
 
 
+def _declared_kind(text: str) -> bool:
+    kind, at, col = text.partition("@")
+    return kind in KINDS and (not at or col.isdigit())
+
+
 def equivalences(text: str, where: str) -> dict[int, dict[str, str]]:
     """line -> {kind: reason} of the file's in-place equivalent-mutant declarations."""
     out: dict[int, dict[str, str]] = {}
@@ -325,10 +332,10 @@ def equivalences(text: str, where: str) -> dict[int, dict[str, str]]:
             continue
         kinds = [k.strip() for k in m.group(1).split(",") if k.strip()]
         reason = m.group(2).strip()
-        bad = [k for k in kinds if k not in KINDS]
+        bad = [k for k in kinds if not _declared_kind(k)]
         if not kinds or bad:
             raise MutateError(f"{where}:{i}: equivalent-mutant({m.group(1)}): expected kinds among "
-                              f"{', '.join(KINDS)}, got {bad[0] if bad else 'none'!r}")
+                              f"{', '.join(KINDS)} (each optionally @COLUMN), got {bad[0] if bad else 'none'!r}")
         if not reason:
             raise MutateError(f"{where}:{i}: equivalent-mutant({m.group(1)}) needs a reason after the colon")
         for k in kinds:
@@ -360,6 +367,7 @@ def mutants(text: str, path: str, name: str, kinds: Callable[[str], bool] = lamb
         line, col = e.node.lineno, e.node.col_offset  # type: ignore[attr-defined]
         diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), new.splitlines(keepends=True),
                                             f"a/{path}", f"b/{path}", n=0))
-        out.append(Mutant(path, name, line, col, e.kind, diff, new, declared.get(line, {}).get(e.kind)))
+        here = declared.get(line, {})
+        out.append(Mutant(path, name, line, col, e.kind, diff, new, here.get(f"{e.kind}@{col}", here.get(e.kind))))
     order = {k: i for i, k in enumerate(KINDS)}
     return sorted(out, key=lambda m: (order[m.kind], m.line, m.col))

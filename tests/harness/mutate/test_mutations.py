@@ -184,9 +184,19 @@ def test_equivalent_mutants_declared_in_place():
     assert got == [(9, "x is never negative here"), (10, None)]
 
 
+def test_an_equivalent_mutant_declared_by_column():
+    src = kernel("""
+        x = tl.load(x_ptr)
+        y = tl.minimum(tl.maximum(x, 0.0), 1.0)  # harness: equivalent-mutant(min-max@8): a reason
+    """)
+    got = [(m.line, m.col, m.declared) for m in mutants(src, "pkg/k.py", "k") if m.kind == "min-max"]
+    assert got == [(9, 8, "a reason"), (9, 19, None)]
+
+
 @pytest.mark.parametrize(("marker", "message"), [
     ("# harness: equivalent-mutant(max-min): same", r"pkg/k\.py:8: .*expected kinds among .*got 'max-min'"),
     ("# harness: equivalent-mutant(min-max):", r"pkg/k\.py:8: equivalent-mutant\(min-max\) needs a reason"),
+    ("# harness: equivalent-mutant(min-max@x): r", r"pkg/k\.py:8: .*\(each optionally @COLUMN\), got 'min-max@x'"),
 ])
 def test_a_bad_declaration_names_its_line(marker, message):
     src = kernel(f"x = tl.maximum(tl.load(x_ptr), 0.0)  {marker}")
