@@ -218,3 +218,18 @@ def test_every_kind_has_a_rule_here():
         tl.store(y_ptr + offs, w.to(tl.float8e4nv), mask=offs < n)
     """)
     assert {m.kind for m in mutants(src, "pkg/k.py", "k")} == set(KINDS)
+
+
+def test_a_helpers_tests_are_those_that_launched_a_kernel_calling_it(tmp_path):
+    from harness.mutate.mutations import Target
+    from harness.mutate.runner import tests_for
+
+    path = tmp_path / "k.py"
+    path.write_text(kernel("return x_ptr * 2", name="helper", args="x_ptr") + "\n\n"
+                    + kernel("tl.store(y_ptr, helper(tl.load(x_ptr)))", name="calls_it") + "\n\n"
+                    + kernel("tl.store(y_ptr, tl.load(x_ptr))", name="does_not"))
+    f, other = str(path), str(tmp_path / "other.py")
+    launched = {"t::a": [("k.calls_it", f)], "t::b": [("k.does_not", f)], "t::c": [("other.calls_it", other)],
+                "t::d": [("k.does_not", f), ("k.calls_it", f)]}
+    assert tests_for(Target(f, "helper"), launched) == ["t::a", "t::d"]
+    assert tests_for(Target(f, "does_not"), launched) == ["t::b", "t::d"]
