@@ -10,7 +10,8 @@ mutated line, with the kind and a reason::
 
     x = tl.maximum(x, 0.0)  # harness: equivalent-mutant(min-max): x >= 0 here, both give x
 
-It declares every mutant of that kind whose node starts on that line; ``min-max@12`` declares only the one at
+or, where the line has no room, in a comment line of its own right above it. It declares every mutant of that kind
+whose node starts on that line; ``min-max@12`` declares only the one at
 column 12 (the column in the mutant's id, ``file:line:col:kind``), for a line with several sites of a kind of
 which only some are equivalent. Several declarations are separated by commas and share the reason.
 """
@@ -326,10 +327,14 @@ def _declared_kind(text: str) -> bool:
 def equivalences(text: str, where: str) -> dict[int, dict[str, str]]:
     """line -> {kind: reason} of the file's in-place equivalent-mutant declarations."""
     out: dict[int, dict[str, str]] = {}
-    for i, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    for i, line in enumerate(lines, 1):
         m = EQUIVALENT.search(line)
         if m is None:
             continue
+        at = i
+        if line.lstrip().startswith("#"):  # a comment line of its own: it declares the next code line
+            at = next((j for j in range(i + 1, len(lines) + 1) if not lines[j - 1].lstrip().startswith("#")), i)
         kinds = [k.strip() for k in m.group(1).split(",") if k.strip()]
         reason = m.group(2).strip()
         bad = [k for k in kinds if not _declared_kind(k)]
@@ -339,7 +344,7 @@ def equivalences(text: str, where: str) -> dict[int, dict[str, str]]:
         if not reason:
             raise MutateError(f"{where}:{i}: equivalent-mutant({m.group(1)}) needs a reason after the colon")
         for k in kinds:
-            out.setdefault(i, {})[k] = reason
+            out.setdefault(at, {})[k] = reason
     return out
 
 

@@ -193,6 +193,18 @@ def test_an_equivalent_mutant_declared_by_column():
     assert got == [(9, 8, "a reason"), (9, 19, None)]
 
 
+def test_an_equivalent_mutant_declared_on_the_comment_lines_above():
+    src = kernel("""
+        x = tl.load(x_ptr)
+        # harness: equivalent-mutant(min-max): a reason
+        # another comment
+        y = tl.maximum(x, 0.0)
+        z = tl.maximum(y, 0.0)
+    """)
+    got = [(m.line, m.declared) for m in mutants(src, "pkg/k.py", "k") if m.kind == "min-max"]
+    assert got == [(11, "a reason"), (12, None)]
+
+
 @pytest.mark.parametrize(("marker", "message"), [
     ("# harness: equivalent-mutant(max-min): same", r"pkg/k\.py:8: .*expected kinds among .*got 'max-min'"),
     ("# harness: equivalent-mutant(min-max):", r"pkg/k\.py:8: equivalent-mutant\(min-max\) needs a reason"),
