@@ -10,8 +10,8 @@ mutated line, with the kind and a reason::
 
     x = tl.maximum(x, 0.0)  # harness: equivalent-mutant(min-max): x >= 0 here, both give x
 
-or, where the line has no room, in a comment line of its own right above it. It declares every mutant of that kind
-whose node starts on that line; ``min-max@12`` declares only the one at
+or, where the line has no room, in comment lines of their own right above it (the reason may go on over them).
+It declares every mutant of that kind whose node starts on that line; ``min-max@12`` declares only the one at
 column 12 (the column in the mutant's id, ``file:line:col:kind``), for a line with several sites of a kind of
 which only some are equivalent. Several declarations are separated by commas and share the reason.
 """
@@ -40,7 +40,7 @@ KINDS: dict[str, str] = {
                   "1.75 <-> 1.875)",
     "clamp": "tl.clamp(x, lo, hi) -> x; tl.minimum(tl.maximum(x, lo), hi) -> tl.maximum(x, lo) (and the converse)",
     "off-by-one": "tl.arange(..) -> (tl.arange(..) + 1); an offs name in a load/store pointer -> (offs + 1)",
-    "axis": "axis=a of a reduction or scan -> another axis",
+    "axis": "axis=a of a reduction or scan -> another axis (not where a nested reduction reduces the same axes)",
     "nibble": "x >> 4 <-> x & 0xF; a | (b << 4) -> (a << 4) | b",
     "ceil-floor": "ceil <-> floor (a scale rule or rounding)",
 }
@@ -289,14 +289,30 @@ def _edits(fn: ast.FunctionDef, src: _Source, tl: str) -> Iterator[_Edit]:
     for x in offs.values():
         yield whole(x, f"({x.id} + 1)", "off-by-one")
     # axis
-    for c in calls:
-        if _call_name(c) not in _REDUCTIONS:
-            continue
+    def axis_of(c: ast.Call) -> ast.AST | None:
         node = next((k.value for k in c.keywords if k.arg == "axis"), None)
         if node is None and len(c.args) >= 2 and _call_name(c) not in ("reduce", "associative_scan"):
             node = c.args[1]
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            yield whole(node, str(1 if node.value == 0 else node.value - 1), "axis")
+        return node if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+    # tl.sum(tl.sum(x, axis=2), axis=1) reduces axes {1, 2}: an inner axis that makes the pair reduce the same
+    # axes (axis=1 then 1) only reorders the reduction, so it is not generated
+    outer_of = {id(c.args[0]): c for c in calls if _call_name(c) in _REDUCTIONS and c.args}
+
+    def reduced(inner: int, outer: int) -> set[int]:
+        return {inner, outer if outer < inner else outer + 1}
+
+    for c in calls:
+        node = axis_of(c) if _call_name(c) in _REDUCTIONS else None
+        if node is None:
+            continue
+        a = node.value  # type: ignore[attr-defined]
+        new = 1 if a == 0 else a - 1
+        up = outer_of.get(id(c))
+        b = axis_of(up) if up is not None and _call_name(up) == _call_name(c) else None
+        if b is not None and reduced(a, b.value) == reduced(new, b.value):  # type: ignore[attr-defined]
+            continue
+        yield whole(node, str(new), "axis")
     # nibble order
     for n in body:
         if not isinstance(n, ast.BinOp):
@@ -332,11 +348,14 @@ def equivalences(text: str, where: str) -> dict[int, dict[str, str]]:
         m = EQUIVALENT.search(line)
         if m is None:
             continue
-        at = i
-        if line.lstrip().startswith("#"):  # a comment line of its own: it declares the next code line
-            at = next((j for j in range(i + 1, len(lines) + 1) if not lines[j - 1].lstrip().startswith("#")), i)
         kinds = [k.strip() for k in m.group(1).split(",") if k.strip()]
         reason = m.group(2).strip()
+        at = i
+        if line.lstrip().startswith("#"):  # a comment line of its own declares the next code line; the comment
+            at = next((j for j in range(i + 1, len(lines) + 1) if not lines[j - 1].lstrip().startswith("#")), i)
+            more = [ln.strip().lstrip("#").strip() for ln in lines[i:at - 1]]  # lines between continue its reason
+            if not any(EQUIVALENT.search(ln) for ln in lines[i:at - 1]):
+                reason = " ".join([reason, *more]).strip()
         bad = [k for k in kinds if not _declared_kind(k)]
         if not kinds or bad:
             raise MutateError(f"{where}:{i}: equivalent-mutant({m.group(1)}): expected kinds among "

@@ -146,6 +146,18 @@ def test_reduction_axis_changed():
         "s = tl.sum(x, axis=0)", "m = tl.max(x, 1)", "c = tl.cumsum(x, axis=1)"]
 
 
+def test_an_inner_axis_that_reduces_the_same_axes_is_not_a_mutant():
+    src = kernel("""
+        x = tl.load(x_ptr + tl.arange(0, BLOCK)[:, None, None] + tl.arange(0, BLOCK)[None, :, None])
+        s = tl.sum(tl.sum(x, axis=2), axis=1)
+        m = tl.max(tl.max(x, axis=1), axis=0)
+    """)
+    # s: inner 2 -> 1 reduces {1, 2} again (skipped); outer 1 -> 0 reduces {0, 2}. m: inner 1 -> 0 then 0
+    # reduces {0, 1} again (skipped); outer 0 -> 1 reduces {1, 2}
+    assert [new for _, _, new in edits(src, "axis")] == ["s = tl.sum(tl.sum(x, axis=2), axis=0)",
+                                                         "m = tl.max(tl.max(x, axis=1), axis=1)"]
+
+
 def test_nibble_order_swapped():
     src = kernel("""
         b = tl.load(x_ptr)
@@ -197,12 +209,12 @@ def test_an_equivalent_mutant_declared_on_the_comment_lines_above():
     src = kernel("""
         x = tl.load(x_ptr)
         # harness: equivalent-mutant(min-max): a reason
-        # another comment
+        # that goes on
         y = tl.maximum(x, 0.0)
         z = tl.maximum(y, 0.0)
     """)
     got = [(m.line, m.declared) for m in mutants(src, "pkg/k.py", "k") if m.kind == "min-max"]
-    assert got == [(11, "a reason"), (12, None)]
+    assert got == [(11, "a reason that goes on"), (12, None)]
 
 
 @pytest.mark.parametrize(("marker", "message"), [
