@@ -3,15 +3,16 @@
 ``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness golden repack [DIR]``,
 ``python -m harness report merge OUT IN...``,
 ``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` and
-``python -m harness fuzz [--gpu | --compare DIR] [--seed S] [--count N]`` (``-h`` at every level).
+``python -m harness fuzz [--gpu | --compare DIR] [--seed S] [--count N]`` and
+``python -m harness mutate [PATH::KERNEL ...] -- [pytest args]`` (``-h`` at every level).
 
 One argparse tree: each feature package declares its subcommand in its ``cli`` module
-(``harness.golden.cli``, ``harness.compile.cli``, ``harness.fuzz.cli``:
+(``harness.golden.cli``, ``harness.compile.cli``, ``harness.fuzz.cli``, ``harness.mutate.cli``:
 ``PARSER_KWARGS``, ``add_arguments``, ``run``; the report's
 in ``harness.report``, beside its writer) and this module mounts them. Parsing is argparse's at every
 level, so an unknown command or option is a usage error (exit 2) naming it, with one exception by design:
 every argument ``golden regen`` does not know is pytest's, passed through in order (see
-``harness.golden.cli``).
+``harness.golden.cli``), and so is everything after ``mutate``'s ``--``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from harness import report as report_cli
 from harness.compile import cli as compile_cli
 from harness.fuzz import cli as fuzz_cli
 from harness.golden import cli as golden_cli
+from harness.mutate import cli as mutate_cli
 
 PROG = "python -m harness"
 
@@ -45,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     fuzz = commands.add_parser("fuzz", **fuzz_cli.PARSER_KWARGS)
     fuzz_cli.add_arguments(fuzz)
     fuzz.set_defaults(run=fuzz_cli.run)
+    mutate = commands.add_parser("mutate", **mutate_cli.PARSER_KWARGS)
+    mutate_cli.add_arguments(mutate)
+    mutate.set_defaults(run=mutate_cli.run)
     return top
 
 

@@ -103,8 +103,10 @@ def _store_k8v4_kernel(
     row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     tok = row // num_heads
     head = row % num_heads
+    # harness: equivalent-mutant(other): ok rejects a row past num_rows (row < num_rows) whatever slot it reads
     slot = tl.load(slot_ptr + tok * stride_s, mask=row < num_rows, other=-1).to(tl.int64)
     # Slots outside the cache are skipped here even unvalidated: nothing is ever written out of bounds.
+    # harness: equivalent-mutant(mask-compare@10): row == num_rows reads slot = other = -1, which slot >= 0 rejects
     ok = (row < num_rows) & (slot >= 0) & (slot < num_slots)
     base = (slot // block_size) * stride_cb + (slot % block_size) * stride_cs + head * stride_ch
     r3 = ok[:, None, None]
@@ -114,6 +116,8 @@ def _store_k8v4_kernel(
     d = (tl.arange(0, KW_P2) * 4)[None, :, None] + c4[None, None, :]
     kmask = r3 & (d < HEAD_DIM)
     koff = (tok * stride_kt + head * stride_kh)[:, None, None] + d
+    # harness: equivalent-mutant(other): a lane off in kmask is never stored (the byte path stores under kmask; a
+    # stored word has all four lanes in kmask, WORDS needing head_dim % 8 == 0)
     k = tl.load(key_ptr + koff, mask=kmask, other=0.0).to(tl.float32)
     # Cast straight from the loaded keys, fix up the codes after: nothing may stand between the load line and
     # the cast (Triton 3.6 widens bf16 to fp32 inside tl.maximum, which hid the seed bug there). Out-of-range
@@ -132,6 +136,8 @@ def _store_k8v4_kernel(
     e = (tl.arange(0, VW_P2) * 8)[None, :, None] + j8[None, None, :]
     vmask = r3 & (e < HEAD_DIM)
     vp = value_ptr + (tok * stride_vt + head * stride_vh)[:, None, None] + e
+    # harness: equivalent-mutant(other): vmin, vmax and q take lanes off in vmask through tl.where(vmask, ...), and
+    # no other= value is NaN (n_nan)
     v = tl.load(vp, mask=vmask, other=0.0).to(tl.float32)
     n_nan = tl.sum(tl.sum((v != v).to(tl.int32), axis=2), axis=1)
     v = tl.minimum(tl.maximum(tl.where(v != v, 0.0, v), -VALUE_LIMIT), VALUE_LIMIT)
@@ -139,6 +145,8 @@ def _store_k8v4_kernel(
     vmax = tl.max(tl.max(tl.where(vmask, v, -VALUE_LIMIT), axis=2), axis=1)
     scale = tl.maximum(tl.math.div_rn(vmax - vmin, tl.zeros_like(vmax) + 15.0), EPS)
     q = tl.floor(tl.math.div_rn(v - vmin[:, None, None], tl.zeros_like(v) + scale[:, None, None]) + 0.5)
+    # harness: equivalent-mutant(clamp@54): the upper bound never binds: RN(v - vmin) <= RN(vmax - vmin) and
+    # scale >= RN((vmax - vmin) / 15), so the quotient is below 15 * (1 + 2**-22) and floor(q + 0.5) <= 15
     q = tl.where(vmask & (n_nan == 0)[:, None, None], tl.minimum(tl.maximum(q, 0.0), 15.0), 0.0)
     vword = tl.sum(q.to(tl.uint32) << (4 * j8).to(tl.uint32)[None, None, :], axis=2)  # [ROWS, VW_P2]
 

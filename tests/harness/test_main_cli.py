@@ -109,6 +109,8 @@ def test_regen_overwrites_only_when_asked(fake_pytest, tmp_path):
      (["golden", "regen"], "usage: python -m harness golden regen [-h] [--failed] [--changes PATH "
                            "[--overwrite-changes]] [--] [pytest args...]"),
      (["compile"], "usage: python -m harness compile [-h] [--sig NAME=TYPE,...]"),
+     (["mutate"], "usage: python -m harness mutate [-h] [--jobs N] [--kinds K,...] [--timeout S] [--json PATH] "
+                  "[--list] [PATH::KERNEL ...] -- [pytest args]"),
      ],
 )
 @pytest.mark.parametrize("flag", ["-h", "--help"])

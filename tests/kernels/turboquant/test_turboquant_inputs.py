@@ -290,6 +290,23 @@ def test_unvalidated_out_of_range_slots_write_nothing_out_of_bounds(h, rng, devi
         tq_load_k8v4(cache, slots.to(device), head_dim=d, validate=True)
 
 
+def test_unvalidated_first_slot_past_the_cache_is_skipped_by_the_general_kernel(rng, device, harness_arch, tolerance):
+    """The general kernel's bound, exactly: slot num_blocks · block_size is the first one past the cache (d 7:
+    the byte path, which the word-kernel test above does not run), and the last slot inside it is written."""
+    t, h, d, nb, bs = 3, 2, 7, 2, 4
+    assert not store_mod.words_ok(d, torch.empty(1, dtype=torch.uint8))
+    sb = slot_bytes(d)
+    buf = torch.full((nb * bs * h * sb + 4096,), POISON, dtype=torch.uint8, device=device)
+    cache = buf[: nb * bs * h * sb].view(nb, bs, h, sb)
+    key, value = _inputs(rng, t, h, d)
+    slots = torch.tensor([nb * bs, 3, nb * bs - 1])
+    before = cache.clone()
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    assert bool((buf[nb * bs * h * sb :] == POISON).all()), "wrote past the cache"
+    want = _expect(key, value, before, torch.tensor([-1, 3, nb * bs - 1]), "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
 # --- tiles: rows per program --------------------------------------------------------------------------------
 
 

@@ -1,0 +1,201 @@
+"""Running mutants: one record run of the user's tests (which test launched which kernel, and that they pass
+unmutated), then one child pytest per mutant over the tests that launched its kernel, and the report.
+
+Why a child process per mutant: Triton, the interpreter and the harness keep per-process caches keyed by a
+kernel's function object and file; a fresh process is the one copy of the module that cannot leak into the next
+mutant. Children run with ``-x`` (a mutant is killed by its first failing test), ``-p no:cacheprovider`` (no
+``.pytest_cache`` of the user's rewritten by mutants) and ``-p harness.mutate.plugin``.
+
+Outcomes: ``killed`` (a test failed, or collection failed on the mutant), ``timeout`` (counted killed: the
+mutant hangs a test), ``survived`` (every test passed, or no test launched the kernel), ``declared`` (an
+equivalent mutant declared in place; not run), ``error`` (the child could not run the tests: pytest's usage or
+internal error, no test collected, or the mutated module was never imported).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.mutate.hook import ENV as MUTANT_ENV
+from harness.mutate.mutations import Mutant, Target, find_function, jit_functions
+
+__all__ = ["Outcome", "Report", "record", "tests_for", "run_mutant", "run_all"]
+
+KILLED = ("killed", "timeout")
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str
+    tests: int = 0
+    seconds: float = 0.0
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.mutant
+        return {"id": m.id, "file": m.file, "kernel": m.kernel, "line": m.line, "col": m.col, "kind": m.kind,
+                "status": self.status, "tests": self.tests, "seconds": round(self.seconds, 2),
+                "detail": self.detail, "declared": m.declared, "diff": m.diff}
+
+
+@dataclass
+class Report:
+    outcomes: list[Outcome]
+    record_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    pytest_args: list[str] = field(default_factory=list)
+
+    def count(self, *status: str) -> int:
+        return sum(o.status in status for o in self.outcomes)
+
+    @property
+    def kill_rate(self) -> float | None:
+        n = len(self.outcomes) - self.count("declared")
+        return self.count(*KILLED) / n if n else None
+
+    def exit_code(self) -> int:
+        return 0 if self.count("survived", "error") == 0 else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kill_rate": self.kill_rate, "mutants": len(self.outcomes),
+                **{s: self.count(s) for s in ("killed", "timeout", "survived", "declared", "error")},
+                "record_seconds": round(self.record_seconds, 1), "wall_seconds": round(self.wall_seconds, 1),
+                "pytest_args": self.pytest_args, "outcomes": [o.to_json() for o in self.outcomes]}
+
+    def lines(self) -> list[str]:
+        rows: dict[str, dict[str, int]] = {}
+        for o in self.outcomes:
+            r = rows.setdefault(f"{o.mutant.file}::{o.mutant.kernel}", {})
+            r[o.status] = r.get(o.status, 0) + 1
+        head = ("kernel", "mutants", "killed", "survived", "declared", "error", "kill rate")
+        table = []
+        for k, r in rows.items():
+            n, killed = sum(r.values()), r.get("killed", 0) + r.get("timeout", 0)
+            live = n - r.get("declared", 0)
+            table.append((k, str(n), str(killed), str(r.get("survived", 0)), str(r.get("declared", 0)),
+                          str(r.get("error", 0)), f"{killed / live:.0%}" if live else "-"))
+        w = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
+        out = ["  ".join(h.ljust(x) for h, x in zip(head, w, strict=True)).rstrip(), "  ".join("-" * x for x in w)]
+        out += ["  ".join(c.ljust(x) for c, x in zip(t, w, strict=True)).rstrip() for t in table]
+        rate = self.kill_rate
+        out.append(f"{len(self.outcomes)} mutants: {self.count(*KILLED)} killed ({self.count('timeout')} by timeout), "
+                   f"{self.count('survived')} survived, {self.count('declared')} declared equivalent, "
+                   f"{self.count('error')} errors; kill rate {'-' if rate is None else f'{rate:.1%}'}; "
+                   f"{self.wall_seconds:.0f} s")
+        for o in self.outcomes:
+            if o.status in ("survived", "error"):
+                m = o.mutant
+                out += ["", f"{o.status.upper()}: {m.file}:{m.line}:{m.col} {m.kind} in {m.kernel}"
+                        + (f" ({o.detail})" if o.detail else ""), m.diff.rstrip("\n")]
+        return out
+
+
+def _child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.update(extra)
+    return env
+
+
+def _pytest_cmd(pytest_args: Sequence[str], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "harness.mutate.plugin", "-p", "no:cacheprovider", *extra,
+            *pytest_args]
+
+
+def record(pytest_args: Sequence[str], workdir: Path) -> tuple[int, dict[str, list[tuple[str, str]]], float, str]:
+    """The user's tests once, unmutated: (pytest's exit code, nodeid -> launched (kernel, file), seconds,
+    the output's tail)."""
+    path = workdir / "record.json"
+    t0 = time.monotonic()
+    p = subprocess.run(_pytest_cmd(pytest_args, f"--harness-mutate-record={path}", "-q"), env=_child_env({}),
+                       capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    launched: dict[str, list[tuple[str, str]]] = {}
+    for f in sorted(workdir.glob("record.json*")):
+        for test, ks in json.loads(f.read_text()).items():
+            launched.setdefault(test, []).extend((k, fl) for k, fl in ks)
+    return p.returncode, launched, seconds, (p.stdout + p.stderr)[-3000:]
+
+
+def _callers(path: str, name: str) -> set[str]:
+    """``name`` and the jit functions of its file that call it, directly or through others."""
+    tree = ast.parse(Path(path).read_text(), filename=path)
+    find_function(tree, name, f"{path}::{name}")
+    calls = {f.name: {n.id for n in ast.walk(f) if isinstance(n, ast.Name)} for f in jit_functions(tree)}
+    found, todo = {name}, [name]
+    while todo:
+        x = todo.pop()
+        for f, used in calls.items():
+            if x in used and f not in found:
+                found.add(f)
+                todo.append(f)
+    return found
+
+
+def tests_for(target: Target, launched: dict[str, list[tuple[str, str]]]) -> list[str]:
+    """The tests that launched the target kernel, or (a device helper) a kernel of its file that calls it."""
+    real = os.path.realpath(target.path)
+    names = _callers(target.path, target.name)
+    return [t for t, ks in launched.items()
+            if any(os.path.realpath(f) == real and k.rsplit(".", 1)[-1] in names for k, f in ks)]
+
+
+def run_mutant(m: Mutant, tests: Sequence[str], pytest_args: Sequence[str], timeout: float, workdir: Path) -> Outcome:
+    """One mutant in a child pytest over ``tests``."""
+    if m.declared is not None:
+        return Outcome(m, "declared", detail=m.declared)
+    if not tests:
+        return Outcome(m, "survived", detail="no test launched the kernel")
+    d = Path(tempfile.mkdtemp(prefix="m", dir=workdir))
+    (d / "tests.json").write_text(json.dumps(list(tests)))
+    loaded = d / "loaded"
+    (d / "mutant.json").write_text(json.dumps({"path": os.path.abspath(m.file), "source": m.source,
+                                               "loaded": str(loaded)}))
+    env = _child_env({MUTANT_ENV: str(d / "mutant.json"), "HARNESS_MUTATE_TESTS": str(d / "tests.json")})
+    t0 = time.monotonic()
+    proc = subprocess.Popen(_pytest_cmd(pytest_args, "-x", "-q", "--tb=line"), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the child's own process group (its xdist workers too)
+        proc.communicate()
+        return Outcome(m, "timeout", len(tests), time.monotonic() - t0, f"no result after {timeout:.0f} s")
+    seconds = time.monotonic() - t0
+    tail = out.strip().splitlines()[-1] if out.strip() else ""
+    if not loaded.exists():
+        return Outcome(m, "error", len(tests), seconds, f"the mutated module was never imported (pytest exit "
+                                                        f"{proc.returncode}: {tail})")
+    if proc.returncode == 0:
+        return Outcome(m, "survived", len(tests), seconds)
+    if proc.returncode in (1, 2):
+        failed = next((ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))), tail)
+        return Outcome(m, "killed", len(tests), seconds, failed[:300])
+    return Outcome(m, "error", len(tests), seconds, f"pytest exit {proc.returncode}: {tail}")
+
+
+def run_all(mutants: Sequence[tuple[Mutant, Sequence[str]]], pytest_args: Sequence[str], *, jobs: int,
+            timeout: float, workdir: Path, progress: Callable[[Outcome], None] = lambda o: None) -> list[Outcome]:
+    """Every mutant, ``jobs`` children at a time; outcomes in the mutants' order."""
+    def one(mt: tuple[Mutant, Sequence[str]]) -> Outcome:
+        o = run_mutant(mt[0], mt[1], pytest_args, timeout, workdir)
+        progress(o)
+        return o
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, mutants))
+
+
