@@ -403,31 +403,27 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         fn.__name__ = fn.__qualname__ = f"create_{op}"
         return fn
 
-    def reduce_impl(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
-        launch = _CURRENT.get()
-        if launch is not None:
-            _warn_once_per_kernel(launch)
-            try:
-                out = _reduce(launch, self, tuple(input), name)
-            except Exception as e:  # noqa: BLE001
-                _failed("a reduction", e)
-                out = None
-            if out is not None:
-                return _nan_like_interpreter(out, lambda: reduce_orig(self, input))
-        return reduce_orig(self, input)
+    def along_axis(what: str, model: Any, orig: Any) -> Any:
+        """``ReduceOps`` / ``ScanOps.apply_impl`` computing in the compiled order (``model``), else ``orig``."""
 
-    def scan_impl(self: Any, input: Any) -> Any:  # noqa: A002
-        launch = _CURRENT.get()
-        if launch is not None:
-            _warn_once_per_kernel(launch)
-            try:
-                out = _scan(launch, self, tuple(input))
-            except Exception as e:  # noqa: BLE001
-                _failed("a scan", e)
-                out = None
-            if out is not None:
-                return _nan_like_interpreter(out, lambda: scan_orig(self, input))
-        return scan_orig(self, input)
+        def apply_impl(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
+            launch = _CURRENT.get()
+            if launch is not None:
+                _warn_once_per_kernel(launch)
+                try:
+                    out = model(launch, self, tuple(input))
+                except Exception as e:  # noqa: BLE001
+                    _failed(what, e)
+                    out = None
+                if out is not None:
+                    return _nan_like_interpreter(out, lambda: orig(self, input))
+            return orig(self, input)
+
+        return apply_impl
+
+    reduce_impl = along_axis("a reduction", lambda launch, ops, inputs: _reduce(launch, ops, inputs, name),
+                             reduce_orig)
+    scan_impl = along_axis("a scan", _scan, scan_orig)
 
     patch.setattr(itp.InterpretedFunction, "run", run, tag=TAG)
     patch.setattr(B, "create_fmul", create_fmul, tag=TAG)
