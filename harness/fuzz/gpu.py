@@ -215,20 +215,21 @@ def compare(directory: str | Path, arch: str = "sm90",
                 plain = run_case(kernel, case)
         if isinstance(plugin, BaseException):
             row.plugin_raised += 1
-            diffs = [outcome_text(plugin)]
+            shown = [outcome_text(plugin)]
         else:
-            diffs = differences(gpu, plugin, nan_equal=False)
-            if not diffs:
+            shown = []  # what differs beyond NaN payloads
+            if not differences(gpu, plugin, nan_equal=False):
                 row.plugin_exact += 1
-            elif not differences(gpu, plugin, nan_equal=True):
-                row.plugin_nan_payload += 1
+            else:
+                shown = differences(gpu, plugin, nan_equal=True)
+                row.plugin_nan_payload += not shown
         if not isinstance(plain, BaseException) and not differences(gpu, plain, nan_equal=False):
             row.plain_exact += 1
-        if diffs and not (not isinstance(plugin, BaseException) and not differences(gpu, plugin)):
+        if shown:
             size = (case.source.count("\n"), int(seed))
             if row.smallest is None or size < row.smallest[:2]:
                 row.smallest = (*size, f"{case.describe()}\nmodels: {sorted(case.models) or 'none'}\n\n"
-                                       f"```python\n{case.source}```\n\nGPU vs plugin: " + "; ".join(diffs))
+                                       f"```python\n{case.source}```\n\nGPU vs plugin: " + "; ".join(shown))
         if progress and (i + 1) % 200 == 0:
             progress(f"compared {i + 1} of {len(meta['seeds'])} ({time.monotonic() - t0:.0f} s)")
     return tally
