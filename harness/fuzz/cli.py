@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.argtypes import at_least_one
+
 __all__ = ["PARSER_KWARGS", "add_arguments", "run"]
 
 #: How ``python -m harness`` declares the subcommand.
@@ -31,16 +33,6 @@ PARSER_KWARGS: dict[str, Any] = dict(
            "python -m harness fuzz --compare fz --markdown docs-table.md",
     allow_abbrev=False,
 )
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of kernels, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 kernel, got {n}")
-    return n
 
 
 def _seed(text: str) -> int:
@@ -55,7 +47,8 @@ def _seed(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=_seed, default=47000, help="first seed (default 47000, CI's)")
-    p.add_argument("--count", type=_count, default=200, help="number of kernels, seeds seed..seed+count-1")
+    p.add_argument("--count", type=at_least_one("kernel", "kernels"), default=200,
+                   help="number of kernels, seeds seed..seed+count-1")
     p.add_argument("--arch", default="sm90", help="the arch the interpreter computes as (default sm90)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--gpu", action="store_true", help="run the kernels on the CUDA device, then compare")

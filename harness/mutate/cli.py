@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.argtypes import at_least_one
 from harness.mutate.mutations import KINDS, MutateError, Target
 
 __all__ = ["PARSER_KWARGS", "add_arguments", "run"]
@@ -33,16 +34,6 @@ PARSER_KWARGS: dict[str, Any] = dict(
            "-- --harness-lane=interp tests/kernels/turboquant",
     allow_abbrev=False,
 )
-
-
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {n}")
-    return n
 
 
 def _seconds(text: str) -> float:
@@ -64,7 +55,7 @@ def _kinds(text: str) -> tuple[str, ...]:
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+    p.add_argument("--jobs", type=at_least_one("process", "processes"), default=1, metavar="N",
                    help="mutants run at once, one child pytest each (default 1)")
     p.add_argument("--kinds", type=_kinds, default=None, metavar="K,...",
                    help=f"only these mutation kinds ({', '.join(KINDS)})")
