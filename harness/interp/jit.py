@@ -1,7 +1,7 @@
 """Triton-interpreter compatibility shims: what lets a kernel decorated under ``TRITON_INTERPRET=1`` be compiled
-for a GPU target in the same process.
+for a GPU target in the same process, and run as the compiled kernel runs.
 
-Four problems of Triton 3.6–3.9's interpreter, one shim each:
+Six problems of Triton 3.6–3.9's interpreter, one shim each:
 
 - an interpreted kernel is an ``InterpretedFunction``, which ``triton.compile`` does not take: :func:`as_jit`
   rebuilds it (and the ``@triton.jit`` helpers it calls through module globals) as a ``JITFunction``. This
@@ -20,7 +20,16 @@ Four problems of Triton 3.6–3.9's interpreter, one shim each:
   ``triton.language.core``, so a helper reaching a builtin as ``tl.core.sub(..., sanitize_overflow=False)``
   (triton_kernels' MXFP4 downcast) gets the compiler's, which raises "Did you forget to add @triton.jit ?".
   The raw interpreter runs it only after some device call leaked a patched ``tl.core`` (what the leak fix
-  undoes). :func:`fix_core_builtins` patches ``tl.core``'s builtins in the same scope whenever ``tl``'s are.
+  undoes). :func:`fix_core_builtins` patches ``tl.core``'s builtins in the same scope whenever ``tl``'s are;
+- a Python ``float`` argument reaches the interpreted kernel as a Python float, where the compiled kernel gets
+  an fp32 scalar (Triton types a float argument ``fp32``: ``triton.runtime.jit.mangle_type(1e-5)``, 3.6 and
+  3.9). So Liger-Kernel's norms (``eps.to(tl.float32)``) fail with "'float' object has no attribute 'to'", and
+  ``x_bf16 * scale`` stays bf16 where the GPU promotes to fp32. :func:`fix_float_args` passes an fp32 scalar;
+- the compiler hands a ``@jit`` helper every non-tensor argument as a ``tl.constexpr``, and an attribute of a
+  constexpr other than ``value``/``type`` is its value's (``CodeGenerator.get_Attribute``, 3.6 and 3.9). A
+  helper that takes a ``tl.dtype`` and reads ``dtype.value`` (FlagGems' ``get_dtype_min``, used by its
+  argmax) compiles, but fails on the interpreter, which passes the dtype itself. :func:`fix_dtype_value` gives
+  ``tl.dtype`` a ``value`` (itself) for the duration of each interpreted launch, in the scope Triton restores.
 """
 
 from __future__ import annotations
@@ -32,8 +41,9 @@ from typing import Any
 
 from harness.interp.patch import Patch, installed
 
-__all__ = ["as_jit", "fix_core_builtins", "fix_interpreter_leak", "fix_scalar_index", "SQUEEZES_SCALAR_INDEX",
-           "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "LANGUAGE_TAG", "interpret_language", "language_patched", "jit_class",
+__all__ = ["as_jit", "fix_core_builtins", "fix_interpreter_leak", "fix_scalar_index", "fix_float_args",
+           "fix_dtype_value", "SQUEEZES_SCALAR_INDEX", "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "LANGUAGE_TAG",
+           "FLOAT_TAG", "DTYPE_VALUE_TAG", "interpret_language", "language_patched", "jit_class",
            "interpreted_class"]
 
 
@@ -59,6 +69,8 @@ def interpreted_class() -> Any:
 LEAK_TAG = "jit.leak"
 INDEX_TAG = "jit.scalar_index"
 CORE_TAG = "jit.core_builtins"
+FLOAT_TAG = "jit.float_args"
+DTYPE_VALUE_TAG = "jit.dtype_value"
 
 
 def fix_interpreter_leak(patch: Patch) -> bool:
@@ -219,6 +231,73 @@ def fix_scalar_index(patch: Patch) -> bool:
 
     setattr(_patch_lang_tensor, SQUEEZES_SCALAR_INDEX, True)
     patch.setattr(itp, "_patch_lang_tensor", _patch_lang_tensor, tag=INDEX_TAG)
+    return True
+
+
+# --- arguments as the compiled kernel receives them ---------------------------------------------------------
+
+def fix_float_args(patch: Patch) -> bool:
+    """Pass a Python ``float`` kernel argument to the interpreted kernel as an fp32 scalar tensor, as the
+    compiled kernel receives it (see the module docstring), through ``patch``: ``_implicit_cvt``, which turns a
+    launch's arguments into interpreter values, is wrapped. A float beyond fp32's range becomes ±inf, as the
+    launcher's 32-bit packing makes it.
+
+    ``False`` when nothing was patched: the fix is in place (an outer session's), or this Triton converts
+    arguments differently (left alone)."""
+    try:
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return False
+    orig = getattr(itp, "_implicit_cvt", None)
+    handle_cls = getattr(itp, "TensorHandle", None)
+    if orig is None or handle_cls is None or installed(itp, "_implicit_cvt", FLOAT_TAG):
+        return False
+    import numpy as np
+    import triton.language as tl
+
+    def _implicit_cvt(arg: Any) -> Any:
+        if isinstance(arg, float):
+            with np.errstate(over="ignore"):
+                data = np.array([arg], dtype=np.float32)
+            return tl.tensor(handle_cls(data, tl.float32), tl.float32)
+        return orig(arg)
+
+    patch.setattr(itp, "_implicit_cvt", _implicit_cvt, tag=FLOAT_TAG)
+    return True
+
+
+def _dtype_itself(self: Any) -> Any:
+    return self
+
+
+def fix_dtype_value(patch: Patch) -> bool:
+    """Give ``tl.dtype`` a ``value`` property (the dtype itself) inside each interpreted launch and device call,
+    as a helper's constexpr-wrapped dtype argument has in the compiled kernel (see the module docstring), through
+    ``patch``: ``_patch_lang``, whose scope Triton restores after the launch, is wrapped to set it there.
+    Outside a launch, and in compiled kernels, ``tl.dtype`` is untouched.
+
+    ``False`` when nothing was patched: ``tl.dtype`` already has a ``value``, the fix is in place (an outer
+    session's), or this Triton's per-launch patching looks different (left alone)."""
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as itp
+    except ImportError:  # pragma: no cover
+        return False
+    orig = getattr(itp, "_patch_lang", None)
+    dtype_cls = getattr(tl.core, "dtype", None)
+    if orig is None or dtype_cls is None or hasattr(dtype_cls, "value"):
+        return False
+    if installed(itp, "_patch_lang", DTYPE_VALUE_TAG):
+        return False
+    prop = property(_dtype_itself, doc="the dtype itself: what a helper's constexpr dtype argument gives")
+
+    def _patch_lang(fn: Any) -> Any:
+        scope = orig(fn)
+        if getattr(dtype_cls, "value", None) is not prop and callable(getattr(scope, "set_attr", None)):
+            scope.set_attr(dtype_cls, "value", prop)
+        return scope
+
+    patch.setattr(itp, "_patch_lang", _patch_lang, tag=DTYPE_VALUE_TAG)
     return True
 
 

@@ -32,7 +32,7 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     interpreter fixes of :mod:`harness.interp.jit`; last, with ``arith`` and ``lowering``, fp contraction,
     reductions and scans as the target's compiled kernel computes them (:mod:`harness.interp.lowering`, on top of
     the others)."""
-    from harness.interp import approx_math, differences, dots, jit, scaled_dots
+    from harness.interp import approx_math, differences, dots, jit, libdevice, scaled_dots
     from harness.interp import arith as arith_shim
     from harness.interp import casts as casts_shim
     from harness.interp import lowering as lowering_shim
@@ -47,10 +47,13 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
         arith_shim.install(patch, target)
     if approx_math.applies_to(target if arch is None else parse_arch(arch)):
         approx_math.install(patch)
+    libdevice.install(patch)  # libdevice calls as compiled: the CUDA module, its symbols run as tl.math ops
     dots.install(patch, target)
     scaled_dots.install(patch, target)
     jit.fix_core_builtins(patch)  # tl.core.sub(..., sanitize_overflow=False) in a helper
     jit.fix_interpreter_leak(patch)
     jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
+    jit.fix_float_args(patch)  # a float argument is an fp32 scalar, as compiled (Liger's eps.to(tl.float32))
+    jit.fix_dtype_value(patch)  # a helper's dtype argument has .value, as compiled (FlagGems' get_dtype_min)
     if arith and lowering and lowering_shim.applies_to(parse_arch(arch) if arch is not None else target):
         lowering_shim.install(patch, target)
