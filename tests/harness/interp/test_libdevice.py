@@ -97,7 +97,8 @@ def test_the_approximate_rsqrt_is_the_gpu_model_not_numpy():
     y = torch.empty_like(x)
     _ld_module[(1,)](x, y, BLOCK=x.numel(), FN="rsqrt")
     assert torch.equal(y.view(torch.int32), approx_math.rsqrt_approx(x).view(torch.int32))
-    assert not torch.equal(y.view(torch.int32), (1 / torch.sqrt(x)).view(torch.int32))  # the inputs tell MUFU.RSQ from an IEEE 1/sqrt
+    # the inputs tell MUFU.RSQ from an IEEE 1/sqrt
+    assert not torch.equal(y.view(torch.int32), (1 / torch.sqrt(x)).view(torch.int32))
 
 
 @pytest.mark.parametrize("fn, ref", [("trunc", torch.trunc), ("rint", torch.round)])
