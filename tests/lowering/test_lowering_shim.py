@@ -116,13 +116,27 @@ def test_fma_elementwise_is_one_rounding(dt):
     assert (want != two).any()
 
 
-def test_a_pair_computed_in_another_type_warns():
-    """``bf16 * s + b`` with fp32 scalar arguments: the compiled kernel promotes to fp32 (extf, mulf, addf,
-    truncf in its TTIR), the interpreter computes in bf16; the shim says so instead of guessing."""
+def test_a_bf16_pair_with_fp32_scalar_arguments_is_the_compiled_fp32_fma():
+    """``bf16 * s + b`` with float arguments: the compiled kernel promotes to fp32 (extf, mulf, addf, truncf in its
+    TTIR) and contracts the pair; the interpreter, given the arguments as fp32 scalars as compiled
+    (:func:`harness.interp.jit.fix_float_args`), computes the same one-rounding fp32 fma, then rounds to bf16."""
     k = _k()
     x = torch.randn(1024, generator=torch.Generator().manual_seed(11)).bfloat16()
-    got = _run(k.affine, (1,), (x, torch.empty_like(x), 1.37, -0.41, 1024), {"BLOCK": 1024, "num_warps": 4})
-    assert any("fma_contraction on bf16" in m and "type promotion differs" in m for m in got), got
+    y = torch.empty_like(x)
+    args, kw = (x, y, 1.37, -0.41, 1024), {"BLOCK": 1024, "num_warps": 4}
+    got = _run(k.affine, (1,), args, kw)
+    assert not [m for m in got if "fma_contraction" in m], got
+    (f,) = _facts(k.affine, args, kw).fused
+    assert f.op == "fadd" and f.mul is not None
+    s, b = np.float32(1.37), np.float32(-0.41)
+    want = torch.from_numpy(numeric.fma(x.float().numpy(), s, b, "fp32")).bfloat16()
+    assert torch.equal(y.view(torch.int16), want.view(torch.int16))
+    from harness.interp.jit import FLOAT_TAG
+    from harness.interp.patch import lift
+
+    with lift(FLOAT_TAG):  # the arguments as Python floats: the interpreter computes in bf16
+        _run(k.affine, (1,), args, kw)
+    assert not torch.equal(y.view(torch.int16), want.view(torch.int16))  # the inputs tell the two apart
 
 
 def test_sum_of_products_fuses_the_in_thread_adds():
