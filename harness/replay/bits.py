@@ -44,9 +44,10 @@ def _check_tensor(t: Any, where: str) -> torch.Tensor:
     return t
 
 
-def flatten(value: Any, root: str, what: str) -> list[tuple[str, torch.Tensor]]:
-    """``value`` as (name, tensor) pairs in a fixed order; ``TypeError`` naming ``what`` and the place for a leaf
-    that is not a dense real tensor, or for ``None`` / an empty container (nothing to compare)."""
+def flatten(value: Any, root: str, who: str) -> list[tuple[str, torch.Tensor]]:
+    """``value`` (what ``who`` returned) as (name, tensor) pairs in a fixed order; ``TypeError`` naming ``who`` and
+    the place for a leaf that is not a dense real tensor, or for ``None`` / an empty container (nothing to
+    compare)."""
     out: list[tuple[str, torch.Tensor]] = []
 
     def walk(v: Any, name: str) -> None:
@@ -57,13 +58,13 @@ def flatten(value: Any, root: str, what: str) -> list[tuple[str, torch.Tensor]]:
             for i, sub in enumerate(v):
                 walk(sub, f"{name}[{i}]")
         else:
-            out.append((name, _check_tensor(v, f"{what}: {name}")))
+            out.append((name, _check_tensor(v, f"{who} returned {name}, which")))
 
     if value is None:
-        raise TypeError(f"{what} is None; expected a tensor or a tuple/list/dict of tensors")
+        raise TypeError(f"{who} returned None; expected a tensor or a tuple/list/dict of tensors")
     walk(value, root)
     if not out:
-        raise TypeError(f"{what} holds no tensor; expected a tensor or a tuple/list/dict of tensors")
+        raise TypeError(f"{who} returned no tensor; expected a tensor or a tuple/list/dict of tensors")
     return out
 
 

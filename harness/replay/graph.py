@@ -59,7 +59,7 @@ class _FilledAllocations(TorchDispatchMode):
 
 
 def _fn_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _tensors(arg: Any, name: str, *, required: bool) -> dict[str, torch.Tensor]:
@@ -142,6 +142,16 @@ def assert_graph_replay(
         raise AssertionError(with_msg(format_difference(report), msg))
 
 
+def _returned(fn: Any, value: Any, outs: dict[str, torch.Tensor], run: str) -> list[tuple[str, torch.Tensor]]:
+    """What a call returned, as outputs; ``None`` is nothing when ``outputs`` names buffers written in place."""
+    if value is None and outs:
+        return []
+    if value is None:
+        raise TypeError(f"fn={_fn_name(fn)} ({run}) returned None and outputs= names no buffer it writes: nothing to "
+                        "compare (return the outputs, or name the buffers written in place in outputs=)")
+    return flatten(value, "return", f"fn={_fn_name(fn)} ({run})")
+
+
 def _report(fn: Any, diffs: list[Any], cuda: bool) -> Report | None:
     if not diffs:
         return None
@@ -172,7 +182,7 @@ def _replay_cuda(fn: Any, ins: dict[str, torch.Tensor], outs: dict[str, torch.Te
             ret = fn(**s_in, **s_out)
     except Exception as e:  # noqa: BLE001 - any failure to capture is the check's failure, with its cause
         raise AssertionError(f"fn={_fn_name(fn)} cannot be captured in a CUDA graph: {type(e).__name__}: {e}") from e
-    returned = [] if ret is None and outs else flatten(ret, "return", f"fn={_fn_name(fn)} returned")
+    returned = _returned(fn, ret, outs, "capture")
     for k, v in values.items():
         s_in[k].copy_(v)
     for t in (*s_out.values(), *(t for _, t in returned)):
@@ -183,7 +193,7 @@ def _replay_cuda(fn: Any, ins: dict[str, torch.Tensor], outs: dict[str, torch.Te
     e_in = {k: v.to(ins[k].device, copy=True) for k, v in values.items()}
     with _FilledAllocations(with_poison=False):
         e_ret = fn(**e_in, **e_out)
-    eager = list(e_out.items()) + ([] if e_ret is None and outs else flatten(e_ret, "return", "fn returned"))
+    eager = list(e_out.items()) + _returned(fn, e_ret, outs, "eager")
     replayed = list(s_out.items()) + returned
     diffs = compare_all(eager, replayed)
     del graph
@@ -202,9 +212,9 @@ def _replay_eager(fn: Any, ins: dict[str, torch.Tensor], outs: dict[str, torch.T
     e_out = _clones(s_out)
     with _FilledAllocations(with_poison=True):
         ret = fn(**s_in, **s_out)
-    replayed = list(s_out.items()) + ([] if ret is None and outs else flatten(ret, "return", "fn returned"))
+    replayed = list(s_out.items()) + _returned(fn, ret, outs, "replay")
     e_in = {k: v.clone() for k, v in values.items()}
     with _FilledAllocations(with_poison=False):
         e_ret = fn(**e_in, **e_out)
-    eager = list(e_out.items()) + ([] if e_ret is None and outs else flatten(e_ret, "return", "fn returned"))
+    eager = list(e_out.items()) + _returned(fn, e_ret, outs, "eager")
     return _report(fn, compare_all(eager, replayed), False)

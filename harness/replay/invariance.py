@@ -29,7 +29,7 @@ _BITS = "bit for bit (NaN payloads and the sign of zero included)"
 
 
 def _fn_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _callable(fn: Any) -> None:
@@ -40,7 +40,7 @@ def _callable(fn: Any) -> None:
 def _outputs(fn: Any, value: Any, run: str) -> list[tuple[str, torch.Tensor]]:
     """The run's outputs, cloned: a function that returns the same buffer each time must not compare it with
     itself."""
-    return [(n, t.clone()) for n, t in flatten(value, "return", f"fn={_fn_name(fn)} returned ({run})")]
+    return [(n, t.clone()) for n, t in flatten(value, "return", f"fn={_fn_name(fn)} ({run})")]
 
 
 def _lane(outs: Sequence[tuple[str, torch.Tensor]]) -> str:
