@@ -48,18 +48,30 @@ def _results(config: pytest.Config) -> Results | None:
     return r if isinstance(r, Results) else None
 
 
-def _enabled(item: pytest.Item) -> bool:
-    on = item.get_closest_marker("graph_replay") is not None
+def _check_markers(item: pytest.Item) -> None:
+    on = item.get_closest_marker("graph_replay")
     off = item.get_closest_marker("no_graph_replay")
-    if off is not None:
-        reason = off.kwargs.get("reason") or (off.args[0] if off.args else None)
-        if not isinstance(reason, str) or not reason.strip():
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.no_graph_replay needs reason='why this call cannot "
-                                    "be replayed from a CUDA graph'")
-        if on:
-            raise pytest.UsageError(f"{item.nodeid}: marked both graph_replay and no_graph_replay")
+    if on is not None and (on.args or on.kwargs):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.graph_replay takes no arguments")
+    if off is None:
+        return
+    reason = off.kwargs.get("reason") or (off.args[0] if off.args else None)
+    if not isinstance(reason, str) or not reason.strip():
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.no_graph_replay needs reason='why this call cannot be "
+                                "replayed from a CUDA graph'")
+    if on is not None:
+        raise pytest.UsageError(f"{item.nodeid}: marked both graph_replay and no_graph_replay")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:  # a bad marker stops the run at collection, as the plugin's other markers do
+        _check_markers(item)
+
+
+def _enabled(item: pytest.Item) -> bool:
+    if item.get_closest_marker("no_graph_replay") is not None:
         return False
-    return on or bool(item.config.getoption("harness_graph_replay"))
+    return item.get_closest_marker("graph_replay") is not None or bool(item.config.getoption("harness_graph_replay"))
 
 
 class GraphReplay:
