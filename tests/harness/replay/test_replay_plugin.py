@@ -100,6 +100,16 @@ def test_the_marker_checks_its_tests_calls_and_the_option_every_call_but_the_opt
     assert _report(pytester)["counts"] == {"graph_replay": {"passed": 1, "failed": 2}}
 
 
+def test_xdist_workers_hand_their_checks_to_the_report(pytester):
+    pytester.makepyfile(test_inner=INNER)
+    r = pytester.runpytest_subprocess("--harness-lane=interp", "--harness-report=r.json", "-n", "1")
+    r.assert_outcomes(passed=3, failed=2)
+    rep = _report(pytester)
+    assert rep["counts"] == {"graph_replay": {"passed": 1, "failed": 1}}
+    assert sorted(c["test"] for c in rep["checks"]) == ["test_inner.py::test_marked_broken",
+                                                        "test_inner.py::test_marked_ok"]
+
+
 @pytest.mark.parametrize(("marks", "error"), [
     ("@pytest.mark.no_graph_replay", "test_bad.py::test_it: @pytest.mark.no_graph_replay needs reason='why*"),
     ("@pytest.mark.no_graph_replay(reason='x')\n@pytest.mark.graph_replay",
