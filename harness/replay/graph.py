@@ -166,6 +166,33 @@ def _report(fn: Any, diffs: list[Any], cuda: bool) -> Report | None:
     )
 
 
+#: The error torch's sync debug mode raises (c10/cuda/CUDAFunctions.cpp, ``warn_or_error_on_sync``).
+_SYNC_ERROR = "synchronizing CUDA operation"
+
+
+def _refuse_host_syncs(fn: Any, s_in: dict[str, torch.Tensor], s_out: dict[str, torch.Tensor],
+                       side: torch.cuda.Stream) -> None:
+    """One more call, after the warmup, with torch's sync debug mode on: a call that waits for the device cannot be
+    captured, and the capture is not attempted. Why not let the capture fail: a capture refused midway can leave
+    torch's CUDA state unusable for the rest of the process, and so for every later test of an xdist worker."""
+    __tracebackhide__ = True
+    torch.cuda.synchronize()
+    mode = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.cuda.stream(side):
+            fn(**s_in, **s_out)
+    except RuntimeError as e:
+        if _SYNC_ERROR not in str(e):
+            raise
+        raise AssertionError(f"fn={_fn_name(fn)} cannot be captured in a CUDA graph: it synchronizes with the host "
+                             f"after its warmup (torch.cuda.set_sync_debug_mode('error'): {e}); the capture was not "
+                             "attempted") from e
+    finally:
+        torch.cuda.set_sync_debug_mode(mode)
+    torch.cuda.current_stream().wait_stream(side)
+
+
 def _replay_cuda(fn: Any, ins: dict[str, torch.Tensor], outs: dict[str, torch.Tensor],
                  values: dict[str, torch.Tensor], warmup: int) -> Report | None:
     __tracebackhide__ = True
@@ -176,6 +203,7 @@ def _replay_cuda(fn: Any, ins: dict[str, torch.Tensor], outs: dict[str, torch.Te
         for _ in range(warmup):
             fn(**s_in, **s_out)
     torch.cuda.current_stream().wait_stream(side)
+    _refuse_host_syncs(fn, s_in, s_out, side)
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
