@@ -207,7 +207,8 @@ def assert_batch_invariant(fn: Callable[..., Any], x: Any, batch_dim: int = 0, s
         if not diffs:
             continue
         bad_runs += 1
-        row = diffs[0].index[dim % whole[0][1].dim()] if diffs[0].index else start
+        diffs.sort(key=lambda d: d.index[dim % len(d.index)])  # the output whose differing row is lowest first
+        row = diffs[0].index[dim % len(diffs[0].index)]
         if first is None or row < first[0]:
             first = (row, Report(header=f"Batch results differ! (fn={_fn_name(fn)})", left="whole batch",
                                  right=label.split(" (")[0], differences=diffs,

@@ -72,6 +72,25 @@ def test_the_lowest_differing_row_is_reported_in_batch_coordinates(x):
                         "0x41200000 (10)")
 
 
+def test_the_output_whose_differing_row_is_lowest_is_reported_first(x):
+    def two(x):  # a launch of 3 rows changes row 1 of the first output and row 0 of the second
+        a, b = x.clone(), x.clone()
+        if x.shape[0] == 3:
+            a[1] += 1
+            b[0] += 1
+        return a, b
+
+    with pytest.raises(AssertionError) as e:
+        assert_batch_invariant(two, x, splits=[2, 3])
+    assert _lines(e)[1:5] == [
+        "Row 2 of 5 (batch_dim=0) changes with the rows launched with it: in the split 2 of 2 (rows 2..4, with 2 "
+        "other row(s))",
+        "Output 'return[1]': mismatched elements: 3 / 9 (33.3%)",
+        "First difference at index (2, 0): whole batch has 0x40c00000 (6), split 2 of 2 has 0x40e00000 (7)",
+        "Also differs: output 'return[0]' (3 / 9 elements differ)",
+    ]
+
+
 def test_a_host_side_drift_fails_determinism_naming_the_runs(x):
     with pytest.raises(AssertionError) as e:
         assert_deterministic(Drifting(), x, repeats=4)
