@@ -107,7 +107,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when != "call" or not rep.passed or item.get_closest_marker("graph_replay") is None:
         return rep
     r = _results(item.config)
-    if r is not None and not r.of_test(item.nodeid, "graph_replay"):
+    if r is not None and (item.nodeid, "graph_replay") not in r.made:
         rep.outcome = "failed"
         rep.longrepr = (f"harness: {item.nodeid} is marked graph_replay but made no graph-replay check: route its "
                         "kernel call through the graph_replay fixture, or call harness.replay.assert_graph_replay")

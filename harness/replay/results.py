@@ -25,12 +25,12 @@ class Results:
 
     def __init__(self) -> None:
         self.checks: list[dict[str, Any]] = []
+        #: (test, kind) of every check made in this process, reported or not (the plugin's "marked but never
+        #: checked" rule reads it in the process that ran the test)
+        self.made: set[tuple[str, str]] = set()
 
     def add(self, check: dict[str, Any]) -> None:
         self.checks.append(check)
-
-    def of_test(self, test: str, kind: str | None = None) -> list[dict[str, Any]]:
-        return [c for c in self.checks if c["test"] == test and (kind is None or c["check"] == kind)]
 
     def to_worker(self) -> list[dict[str, Any]] | None:
         return self.checks or None
@@ -57,9 +57,10 @@ def record(kind: str, fn: str, *, passed: bool, detail: dict[str, Any]) -> None:
     """Record one check in the current session's section (nothing outside a session, without the section, or in a
     test marked ``unreported``: its deliberate failures are not the suite's)."""
     s = sessions.current()
-    if s is None or s.observations.paused:
-        return
-    section = s.sections.get(SECTION)
+    section = s.sections.get(SECTION) if s is not None else None
     if not isinstance(section, Results):
         return
-    section.add({"test": s.observations.current_test, "check": kind, "fn": fn, "passed": passed, **detail})
+    test = s.observations.current_test
+    section.made.add((test, kind))
+    if not s.observations.paused:
+        section.add({"test": test, "check": kind, "fn": fn, "passed": passed, **detail})

@@ -64,6 +64,12 @@ def test_opted_out(graph_replay, x):
 
 
 @pytest.mark.graph_replay
+@pytest.mark.unreported
+def test_marked_and_unreported(graph_replay, x):
+    graph_replay(launch, inputs={"x": x}, fresh={"x": x + 2})
+
+
+@pytest.mark.graph_replay
 def test_marked_without_a_check(x):
     assert torch.equal(launch(x), x * 2)
 '''
@@ -76,7 +82,7 @@ def _report(pytester) -> dict:
 def test_the_marker_checks_its_tests_calls_and_the_option_every_call_but_the_opted_out(pytester):
     pytester.makepyfile(test_inner=INNER)
     r = pytester.runpytest("--harness-lane=interp", "--harness-report=r.json")
-    r.assert_outcomes(passed=3, failed=2)
+    r.assert_outcomes(passed=4, failed=2)
     r.stdout.fnmatch_lines([
         "*_ test_marked_broken _*",
         "E       AssertionError: Graph replay differs from an eager run! (fn=broken)",
@@ -95,7 +101,7 @@ def test_the_marker_checks_its_tests_calls_and_the_option_every_call_but_the_opt
         ("test_inner.py::test_marked_ok", "launch", True, "interpreter"),
     ]
     r = pytester.runpytest("--harness-lane=interp", "--harness-graph-replay", "--harness-report=r.json", "-rf")
-    r.assert_outcomes(passed=2, failed=3)
+    r.assert_outcomes(passed=3, failed=3)
     r.stdout.fnmatch_lines(["FAILED test_inner.py::test_unmarked_broken - AssertionError: Graph replay dif*"])
     assert _report(pytester)["counts"] == {"graph_replay": {"passed": 1, "failed": 2}}
 
@@ -103,7 +109,7 @@ def test_the_marker_checks_its_tests_calls_and_the_option_every_call_but_the_opt
 def test_xdist_workers_hand_their_checks_to_the_report(pytester):
     pytester.makepyfile(test_inner=INNER)
     r = pytester.runpytest_subprocess("--harness-lane=interp", "--harness-report=r.json", "-n", "1")
-    r.assert_outcomes(passed=3, failed=2)
+    r.assert_outcomes(passed=4, failed=2)
     rep = _report(pytester)
     assert rep["counts"] == {"graph_replay": {"passed": 1, "failed": 1}}
     assert sorted(c["test"] for c in rep["checks"]) == ["test_inner.py::test_marked_broken",
