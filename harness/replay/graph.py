@@ -213,8 +213,10 @@ def _replay_cuda(fn: Any, ins: dict[str, torch.Tensor], outs: dict[str, torch.Te
     returned = _returned(fn, ret, outs, "capture")
     for k, v in values.items():
         s_in[k].copy_(v)
+    inputs_memory = {t.untyped_storage().data_ptr() for t in s_in.values()}
     for t in (*s_out.values(), *(t for _, t in returned)):
-        poison(t)
+        if t.untyped_storage().data_ptr() not in inputs_memory:  # a returned input (or a view of one) stays input
+            poison(t)
     e_out = _clones(s_out)
     graph.replay()
     torch.cuda.synchronize()
