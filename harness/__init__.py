@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from harness.arch import Arch
     from harness.compare import assert_close_tol, assert_fp8_close, assert_fp8_within_one_ulp
+    from harness.replay import assert_batch_invariant, assert_deterministic, assert_graph_replay
     from harness.tolerances import Tolerance
     from harness.topk import assert_topk_multiset_equal
 
@@ -22,12 +23,15 @@ _EXPORTS = {
     "assert_fp8_close": "harness.compare",
     "assert_fp8_within_one_ulp": "harness.compare",
     "assert_topk_multiset_equal": "harness.topk",
+    "assert_graph_replay": "harness.replay",
+    "assert_deterministic": "harness.replay",
+    "assert_batch_invariant": "harness.replay",
     "Tolerance": "harness.tolerances",
     "Arch": "harness.arch",
 }
 
-__all__ = ["Arch", "Tolerance", "__version__", "assert_close_tol", "assert_fp8_close", "assert_fp8_within_one_ulp",
-           "assert_topk_multiset_equal"]
+__all__ = ["Arch", "Tolerance", "__version__", "assert_batch_invariant", "assert_close_tol", "assert_deterministic",
+           "assert_fp8_close", "assert_fp8_within_one_ulp", "assert_graph_replay", "assert_topk_multiset_equal"]
 
 
 def __getattr__(name: str) -> Any:

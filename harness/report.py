@@ -10,6 +10,7 @@ observations come sorted by test (a single run's order is its workers' order any
 
 Other keys are each feature's section (``harness.session.Section.report``). ``compile_launches``: its settings
 (targets, widening) must agree; cell counts, compiles, cached and seconds add up, findings are put together.
+``replay``: the graph-replay, determinism and batch-invariance checks of every shard, counted again.
 The key holds counts, not which compile each one was, so a compile two shards both ran or read back from a
 shared cache counts in each (a single run counts it once). A key with no merge rule must be equal in every
 report, else the merge fails naming it: a report that cannot be merged faithfully is not written.
@@ -24,6 +25,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.replay.results import summarize
 from harness.summary import Collector
 
 __all__ = ["PARSER_KWARGS", "add_arguments", "check_path", "merge", "merge_files", "run", "write"]
@@ -137,7 +139,13 @@ def _merge_coverage(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_RULES = {"compile_launches": _merge_launches, "vacuity": _merge_vacuity, "coverage": _merge_coverage}
+def _merge_replay(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``replay`` key over shards: every shard's checks, counted again (``harness.replay.results``)."""
+    return summarize([c for p in parts for c in p.get("checks", ())])
+
+
+_RULES = {"compile_launches": _merge_launches, "vacuity": _merge_vacuity, "coverage": _merge_coverage,
+          "replay": _merge_replay}
 _OBSERVATION_KEYS = ("version", "rows", "observations")
 
 

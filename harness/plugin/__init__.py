@@ -4,8 +4,8 @@ The session-wide glue: options, markers, lane and arch, the one :class:`~harness
 the start, popped at the end), collection-time gating, the dtype-case and mx-case axes, fixtures, GPU pinning of xdist
 workers, the one xdist hand-off and the one ``--harness-report`` writer (:mod:`harness.report`, which
 also merges shards' reports). The feature packages' glue (:mod:`harness.golden.plugin`,
-:mod:`harness.compile.plugin`, :mod:`harness.interp.plugin`) are plugins of their own, registered from here; each
-keeps its state as a section of the session.
+:mod:`harness.compile.plugin`, :mod:`harness.interp.plugin`, :mod:`harness.replay.plugin` ...) are plugins of their
+own, registered from here; each keeps its state as a section of the session.
 
 Lane and arch are two things. The *lane* (``interp`` or ``gpu``) is where kernels execute: it decides
 ``TRITON_INTERPRET``, the ``device`` fixture and the ``gpu`` / ``interp_only`` markers. The *arch* (detected,
@@ -38,7 +38,7 @@ _nested_key = pytest.StashKey[bool]()
 
 
 _SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.interp.plugin", "harness.vacuity.plugin",
-               "harness.coverage.plugin")
+               "harness.coverage.plugin", "harness.replay.plugin")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",

@@ -64,6 +64,19 @@ def test_a_launch_key_without_a_rule_is_refused():
         report._merge_launches([_launches(), _launches(extra=1, more=2)])
 
 
+def test_replay_checks_of_every_shard_are_kept_and_counted_again():
+    def check(test: str, kind: str, passed: bool) -> dict:
+        return {"test": test, "check": kind, "fn": "f", "passed": passed, "lane": "cuda"}
+
+    a = {"counts": {"deterministic": {"passed": 1, "failed": 0}}, "checks": [check("t::b", "deterministic", True)]}
+    b = {"counts": {"graph_replay": {"passed": 0, "failed": 1}, "deterministic": {"passed": 1, "failed": 0}},
+         "checks": [check("t::a", "graph_replay", False), check("t::a", "deterministic", True)]}
+    merged = report.merge([_report(replay=a), _report(replay=b), _report()])["replay"]
+    assert merged["counts"] == {"graph_replay": {"passed": 0, "failed": 1}, "deterministic": {"passed": 2, "failed": 0}}
+    assert [(c["test"], c["check"]) for c in merged["checks"]] == [("t::a", "deterministic"), ("t::a", "graph_replay"),
+                                                                   ("t::b", "deterministic")]
+
+
 def test_rows_are_recomputed_from_every_shards_observations():
     a = _report(_obs("t::b", ulp=1), _obs("t::a", op="dot"))
     b = _report(_obs("t::c", ulp=2, passed=False))
