@@ -30,10 +30,16 @@ KNOWN_DIFFERENT: dict[tuple[str, str], str | None] = {
                              "H200); the interpreter divides exactly (tl.math.div_rn is exact on both)",
     ("create_exp", "fp32"): "tl.exp lowers to ex2.approx.f32 (MUFU) on the GPU; the interpreter uses numpy's exp",
     ("create_exp2", "fp32"): "tl.exp2 lowers to ex2.approx.f32 (MUFU); the interpreter uses numpy's exp2",
-    ("create_log", "fp32"): "tl.log lowers to lg2.approx.f32 (MUFU); the interpreter uses numpy's log",
-    ("create_log2", "fp32"): "tl.log2 lowers to lg2.approx.f32 (MUFU); the interpreter uses numpy's log2",
-    ("create_sin", "fp32"): "tl.sin lowers to sin.approx.f32 (MUFU); the interpreter uses numpy's sin",
-    ("create_cos", "fp32"): "tl.cos lowers to cos.approx.f32 (MUFU); the interpreter uses numpy's cos",
+    ("create_log", "fp32"): "tl.log is libdevice's __nv_logf on the GPU (a range reduction and an fma.rn.ftz "
+                            "polynomial); the interpreter uses numpy's log",
+    ("create_log2", "fp32"): "tl.log2 is libdevice's __nv_log2f on the GPU; the interpreter uses numpy's log2",
+    ("create_sin", "fp32"): "tl.sin is libdevice's __nv_sinf on the GPU (fma.rn.ftz polynomials, an fp64 "
+                            "reduction of large arguments; sm90 PTX, Triton 3.6/3.9); the interpreter uses numpy's "
+                            "float32 sin",
+    ("create_cos", "fp32"): "tl.cos is libdevice's __nv_cosf on the GPU (as tl.sin); the interpreter uses numpy's "
+                            "float32 cos",
+    ("create_erf", "fp32"): "tl.math.erf is libdevice's __nv_erff on the GPU (fma.rn.ftz and ex2.approx.ftz); the "
+                            "interpreter rounds Python's double erf to fp32",
     ("create_sqrt", "fp32"): "tl.sqrt lowers to sqrt.approx.f32 (MUFU); the interpreter is correctly rounded "
                              "(tl.math.sqrt_rn is exact on both)",
     ("create_rsqrt", "fp32"): "tl.math.rsqrt lowers to rsqrt.approx.f32 (MUFU); the interpreter computes 1/sqrt",
@@ -47,7 +53,15 @@ KNOWN_DIFFERENT: dict[tuple[str, str], str | None] = {
                       "interpreter steps sequentially",
     ("fma_contraction", "*"): "a product fed into + or - is contracted to one fma by the GPU compiler (fp "
                               "fusion, on by default through Triton 3.9): one rounding there, two here",
+    ("atomic_order", "*"): "where several programs update one address, the GPU applies their atomics in an order "
+                           "that changes from run to run (a float add rounds differently, an exchange or "
+                           "compare-and-swap keeps another program's value); the interpreter runs programs in "
+                           "order. Not reproducible on any lane: compare such outputs as a multiset, or with "
+                           "harness.assert_deterministic on the GPU",
 }
+
+#: atomic operations whose result depends on the order of the updates (integer add, and/or/xor, min/max commute)
+_ORDERED_ATOMICS = ("FADD", "XCHG")
 
 
 def reason(op: str, dtype: str) -> str | None:
@@ -147,6 +161,17 @@ def install(patch: Patch) -> bool:
         fn.__name__ = name
         return fn
 
+    orig_rmw, orig_cas = B.create_atomic_rmw, B.create_atomic_cas
+
+    def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, *args: Any) -> Any:  # noqa: N803
+        if str(getattr(rmwOp, "name", rmwOp)).rsplit(".", 1)[-1] in _ORDERED_ATOMICS:
+            warn("atomic_order", dtype_name(val.dtype))
+        return orig_rmw(self, rmwOp, ptr, val, *args)
+
+    def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *args: Any) -> Any:
+        warn("atomic_order", dtype_name(val.dtype))
+        return orig_cas(self, ptr, cmp, val, *args)
+
     grid_orig = itp.GridExecutor.__call__
 
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -163,6 +188,8 @@ def install(patch: Patch) -> bool:
         if callable(getattr(B, name, None)):
             patch.setattr(B, name, warned(name), tag=TAG)
     patch.setattr(B, "create_fmul", create_fmul, tag=TAG)
+    patch.setattr(B, "create_atomic_rmw", create_atomic_rmw, tag=TAG)
+    patch.setattr(B, "create_atomic_cas", create_atomic_cas, tag=TAG)
     for name in ("create_fadd", "create_fsub"):
         patch.setattr(B, name, contracted(name), tag=TAG)
     patch.setattr(itp.GridExecutor, "__call__", launch, tag=TAG)

@@ -57,3 +57,56 @@ def test_a_modelled_op_stops_warning_whatever_the_install_order(order):
             with approx_math.suspended():  # the interpreter divides exactly again: that is what it warns about
                 got = _fdiv_warnings()
             assert len(got) == 1 and "div.full.f32" in got[0], got
+
+
+@triton.jit
+def _atomic_fadd(x_ptr, acc_ptr, iacc_ptr):
+    tl.atomic_add(acc_ptr, tl.load(x_ptr + tl.program_id(0)))
+
+
+@triton.jit
+def _atomic_xchg(x_ptr, acc_ptr, iacc_ptr):
+    tl.atomic_xchg(iacc_ptr, tl.load(x_ptr + tl.program_id(0)).to(tl.int32))
+
+
+@triton.jit
+def _atomic_cas(x_ptr, acc_ptr, iacc_ptr):
+    tl.atomic_cas(iacc_ptr, 0, tl.load(x_ptr + tl.program_id(0)).to(tl.int32))
+
+
+@triton.jit
+def _atomic_iadd(x_ptr, acc_ptr, iacc_ptr):
+    tl.atomic_add(iacc_ptr, tl.load(x_ptr + tl.program_id(0)).to(tl.int32))
+
+
+@triton.jit
+def _atomic_imax(x_ptr, acc_ptr, iacc_ptr):
+    tl.atomic_max(iacc_ptr, tl.load(x_ptr + tl.program_id(0)).to(tl.int32))
+
+
+# one kernel per case: the warning is given once per kernel, op and dtype in a session
+_ATOMICS = {"fadd": _atomic_fadd, "xchg": _atomic_xchg, "cas": _atomic_cas, "iadd": _atomic_iadd,
+            "imax": _atomic_imax}
+
+
+@pytest.mark.interp_only
+@pytest.mark.parametrize("op, ordered", [("fadd", True), ("xchg", True), ("cas", True), ("iadd", False),
+                                         ("imax", False)])
+def test_an_atomic_whose_result_depends_on_the_programs_order_warns(op, ordered):
+    import torch
+
+    x = torch.tensor([1.0, 1e8, -1e8, 3.0])
+    kernel = _ATOMICS[op]
+
+    def launch() -> list[str]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            kernel[(4,)](x, torch.zeros(1), torch.zeros(1, dtype=torch.int32))
+        return [str(w.message) for w in seen if "atomic_order" in str(w.message)]
+
+    with lift(differences.TAG):
+        assert launch() == []  # the warnings lifted: silent
+    got = launch()
+    assert len(got) == (1 if ordered else 0), got  # once per kernel, however many programs
+    if ordered:
+        assert "changes from run to run" in got[0] and kernel.__name__ in got[0], got
