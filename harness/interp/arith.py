@@ -338,7 +338,8 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
 
     def r_min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
         # Over an all-NaN slice the GPU (derived from Triton 3.6's and 3.9's PTX for sm90) gives: for tl.max/min,
-        # max.f32/min.f32 of NaNs, NaN; for argmax/argmin, whose combine selp's the first (value, index) pair
+        # max.f32/min.f32 of NaNs, the canonical NaN (0x7fffffff / 0x7fff: measured on an H100, Triton 3.6,
+        # tests/lowering row_max_argmax); for argmax/argmin, whose combine selp's the first (value, index) pair
         # only when setp.gt/lt (or setp.eq and a lower index) holds, the second pair at every step; the storing
         # thread pairs each element with higher-indexed ones (registers in order, then shfl.bfly and the warps
         # above it), so the slice's last element and index n - 1. Triton 3.9's interpreter raises there
@@ -367,6 +368,9 @@ def _reduce_wrappers(itp: Any, tl: Any) -> dict[tuple[Any, str], Any]:
             i = np.where(nan, flat.shape[0 if axis is None else axis] - 1, i).astype(np.int32)
             if v is not None:
                 v = np.where(nan, last, v)
+        elif v is not None and v.dtype in CANONICAL_NAN:
+            v = np.where(all_nan if keep else (all_nan.reshape(()) if axis is None else np.squeeze(all_nan, axis)),
+                         CANONICAL_NAN[v.dtype], v)
         val = idx = None
         if v is not None:
             val = self.to_tensor(f32_to_bf16(v.astype(np.float32)).reshape(v.shape) if is_bf16 else v, inp.dtype)

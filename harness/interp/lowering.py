@@ -56,6 +56,7 @@ MODELLED = (("fma_contraction", ("*",)), ("sum", ("fp32", "bf16", "fp16")), ("sc
 _DTYPES = ("fp32", "bf16", "fp16")
 _ELEM = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float": "fp32", "bfloat": "bf16", "half": "fp16"}
 _PRODUCT = "harness_lowering_product"  # TensorHandle.attr key: (mul position or None, lhs data, rhs data)
+_QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: (scaled numerator, MUFU.RCP of the denominator)
 _SCAN_KINDS = ("add", "mul", "max", "min")
 #: the arch the 16-bit packed reduction order (Triton 3.9) was derived on (harness.lowering.reduce_order)
 _PACKED_ARCH = "sm90"
@@ -80,6 +81,9 @@ class _Launch:
     reductions: dict = field(default_factory=dict)
     scans: dict = field(default_factory=dict)
     warned: bool = False
+    #: contracted ``a ± x / y`` results by (op, side, quotient tag, other operand's data), with those objects kept
+    #: alive: the same expression elsewhere in the kernel is the same value in the compiled one (LLVM's GVN)
+    contracted: dict = field(default_factory=dict)
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_lowering_launch", default=None)
@@ -122,8 +126,9 @@ def _warn_once_per_kernel(launch: _Launch) -> None:
         differences.warn("lowering", "*", f"{launch.why}: fma contraction, reduction and scan order stay the "
                                           "interpreter's")
         return
-    if launch.facts.ptxas_lines:
-        lines = ", ".join(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n in launch.facts.ptxas_lines)
+    unmodelled = [w for w in launch.facts.ptxas_lines if w not in set(launch.facts.quotient_lines)]
+    if unmodelled:
+        lines = ", ".join(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n in unmodelled)
         differences.warn("fma_contraction", "fp32",
                          f"ptxas contracts a multiply and an add the PTX keeps apart at {lines} (its own choice per "
                          "unrolled instruction, harness.lowering.fma.ptxas_contracted_lines): not modelled there")
@@ -217,6 +222,51 @@ def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) 
                                             "product the interpreter could not trace to it (converted or broadcast "
                                             "in between): two roundings here, one on the GPU")
     return None
+
+
+def _quotient(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``div.full.f32``'s operands as its closing multiply sees them: the numerator after the range scaling and
+    ``MUFU.RCP`` of the scaled denominator (:func:`harness.interp.approx_math.div_full`)."""
+    import torch
+
+    from harness.interp import approx_math
+
+    xt, yt = torch.broadcast_tensors(torch.from_numpy(np.asarray(x, np.float32).copy()),
+                                     torch.from_numpy(np.asarray(y, np.float32).copy()))
+    ay = yt.abs()
+    big, small = ay > 2.0**126, ~(ay >= 2.0**-126)
+    scale = torch.where(big, 0.25, torch.where(small, 16777216.0, 1.0))
+    return (xt * scale).numpy(), approx_math.rcp_approx(yt * scale).numpy()
+
+
+def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
+    """``a ± x / y`` where ptxas contracted the quotient's multiply into this add (fp32, a line of the facts'
+    ``quotient_lines``): ``fma(x', rcp(y'), ±a)`` with one rounding; ``None`` elsewhere."""
+    from harness.lowering import numeric
+    from harness.lowering.sites import interpreter_position
+
+    if launch.facts is None or not launch.facts.quotient_lines or differences.dtype_name(lhs.dtype) != "fp32":
+        return None
+    tags = (lhs.attr.get(_QUOTIENT), rhs.attr.get(_QUOTIENT))
+    side = 0 if tags[0] is not None else 1 if tags[1] is not None else None
+    if side is None:
+        return None
+    other = (rhs if side == 0 else lhs).data
+    key = (op, side, id(tags[side]), id(other))
+    seen = launch.contracted.get(key)
+    if seen is not None:
+        return type(lhs)(seen[0], lhs.dtype)
+    where = interpreter_position()
+    if where is None or (where[0], where[1]) not in set(launch.facts.quotient_lines):
+        return None
+    xs, r = tags[side]
+    c = np.asarray(other, np.float32)
+    if op == "fsub":  # q - c = fma(x', r, -c); c - q = fma(-x', r, c)
+        xs, c = (xs, -c) if side == 0 else (-xs, c)
+    out = np.asarray(numeric.fma(np.broadcast_to(xs, np.broadcast_shapes(xs.shape, c.shape)), r, c, "fp32"),
+                     np.float32)
+    launch.contracted[key] = (out, tags[side], other)
+    return type(lhs)(out, lhs.dtype)
 
 
 def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]:
@@ -347,6 +397,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
     B = itp.InterpreterBuilder
     run_orig = itp.InterpretedFunction.run
     fmul_orig = B.create_fmul
+    fdiv_orig = B.create_fdiv
     reduce_orig, scan_orig = itp.ReduceOps.apply_impl, itp.ScanOps.apply_impl
 
     def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
@@ -382,6 +433,32 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
                 out.attr[_PRODUCT] = (key, lhs.data, rhs.data)
         return out
 
+    def create_fdiv(self: Any, lhs: Any, rhs: Any) -> Any:
+        out = fdiv_orig(self, lhs, rhs)
+        launch = _CURRENT.get()
+        if launch is not None and launch.facts is not None and launch.facts.quotient_lines and \
+                np.asarray(out.data).dtype == np.float32:
+            try:
+                out.attr[_QUOTIENT] = _quotient(lhs.data, rhs.data)
+            except Exception as e:  # noqa: BLE001
+                _failed("a division", e)
+        return out
+
+    def carries_quotient(method: str) -> Any:
+        """``create_splat``/``create_broadcast`` keeping a quotient's tag: ``x - tl.sum(x) / N`` broadcasts the
+        quotient before the subtract (the tag's arrays broadcast against the other operand when used)."""
+        orig = getattr(B, method)
+
+        def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig(self, *args, **kwargs)
+            tagged = [a for a in (*args, *kwargs.values()) if _QUOTIENT in getattr(a, "attr", ())]
+            if tagged:
+                out.attr[_QUOTIENT] = tagged[0].attr[_QUOTIENT]
+            return out
+
+        fn.__name__ = fn.__qualname__ = method
+        return fn
+
     def add_like(op: str) -> Any:
         orig = getattr(B, f"create_{op}")
 
@@ -389,6 +466,14 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
             launch = _CURRENT.get()
             if launch is not None:
                 tags = (lhs.attr.get(_PRODUCT), rhs.attr.get(_PRODUCT))
+                if tags == (None, None) and (_QUOTIENT in lhs.attr or _QUOTIENT in rhs.attr):
+                    try:
+                        out = _contracted_quotient(launch, op, lhs, rhs)
+                    except Exception as e:  # noqa: BLE001
+                        _failed(f"an {op}", e)
+                        out = None
+                    if out is not None:
+                        return _nan_as_interpreter(out, orig(self, lhs, rhs)) if np.isnan(out.data).any() else out
                 if tags != (None, None):
                     try:
                         out = _fused(launch, op, lhs, rhs, tags)
@@ -427,6 +512,9 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
 
     patch.setattr(itp.InterpretedFunction, "run", run, tag=TAG)
     patch.setattr(B, "create_fmul", create_fmul, tag=TAG)
+    patch.setattr(B, "create_fdiv", create_fdiv, tag=TAG)
+    for method in ("create_splat", "create_broadcast"):
+        patch.setattr(B, method, carries_quotient(method), tag=TAG)
     for op in ("fadd", "fsub"):
         patch.setattr(B, f"create_{op}", add_like(op), tag=TAG)
     patch.setattr(itp.ReduceOps, "apply_impl", reduce_impl, tag=TAG)

@@ -41,7 +41,7 @@ __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specializa
            "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-4"  # 4: positions moved to this checkout (relocator)
+FORMAT = "harness-lowering-6"  # 6: quotient_lines
 
 Key = tuple[str, int, int]
 
@@ -96,6 +96,9 @@ class KernelLowering:
     #: source lines (file, line) where ptxas made an FFMA the PTX does not have
     #: (:func:`harness.lowering.fma.ptxas_contracted_lines`): not modelled, the caller warns there.
     ptxas_lines: tuple[tuple[str, int], ...] = ()
+    #: of those, the lines where the FFMA is a ``div.full`` quotient's multiply contracted into the add that reads
+    #: it (:func:`harness.lowering.fma.ptxas_quotient_lines`): modelled
+    quotient_lines: tuple[tuple[str, int], ...] = ()
 
 
 _KIND = {"arith.addf": "add", "arith.mulf": "mul", "arith.maxnumf": "max", "arith.minnumf": "min",
@@ -186,11 +189,14 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
     fused = tuple(Fused(_where(moved(s.mul), "mul", version), _where(moved(s.add), "add", version), s.op, s.operand,
                         s.elem, s.count) for s in sites_)
     cubin = asm.get("cubin")
-    ptxas = (sorted((move(f), n) for f, n in fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]))
-             if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else [])
+    raw_ptxas = (fma_mod.ptxas_contracted_lines(cubin, asm["ptx"])
+                 if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else set())
+    quotients = (fma_mod.ptxas_quotient_lines(cubin, asm["ptx"])
+                 if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else set())
     return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
-                          ptxas_lines=tuple(ptxas))
+                          ptxas_lines=tuple(sorted((move(f), n) for f, n in raw_ptxas)),
+                          quotient_lines=tuple(sorted((move(f), n) for f, n in quotients)))
 
 
 def _dump(k: KernelLowering) -> str:
@@ -219,7 +225,8 @@ def _load(text: str) -> KernelLowering | None:
                   for s in d["scans"]),
             tuple(Fused(key(f["mul"]), key(f["add"]), f["op"], f["operand"], f["elem"], f["count"])
                   for f in d["fused"]),
-            d["error"], d["sources"], tuple((str(f), int(n)) for f, n in d.get("ptxas_lines", ())))
+            d["error"], d["sources"], tuple((str(f), int(n)) for f, n in d.get("ptxas_lines", ())),
+            tuple((str(f), int(n)) for f, n in d.get("quotient_lines", ())))
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -272,3 +272,55 @@ def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> s
         elif "mul.f32" in p or "add.f32" in p or "sub.f32" in p:
             out.add(where)  # the pair's halves sit on two lines: this line holds an FFMA the PTX does not
     return out
+
+
+_DIV_FULL = re.compile(r"^\s*(?:@!?%p\d+\s+)?div\.full\.f32\s+(%r\d+),", re.M)
+_ADD_SUB = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:add|sub)\.f32\s+%r\d+,\s*(%r\d+),\s*(%r\d+);")
+
+
+#: PTX instructions whose sm90 SASS expansion holds an FFMA of its own: a line with one says nothing
+_FFMA_EXPANSIONS = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:ex2|lg2|sin|cos|tanh|div\.rn|div\.approx|rcp\.rn|sqrt\.rn)\.",
+                              re.M)
+
+
+def ptxas_quotient_lines(cubin: bytes, ptx: str, tool: str | None = None) -> set[tuple[str, int]]:
+    """Source lines where ptxas contracted a ``div.full.f32``'s closing multiply into the add or subtract that
+    reads the quotient: the line's PTX has an ``add``/``sub.f32`` (no ``.rn``) reading a ``div.full.f32`` result,
+    no ``mul.f32`` and no instruction whose own expansion holds an FFMA, and its SASS (``nvdisasm -g``) holds more
+    FFMAs than its PTX has ``fma``.
+
+    Why: ``div.full.f32`` expands in SASS to range scaling, ``MUFU.RCP`` and one ``FMUL`` (sm90;
+    :mod:`harness.interp.approx_math`), and ptxas contracts that ``FMUL`` with a following ``FADD`` like any
+    other: layernorm's ``x - tl.sum(x) / N`` becomes ``FFMA(-sum', rcp(N'), x)`` and ``var + eps`` with
+    ``var = tl.sum(d * d) / N`` becomes ``FFMA(rcp(N'), sumsq', eps)`` (SASS of Triton 3.6.0 and 3.9.0, sm90;
+    measured on an H100: ``tests/lowering`` layernorm at N = 1000, where the reciprocal is inexact). One rounding
+    of a known product: modelled, unlike a multiply ptxas contracts. Empty when no ``nvdisasm``."""
+    quotients = set(_DIV_FULL.findall(ptx))
+    if not quotients or not isinstance(cubin, (bytes, bytearray)):
+        return set()
+    tool = tool or nvdisasm()
+    if tool is None:
+        return set()
+    files = {m.group(1): m.group(2) for m in _PTX_FILE.finditer(ptx)}
+    reads: set[tuple[str, int]] = set()
+    spoiled: set[tuple[str, int]] = set()
+    fmas: dict[tuple[str, int], int] = {}
+    cur: tuple[str, int] | None = None
+    for ln in ptx.splitlines():
+        m = _PTX_LOC.match(ln)
+        if m:
+            cur = (files.get(m.group(1), m.group(1)), int(m.group(2)))
+            continue
+        if cur is None:
+            continue
+        a = _ADD_SUB.match(ln)
+        if a and (a.group(1) in quotients or a.group(2) in quotients):
+            reads.add(cur)
+        elif _CONTRACTIBLE_MUL.match(ln) or _FFMA_EXPANSIONS.match(ln):
+            spoiled.add(cur)
+        elif re.match(r"^\s*(?:@!?%p\d+\s+)?fma\.", ln):
+            fmas[cur] = fmas.get(cur, 0) + 1
+    if not reads - spoiled:
+        return set()
+    sass = _sass_lines(cubin, tool)
+    return {w for w in reads - spoiled if sass.get(w, []).count("FFMA") > fmas.get(w, 0)}

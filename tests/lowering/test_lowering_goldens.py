@@ -29,6 +29,16 @@ _CAPTURE = ("python scripts/capture_lowering_goldens.py --out golden/lowering{su
             "H100/H200 with Triton {version})")
 
 
+#: Cases the H100 capture shows the model does not reproduce yet, by Triton minor version and pattern, with the
+#: measured difference: a strict expected failure (the test fails when any other case differs, and when these
+#: stop differing, so the entry is removed). Open: the in-thread order of a 16-bit sum fused with its squares.
+KNOWN_OPEN = {
+    "3.6": {"sum_of_squares": {"bf16_n1024_w4", "fp16_n1024_w4", "fp16_n4096_w8"}},
+}
+_OPEN_WHY = ("16-bit tl.sum(x * x): the fused in-thread order derived from the PTX (mul of element 1, fma of "
+             "element 0, then 2..7) differs from an H100's by 1 ulp in 2-4 of 16 rows")
+
+
 def _mm(version: str) -> str:
     return ".".join(str(version).split(".")[:2])
 
@@ -85,6 +95,13 @@ def test_interpreter_reproduces_the_gpu(golden, pattern):
             if bad:
                 line = f"{case}/{name}: {bad} of {want.size} outputs differ from {meta.get('device')}"
                 (explained if said else differ).append(line + (f" (warned: {said[0]})" if said else ""))
+    open_cases = KNOWN_OPEN.get(_mm(triton.__version__), {}).get(pattern, set())
+    if open_cases:
+        still = {line.split("/", 1)[0] for line in differ}
+        if still == open_cases:
+            pytest.xfail(f"{rel}: {_OPEN_WHY}:\n  " + "\n  ".join(differ))
+        if not still:
+            pytest.fail(f"{rel}: {sorted(open_cases)} now match the GPU: remove them from KNOWN_OPEN")
     if differ:
         pytest.fail(f"{rel}: the interpreter differs from the GPU where nothing warned:\n  " + "\n  ".join(differ))
     if explained:
