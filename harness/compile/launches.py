@@ -174,7 +174,9 @@ def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
     jit = as_jit(fn)
     pyfn = jit.fn
     opts = tuple(sorted((k, int(kwargs[k])) for k in _LAUNCH_OPTIONS if kwargs.get(k) is not None))
-    call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_OPTIONS}
+    # a kernel parameter named like an option (the Triton tutorial's softmax takes ``num_stages``) is both, as
+    # in Triton's own launch: the value binds to the parameter and is the compile option too
+    call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_OPTIONS or k in jit.arg_names}
     bound = inspect.signature(pyfn).bind(*args, **call_kwargs)
     bound.apply_defaults()
     is_cexpr = {p.name: bool(p.is_constexpr) for p in jit.params}

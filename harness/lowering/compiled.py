@@ -255,9 +255,9 @@ def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specia
     launch = launch_from_args(fn, args, kwargs)
     jit = as_jit(fn)
     params = {p.name: p for p in jit.params}
-    bound = inspect.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items()
-                                                     if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg",
-                                                                  "enable_fp_fusion")})
+    bound = inspect.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items() if k in params or k not in
+                                                     ("num_warps", "num_stages", "num_ctas", "maxnreg",
+                                                      "enable_fp_fusion")})
     sig = dict(launch.signature)
     consts = dict(launch.constexprs)
     divisible = set()

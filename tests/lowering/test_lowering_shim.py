@@ -269,3 +269,26 @@ def test_nan_payloads_stay_the_interpreters():
     _run(k.row_sum, (ROWS,), (x, s, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4})
     _run(k.row_sum, (ROWS,), (x, s0, ROWS), {"N": 1024, "BLOCK_M": 1, "num_warps": 4}, plain=True)
     assert torch.isnan(s[2]) and s[2:3].view(torch.int32).item() == s0[2:3].view(torch.int32).item()
+
+
+@triton.jit
+def _rows_softmax_stages(x_ptr, y_ptr, n_rows, N: tl.constexpr, num_stages: tl.constexpr):
+    # the Triton tutorial's fused softmax names a parameter like the launch option, and passes it to tl.range
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=num_stages):
+        x = tl.load(x_ptr + row * N + tl.arange(0, N))
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(y_ptr + row * N + tl.arange(0, N), e / tl.sum(e, axis=0))
+
+
+def test_a_parameter_named_like_a_launch_option_binds_to_the_kernel():
+    """``num_stages=2`` is the kernel's parameter and the compile option at once, as in Triton's own launch: the
+    compiled kernel for the facts is had (before, binding dropped it: "missing a required argument")."""
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(21))
+    y = torch.empty_like(x)
+    args, kw = (x, y, 8), {"N": 256, "num_stages": 2, "num_warps": 4}
+    spec = compiled.specialize(_rows_softmax_stages, args, kw)
+    assert spec.constexprs.get("num_stages") == 2
+    got = _run(_rows_softmax_stages, (2,), args, kw)
+    assert not [m for m in got if "could not be had" in m], got
+    (r_max, r_sum) = sorted(_facts(_rows_softmax_stages, args, kw).reductions, key=lambda r: r.kind)
+    assert {r_max.kind, r_sum.kind} == {"max", "add"}
