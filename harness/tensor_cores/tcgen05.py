@@ -119,6 +119,16 @@ LOWERING: dict[str, str] = {
                         "[ %r876 + 0 ], [ %r605 + 0 ], %rd136, %r606, %p6;' (A from TMEM; 3.6 not compiled)",
     "emulated dot_scaled": "the sm90 decomposition (TTGIR of 3.9 for sm100, 64x64x64 e4m3: 'tt.fp_to_fp' to bf16, "
                            "'arith.mulf' by the scale), then kind::f16 (3.9/3.6: 4 '...kind::f16' for 64x64x64)",
+    "tf32x3": "F32DotTC splits each fp32 operand ('cvt.rna.tf32.f32 %r41, %r42;' then 'sub.f32 %r232, %r42, %r41;'), "
+              "then three kind::tf32 chains, A read from TMEM (3.9 128x64x32 w4, loaded acc: '@%p7 tcgen05.mma."
+              "cta_group::1.kind::tf32 [ %r668 + 0 ], [ %r530 + 0 ], %rd156, %r380, %p6;', A advancing 8 TMEM columns a "
+              "step: '[ %r530 + 8 ]', '+ 16', '+ 24'; 3.6: '[ %r652 + 0 ], [ %r518 + 0 ], %rd156, %r380, %p3;'): "
+              "a_small x b_big into a TMEM accumulator stored as zeros ('ttng.tmem_store %cst_2'), a_big x b_small "
+              "into the same one, read back ('tcgen05.ld.sync.aligned.32x32b.x128.b32'), NaN to 0 ('setp.num.f32 "
+              "%p17, %r304, %r304;' 'selp.f32 %r432, %r304, 0f00000000, %p17;'), stored again, a_big x b_big on it, "
+              "read back, and only then the tile's accumulator added: 'add.f32x2 %rd237, %rd4, %rd236;' (TTGIR "
+              "'arith.addf %acc_49, %c_31'; 3.6 the same: 'add.f32x2 %rd249, %rd4, %rd248;'). 12 instructions for "
+              "K=32, 4 a chain",
     "refused": "bf16 x bf16 and e4m3 x bf16 on a native tile (3.6/3.9: PassManager::run failed; 'Unsupported type' "
                "at MMAv5.cpp, 'LHS and RHS operand dtypes kinds don't match'); e2m1 x e2m1 with K=32 on a native "
                "tile (3.9: 'K dimension must be at least 64 for this scaled MMA'; 3.6 fails too); NVFP4 on an "
@@ -425,7 +435,8 @@ def plain_dot(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, input_precision
 def _tf32x3(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, row: Tcgen05Kind) -> torch.Tensor:
     """Triton's F32DotTC split (the TTGIR pass every NVIDIA target runs, ``tritongpu-F32DotTC`` in the sm100
     pipeline of 3.9): big = cvt.rna.tf32(x), small = x - big; dot(a_small, b_big, 0), then dot(a_big, b_small, ...),
-    NaNs of that set to 0, then dot(a_big, b_big, ...), then add.f32 to the accumulator."""
+    NaNs of that set to 0, then dot(a_big, b_big, ...), then add.f32 to the accumulator: the order and the TMEM
+    round trips of the PTX that Triton 3.6 and 3.9 emit for cuda:100 (:data:`LOWERING` "tf32x3")."""
     def rna(x: torch.Tensor) -> torch.Tensor:
         i = x.float().view(torch.int32)
         return torch.where(torch.isfinite(x.float()), (i + 0x1000) & -8192, i).view(torch.float32)
