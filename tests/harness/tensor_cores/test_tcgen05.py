@@ -404,6 +404,15 @@ def test_tf32x3_is_three_kind_tf32_chains_in_the_compiled_order():
     _check(out, lambda m, n: _tf32x3_ref(a, b, acc, m, n, _COMPILED), picks)
     for m, n in ((26, 9), (28, 15)):
         assert _tf32x3_ref(a, b, acc, m, n, "big-small, small-big, big-big") != _tf32x3_ref(a, b, acc, m, n, _COMPILED)
+    # an inf operand: the three chains one by one (the finite tile above runs as one chain over the three k ranges),
+    # the NaN of a_small x b_big (inf - inf) set to 0 before the last chain, whose inf then gives the output
+    a[3, 5], a[4, 7], b[7, 2] = float("inf"), -float("inf"), float("inf")
+    out = tc.dot(a, b, acc, arch="sm100", instr="tcgen05", input_precision="tf32x3")
+    _check(out, lambda m, n: _tf32x3_ref(a, b, acc, m, n, _COMPILED), [(3, 0), (3, 2), (4, 2), (4, 3), (5, 2)])
+    # a finite operand that cvt.rna rounds up to inf (its small part -inf): the three chains as well
+    a[3, 5], a[4, 7], b[7, 2] = torch.finfo(torch.float32).max, 1.0, 1.0
+    out = tc.dot(a, b, acc, arch="sm100", instr="tcgen05", input_precision="tf32x3")
+    _check(out, lambda m, n: _tf32x3_ref(a, b, acc, m, n, _COMPILED), [(3, 0), (3, 2), (3, 7)])
     other = [(m, n) for m in range(8) for n in range(N)
              if _tf32x3_ref(a, b, acc, m, n, "big-big, small-big, big-small") != _tf32x3_ref(a, b, acc, m, n,
                                                                                             _COMPILED)]
