@@ -121,8 +121,8 @@ LOWERING: dict[str, str] = {
                            "'arith.mulf' by the scale), then kind::f16 (3.9/3.6: 4 '...kind::f16' for 64x64x64)",
     "tf32x3": "F32DotTC splits each fp32 operand ('cvt.rna.tf32.f32 %r41, %r42;' then 'sub.f32 %r232, %r42, %r41;'), "
               "then three kind::tf32 chains, A read from TMEM (3.9 128x64x32 w4, loaded acc: '@%p7 tcgen05.mma."
-              "cta_group::1.kind::tf32 [ %r668 + 0 ], [ %r530 + 0 ], %rd156, %r380, %p6;', A advancing 8 TMEM columns a "
-              "step: '[ %r530 + 8 ]', '+ 16', '+ 24'; 3.6: '[ %r652 + 0 ], [ %r518 + 0 ], %rd156, %r380, %p3;'): "
+              "cta_group::1.kind::tf32 [ %r668 + 0 ], [ %r530 + 0 ], %rd156, %r380, %p6;', A advancing 8 TMEM columns "
+              "a step: '[ %r530 + 8 ]', '+ 16', '+ 24'; 3.6: '[ %r652 + 0 ], [ %r518 + 0 ], %rd156, %r380, %p3;'): "
               "a_small x b_big into a TMEM accumulator stored as zeros ('ttng.tmem_store %cst_2'), a_big x b_small "
               "into the same one, read back ('tcgen05.ld.sync.aligned.32x32b.x128.b32'), NaN to 0 ('setp.num.f32 "
               "%p17, %r304, %r304;' 'selp.f32 %r432, %r304, 0f00000000, %p17;'), stored again, a_big x b_big on it, "

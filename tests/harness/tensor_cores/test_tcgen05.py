@@ -355,7 +355,7 @@ def test_fp8_windows_tell_sm100_from_sm90(pair):
     assert (_bits(new) != _bits(old)).float().mean() > 0.05
 
 
-# --- tf32x3 (input_precision="tf32x3") ---------------------------------------------------------------------------------
+# --- tf32x3 (input_precision="tf32x3") --------------------------------------------------------------------------------
 
 def _rna(x: torch.Tensor) -> torch.Tensor:
     """cvt.rna.tf32.f32 of finite fp32 values: 10 fraction bits, ties away from zero."""
