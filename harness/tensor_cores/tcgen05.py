@@ -167,6 +167,10 @@ def scale_operand(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return u, _raw(torch.where(fin, u, 0.0), -6)
 
 
+_LOW29 = -(1 << 29)  # int64 mask that clears a float64's low 29 significand bits
+_FLOOR = -600.0  # a window exponent below every real one (raw exponents here are >= -126 - 126 - 254 - 12)
+
+
 def _pow2(e: torch.Tensor) -> torch.Tensor:
     return ((e.to(torch.int64) + 1023) << 52).view(torch.float64)
 
@@ -177,12 +181,13 @@ def _trunc_div(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def _rz_f32(x: torch.Tensor) -> torch.Tensor:
-    """x (float64, finite) truncated toward zero to fp32 (subnormals kept), +-inf from 2^128 on, +0 for 0."""
-    e = (torch.frexp(x)[1] - 1).to(torch.float64).clamp_min(-126)
-    step = _pow2(e - 23)
-    r = _trunc_div(x, step) * step
-    r = torch.where(r.abs() >= 2.0 ** 128, torch.copysign(torch.full_like(r, float("inf")), r), r)
-    return torch.where(x != 0, r, torch.zeros_like(r))
+    """x (float64, finite) truncated toward zero to fp32 (subnormals kept), +-inf from 2^128 on, +0 for 0. Why bit
+    masks: a float64 holds an fp32 significand with 29 bits to spare, so clearing its low 29 bits truncates toward
+    zero wherever the result is an fp32 normal; below 2^-126 the grid is fp32's subnormal step 2^-149; the cast of
+    the truncated value to fp32 is then exact, and inf from 2^128 on."""
+    r = (x.view(torch.int64) & _LOW29).view(torch.float64)
+    r = torch.where(r.abs() < 2.0 ** -126, _trunc_div(x, 2.0 ** -149) * 2.0 ** -149, r)
+    return (r + 0.0).float().double()  # + 0.0: a -0 sum is +0
 
 
 def _raw_c(C: torch.Tensor) -> torch.Tensor:
@@ -305,39 +310,43 @@ def _chain_window(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.
     cheaper: an instruction's scale pair is one per output (mxf8f6f4: a scale block is the instruction's k, so
     ``2^S`` scales every product alike: aligning ``a * b * 2^S`` at ``2^q`` is aligning ``a * b`` at ``2^(q - S)``);
     products of fp16 / FP8 / e2m1 values are exact in fp32 (at most 22 significant bits, exponents within
-    [-48, 32]) and so are their quotients by the window step, which lies at or above 2^-73 (the window is 25 bits
-    below the largest product); bf16/tf32 products (exponents to 2^-252) stay in float64."""
+    [-48, 32]); bf16/tf32 products (exponents to 2^-252) stay in float64; their quotients by the window step are
+    taken in float64 (exact: a power of two, a float64 normal). All products and each instruction's largest raw
+    exponent are formed once; the loop only aligns each instruction's products to the window its accumulator
+    sets."""
     k = row.k
+    nI = A.shape[-1] // k
+    lead, M, N = A.shape[:-2], A.shape[-2], B.shape[-1]
     small = all(bool(torch.where(x != 0, r, 0.0).amin() > -60) and bool(x.abs().amax() < 2.0 ** 40)
                 for x, r in ((A, RA), (B, RB)) if x.numel())
     wide = torch.float32 if small else torch.float64
     Af, Bt = A.to(wide), B.transpose(-1, -2).to(wide)
     ra = torch.where(A != 0, RA, _NEG).to(torch.float32)
     rb = torch.where(B != 0, RB, _NEG).transpose(-1, -2).to(torch.float32)
+    # every product and each instruction's largest raw exponent sum, once for all k
+    ab = (Af[..., :, None, :] * Bt[..., None, :, :]).reshape(*lead, M, N, nI, k)
+    maxR = (ra[..., :, None, :] + rb[..., None, :, :]).reshape(*lead, M, N, nI, k).amax(-1).double()
+    S = torch.zeros_like(maxR)
+    nan = None
+    if SA is not None:  # one scale pair per instruction (a scale block is its k)
+        S = SA[1][..., :, ::k][..., :, None, :] + SB[1][..., ::k, :].transpose(-1, -2)[..., None, :, :]
+        nan = torch.isnan(SA[0][..., :, ::k])[..., :, None, :] | \
+            torch.isnan(SB[0][..., ::k, :]).transpose(-1, -2)[..., None, :, :]
+    top = torch.where(maxR > _NEG / 2, maxR + S, _NEG)
     acc = C.double()
-    for i in range(A.shape[-1] // k):
-        sl = slice(i * k, (i + 1) * k)
-        ab = Af[..., :, None, sl] * Bt[..., None, :, sl]
-        maxR = (ra[..., :, None, sl] + rb[..., None, :, sl]).amax(-1).double()
-        maxR = torch.where(maxR > _NEG / 2, maxR, _NEG)
-        S = torch.zeros_like(maxR)
-        nan = None
-        if SA is not None:
-            sav, sar = SA[0][..., :, i * k], SA[1][..., :, i * k]
-            sbv, sbr = SB[0][..., i * k, :], SB[1][..., i * k, :]
-            S = sar[..., :, None] + sbr[..., None, :]
-            nan = torch.isnan(sav)[..., :, None] | torch.isnan(sbv)[..., None, :]
-        cfin = torch.isfinite(acc)
-        c = torch.where(cfin, acc, 0.0)
-        top = torch.maximum(torch.where(maxR > _NEG / 2, maxR + S, _NEG), _raw_c(c))
-        q = torch.where(top > _NEG / 2, top - row.window, 0.0)
-        step = torch.exp2(q - S).to(wide)  # the window step in units of the unscaled products (inf: all below it)
-        units = _trunc_div(ab, step[..., None]).sum(-1, dtype=torch.float64)
-        units = torch.where(maxR > _NEG / 2, units, 0.0)  # no nonzero product: nothing to align (the step may be 0)
+    for i in range(nI):
+        fin = bool(torch.isfinite(acc).all())
+        c = acc if fin else torch.where(torch.isfinite(acc), acc, 0.0)
+        # the window; floored where there is nothing to align (no nonzero product, c = 0), so every power of two
+        # below is a float64 normal and a zero product's units are 0
+        q = (torch.maximum(top[..., i], _raw_c(c)) - row.window).clamp_min(_FLOOR)
+        step = _pow2(q - S[..., i])  # the window step in units of the unscaled products
+        units = _trunc_div(ab[..., i, :], step[..., None]).sum(-1, dtype=torch.float64)
         qq = _pow2(q)
         d = _rz_f32(units * qq + _trunc_div(c, qq) * qq)
-        d = torch.where(cfin, d, acc)
-        acc = d if nan is None else torch.where(nan, float("nan"), d)
+        if not fin:
+            d = torch.where(torch.isfinite(acc), d, acc)
+        acc = d if nan is None else torch.where(nan[..., i], float("nan"), d)
     return _nan_word(acc.float())
 
 

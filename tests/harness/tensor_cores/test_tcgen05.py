@@ -248,6 +248,21 @@ def _ref(av, ar, bv, br, c, row, sa=None, sb=None) -> float:
     return acc
 
 
+def test_the_fp32_truncation_is_the_scalar_rule():
+    """tcgen05._rz_f32 (bit masks) against _rz (exact rationals): random float64 values over fp32's whole range and
+    past it, the subnormal grid, -0 and tiny negatives (+0), the largest finite and 2^128 (inf)."""
+    g = torch.Generator().manual_seed(3)
+    e = torch.randint(-160, 130, (4000,), generator=g).double()
+    x = (torch.rand(4000, generator=g, dtype=torch.float64) + 1) * torch.exp2(e)
+    x = torch.cat([x, -x, torch.tensor([0.0, -0.0, -2.0 ** -200, 3.7 * 2.0 ** -149, -3.7 * 2.0 ** -149,
+                                        2.0 ** 128 - 2.0 ** 103, 2.0 ** 128, -(2.0 ** 129)], dtype=torch.float64)])
+    got = tcgen05._rz_f32(x)
+    for v, r in zip(x.tolist(), got.tolist(), strict=True):
+        m, ex = math.frexp(v)
+        want = _rz(int(m * 2 ** 53), ex - 53)
+        assert math.copysign(1, r) == math.copysign(1, want) and (r == want or (math.isinf(r) and r == want)), (v, r)
+
+
 def _check(out: torch.Tensor, want_fn, picks) -> None:
     for m, n in picks:
         want = want_fn(m, n)
