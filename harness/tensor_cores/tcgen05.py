@@ -310,43 +310,42 @@ def _chain_window(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.
     cheaper: an instruction's scale pair is one per output (mxf8f6f4: a scale block is the instruction's k, so
     ``2^S`` scales every product alike: aligning ``a * b * 2^S`` at ``2^q`` is aligning ``a * b`` at ``2^(q - S)``);
     products of fp16 / FP8 / e2m1 values are exact in fp32 (at most 22 significant bits, exponents within
-    [-48, 32]); bf16/tf32 products (exponents to 2^-252) stay in float64; their quotients by the window step are
-    taken in float64 (exact: a power of two, a float64 normal). All products and each instruction's largest raw
-    exponent are formed once; the loop only aligns each instruction's products to the window its accumulator
-    sets."""
+    [-48, 32]) and so are their quotients by the window step (a power of two, clamped into fp32's range); bf16/tf32
+    products (exponents to 2^-252) stay in float64."""
     k = row.k
-    nI = A.shape[-1] // k
-    lead, M, N = A.shape[:-2], A.shape[-2], B.shape[-1]
     small = all(bool(torch.where(x != 0, r, 0.0).amin() > -60) and bool(x.abs().amax() < 2.0 ** 40)
                 for x, r in ((A, RA), (B, RB)) if x.numel())
     wide = torch.float32 if small else torch.float64
+    lo, hi = (-149, 127) if small else (-1022, 1023)
     Af, Bt = A.to(wide), B.transpose(-1, -2).to(wide)
     ra = torch.where(A != 0, RA, _NEG).to(torch.float32)
     rb = torch.where(B != 0, RB, _NEG).transpose(-1, -2).to(torch.float32)
-    # every product and each instruction's largest raw exponent sum, once for all k
-    ab = (Af[..., :, None, :] * Bt[..., None, :, :]).reshape(*lead, M, N, nI, k)
-    maxR = (ra[..., :, None, :] + rb[..., None, :, :]).reshape(*lead, M, N, nI, k).amax(-1).double()
-    S = torch.zeros_like(maxR)
-    nan = None
-    if SA is not None:  # one scale pair per instruction (a scale block is its k)
-        S = SA[1][..., :, ::k][..., :, None, :] + SB[1][..., ::k, :].transpose(-1, -2)[..., None, :, :]
-        nan = torch.isnan(SA[0][..., :, ::k])[..., :, None, :] | \
-            torch.isnan(SB[0][..., ::k, :]).transpose(-1, -2)[..., None, :, :]
-    top = torch.where(maxR > _NEG / 2, maxR + S, _NEG)
     acc = C.double()
-    for i in range(nI):
+    for i in range(A.shape[-1] // k):
+        sl = slice(i * k, (i + 1) * k)
+        ab = Af[..., :, None, sl] * Bt[..., None, :, sl]
+        maxR = (ra[..., :, None, sl] + rb[..., None, :, sl]).amax(-1).double()
+        S = 0.0
+        nan = None
+        if SA is not None:  # one scale pair per instruction (a scale block is its k)
+            sav, sar = SA[0][..., :, i * k], SA[1][..., :, i * k]
+            sbv, sbr = SB[0][..., i * k, :], SB[1][..., i * k, :]
+            S = sar[..., :, None] + sbr[..., None, :]
+            nan = torch.isnan(sav)[..., :, None] | torch.isnan(sbv)[..., None, :]
         fin = bool(torch.isfinite(acc).all())
         c = acc if fin else torch.where(torch.isfinite(acc), acc, 0.0)
-        # the window; floored where there is nothing to align (no nonzero product, c = 0), so every power of two
-        # below is a float64 normal and a zero product's units are 0
-        q = (torch.maximum(top[..., i], _raw_c(c)) - row.window).clamp_min(_FLOOR)
-        step = _pow2(q - S[..., i])  # the window step in units of the unscaled products
-        units = _trunc_div(ab[..., i, :], step[..., None]).sum(-1, dtype=torch.float64)
+        # the window, floored where there is nothing to align (no nonzero product, c = 0)
+        q = (torch.maximum(torch.where(maxR > _NEG / 2, maxR + S, _NEG), _raw_c(c)) - row.window).clamp_min(_FLOOR)
+        # the step in units of the unscaled products, held in their type: where products set the window it is at
+        # least 2^-145 (fp32 products here are >= 2^-120); clamped elsewhere, which moves no product's units (a zero
+        # product's are 0, and a c that sets a window above 2^hi leaves every product below it)
+        step = _pow2((q - S).clamp(lo, hi)).to(wide)
+        units = _trunc_div(ab, step[..., None]).sum(-1, dtype=torch.float64)
         qq = _pow2(q)
         d = _rz_f32(units * qq + _trunc_div(c, qq) * qq)
         if not fin:
             d = torch.where(torch.isfinite(acc), d, acc)
-        acc = d if nan is None else torch.where(nan[..., i], float("nan"), d)
+        acc = d if nan is None else torch.where(nan, float("nan"), d)
     return _nan_word(acc.float())
 
 
