@@ -196,8 +196,11 @@ def main() -> None:
         for name, dt, fn in cases:
             try:
                 m = _medians(fn, args.repeat, dots.suspended)
-            except NotImplementedError as e:  # what the arch's compiler refuses (NVFP4 on sm90 with Triton 3.6)
-                print(f"{name:<28} {dt:<10} refused: {str(e)[:80]}")
+            except Exception as e:  # what the arch's compiler refuses (NVFP4 on sm90 with Triton 3.6)
+                why = e if isinstance(e, NotImplementedError) else e.__cause__  # the interpreter wraps it
+                if not isinstance(why, NotImplementedError):
+                    raise
+                print(f"{name:<28} {dt:<10} refused: {str(why)[:80]}")
                 continue
             row = {"arch": arch, "kernel": name, "operands": dt, **m, "ratio": m["shim_s"] / m["plain_s"],
                    "cpu_ratio": m["shim_cpu_s"] / m["plain_cpu_s"]}

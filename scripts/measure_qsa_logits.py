@@ -10,6 +10,7 @@ and a ready-to-paste ``tests/tolerances/qsa.toml`` ``qsa.select`` row (rtol = 2 
 
     python scripts/measure_qsa_logits.py            # GPU if there is one, else the Triton interpreter
     python scripts/measure_qsa_logits.py --seeds 1 --lane interp
+    python scripts/measure_qsa_logits.py --seeds 1 --lane interp --arch sm100   # the interpreter as sm100 computes
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3, help="seeds per shape (default 3)")
     ap.add_argument("--dtype", choices=["bf16", "fp8"], action="append", help="default: both")
     ap.add_argument("--limit", type=int, default=None, help="only the first N shapes (a smoke run)")
+    ap.add_argument("--arch", default="sm90", help="interpreter lane: the arch whose numerics the shims give (default "
+                    "sm90; sm100: tcgen05.mma); its rows are printed for that arch")
     args = ap.parse_args()
 
     import torch
@@ -41,12 +44,12 @@ def main() -> int:
         raise SystemExit("--lane gpu: no CUDA device")
     if lane == "interp":
         os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported (they decorate at import)
-        _install_shims()
-    from harness.arch import detect_arch
+        _install_shims(args.arch)
+    from harness.arch import detect_arch, parse_arch
     from kernels.qsa import dtype_key, resolve_indexer_dtype
     from kernels.qsa.inputs import LOGITS_SWEEP, LOGITS_SWEEP_GPU, logits_errors, paste_row, prefill_logits
 
-    arch = detect_arch()
+    arch = parse_arch(args.arch) if lane == "interp" and args.arch != "sm90" else detect_arch()
     device = "cuda" if lane == "gpu" else "cpu"
     shapes = (LOGITS_SWEEP + (LOGITS_SWEEP_GPU if lane == "gpu" else ()))[: args.limit]
     import triton
@@ -78,13 +81,14 @@ def main() -> int:
     return 1 if bad else 0
 
 
-def _install_shims() -> None:
-    """What the pytest plugin installs on the interpreter lane (harness.interp), for sm90: without the tl.dot shim
-    the interpreter multiplies raw bf16 bit patterns, and its FP8 dot and casts are not the H200's."""
+def _install_shims(arch: str) -> None:
+    """What the pytest plugin installs on the interpreter lane (harness.interp), for ``arch`` (as
+    ``--harness-arch``): without the tl.dot shim the interpreter multiplies raw bf16 bit patterns, and its FP8 dot
+    and casts are not the GPU's."""
     from harness.interp import shims
     from harness.interp.patch import Patch
 
-    shims.install(Patch(), "sm90")  # for the whole script
+    shims.install(Patch(), arch)  # for the whole script
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,7 @@ arch and operand format, so a CPU run can compute what an H200 computes, bit for
 
 Public API: :func:`dot`, :data:`MODELS`, :class:`BlockFMA`, :func:`model_for`, :func:`fp8_model` (which FP8 dot
 runs where), :class:`DotRefused`; :func:`dot_scaled`, :data:`LOWERINGS`, :class:`ScaledLowering`,
-:func:`lowering_for`, :class:`DotScaledRefused`; :func:`error_bound`, :class:`ErrorBound`.
+:func:`lowering_for`, :class:`DotScaledRefused`; :func:`error_bound`, :func:`scaled_error_bound`, :class:`ErrorBound`.
 
 Modules: :mod:`.models` (the numerics as data, each row with its source), :mod:`.chain` (the evaluator of
 ``tl.dot``: block steps chained over k, and what Triton's lowering wraps around the instruction), :mod:`.scaled`
@@ -17,10 +17,10 @@ derived from the rows).
 
 from __future__ import annotations
 
-from harness.tensor_cores.bounds import ErrorBound, error_bound
+from harness.tensor_cores.bounds import ErrorBound, error_bound, scaled_error_bound
 from harness.tensor_cores.chain import dot
 from harness.tensor_cores.models import MODELS, BlockFMA, DotRefused, fp8_model, model_for
 from harness.tensor_cores.scaled import LOWERINGS, DotScaledRefused, ScaledLowering, dot_scaled, lowering_for
 
 __all__ = ["BlockFMA", "DotRefused", "DotScaledRefused", "ErrorBound", "LOWERINGS", "MODELS", "ScaledLowering", "dot",
-           "dot_scaled", "error_bound", "fp8_model", "lowering_for", "model_for"]
+           "dot_scaled", "error_bound", "fp8_model", "lowering_for", "model_for", "scaled_error_bound"]

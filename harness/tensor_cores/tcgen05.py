@@ -119,6 +119,16 @@ LOWERING: dict[str, str] = {
                         "[ %r876 + 0 ], [ %r605 + 0 ], %rd136, %r606, %p6;' (A from TMEM; 3.6 not compiled)",
     "emulated dot_scaled": "the sm90 decomposition (TTGIR of 3.9 for sm100, 64x64x64 e4m3: 'tt.fp_to_fp' to bf16, "
                            "'arith.mulf' by the scale), then kind::f16 (3.9/3.6: 4 '...kind::f16' for 64x64x64)",
+    "tf32x3": "F32DotTC splits each fp32 operand ('cvt.rna.tf32.f32 %r41, %r42;' then 'sub.f32 %r232, %r42, %r41;'), "
+              "then three kind::tf32 chains, A read from TMEM (3.9 128x64x32 w4, loaded acc: '@%p7 tcgen05.mma."
+              "cta_group::1.kind::tf32 [ %r668 + 0 ], [ %r530 + 0 ], %rd156, %r380, %p6;', A advancing 8 TMEM columns "
+              "a step: '[ %r530 + 8 ]', '+ 16', '+ 24'; 3.6: '[ %r652 + 0 ], [ %r518 + 0 ], %rd156, %r380, %p3;'): "
+              "a_small x b_big into a TMEM accumulator stored as zeros ('ttng.tmem_store %cst_2'), a_big x b_small "
+              "into the same one, read back ('tcgen05.ld.sync.aligned.32x32b.x128.b32'), NaN to 0 ('setp.num.f32 "
+              "%p17, %r304, %r304;' 'selp.f32 %r432, %r304, 0f00000000, %p17;'), stored again, a_big x b_big on it, "
+              "read back, and only then the tile's accumulator added: 'add.f32x2 %rd237, %rd4, %rd236;' (TTGIR "
+              "'arith.addf %acc_49, %c_31'; 3.6 the same: 'add.f32x2 %rd249, %rd4, %rd248;'). 12 instructions for "
+              "K=32, 4 a chain",
     "refused": "bf16 x bf16 and e4m3 x bf16 on a native tile (3.6/3.9: PassManager::run failed; 'Unsupported type' "
                "at MMAv5.cpp, 'LHS and RHS operand dtypes kinds don't match'); e2m1 x e2m1 with K=32 on a native "
                "tile (3.9: 'K dimension must be at least 64 for this scaled MMA'; 3.6 fails too); NVFP4 on an "
@@ -157,6 +167,10 @@ def scale_operand(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return u, _raw(torch.where(fin, u, 0.0), -6)
 
 
+_LOW29 = -(1 << 29)  # int64 mask that clears a float64's low 29 significand bits
+_FLOOR = -600.0  # a window exponent below every real one (raw exponents here are >= -126 - 126 - 254 - 12)
+
+
 def _pow2(e: torch.Tensor) -> torch.Tensor:
     return ((e.to(torch.int64) + 1023) << 52).view(torch.float64)
 
@@ -167,12 +181,13 @@ def _trunc_div(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def _rz_f32(x: torch.Tensor) -> torch.Tensor:
-    """x (float64, finite) truncated toward zero to fp32 (subnormals kept), +-inf from 2^128 on, +0 for 0."""
-    e = (torch.frexp(x)[1] - 1).to(torch.float64).clamp_min(-126)
-    step = _pow2(e - 23)
-    r = _trunc_div(x, step) * step
-    r = torch.where(r.abs() >= 2.0 ** 128, torch.copysign(torch.full_like(r, float("inf")), r), r)
-    return torch.where(x != 0, r, torch.zeros_like(r))
+    """x (float64, finite) truncated toward zero to fp32 (subnormals kept), +-inf from 2^128 on, +0 for 0. Why bit
+    masks: a float64 holds an fp32 significand with 29 bits to spare, so clearing its low 29 bits truncates toward
+    zero wherever the result is an fp32 normal; below 2^-126 the grid is fp32's subnormal step 2^-149; the cast of
+    the truncated value to fp32 is then exact, and inf from 2^128 on."""
+    r = (x.view(torch.int64) & _LOW29).view(torch.float64)
+    r = torch.where(r.abs() < 2.0 ** -126, _trunc_div(x, 2.0 ** -149) * 2.0 ** -149, r)
+    return (r + 0.0).float().double()  # + 0.0: a -0 sum is +0
 
 
 def _raw_c(C: torch.Tensor) -> torch.Tensor:
@@ -295,12 +310,13 @@ def _chain_window(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.
     cheaper: an instruction's scale pair is one per output (mxf8f6f4: a scale block is the instruction's k, so
     ``2^S`` scales every product alike: aligning ``a * b * 2^S`` at ``2^q`` is aligning ``a * b`` at ``2^(q - S)``);
     products of fp16 / FP8 / e2m1 values are exact in fp32 (at most 22 significant bits, exponents within
-    [-48, 32]) and so are their quotients by the window step, which lies at or above 2^-73 (the window is 25 bits
-    below the largest product); bf16/tf32 products (exponents to 2^-252) stay in float64."""
+    [-48, 32]) and so are their quotients by the window step (a power of two, clamped into fp32's range); bf16/tf32
+    products (exponents to 2^-252) stay in float64."""
     k = row.k
     small = all(bool(torch.where(x != 0, r, 0.0).amin() > -60) and bool(x.abs().amax() < 2.0 ** 40)
                 for x, r in ((A, RA), (B, RB)) if x.numel())
     wide = torch.float32 if small else torch.float64
+    lo, hi = (-149, 127) if small else (-1022, 1023)
     Af, Bt = A.to(wide), B.transpose(-1, -2).to(wide)
     ra = torch.where(A != 0, RA, _NEG).to(torch.float32)
     rb = torch.where(B != 0, RB, _NEG).transpose(-1, -2).to(torch.float32)
@@ -309,24 +325,26 @@ def _chain_window(A: torch.Tensor, RA: torch.Tensor, B: torch.Tensor, RB: torch.
         sl = slice(i * k, (i + 1) * k)
         ab = Af[..., :, None, sl] * Bt[..., None, :, sl]
         maxR = (ra[..., :, None, sl] + rb[..., None, :, sl]).amax(-1).double()
-        maxR = torch.where(maxR > _NEG / 2, maxR, _NEG)
-        S = torch.zeros_like(maxR)
+        S = 0.0
         nan = None
-        if SA is not None:
+        if SA is not None:  # one scale pair per instruction (a scale block is its k)
             sav, sar = SA[0][..., :, i * k], SA[1][..., :, i * k]
             sbv, sbr = SB[0][..., i * k, :], SB[1][..., i * k, :]
             S = sar[..., :, None] + sbr[..., None, :]
             nan = torch.isnan(sav)[..., :, None] | torch.isnan(sbv)[..., None, :]
-        cfin = torch.isfinite(acc)
-        c = torch.where(cfin, acc, 0.0)
-        top = torch.maximum(torch.where(maxR > _NEG / 2, maxR + S, _NEG), _raw_c(c))
-        q = torch.where(top > _NEG / 2, top - row.window, 0.0)
-        step = torch.exp2(q - S).to(wide)  # the window step in units of the unscaled products (inf: all below it)
+        fin = bool(torch.isfinite(acc).all())
+        c = acc if fin else torch.where(torch.isfinite(acc), acc, 0.0)
+        # the window, floored where there is nothing to align (no nonzero product, c = 0)
+        q = (torch.maximum(torch.where(maxR > _NEG / 2, maxR + S, _NEG), _raw_c(c)) - row.window).clamp_min(_FLOOR)
+        # the step in units of the unscaled products, held in their type: where products set the window it is at
+        # least 2^-145 (fp32 products here are >= 2^-120); clamped elsewhere, which moves no product's units (a zero
+        # product's are 0, and a c that sets a window above 2^hi leaves every product below it)
+        step = _pow2((q - S).clamp(lo, hi)).to(wide)
         units = _trunc_div(ab, step[..., None]).sum(-1, dtype=torch.float64)
-        units = torch.where(maxR > _NEG / 2, units, 0.0)  # no nonzero product: nothing to align (the step may be 0)
         qq = _pow2(q)
         d = _rz_f32(units * qq + _trunc_div(c, qq) * qq)
-        d = torch.where(cfin, d, acc)
+        if not fin:
+            d = torch.where(torch.isfinite(acc), d, acc)
         acc = d if nan is None else torch.where(nan, float("nan"), d)
     return _nan_word(acc.float())
 
@@ -425,7 +443,8 @@ def plain_dot(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, input_precision
 def _tf32x3(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, row: Tcgen05Kind) -> torch.Tensor:
     """Triton's F32DotTC split (the TTGIR pass every NVIDIA target runs, ``tritongpu-F32DotTC`` in the sm100
     pipeline of 3.9): big = cvt.rna.tf32(x), small = x - big; dot(a_small, b_big, 0), then dot(a_big, b_small, ...),
-    NaNs of that set to 0, then dot(a_big, b_big, ...), then add.f32 to the accumulator."""
+    NaNs of that set to 0, then dot(a_big, b_big, ...), then add.f32 to the accumulator: the order and the TMEM
+    round trips of the PTX that Triton 3.6 and 3.9 emit for cuda:100 (:data:`LOWERING` "tf32x3")."""
     def rna(x: torch.Tensor) -> torch.Tensor:
         i = x.float().view(torch.int32)
         return torch.where(torch.isfinite(x.float()), (i + 0x1000) & -8192, i).view(torch.float32)
@@ -438,6 +457,13 @@ def _tf32x3(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, row: Tcgen05Kind)
     a_big, b_big = rna(a), rna(b)
     a_small, b_small = a.float() - a_big, b.float() - b_big
     zero = torch.zeros_like(C)
+    if all(bool(torch.isfinite(x).all()) for x in (a_big, b_big, a_small, b_small)):
+        # finite split operands (not so for a finite x that rna rounds up to inf): the three chains are one chain
+        # over their k ranges end to end (K is a whole number of instructions, and a NaN needs an inf or NaN operand:
+        # a finite instruction overflows to inf, and an inf accumulator stays itself), so the NaN rule has nothing to
+        # do and one call does the work of three
+        return tc(torch.cat([a_small, a_big, a_big], -1), torch.cat([b_big, b_small, b_big], -2), zero).float() + \
+            C.float()
     d1 = tc(a_big, b_small, tc(a_small, b_big, zero))
     d1 = torch.where(torch.isnan(d1), zero, d1)
     d2 = tc(a_big, b_big, d1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tensor_cores import MODELS, error_bound
+from harness.tensor_cores import MODELS, error_bound, scaled_error_bound
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "tensor-cores.md"
 
@@ -34,7 +34,13 @@ BOUND_ROWS = [
     ("sm80", "e5m2", "mma", {}),
     ("sm89", "e4m3", "mma", {}),
     ("sm100", "e4m3", "mma", {}),
+    ("sm100", "bf16", "tcgen05", {}),
+    ("sm100", "fp32", "tcgen05", {"input_precision": "tf32"}),
+    ("sm100", "fp32", "tcgen05", {"input_precision": "tf32x3"}),
+    ("sm100", "e4m3", "tcgen05", {}),
 ]
+#: (operands, scale, group) rows of sm100's native block-scaled tiles (scaled_error_bound), K = 128 / 4096
+SCALED_ROWS = [("e2m1", "e8m0", 32), ("e2m1", "e8m0", 16), ("e2m1", "ue4m3", 16), ("e4m3", "e8m0", 32)]
 
 
 def models_table() -> str:
@@ -55,6 +61,11 @@ def bounds_table() -> str:
         b4k = error_bound(arch, dt, dt, 4096, instr=instr, **kw)
         opts = ", ".join(f"{k}={v}" for k, v in kw.items()) or "-"
         lines.append(f"| {arch} | {dt} | {instr} | {opts} | {b128.alpha:.3g} | {b4k.alpha:.3g} | {b4k.beta:.3g} |")
+    for dt, scale, group in SCALED_ROWS:
+        b128, b4k = (scaled_error_bound("sm100", dt, dt, K, scale=scale, group=group) for K in (128, 4096))
+        instr = b128.note.split("tcgen05.mma ")[1].split(" k=")[0]
+        lines.append(f"| sm100 | {dt}, {scale} scales / {group} | tcgen05 {instr} | - | {b128.alpha:.3g} | "
+                     f"{b4k.alpha:.3g} | {b4k.beta:.3g} |")
     return "\n".join(lines)
 
 

@@ -248,6 +248,21 @@ def _ref(av, ar, bv, br, c, row, sa=None, sb=None) -> float:
     return acc
 
 
+def test_the_fp32_truncation_is_the_scalar_rule():
+    """tcgen05._rz_f32 (bit masks) against _rz (exact rationals): random float64 values over fp32's whole range and
+    past it, the subnormal grid, -0 and tiny negatives (+0), the largest finite and 2^128 (inf)."""
+    g = torch.Generator().manual_seed(3)
+    e = torch.randint(-160, 130, (4000,), generator=g).double()
+    x = (torch.rand(4000, generator=g, dtype=torch.float64) + 1) * torch.exp2(e)
+    x = torch.cat([x, -x, torch.tensor([0.0, -0.0, -2.0 ** -200, 3.7 * 2.0 ** -149, -3.7 * 2.0 ** -149,
+                                        2.0 ** 128 - 2.0 ** 103, 2.0 ** 128, -(2.0 ** 129)], dtype=torch.float64)])
+    got = tcgen05._rz_f32(x)
+    for v, r in zip(x.tolist(), got.tolist(), strict=True):
+        m, ex = math.frexp(v)
+        want = _rz(int(m * 2 ** 53), ex - 53)
+        assert math.copysign(1, r) == math.copysign(1, want) and (r == want or (math.isinf(r) and r == want)), (v, r)
+
+
 def _check(out: torch.Tensor, want_fn, picks) -> None:
     for m, n in picks:
         want = want_fn(m, n)
@@ -353,6 +368,87 @@ def test_fp8_windows_tell_sm100_from_sm90(pair):
     a, b = _wide(g, (64, 64), -6, 8, dts[pair[0]]), _wide(g, (64, 16), -6, 8, dts[pair[1]])
     new, old = tc.dot(a, b, arch="sm100", instr="tcgen05"), tc.dot(a, b, arch="sm90", instr="wgmma")
     assert (_bits(new) != _bits(old)).float().mean() > 0.05
+
+
+# --- tf32x3 (input_precision="tf32x3") --------------------------------------------------------------------------------
+
+def _rna(x: torch.Tensor) -> torch.Tensor:
+    """cvt.rna.tf32.f32 of finite fp32 values: 10 fraction bits, ties away from zero."""
+    return ((x.view(torch.int32) + 0x1000) & -8192).view(torch.float32)
+
+
+def _tf32x3_ref(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, m: int, n: int, order: str) -> float:
+    """Output (m, n) of tf32x3 from the scalar rules: split each operand (``big = cvt.rna.tf32``, ``small = x - big``
+    in fp32), three kind::tf32 chains into one accumulator in ``order`` (the compiled one: "small-big, big-small,
+    big-big"), NaN to 0 before the last, then add.f32 of the tile's accumulator."""
+    row = tcgen05.KINDS["tf32"]
+    parts = {"big": (_rna(a[m]), _rna(b[:, n].contiguous()))}
+    parts["small"] = (a[m] - parts["big"][0], b[:, n] - parts["big"][1])
+
+    def chain(x: torch.Tensor, y: torch.Tensor, c: float) -> float:
+        X, RX = tcgen05.operand(x, "tf32")
+        Y, RY = tcgen05.operand(y, "tf32")
+        return _ref(X.tolist(), RX.tolist(), Y.tolist(), RY.tolist(), c, row)
+
+    d = 0.0
+    steps = [s.split("-") for s in order.split(", ")]
+    for i, (pa, pb) in enumerate(steps):
+        if i == len(steps) - 1 and math.isnan(d):
+            d = 0.0
+        d = chain(parts[pa][0], parts[pb][1], d)
+    return float(np.float32(d) + np.float32(acc[m, n].item()))
+
+
+_COMPILED = "small-big, big-small, big-big"
+
+
+def test_tf32x3_is_three_kind_tf32_chains_in_the_compiled_order():
+    """Triton 3.6 and 3.9 for cuda:100 (tcgen05.LOWERING["tf32x3"]): a_small x b_big, then a_big x b_small, into
+    one TMEM accumulator from zero, NaN set to 0, then a_big x b_big on it, then add.f32x2 of the accumulator. The
+    same tile in another order (big-big first, as the three-term sum reads) gives other bits, so the order is what
+    this checks. Swapping only the first two chains shows in 2 of this tile's 1024 outputs ((26, 9) and (28, 15),
+    found by evaluating all of them): the third chain's window (2^-25 of its largest product, which is at least
+    2^11 / K times the first two's sum) drops nearly every bit where they differ; those two outputs are checked."""
+    g = torch.Generator().manual_seed(13)
+    M, N, K = 64, 16, 64
+    a, b = _wide(g, (M, K), -12, 12, torch.float32), _wide(g, (K, N), -12, 12, torch.float32)
+    acc = _wide(g, (M, N), -8, 20, torch.float32)
+    out = tc.dot(a, b, acc, arch="sm100", instr="tcgen05", input_precision="tf32x3")
+    rng = random.Random(13)
+    picks = [(rng.randrange(M), rng.randrange(N)) for _ in range(12)] + [(26, 9), (28, 15)]
+    _check(out, lambda m, n: _tf32x3_ref(a, b, acc, m, n, _COMPILED), picks)
+    for m, n in ((26, 9), (28, 15)):
+        assert _tf32x3_ref(a, b, acc, m, n, "big-small, small-big, big-big") != _tf32x3_ref(a, b, acc, m, n, _COMPILED)
+    # an inf operand: the three chains one by one (the finite tile above runs as one chain over the three k ranges),
+    # the NaN of a_small x b_big (inf - inf) set to 0 before the last chain, whose inf then gives the output
+    a[3, 5], a[4, 7], b[7, 2] = float("inf"), -float("inf"), float("inf")
+    out = tc.dot(a, b, acc, arch="sm100", instr="tcgen05", input_precision="tf32x3")
+    _check(out, lambda m, n: _tf32x3_ref(a, b, acc, m, n, _COMPILED), [(3, 0), (3, 2), (4, 2), (4, 3), (5, 2)])
+    # a finite operand that cvt.rna rounds up to inf (its small part -inf): the three chains as well
+    a[3, 5], a[4, 7], b[7, 2] = torch.finfo(torch.float32).max, 1.0, 1.0
+    out = tc.dot(a, b, acc, arch="sm100", instr="tcgen05", input_precision="tf32x3")
+    _check(out, lambda m, n: _tf32x3_ref(a, b, acc, m, n, _COMPILED), [(3, 0), (3, 2), (3, 7)])
+    other = [(m, n) for m in range(8) for n in range(N)
+             if _tf32x3_ref(a, b, acc, m, n, "big-big, small-big, big-small") != _tf32x3_ref(a, b, acc, m, n,
+                                                                                            _COMPILED)]
+    assert len(other) > 10, "the order does not matter on these inputs: the test would not see a wrong one"
+
+
+def test_tf32x3_in_the_normal_range_cannot_tell_sm100_from_sm90_and_the_subnormal_range_can():
+    """Both lower tf32x3 the same way (F32DotTC; sm90 measured on the H200, sm100 read from the PTX) over 25-bit
+    windows of k=8: operands whose products stay in fp32's normal range give the same bits. Below 2^-133 Hopper's
+    window clamps and tcgen05's does not (products near 2^-140, small parts near 2^-151)."""
+    g = torch.Generator().manual_seed(17)
+    a, b = _wide(g, (64, 64), -20, 20, torch.float32), _wide(g, (64, 16), -20, 20, torch.float32)
+    acc = _wide(g, (64, 16), -20, 20, torch.float32)
+    kw = dict(input_precision="tf32x3")
+    assert torch.equal(_bits(tc.dot(a, b, acc, arch="sm100", instr="tcgen05", **kw)),
+                       _bits(tc.dot(a, b, acc, arch="sm90", instr="wgmma", **kw)))
+    a, b = _wide(g, (64, 64), -75, -64, torch.float32), _wide(g, (64, 16), -75, -64, torch.float32)
+    new = tc.dot(a, b, arch="sm100", instr="tcgen05", **kw)
+    assert (_bits(new) != _bits(tc.dot(a, b, arch="sm90", instr="wgmma", **kw))).any()
+    picks = [(m, n) for m in range(0, 64, 9) for n in range(0, 16, 5)]
+    _check(new, lambda m, n: _tf32x3_ref(a, b, torch.zeros(64, 16), m, n, _COMPILED), picks)
 
 
 # --- tiles of our own: native tl.dot_scaled ---------------------------------------------------------------------------
