@@ -326,6 +326,14 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
             return keep("the compiled kernel fuses this sum's adds with a product the interpreter could not trace")
         factors = tuple(np.broadcast_to(np.asarray(t), data.shape) for t in (tag[1], tag[2]))
     values = (data, inputs[1].handle.data) if arity == 2 else data
+    if r.reorder is not None:  # the registers as the reshape before the op left them (compiled.reorder_of)
+        if arity == 2:
+            return keep("an index reduction over a reordering reshape: which index each value is paired with is "
+                        "not modelled")
+        perm = np.asarray(r.reorder)
+        values = np.take(values, perm, axis)
+        if factors is not None:
+            factors = tuple(np.take(f, perm, axis=axis) for f in factors)
     res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors)
     out = []
     for arr, inp in zip(res, inputs, strict=True):

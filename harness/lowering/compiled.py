@@ -41,7 +41,7 @@ __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specializa
            "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-6"  # 6: quotient_lines
+FORMAT = "harness-lowering-7"  # 7: Reduction.reorder
 
 Key = tuple[str, int, int]
 
@@ -57,6 +57,10 @@ class Reduction:
     elem: str
     bits: AxisBits | None
     error: str = ""
+    #: where the operand came through a ``tt.reshape ... allow_reorder`` from another layout: the element whose
+    #: registers the op combines as its position ``i`` is the source's element ``reorder[i]``
+    #: (:func:`reorder_of`); ``None`` otherwise
+    reorder: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,14 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
         except ValueError as e:
             bits, err = None, str(e)
         if op.kind == "reduce":
-            reds.append(Reduction(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, err))
+            reorder = None
+            if op.reordered_from is not None and bits is not None:
+                try:
+                    reorder = reorder_of(op.reordered_from, t.layout, t.shape, op.axis, mod.layouts)
+                except ValueError as e:
+                    bits, err = None, f"its operand is a tt.reshape allow_reorder from {op.reordered_from}: {e}"
+            reds.append(Reduction(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, err,
+                                  reorder))
         else:
             scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
     sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx")) if fp_fusion else []
@@ -197,6 +208,35 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
                           ptxas_lines=tuple(sorted((move(f), n) for f, n in raw_ptxas)),
                           quotient_lines=tuple(sorted((move(f), n) for f, n in quotients)))
+
+
+def reorder_of(src: str, dst: str, shape: tuple[int, ...], axis: int, aliases: dict[str, str]) -> tuple[int, ...]:
+    """For a 1-D ``tt.reshape ... allow_reorder`` from layout ``src`` to ``dst``: ``perm`` with ``perm[i]`` the
+    source element the reshaped tensor holds at position ``i``. Why: Triton lowers such a reshape by keeping every
+    thread's registers and renaming them (``ReshapeOpConversion``: unpack, repack, same order; Triton 3.6 and 3.9),
+    so register ``r`` of lane ``l`` of warp ``w`` is ``src``'s element there and ``dst``'s position there.
+    ``ValueError`` where the two layouts do not hold the same number of distinct elements per thread."""
+    if len(shape) != 1:
+        raise ValueError(f"a reshape to {len(shape)}-D is not modelled")
+    a, b = axis_bits(src, shape, axis, aliases), axis_bits(dst, shape, axis, aliases)
+    if len(a.registers) != len(b.registers) or a.size != b.size or a.size != shape[0]:
+        raise ValueError(f"the layouts hold {1 << len(a.registers)} and {1 << len(b.registers)} elements per thread")
+
+    def at(bits: AxisBits, r: int, lane: int, warp: int) -> int:
+        p = sum(s for k, s in enumerate(bits.registers) if r >> k & 1)
+        p += sum(s for bit, s in bits.lanes if lane >> bit & 1)
+        return p + sum(s for bit, s in bits.warps if warp >> bit & 1)
+
+    lane_bits = max([bit + 1 for bit, _ in a.lanes + b.lanes] or [0])
+    warp_bits = max([bit + 1 for bit, _ in a.warps + b.warps] or [0])
+    perm = [-1] * shape[0]
+    for r in range(1 << len(a.registers)):
+        for lane in range(1 << lane_bits):
+            for warp in range(1 << warp_bits):
+                perm[at(b, r, lane, warp)] = at(a, r, lane, warp)
+    if -1 in perm or sorted(perm) != list(range(shape[0])):
+        raise ValueError("the two layouts do not map the same elements one to one")
+    return tuple(perm)
 
 
 def _dump(k: KernelLowering) -> str:
@@ -219,7 +259,8 @@ def _load(text: str) -> KernelLowering | None:
 
         return KernelLowering(
             d["triton"], d["arch"], d["num_warps"],
-            tuple(Reduction(key(r["where"]), r["kind"], r["axis"], r["elem"], bits(r["bits"]), r["error"])
+            tuple(Reduction(key(r["where"]), r["kind"], r["axis"], r["elem"], bits(r["bits"]), r["error"],
+                            None if r.get("reorder") is None else tuple(int(i) for i in r["reorder"]))
                   for r in d["reductions"]),
             tuple(Scan(key(s["where"]), s["kind"], s["axis"], s["elem"], bits(s["bits"]), s["reverse"], s["error"])
                   for s in d["scans"]),

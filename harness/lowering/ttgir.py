@@ -54,6 +54,10 @@ class Op:
     combine: tuple[str, ...]
     position: Position | None
     reverse: bool = False
+    #: the layout the operand had before a ``tt.reshape ... allow_reorder`` into the op's layout (``tl.sum(x)``
+    #: with no axis reshapes to 1-D that way): the lowering keeps each thread's registers, so the op combines
+    #: them in that layout's element order, not its own. ``None``: no such reshape, or the same layout.
+    reordered_from: str | None = None
 
 
 @dataclass
@@ -80,6 +84,9 @@ _NAMED = re.compile(r'^"[^"]*"\((#loc\d*|.*)\)$')
 _TENSOR = re.compile(r"tensor<([0-9x]+)x(\w+),\s*(#[\w.]+(?:<[^>]*>)?)>")
 _OPLOC = re.compile(r"loc\((#loc\d*|\"[^\"]*\":\d+:\d+)\)\s*$")
 _AXIS = re.compile(r"axis\s*=\s*(-?\d+)")
+_RESHAPE = re.compile(r"^\s*(%[\w.$-]+)\s*=\s*tt\.reshape\s+(%[\w.$-]+)\s+allow_reorder\b[^:]*:\s*(tensor<[^>]*>)\s*->\s*"
+                      r"(tensor<[^>]*>)")
+_OPERAND = re.compile(r'"tt\.(?:reduce|scan)"\((%[\w.$-]+)\)')
 _REVERSE = re.compile(r"reverse\s*=\s*(true|false)")
 _BODY_OP = re.compile(r"=\s*((?:arith|math|tt)\.\w+(?: (?:oeq|ogt|olt|oge|ole|une|slt|sgt|ult|ugt)\b)?)")
 
@@ -131,6 +138,13 @@ def parse(ttgir: str) -> Module:
     tpw = re.search(r'"ttg\.threads-per-warp"\s*=\s*(\d+)', ttgir)
     func_loc = _resolve("#loc", locs) if "#loc" in locs else None
     func_col = func_loc[2] if func_loc else 0
+    reshaped: dict[str, str] = {}  # result of a reordering reshape -> the source's layout, where it differs
+    for ln in lines:
+        m = _RESHAPE.match(ln)
+        if m:
+            src, dst = _tensors(m.group(3)), _tensors(m.group(4))
+            if src and dst and src[0].layout != dst[0].layout:
+                reshaped[m.group(1)] = src[0].layout
     ops: list[Op] = []
     i = 0
     while i < len(lines):
@@ -156,7 +170,8 @@ def parse(ttgir: str) -> Module:
             if where is not None:
                 pos = Position(where[0], where[1], where[2] - func_col)
         combine = tuple(m.group(1) for b in body for m in [_BODY_OP.search(b)] if m and "return" not in m.group(1))
+        om = _OPERAND.search(head)
         ops.append(Op(kind, int(axis_m.group(1)) if axis_m else 0, _tensors(operand_types), combine, pos,
-                      bool(rev_m and rev_m.group(1) == "true")))
+                      bool(rev_m and rev_m.group(1) == "true"), reshaped.get(om.group(1)) if om else None))
         i = j + 1
     return Module(layouts, ops, int(nw.group(1)) if nw else 4, int(tpw.group(1)) if tpw else 32, func_loc, locs)

@@ -175,6 +175,8 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
     "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
     "sum_of_squares": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
                        for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "block_sum": [(f"{dt}_n{n}_b{b}_w{w}", {"dtype": dt, "n": n, "block": b, "warps": w})
+                  for dt in ("fp32", "bf16", "fp16") for n, b, w in ((100_000, 1024, 4), (20_000, 4096, 8))],
 }
 
 ROWS = 16  # rows per row-wise case: each row is one program, so 16 show every order the kernel has
@@ -237,6 +239,8 @@ def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
         return {"x": normal(p["n"]), "y": normal(p["n"]), "s": 0.9}
     if pattern == "sum_of_squares":
         return {"x": normal(ROWS, p["n"])}
+    if pattern == "block_sum":
+        return {"x": normal(p["n"], scale=2.0)}
     raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
 
 
@@ -304,6 +308,12 @@ def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
         y = torch.empty(x.shape[0], dtype=dt, device=device)
         sum_of_squares[(x.shape[0],)](x, y, N=p["n"], num_warps=w)
         return {"y": y.cpu()}
+    if pattern == "block_sum":
+        x = t["x"]
+        blocks = triton.cdiv(x.numel(), p["block"])
+        y = torch.empty(blocks, dtype=torch.float32, device=device)
+        block_sum[(blocks,)](x, y, x.numel(), BLOCK=p["block"], num_warps=w)
+        return {"y": y.cpu()}
     if pattern == "scaled_loop":
         y = t["y"].clone()
         scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)
@@ -346,6 +356,15 @@ def inputs_from_golden(z, pattern: str, case: str) -> tuple[dict, dict]:  # noqa
         raise ValueError(f"inputs_from_golden: {pattern}/{case}: the inputs drawn here (seed {SEED}) are not the "
                          f"ones captured (digest {want[:12]}...): torch's generator or make_inputs changed; recapture")
     return p, inputs
+
+
+@triton.jit
+def block_sum(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # a partial sum per block, as two-stage sums are written: tl.sum with no axis reshapes the block to 1-D with
+    # allow_reorder, from the vectorized load's layout into the reduction's
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0).to(tl.float32)
+    tl.store(y_ptr + tl.program_id(0), tl.sum(x))
 
 
 @triton.jit
