@@ -84,8 +84,8 @@ _NAMED = re.compile(r'^"[^"]*"\((#loc\d*|.*)\)$')
 _TENSOR = re.compile(r"tensor<([0-9x]+)x(\w+),\s*(#[\w.]+(?:<[^>]*>)?)>")
 _OPLOC = re.compile(r"loc\((#loc\d*|\"[^\"]*\":\d+:\d+)\)\s*$")
 _AXIS = re.compile(r"axis\s*=\s*(-?\d+)")
-_RESHAPE = re.compile(r"^\s*(%[\w.$-]+)\s*=\s*tt\.reshape\s+(%[\w.$-]+)\s+allow_reorder\b[^:]*:\s*(tensor<[^>]*>)\s*->\s*"
-                      r"(tensor<[^>]*>)")
+_RESHAPE = re.compile(r"^\s*(%[\w.$-]+)\s*=\s*tt\.reshape\s+(%[\w.$-]+)\s+allow_reorder\b[^:]*:\s*"
+                      r"(tensor<[^>]*>)\s*->\s*(tensor<[^>]*>)")
 _OPERAND = re.compile(r'"tt\.(?:reduce|scan)"\((%[\w.$-]+)\)')
 _REVERSE = re.compile(r"reverse\s*=\s*(true|false)")
 _BODY_OP = re.compile(r"=\s*((?:arith|math|tt)\.\w+(?: (?:oeq|ogt|olt|oge|ole|une|slt|sgt|ult|ugt)\b)?)")
