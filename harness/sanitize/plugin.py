@@ -34,15 +34,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER)
     s = session_of(config)
     mode = config.getoption("harness_sanitize")
-    if s.lane != "interp" or mode == "off":
+    if s.lane != "interp":
         return
     state = State(mode)
-    s.add_section(SECTION, state)
+    if mode != "off":
+        s.add_section(SECTION, state)
 
     def install() -> None:
-        from harness.sanitize.launch import install as install_hooks
+        from harness.sanitize import launch
 
-        install_hooks(s.patch, state)
+        if mode == "off":  # an enclosing session's sanitizer must not check this session's launches either
+            launch.silence(s.patch, state)
+        else:
+            launch.install(s.patch, state)
 
     after_import(s.patch, "triton", install, tag="sanitize-on-import")
 
