@@ -24,6 +24,7 @@ torch are imported by :func:`install` only.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import os
 import warnings
@@ -85,6 +86,7 @@ class _Launch:
         return "?"
 
 
+@functools.lru_cache(maxsize=256)
 def _shown_path(path: str) -> str:
     """A kernel file as a report shows it: relative to the working directory when inside it."""
     try:
