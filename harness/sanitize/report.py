@@ -34,6 +34,10 @@ def _pid(p: tuple[int, ...] | list[int]) -> str:
     return "(" + ", ".join(str(int(v)) for v in p) + ")"
 
 
+def _nbytes(n: int) -> str:
+    return f"{n} byte" + ("" if n == 1 else "s")
+
+
 def _elements(nbytes: int, itemsize: int) -> str:
     n, r = divmod(nbytes, itemsize)
     if r:
@@ -76,7 +80,7 @@ class Finding:
             else:
                 side = "before its start" if near["side"] == "before" else "past its end"
                 lines.append(f"  nearest tensor argument: {near['name']} ({near['dtype']}[{near['numel']}], storage "
-                             f"{near['storage_nbytes']} bytes): missed by {near['nbytes']} bytes "
+                             f"{near['storage_nbytes']} bytes): missed by {_nbytes(near['nbytes'])} "
                              f"({_elements(near['nbytes'], d['itemsize'])}) {side}; element "
                              f"{_index(near['element'])} of {near['name']}")
             if d.get("programs_hit", 1) > 1:
@@ -91,7 +95,7 @@ class Finding:
         target = f"{arg} element {_index(d['element'])}" if arg else "memory of no argument"
         text = (f"{head} in kernel {self.kernel} at {at}: programs {_pid(d['programs'][0])} and "
                 f"{_pid(d['programs'][1])} store {what} to {target} (address {d['address']:#x}); "
-                f"{d['nbytes']} byte{'' if d['nbytes'] == 1 else 's'} stored by two programs this way")
+                f"{_nbytes(d['nbytes'])} stored by two programs this way")
         return text
 
     def to_dict(self) -> dict[str, Any]:
