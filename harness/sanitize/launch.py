@@ -197,6 +197,7 @@ def _without(mask: Any, m: np.ndarray, bad: np.ndarray, tensor_handle: Any, int1
 
 def _finish(L: _Launch, builder_grid: tuple[int, int, int] | None, raising: bool) -> None:
     """End of a launch: record its findings (and its overlapping stores); fail or warn per the mode."""
+    __tracebackhide__ = True
     st = L.state
     if L.extents is None:
         return
@@ -254,6 +255,7 @@ def install(patch: Patch, state: State) -> bool:
         return L if L is not None and L.state is state and L.extents is not None else None
 
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # a failure points at the kernel launch in the test, not at this wrapper
         if _innermost() is not state or state.effective_mode() == "off":
             return call_orig(self, *args, **kwargs)
         L = _Launch(state, getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?")))

@@ -84,7 +84,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if hasattr(config, "workerinput"):
         return
     st = _state(config)
-    if st is None or not (st.findings or st.unsupported or st.skipped):
+    if st is None or not (st.launches or st.findings or st.unsupported or st.skipped):
         return
     terminalreporter.write_sep("-", "harness: sanitizer (out-of-bounds accesses, races between programs)")
     for line in st.lines():

@@ -174,8 +174,9 @@ class State:
     def lines(self) -> list[str]:
         """The terminal summary: the counts, then each finding's first line with its test."""
         c = self.counts
-        out = [f"mode {self.mode}: {self.launches} launches checked; {c['out_of_bounds']} out-of-bounds, "
-               f"{c['race']} races, {c['overlap']} benign overlaps (noted once per kernel and line)"]
+        out = [f"mode {self.mode}: {self.launches} launch{'' if self.launches == 1 else 'es'} checked; "
+               f"{c['out_of_bounds']} out-of-bounds, {c['race']} race{'' if c['race'] == 1 else 's'}, "
+               f"{c['overlap']} benign overlap{'' if c['overlap'] == 1 else 's'} (noted once per kernel and line)"]
         if self.unsupported:
             out.append(f"nothing was sanitized: {self.unsupported}")
         for kernel, why in sorted(self.skipped.items()):

@@ -85,7 +85,7 @@ def test_fail_is_the_default_and_fails_the_launching_tests(pytester):
     ])
     r.stdout.fnmatch_lines([
         "*harness: sanitizer (out-of-bounds accesses, races between programs)*",
-        "mode fail: 4 launches checked; 1 out-of-bounds, 1 races, 1 benign overlaps (noted once per kernel and line)",
+        "mode fail: 4 launches checked; 1 out-of-bounds, 1 race, 1 benign overlap (noted once per kernel and line)",
         "test_k.py::test_benign: note: benign overlap in kernel store_value at test_k.py:17: *",
     ])
     s = rep["sanitize"]
