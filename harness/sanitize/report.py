@@ -154,12 +154,22 @@ class State:
                 "skipped": dict(self.skipped)}
 
     def merge(self, data: dict[str, Any]) -> None:
+        """Controller: fold in a worker's part; a benign overlap another worker already noted at the same kernel
+        and line is not counted again."""
         self.launches += int(data.get("launches", 0))
-        for k, v in data.get("counts", {}).items():
-            self.counts[k] = self.counts.get(k, 0) + int(v)
+        counts = {k: int(v) for k, v in data.get("counts", {}).items()}
         for f in data.get("findings", ()):
+            finding = Finding(**f)
+            if finding.kind == "overlap":
+                key = (finding.kernel, finding.where)
+                if key in self._notes:
+                    counts["overlap"] = counts.get("overlap", 1) - 1
+                    continue
+                self._notes.add(key)
             if len(self.findings) < REPORT_CAP:
-                self.findings.append(Finding(**f))
+                self.findings.append(finding)
+        for k, v in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
         self.unsupported = self.unsupported or data.get("unsupported", "")
         for k, v in data.get("skipped", {}).items():
             self.skipped.setdefault(k, v)

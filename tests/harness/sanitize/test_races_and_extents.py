@@ -74,3 +74,24 @@ def test_the_owner_of_a_byte_is_the_argument_whose_elements_hold_it():
     assert ext.owner(A + 40).name == "base"  # both storages hold it; base's elements [A, A+64) do too
     assert Extents([view]).owner(A + 8).name == "view"  # before the view's first element: its storage's
     assert ext.owner(A + 64) is None
+
+
+def test_workers_reports_add_up_and_a_note_is_kept_once():
+    from harness.sanitize.report import Finding, State
+
+    def worker(*findings: Finding) -> dict:
+        st = State("fail")
+        st.launches = 2
+        for f in findings:
+            st.add(f)
+        return st.to_worker()
+
+    note = Finding("overlap", "k", "k.py:3", "store", {"programs": [[0, 0, 0], [1, 0, 0]], "address": A,
+                                                         "nbytes": 4, "argument": "y", "element": 0})
+    oob = Finding("out_of_bounds", "k", "k.py:5", "load", {})
+    controller = State("fail")
+    controller.merge(worker(note, oob))
+    controller.merge(worker(note))
+    assert controller.launches == 4
+    assert controller.counts == {"out_of_bounds": 1, "race": 0, "overlap": 1}
+    assert [f.kind for f in controller.findings] == ["overlap", "out_of_bounds"]
