@@ -128,6 +128,15 @@ def test_a_bf16_atomic_served_by_the_harness_shim_is_checked_first(sanitizer):
     assert (y == 1).all()
 
 
+def test_a_compare_and_swap_past_the_end_is_caught_and_acts_on_no_argument(sanitizer):
+    y = torch.zeros(12, dtype=torch.int32)
+    with pytest.raises(SanitizerError, match="out-of-bounds atomic_cas"):
+        K.cas_past_end[(1,)](y, BLOCK=16)
+    d = only(sanitizer, "out_of_bounds", "atomic_cas").detail
+    assert (d["block_index"], d["lanes"], d["active"], d["nearest"]["element"]) == ([12], 4, 16, 12)
+    assert (y == 5).all()
+
+
 def test_warn_mode_warns_and_the_launch_completes(sanitizer):
     sanitizer.mode = "warn"
     x = torch.arange(100, dtype=torch.float32)
