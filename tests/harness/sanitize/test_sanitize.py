@@ -259,3 +259,18 @@ def test_a_race_warns_in_warn_mode(sanitizer):
         K.store_program_id[(2,)](torch.zeros(16, dtype=torch.int32), BLOCK=16)
     assert [str(x.message).splitlines()[0] for x in w if x.category is SanitizerWarning][0].startswith(
         "harness sanitizer (CPU lane): race in kernel store_program_id")
+
+
+def test_an_interpreter_without_the_hooked_methods_is_said_once_and_not_sanitized():
+    from triton.runtime import interpreter
+
+    with Patch.context() as p:
+        p.setattr(interpreter.InterpreterBuilder, "create_masked_store", None, tag="test-future-triton")
+        st = State("fail")
+        with pytest.warns(RuntimeWarning, match=r"harness sanitizer: this Triton's interpreter is not understood "
+                                                r"\(InterpreterBuilder lacks \['create_masked_store'\]\); loads, "
+                                                r"stores and atomics are not checked"):
+            assert install(p, st) is False
+        assert st.lines()[1] == ("nothing was sanitized: this Triton's interpreter is not understood "
+                                 "(InterpreterBuilder lacks ['create_masked_store']); loads, stores and atomics are "
+                                 "not checked")
