@@ -147,18 +147,24 @@ def _mask_array(mask: Any) -> np.ndarray:
     return np.asarray(mask if isinstance(mask, np.ndarray) else mask.data, dtype=bool)
 
 
+_NONE = np.zeros(0, dtype=bool)  # "no lane out of bounds", without an array of the block's shape
+
+
 def _check(L: _Launch, builder: Any, op: str, ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The block's addresses, its active lanes, and which of them fall outside every storage (recorded as a
-    finding of ``L``)."""
+    finding of ``L``; an empty array when none does)."""
     p = np.asarray(ptrs.data)
     m = _mask_array(mask) if mask is not None else np.ones(p.shape, dtype=bool)
     if m.shape != p.shape:
         p, m = np.broadcast_arrays(p, m)
     k = _itemsize(ptrs)
     assert L.extents is not None
+    if L.extents.span_inside(p, k):
+        return p, m, _NONE
     bad = L.extents.outside(p.astype(np.uint64, copy=False), k) & m
-    if bad.any():
-        _record_oob(L, builder, op, p, m, bad, k, ptrs.get_element_ty())
+    if not bad.any():
+        return p, m, _NONE
+    _record_oob(L, builder, op, p, m, bad, k, ptrs.get_element_ty())
     return p, m, bad
 
 

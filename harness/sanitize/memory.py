@@ -13,6 +13,7 @@ Python loop per element. Nothing here imports Triton, torch or pytest: arguments
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,17 @@ class Extents:
         # Distinct allocations never overlap; storages that do (one built over another's memory) are checked
         # one by one instead of by the sorted lookup.
         self._overlap = bool(len(spans) > 1 and np.any(self._starts[1:] < self._ends[:-1]))
+        self._start_list = [s for s, _ in spans]
+        self._end_list = [s + n for s, n in spans]
+
+    def span_inside(self, addresses: np.ndarray, itemsize: int) -> bool:
+        """Whether every address of the block, masked or not, is in bounds because the block's whole span lies in
+        one storage: the usual block, answered with two reductions instead of a lookup per lane."""
+        if self._overlap or self._starts.size == 0 or addresses.size == 0:
+            return False
+        lo, hi = int(addresses.min()), int(addresses.max())
+        i = bisect.bisect_right(self._start_list, lo) - 1
+        return i >= 0 and hi + itemsize <= self._end_list[i]
 
     def outside(self, addresses: np.ndarray, itemsize: int) -> np.ndarray:
         """A bool array, True where ``[address, address + itemsize)`` is inside no storage (``addresses``:

@@ -56,6 +56,9 @@ def test_an_access_must_fit_in_one_storage_not_straddle_two_touching_ones():
     ext = Extents([arg("a", A, 16), arg("b", A + 16, 16)])
     out = ext.outside(u64(A, A + 12, A + 14, A + 16, A + 28, A + 29, A - 1), 4)
     assert out.tolist() == [False, False, True, False, False, True, True]
+    assert ext.span_inside(u64(A + 12, A, A + 4), 4)  # the quick answer for a block inside one storage
+    assert not ext.span_inside(u64(A, A + 16), 4)  # the span of two storages: asked lane by lane
+    assert not ext.span_inside(u64(A + 16, A + 29), 4)
 
 
 def test_zero_size_storages_hold_nothing_and_overlapping_ones_are_each_checked():

@@ -15,6 +15,7 @@ import torch
 from harness.interp.patch import Patch
 from harness.sanitize import SanitizerError, SanitizerWarning, State, install
 from tests.harness.sanitize import kernels as K
+from tests.harness.sanitize.layout import apart
 
 pytestmark = pytest.mark.interp_only
 
@@ -46,8 +47,7 @@ def only(st: State, kind: str, op: str | None = None):
 # --- out of bounds --------------------------------------------------------------------------------------------
 
 def test_tail_overrun_is_caught_at_the_first_lane_past_the_end(sanitizer):
-    x = torch.arange(100, dtype=torch.float32)
-    y = torch.zeros(100)
+    x, y = apart(lambda: torch.arange(100, dtype=torch.float32), lambda: torch.zeros(100))
     with pytest.raises(SanitizerError, match=r"out-of-bounds load in kernel copy_unmasked at "):
         K.copy_unmasked[(4,)](x, y, BLOCK=32)
     load, store = only(sanitizer, "out_of_bounds", "load"), only(sanitizer, "out_of_bounds", "store")
@@ -63,9 +63,9 @@ def test_tail_overrun_is_caught_at_the_first_lane_past_the_end(sanitizer):
 
 
 def test_the_message_names_every_field(sanitizer):
-    x = torch.arange(100, dtype=torch.float32)
+    x, y = apart(lambda: torch.arange(100, dtype=torch.float32), lambda: torch.zeros(100))
     with pytest.raises(SanitizerError) as e:
-        K.copy_unmasked[(4,)](x, torch.zeros(100), BLOCK=32)
+        K.copy_unmasked[(4,)](x, y, BLOCK=32)
     line = line_of("copy_unmasked", "tl.store")
     first = str(e.value).splitlines()[:4]
     assert first == [
@@ -79,9 +79,9 @@ def test_the_message_names_every_field(sanitizer):
 
 
 def test_negative_offset_is_caught_before_the_start(sanitizer):
-    x = torch.arange(100, dtype=torch.float32)
+    x, y = apart(lambda: torch.arange(100, dtype=torch.float32), lambda: torch.zeros(100))
     with pytest.raises(SanitizerError):
-        K.shift_left[(4,)](x, torch.zeros(100), 100, BLOCK=32)
+        K.shift_left[(4,)](x, y, 100, BLOCK=32)
     d = only(sanitizer, "out_of_bounds").detail
     assert (d["program_id"], d["block_index"], d["lanes"], d["programs_hit"]) == ([0, 0, 0], [0], 1, 1)
     assert d["address"] == x.data_ptr() - 4
@@ -90,9 +90,9 @@ def test_negative_offset_is_caught_before_the_start(sanitizer):
 
 
 def test_row_stride_used_as_column_stride_is_caught(sanitizer):
-    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    x, y = apart(lambda: torch.arange(12, dtype=torch.float32).reshape(3, 4), lambda: torch.zeros(12))
     with pytest.raises(SanitizerError):
-        K.transpose_strided[(3,)](x, torch.zeros(12), 3, 4, x.stride(0), BLOCK_N=4)
+        K.transpose_strided[(3,)](x, y, 3, 4, x.stride(0), BLOCK_N=4)
     d = only(sanitizer, "out_of_bounds").detail
     # program 0 reads columns 0, 4, 8, 12 of a 12-element tensor: lane 3 is one element past; all three rows do it
     assert (d["program_id"], d["block_index"], d["lanes"]) == ([0, 0, 0], [3], 1)
@@ -101,13 +101,14 @@ def test_row_stride_used_as_column_stride_is_caught(sanitizer):
 
 
 def test_a_bad_gather_index_is_caught_with_the_element_it_reached(sanitizer):
-    x = torch.arange(10, dtype=torch.float32)
-    idx = torch.tensor([0, 3, 9, 1000], dtype=torch.int32)
+    x, idx, y = apart(lambda: torch.arange(10, dtype=torch.float32),
+                      lambda: torch.tensor([0, 3, 9, 1000], dtype=torch.int32), lambda: torch.zeros(4))
     with pytest.raises(SanitizerError):
-        K.gather_rows[(1,)](x, idx, torch.zeros(4), 4, BLOCK=4)
+        K.gather_rows[(1,)](x, idx, y, 4, BLOCK=4)
     d = only(sanitizer, "out_of_bounds").detail
-    assert d["block_index"] == [3] and d["nearest"]["element"] == 1000
-    assert d["nearest"]["name"] == "x_ptr"  # the nearest of x, idx, y by bytes: x's storage is where it aimed
+    assert (d["block_index"], d["address"], d["lanes"]) == ([3], x.data_ptr() + 4000, 1)
+    assert (d["nearest"]["name"], d["nearest"]["side"], d["nearest"]["nbytes"], d["nearest"]["element"]) == \
+        ("x_ptr", "past", 4000 + 4 - 40, 1000)
 
 
 def test_an_atomic_past_the_end_is_caught_and_not_performed(sanitizer):
@@ -139,8 +140,7 @@ def test_a_compare_and_swap_past_the_end_is_caught_and_acts_on_no_argument(sanit
 
 def test_warn_mode_warns_and_the_launch_completes(sanitizer):
     sanitizer.mode = "warn"
-    x = torch.arange(100, dtype=torch.float32)
-    y = torch.zeros(100)
+    x, y = apart(lambda: torch.arange(100, dtype=torch.float32), lambda: torch.zeros(100))
     with pytest.warns(SanitizerWarning, match="out-of-bounds load in kernel copy_unmasked"):
         K.copy_unmasked[(4,)](x, y, BLOCK=32)
     assert torch.equal(y, x)
