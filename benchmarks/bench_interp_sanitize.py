@@ -4,8 +4,8 @@ for the race check) against the same interpreter with the sanitizer lifted. The 
 
 Usage: ``python benchmarks/bench_interp_sanitize.py [--repeat N] [--threads N] [--json PATH]``. CPU only; not
 a test: nothing asserts a time. Each row runs ``--repeat`` times sanitized and as often plain, alternately, after
-one warm-up of each; medians of CPU time (process time: the machine may be shared) and their ratio. The lane's other shims (casts, bf16 arithmetic,
-approximate math, dots, lowering) are on in both, as in a pytest run.
+one warm-up of each; medians of CPU time (process time: the machine may be shared) and their ratio. The lane's
+other shims (casts, bf16 arithmetic, approximate math, dots, lowering) are on in both, as in a pytest run.
 
 Rows: the shipped turboquant store and load (many small programs, byte-level stores), the MX FP4 quantizer
 (2-D blocks), and two kernels of the sanitizer's tests: a masked copy over 64 programs (loads and stores, nothing
