@@ -37,10 +37,10 @@ session_key = pytest.StashKey[Session]()
 _nested_key = pytest.StashKey[bool]()
 
 
-# Same-priority hooks run last-registered first: the sanitizer's trylast configure, registered before the interpreter
+# pluggy calls trylast hooks in registration order: the sanitizer's configure, registered after the interpreter
 # shims', runs after theirs, so its hooks go on top of the shims (an access a shim serves itself is checked first).
-_SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.sanitize.plugin", "harness.interp.plugin",
-               "harness.vacuity.plugin", "harness.coverage.plugin")
+_SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.interp.plugin", "harness.vacuity.plugin",
+               "harness.coverage.plugin", "harness.sanitize.plugin")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",

@@ -51,6 +51,10 @@ NEEDED = {
 OPTIONAL = ("create_atomic_store",)
 
 
+#: the IR's read-modify-write ops by the ``tl.atomic_*`` a kernel writes (the IR splits them by operand type)
+_RMW_NAMES = {"fadd": "add", "umin": "min", "umax": "max"}
+
+
 class _Unknown(Exception):
     """An argument that is a pointer but whose memory the hooks cannot know (no torch storage)."""
 
@@ -312,7 +316,8 @@ def install(patch: Patch, state: State) -> bool:
     def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
         L = mine()
         if L is not None:
-            op = "atomic_" + str(rmwOp).rsplit(".", 1)[-1].lower()
+            name = str(rmwOp).rsplit(".", 1)[-1].lower()
+            op = "atomic_" + _RMW_NAMES.get(name, name)
             _, m, bad = _check(L, self, op, ptr, mask)
             if bad.any():
                 mask = _without(mask, m, bad, TH, int1)

@@ -29,7 +29,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.hookimpl(trylast=True)  # after harness.plugin chose the lane, and after the shims' (harness.plugin's order)
+@pytest.hookimpl(trylast=True)  # after harness.plugin chose the lane, and after the shims' (registered after them)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER)
     s = session_of(config)

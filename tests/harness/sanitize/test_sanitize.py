@@ -124,7 +124,7 @@ def test_a_bf16_atomic_served_by_the_harness_shim_is_checked_first(sanitizer):
     y = torch.zeros(20, dtype=torch.bfloat16)
     with pytest.raises(SanitizerError):
         K.add_bf16_past_end[(2,)](y, BLOCK=16)
-    d = only(sanitizer, "out_of_bounds").detail
+    d = only(sanitizer, "out_of_bounds", "atomic_add").detail
     assert (d["program_id"], d["block_index"], d["itemsize"], d["nearest"]["element"]) == ([1, 0, 0], [4], 2, 20)
     assert (y == 1).all()
 

@@ -157,3 +157,31 @@ def test_shards_reports_merge():
     assert [f["test"] for f in m["findings"]] == ["t::a", "t::b"]
     with pytest.raises(ValueError, match=r"sanitize: the reports ran with different modes \(fail, warn\)"):
         merge([a, {**b, "sanitize": {**b["sanitize"], "mode": "warn"}}])
+
+
+def test_the_session_checks_an_access_the_shims_serve_themselves(pytester):
+    """A bf16 atomic_add is computed by the harness's own model (harness.interp.arith), which writes memory
+    itself: the session's hooks must sit on top of it (harness.plugin registers the sanitizer's glue last)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_b='''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_past_end(y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(y_ptr + offs, tl.full([BLOCK], 1.0, tl.bfloat16))
+
+
+def test_add():
+    y = torch.zeros(20, dtype=torch.bfloat16)
+    add_past_end[(1,)](y[:12], BLOCK=16)  # a view: the lanes past 12 stay inside y's storage
+    add_past_end[(1,)](torch.zeros(12, dtype=torch.bfloat16), BLOCK=16)
+''')
+    r = pytester.runpytest()
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*SanitizerError: harness sanitizer (CPU lane): out-of-bounds atomic_add in kernel "
+                            "add_past_end at test_b.py:9",
+                            "*program_id (0, 0, 0): 4 of 16 active lanes fall outside*"])
