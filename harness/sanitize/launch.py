@@ -8,10 +8,13 @@ Every memory access of the kernel reaches one of the builder's methods with a bl
 ``create_masked_load`` / ``create_masked_store`` (``tl.load``, ``tl.store``; also block pointers with their
 boundary check on 3.6, tensor descriptors, and 3.9's ``tl.atomic_load`` / ``tl.atomic_store``),
 ``create_atomic_rmw`` (``tl.atomic_add`` …) and ``create_atomic_cas``. :func:`install` wraps those, through the
-session's :class:`~harness.interp.patch.Patch`:
+session's :class:`~harness.interp.patch.Patch`, on top of the interpreter shims:
 
-- the launch wrapper collects the arguments' storages (:class:`~harness.sanitize.memory.Extents`), and at the end
-  of the launch looks for overlapping stores (:mod:`harness.sanitize.races`) and raises or warns;
+- a launch opens where the interpreter copies the arguments to the host (``_init_args_hst``: the arguments'
+  storages, :class:`~harness.sanitize.memory.Extents`) and closes where it copies them back
+  (``_restore_args_dev``: overlapping stores, :mod:`harness.sanitize.races`, then the error or the warning).
+  No shim wraps these two, so a block that lifts a shim's own launch wrapper is still checked; ``__call__``
+  only closes a launch the kernel raised out of;
 - each access wrapper checks the active lanes and takes the out-of-bounds ones out of the access before it
   happens (a load gives ``other`` there, a store writes nothing, an atomic CAS acts on a scratch word), so the
   process never reads or writes memory it was not given, whatever the mode.
@@ -45,7 +48,7 @@ TAG = "sanitize"
 NEEDED = {
     "InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
                            "set_grid_idx"),
-    "GridExecutor": ("__call__", "_init_args_hst"),
+    "GridExecutor": ("__call__", "_init_args_hst", "_restore_args_dev"),
 }
 #: Wrapped where present (Triton 3.9): they reach the masked load / store, and a store must not count as plain.
 OPTIONAL = ("create_atomic_store",)
@@ -256,7 +259,7 @@ def install(patch: Patch, state: State) -> bool:
     B, G = itp.InterpreterBuilder, itp.GridExecutor
     TH = itp.TensorHandle
     int1 = itp.tl.int1
-    call_orig, init_orig = G.__call__, G._init_args_hst
+    call_orig, init_orig, restore_orig = G.__call__, G._init_args_hst, G._restore_args_dev
     load_orig, store_orig = B.create_masked_load, B.create_masked_store
     rmw_orig, cas_orig = B.create_atomic_rmw, B.create_atomic_cas
 
@@ -264,32 +267,41 @@ def install(patch: Patch, state: State) -> bool:
         L = _CURRENT.get()
         return L if L is not None and L.state is state and L.extents is not None else None
 
+    # The launch is opened where the interpreter copies the arguments to the host and closed where it copies them
+    # back: methods no shim wraps, so a block that lifts a shim's launch wrapper (``Patch.lift``) is still checked.
+    # ``__call__`` only closes a launch the kernel raised out of.
+    def end(raising: bool) -> None:
+        L = _CURRENT.get()
+        if L is not None and L.state is state:
+            _CURRENT.set(None)
+            _finish(L, getattr(itp.interpreter_builder, "grid_dim", None), raising=raising)
+
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # a failure points at the kernel launch in the test, not at this wrapper
-        if _innermost() is not state or state.effective_mode() == "off":
-            return call_orig(self, *args, **kwargs)
-        L = _Launch(state, getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?")))
-        token = _CURRENT.set(L)
         try:
-            out = call_orig(self, *args, **kwargs)
+            return call_orig(self, *args, **kwargs)
         except BaseException:
-            _CURRENT.reset(token)
-            _finish(L, getattr(itp.interpreter_builder, "grid_dim", None), raising=False)
+            end(raising=False)
             raise
-        _CURRENT.reset(token)
-        _finish(L, getattr(itp.interpreter_builder, "grid_dim", None), raising=True)
-        return out
 
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        end(raising=False)  # a launch that raised where no __call__ wrapper saw it: its findings are kept
         hst = init_orig(self, args_dev, kwargs)
-        L = _CURRENT.get()
-        if L is not None and L.state is state and L.extents is None and not L.skipped:
+        if _innermost() is state and state.effective_mode() != "off":
+            L = _Launch(state, getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?")))
             try:
                 L.extents = Extents(_arguments(self.fn, hst[0], hst[1]))
             except _Unknown as e:
                 L.skipped = str(e)
                 state.note_skipped(L.kernel, L.skipped)
+            _CURRENT.set(L)
         return hst
+
+    def restore_args_dev(self: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        out = restore_orig(self, *args, **kwargs)
+        end(raising=True)
+        return out
 
     def create_masked_load(self: Any, ptrs: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
         L = mine()
@@ -332,7 +344,7 @@ def install(patch: Patch, state: State) -> bool:
                 ptr = TH(safe, ptr.dtype)
         return cas_orig(self, ptr, cmp, val, *rest)
 
-    wraps = {(G, "__call__"): launch, (G, "_init_args_hst"): init_args_hst,
+    wraps = {(G, "__call__"): launch, (G, "_init_args_hst"): init_args_hst, (G, "_restore_args_dev"): restore_args_dev,
              (B, "create_masked_load"): create_masked_load, (B, "create_masked_store"): create_masked_store,
              (B, "create_atomic_rmw"): create_atomic_rmw, (B, "create_atomic_cas"): create_atomic_cas}
     for name in OPTIONAL:

@@ -138,6 +138,17 @@ def test_a_compare_and_swap_past_the_end_is_caught_and_acts_on_no_argument(sanit
     assert (y == 5).all()
 
 
+def test_a_block_that_lifts_the_shims_launch_wrappers_is_still_checked(sanitizer):
+    from harness.interp import differences, dots
+    from harness.interp.patch import lift
+
+    x, y = apart(lambda: torch.arange(100, dtype=torch.float32), lambda: torch.zeros(100))
+    with lift(differences.TAG, dots.TAG):  # GridExecutor.__call__ as Triton's own, every wrapper above it gone
+        with pytest.raises(SanitizerError, match="out-of-bounds load in kernel copy_unmasked"):
+            K.copy_unmasked[(4,)](x, y, BLOCK=32)
+    assert sanitizer.launches == 1
+
+
 def test_warn_mode_warns_and_the_launch_completes(sanitizer):
     sanitizer.mode = "warn"
     x, y = apart(lambda: torch.arange(100, dtype=torch.float32), lambda: torch.zeros(100))
