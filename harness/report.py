@@ -12,7 +12,8 @@ Other keys are each feature's section (``harness.session.Section.report``). ``co
 (targets, widening) must agree; cell counts, compiles, cached and seconds add up, findings are put together.
 ``replay``: the graph-replay, determinism and batch-invariance checks of every shard, counted again.
 The key holds counts, not which compile each one was, so a compile two shards both ran or read back from a
-shared cache counts in each (a single run counts it once). A key with no merge rule must be equal in every
+shared cache counts in each (a single run counts it once). ``sanitize``: one mode; launches and finding counts
+add up, findings are put together. A key with no merge rule must be equal in every
 report, else the merge fails naming it: a report that cannot be merged faithfully is not written.
 """
 
@@ -144,8 +145,28 @@ def _merge_replay(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return summarize([c for p in parts for c in p.get("checks", ())])
 
 
+def _merge_sanitize(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``sanitize`` key over shards: one mode, launches and counts added, findings put together."""
+    modes = {p.get("mode") for p in parts}
+    if len(modes) != 1:
+        raise ValueError(f"sanitize: the reports ran with different modes ({', '.join(sorted(map(str, modes)))})")
+    counts: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.get("counts", {}).items():
+            counts[k] = counts.get(k, 0) + int(v)
+    out: dict[str, Any] = {"mode": parts[0].get("mode"), "launches": sum(int(p.get("launches", 0)) for p in parts),
+                           "counts": counts, "findings": [f for p in parts for f in p.get("findings", ())]}
+    skipped = {k: v for p in parts for k, v in p.get("skipped", {}).items()}
+    if skipped:
+        out["skipped"] = skipped
+    unsupported = next((p["unsupported"] for p in parts if p.get("unsupported")), None)
+    if unsupported:
+        out["unsupported"] = unsupported
+    return out
+
+
 _RULES = {"compile_launches": _merge_launches, "vacuity": _merge_vacuity, "coverage": _merge_coverage,
-          "replay": _merge_replay}
+          "replay": _merge_replay, "sanitize": _merge_sanitize}
 _OBSERVATION_KEYS = ("version", "rows", "observations")
 
 

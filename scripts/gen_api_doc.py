@@ -12,10 +12,11 @@ import re
 import sys
 
 MODULES = ["harness", "harness.fp8", "harness.mx", "harness.tensor_cores", "harness.names", "harness.interp.patch",
-        "harness.interp.approx_math", "harness.compile.launches", "harness.replay"]
+        "harness.interp.approx_math", "harness.compile.launches", "harness.replay", "harness.sanitize"]
 PICKS = {"harness.interp.approx_math": ["div_full", "rcp_approx", "sqrt_approx", "rsqrt_approx", "ex2_approx",
                                         "exp_approx", "log2_libdevice", "log_libdevice"],
-         "harness.compile.launches": ["expect_compile_failure", "skip_compile", "capture"]}
+         "harness.compile.launches": ["expect_compile_failure", "skip_compile", "capture"],
+         "harness.sanitize": ["SanitizerError", "SanitizerWarning"]}
 
 def sources(mod: object) -> list[str]:
     out = [inspect.getsource(mod)]

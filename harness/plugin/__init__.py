@@ -37,8 +37,10 @@ session_key = pytest.StashKey[Session]()
 _nested_key = pytest.StashKey[bool]()
 
 
+# pluggy calls trylast hooks in registration order: the sanitizer's configure, registered after the interpreter
+# shims', runs after theirs, so its hooks go on top of the shims (an access a shim serves itself is checked first).
 _SUBPLUGINS = ("harness.golden.plugin", "harness.compile.plugin", "harness.interp.plugin", "harness.vacuity.plugin",
-               "harness.coverage.plugin", "harness.replay.plugin")
+               "harness.coverage.plugin", "harness.replay.plugin", "harness.sanitize.plugin")
 
 _MARKERS = (
     "gpu: needs a real GPU (CUDA or ROCm); skipped on the interpreter and on plain CPU",

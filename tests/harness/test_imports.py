@@ -32,7 +32,7 @@ def test_the_glue_is_where_the_rule_says():
     glue = [m for m in _modules() if _is_glue(m)]
     assert glue == ["harness.compile.plugin", "harness.coverage.plugin", "harness.golden.plugin",
                     "harness.interp.plugin", "harness.mutate.plugin", "harness.plugin", "harness.plugin.timeline",
-                    "harness.replay.plugin", "harness.vacuity.plugin"]
+                    "harness.replay.plugin", "harness.sanitize.plugin", "harness.vacuity.plugin"]
 
 
 _IMPORT_ALL = """

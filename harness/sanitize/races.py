@@ -1,0 +1,108 @@
+"""Bytes that two programs of one launch both store, non-atomically.
+
+Programs of a launch run in no defined order on the GPU, so a byte two of them store holds whichever store
+landed last: with different values that is a race (the result depends on scheduling); with the same value it is
+benign, though wasted work. The interpreter runs programs one after the other, so it never shows the race
+itself; what it can show is that the stores overlap.
+
+Cheap by construction: each store appends its active elements (addresses, value bytes) as numpy arrays, and
+:meth:`StoreLog.overlaps` sorts them once at the end of the launch (per element, or per byte where the stores
+mix element sizes). Atomic stores are not logged. Nothing here imports Triton, torch or pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Overlap", "StoreLog"]
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """One pair of store sites where two programs stored the same bytes: ``racy`` when their values differ at
+    some byte; ``address`` is the first such byte (else the first overlapping one), ``programs`` and ``sites``
+    the two stores' there (program index, site index); ``nbytes``: how many distinct bytes both stored."""
+
+    address: int
+    programs: tuple[int, int]
+    sites: tuple[int, int]
+    racy: bool
+    nbytes: int
+
+
+class StoreLog:
+    """The non-atomic stores of one launch."""
+
+    def __init__(self) -> None:
+        self._addr: list[np.ndarray] = []
+        self._raw: list[np.ndarray] = []
+        self._prog: list[int] = []
+        self._site: list[int] = []
+
+    def add(self, addresses: np.ndarray, values: np.ndarray, program: int, site: int) -> None:
+        """One store's active elements: ``addresses`` (uint64, 1-D, each element's first byte) and ``values``
+        (the same length, the stored elements; their bytes are what is compared)."""
+        if addresses.size == 0:
+            return
+        self._addr.append(addresses.astype(np.uint64, copy=False))
+        self._raw.append(np.ascontiguousarray(values).reshape(addresses.size, -1).view(np.uint8))
+        self._prog.append(program)
+        self._site.append(site)
+
+    def _units(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(address, value, program, site) per stored unit: per element when every store has one element size
+        and aligned addresses (the usual case: a quarter of the work for fp32), else per byte."""
+        sizes = {r.shape[1] for r in self._raw}
+        n = np.array([a.size for a in self._addr])
+        prog = np.repeat(np.array(self._prog, dtype=np.int64), n)
+        site = np.repeat(np.array(self._site, dtype=np.int32), n)
+        addr = np.concatenate(self._addr)
+        if len(sizes) == 1 and (k := sizes.pop()) in (1, 2, 4, 8) and not np.any(addr % np.uint64(k)):
+            val = np.concatenate(self._raw).view(f"u{k}").ravel()
+            return addr, val, prog, site
+        raw = [r.ravel() for r in self._raw]
+        k_each = np.repeat([r.shape[1] for r in self._raw], n)
+        byte_addr = np.concatenate([(a[:, None] + np.arange(r.shape[1], dtype=np.uint64)).ravel()
+                                    for a, r in zip(self._addr, self._raw, strict=True)])
+        return byte_addr, np.concatenate(raw), np.repeat(prog, k_each), np.repeat(site, k_each)
+
+    def overlaps(self) -> list[Overlap]:
+        """Every pair of store sites with bytes stored by more than one program, races first. A program storing a
+        byte twice is program order, not an overlap: its last value counts."""
+        if len(set(self._prog)) < 2:
+            return []
+        addr, val, prog, site = self._units()
+        # by address, then program, then store order (stable): one int64 key when the span allows
+        lo = int(addr.min())
+        span_bits = (int(addr.max()) - lo).bit_length()
+        prog_bits = max(int(prog.max()).bit_length(), 1)
+        if span_bits + prog_bits <= 62:
+            key = ((addr - np.uint64(lo)).astype(np.int64) << prog_bits) | prog
+            order = np.argsort(key, kind="stable")
+        else:
+            order = np.lexsort((prog, addr))
+        addr, prog, val, site = addr[order], prog[order], val[order], site[order]
+        # each program's last store to each unit
+        last = np.ones(addr.size, dtype=bool)
+        last[:-1] = (addr[1:] != addr[:-1]) | (prog[1:] != prog[:-1])
+        addr, prog, val, site = addr[last], prog[last], val[last], site[last]
+        pair = np.flatnonzero(addr[1:] == addr[:-1])  # neighbours: same unit, different programs
+        if pair.size == 0:
+            return []
+        racy = val[pair] != val[pair + 1]
+        s0, s1 = site[pair].astype(np.int64), site[pair + 1].astype(np.int64)
+        # one class per pair of store sites: racy when any unit of it differs (the same value is benign only
+        # when every overlapping unit agrees)
+        cls_key = (np.minimum(s0, s1) << 31) | np.maximum(s0, s1)
+        _, cls = np.unique(cls_key, return_inverse=True)
+        found: list[Overlap] = []
+        for c in range(int(cls.max()) + 1):
+            members = np.flatnonzero(cls == c)
+            hot = members[racy[members]]
+            p = int(pair[hot[0] if hot.size else members[0]])
+            width = 1 if val.dtype == np.uint8 else val.dtype.itemsize
+            found.append(Overlap(int(addr[p]), (int(prog[p]), int(prog[p + 1])), (int(site[p]), int(site[p + 1])),
+                                 bool(hot.size), int(np.unique(addr[pair[members]]).size) * width))
+        return sorted(found, key=lambda o: (not o.racy, o.address))

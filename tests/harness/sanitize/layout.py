@@ -1,0 +1,27 @@
+"""Tensors laid out apart, for tests whose report fields depend on what lies past a tensor.
+
+Why: an access is in bounds when it falls inside the storage of *any* argument of the launch, and the CPU
+allocator may put two small tensors side by side, so a tail overrun of ``x`` can land in ``y``'s storage (in
+bounds, by the rule) and the count of offending lanes would depend on the allocator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+GAP = 1 << 16
+
+
+def apart(*makers: Callable[[], torch.Tensor], gap: int = GAP) -> list[torch.Tensor]:
+    """One tensor from each maker, no two storages within ``gap`` bytes of each other. Rejected attempts stay
+    alive until the end, so the allocator cannot hand the same addresses back."""
+    held = []
+    for _ in range(64):
+        ts = [m() for m in makers]
+        spans = sorted((t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
+                       for t in ts)
+        if all(b[0] - a[1] >= gap for a, b in zip(spans, spans[1:], strict=False)):
+            return ts
+        held.append(ts)
+    raise RuntimeError(f"could not allocate {len(makers)} tensors {gap} bytes apart in 64 tries")
