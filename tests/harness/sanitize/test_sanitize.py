@@ -14,12 +14,12 @@ import torch
 
 from harness.interp.patch import Patch
 from harness.sanitize import SanitizerError, SanitizerWarning, State, install
-from tests.harness.sanitize import kernels as K
-from tests.harness.sanitize.layout import apart
+from tests.harness.sanitize import sanitize_kernels as K
+from tests.harness.sanitize.sanitize_layout import apart
 
 pytestmark = pytest.mark.interp_only
 
-KERNELS = "tests/harness/sanitize/kernels.py"
+KERNELS = "tests/harness/sanitize/sanitize_kernels.py"
 
 
 def line_of(fn_name: str, text: str) -> int:
