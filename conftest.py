@@ -4,10 +4,33 @@
 """
 
 import os
+import sys
 
 import pytest
 
+#: torch modules that register operator libraries when first imported and refuse a second registration: an
+#: in-process pytester run drops the modules it imported, so one first imported inside it (torch.testing's first
+#: assert_close imports DTensor; a kernel's torch.compile imports dynamo) fails with "Only a single
+#: TORCH_LIBRARY can be used to register the namespace ..." when the next test imports it again
+_REGISTER_ONCE = ("torch.distributed.tensor", "torch._dynamo")
+
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _torch_registries_before_pytester() -> None:
+    """Import :data:`_REGISTER_ONCE` once per test process, before any test's ``pytester`` takes its module
+    snapshot (a session fixture is set up first), so no in-process run drops them (only where the tests have
+    imported torch already)."""
+    if "torch" not in sys.modules:
+        return
+    import importlib
+
+    for name in _REGISTER_ONCE:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a torch build without them registers nothing
+            pass
 
 
 @pytest.fixture(autouse=True)

@@ -39,7 +39,7 @@ import triton  # noqa: E402
 def _cases() -> list[tuple[str, str, Callable[[], None]]]:
     from kernels.mx.quantize import quantize_fp4
     from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4
-    from tests.harness.sanitize import kernels as K
+    from tests.harness.sanitize import sanitize_kernels as K
 
     g = torch.Generator().manual_seed(0)
     t, h, d, nb, bs = 32, 2, 64, 4, 16

@@ -341,6 +341,32 @@ def input_digest(inputs: dict) -> str:
     return h.hexdigest()
 
 
+#: leading rows (or elements, of a 1-D output) a golden keeps in full beside the digest of the whole output
+KEPT = 2048
+
+
+def output_digest(bits) -> str:  # noqa: ANN001 - a numpy array of bit patterns
+    """sha256 of an output's bit patterns (shape and dtype included): what a golden stores for the whole output,
+    beside its first :data:`KEPT` elements (the repository's golden dir has a size budget)."""
+    import hashlib
+
+    import numpy as np
+
+    a = np.ascontiguousarray(bits)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def kept(bits):  # noqa: ANN001, ANN201 - a numpy array in, its kept leading part out
+    """The leading part of an output a golden keeps in full: whole rows up to :data:`KEPT` elements (at least
+    one row), or the first :data:`KEPT` elements of a 1-D output."""
+    if bits.ndim <= 1:
+        return bits[:KEPT]
+    rows = max(1, KEPT // max(1, int(bits[0].size)))
+    return bits[:rows]
+
+
 def inputs_from_golden(z, pattern: str, case: str) -> tuple[dict, dict]:  # noqa: ANN001 - an open np.load(...)
     """A captured case back as ``(params, inputs)``: the inputs drawn again (:func:`make_inputs`) and checked
     against the capture's digest, so a golden is never compared on other inputs than the GPU saw."""

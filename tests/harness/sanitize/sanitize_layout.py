@@ -14,11 +14,15 @@ GAP = 1 << 16
 
 
 def apart(*makers: Callable[[], torch.Tensor], gap: int = GAP) -> list[torch.Tensor]:
-    """One tensor from each maker, no two storages within ``gap`` bytes of each other. Rejected attempts stay
-    alive until the end, so the allocator cannot hand the same addresses back."""
+    """One tensor from each maker, no two storages within ``gap`` bytes of each other. A spacer of ``gap`` bytes is
+    allocated after each (a heap that hands out addresses in order then puts them apart), and rejected attempts and
+    spacers stay alive until the end, so the allocator cannot hand the same addresses back."""
     held = []
     for _ in range(64):
-        ts = [m() for m in makers]
+        ts = []
+        for m in makers:
+            ts.append(m())
+            held.append(torch.empty(gap, dtype=torch.uint8))
         spans = sorted((t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
                        for t in ts)
         if all(b[0] - a[1] >= gap for a, b in zip(spans, spans[1:], strict=False)):
