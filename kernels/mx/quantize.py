@@ -52,6 +52,7 @@ def _e8m0_code(amax, RULE: tl.constexpr):
             e += (mant >= 0x600000).to(tl.int32)  # significand >= 1.75 rounds to the next binade in e2m1
         e = tl.where(expf == 0, -127, e)  # fp32 subnormal amax: far below every clamp
     e = tl.where(amax == 0, -127, e)
+    # harness: equivalent-mutant(clamp): e <= 126 for every finite amax (expf <= 254; amax / 6 <= FLT_MAX / 6)
     e = tl.minimum(tl.maximum(e, -127), 127)
     return tl.where(expf == 0xFF, 0xFF, e + 127)  # inf or NaN: the NaN scale
 
@@ -101,6 +102,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     r64 = r.to(tl.int64)
     real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
     x_off = r64[:, None, None] * stride_x + (b * BLOCK)[None, :, None] + j[None, None, :]
+    # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
     x = tl.load(x_ptr + x_off, mask=real[:, :, None], other=0.0).to(tl.float32)
     has_nan = tl.max((x != x).to(tl.int32), axis=2) > 0
     amax = tl.where(has_nan, float("nan"), tl.max(tl.abs(x), axis=2))
@@ -125,6 +127,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
         tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
         s_off = tile * 512 + ((r % 32) * 16 + (r % 128 // 32) * 4)[:, None] + (b % 4)[None, :]
+        # harness: equivalent-mutant(mask-compare@19): the grid spans scale_rows (128s) in ROWS: r < scale_rows
         in_grid = (r[:, None] < scale_rows) & (b[None, :] < scale_cols)
         tl.store(scales_ptr + s_off, tl.where(real, scode, 0).to(tl.uint8), mask=in_grid)
     else:
