@@ -48,9 +48,9 @@ from harness.interp.patch import Patch, lift
 from harness.interp.patch import installed as patch_installed
 
 __all__ = [
-    "LOWERING", "TABLE_FILE", "div_full", "rcp_approx", "sqrt_approx", "rsqrt_approx", "ex2_approx",
-    "exp_approx", "log2_libdevice", "log_libdevice", "table_meta", "use_tables", "install", "installed", "suspended",
-    "TAG",
+    "LOWERING", "TABLE_FILE", "div_full", "div_full_operands", "rcp_approx", "sqrt_approx", "rsqrt_approx",
+    "ex2_approx", "exp_approx", "log2_libdevice", "log_libdevice", "table_meta", "use_tables", "install",
+    "installed", "suspended", "TAG",
 ]
 
 #: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
@@ -170,15 +170,23 @@ def rcp_approx(y: torch.Tensor) -> torch.Tensor:
     return _from_bits(torch.where(v == _NAN, v, v | s))
 
 
-def div_full(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``div.full.f32`` as sm90 runs it: range scaling, ``MUFU.RCP``, one IEEE multiply (up to 2 ulp off)."""
+def div_full_operands(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two factors of ``div.full.f32``'s closing multiply on sm90: the numerator after the range scaling and
+    ``MUFU.RCP`` of the scaled denominator. Apart from :func:`div_full` because ptxas may contract that multiply
+    into a following add (:func:`harness.lowering.fma.ptxas_quotient_lines`)."""
     x, y = torch.broadcast_tensors(x.float(), y.float())
     ay = y.abs()
     big = ay > 2.0**126
     small = ~(ay >= 2.0**-126)  # NaN too
     x = torch.where(big, x * 0.25, torch.where(small, x * 16777216.0, x))
     y = torch.where(big, y * 0.25, torch.where(small, y * 16777216.0, y))
-    return rcp_approx(y) * x
+    return x, rcp_approx(y)
+
+
+def div_full(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``div.full.f32`` as sm90 runs it: range scaling, ``MUFU.RCP``, one IEEE multiply (up to 2 ulp off)."""
+    xs, r = div_full_operands(x, y)
+    return r * xs
 
 
 def _parity_split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -225,18 +225,15 @@ def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) 
 
 
 def _quotient(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``div.full.f32``'s operands as its closing multiply sees them: the numerator after the range scaling and
-    ``MUFU.RCP`` of the scaled denominator (:func:`harness.interp.approx_math.div_full`)."""
+    """``div.full.f32``'s factors as its closing multiply sees them
+    (:func:`harness.interp.approx_math.div_full_operands`), as numpy arrays."""
     import torch
 
     from harness.interp import approx_math
 
-    xt, yt = torch.broadcast_tensors(torch.from_numpy(np.asarray(x, np.float32).copy()),
-                                     torch.from_numpy(np.asarray(y, np.float32).copy()))
-    ay = yt.abs()
-    big, small = ay > 2.0**126, ~(ay >= 2.0**-126)
-    scale = torch.where(big, 0.25, torch.where(small, 16777216.0, 1.0))
-    return (xt * scale).numpy(), approx_math.rcp_approx(yt * scale).numpy()
+    xs, r = approx_math.div_full_operands(torch.from_numpy(np.asarray(x, np.float32).copy()),
+                                          torch.from_numpy(np.asarray(y, np.float32).copy()))
+    return xs.numpy(), r.numpy()
 
 
 def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:

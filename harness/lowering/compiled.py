@@ -200,10 +200,9 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
     fused = tuple(Fused(_where(moved(s.mul), "mul", version), _where(moved(s.add), "add", version), s.op, s.operand,
                         s.elem, s.count) for s in sites_)
     cubin = asm.get("cubin")
-    raw_ptxas = (fma_mod.ptxas_contracted_lines(cubin, asm["ptx"])
-                 if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else set())
-    quotients = (fma_mod.ptxas_quotient_lines(cubin, asm["ptx"])
-                 if fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm else set())
+    sass = fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm  # fusion on, SASS readable
+    raw_ptxas = fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]) if sass else set()
+    quotients = fma_mod.ptxas_quotient_lines(cubin, asm["ptx"]) if sass else set()
     return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
                           ptxas_lines=tuple(sorted((move(f), n) for f, n in raw_ptxas)),

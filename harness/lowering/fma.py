@@ -20,8 +20,10 @@ Public API: :class:`Site`, :func:`fused_sites`, :func:`ptx_fma_count`, :func:`pt
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.lowering.numeric import fma
@@ -193,22 +195,30 @@ _PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 _PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
 
 
-def _ptx_lines(ptx: str) -> dict[tuple[str, int], set[str]]:
-    """(file, line) → the PTX opcodes emitted under that ``.loc`` (innermost, as ``nvdisasm -g`` reports)."""
+def _located(ptx: str) -> Iterator[tuple[tuple[str, int], str]]:
+    """Each PTX line after a ``.loc``, with the (file, line) of the innermost ``.loc`` above it (as ``nvdisasm -g``
+    reports lines)."""
     files = {m.group(1): m.group(2) for m in _PTX_FILE.finditer(ptx)}
-    out: dict[tuple[str, int], set[str]] = {}
     cur: tuple[str, int] | None = None
     for ln in ptx.splitlines():
         m = _PTX_LOC.match(ln)
         if m:
             cur = (files.get(m.group(1), m.group(1)), int(m.group(2)))
-            continue
+        elif cur is not None:
+            yield cur, ln
+
+
+def _ptx_lines(ptx: str) -> dict[tuple[str, int], set[str]]:
+    """(file, line) → the PTX opcodes emitted under that ``.loc``."""
+    out: dict[tuple[str, int], set[str]] = {}
+    for where, ln in _located(ptx):
         op = re.match(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s", ln)
-        if cur is not None and op and not ln.lstrip().startswith("."):
-            out.setdefault(cur, set()).add(op.group(1))
+        if op and not ln.lstrip().startswith("."):
+            out.setdefault(where, set()).add(op.group(1))
     return out
 
 
+@functools.lru_cache(maxsize=8)  # both ptxas_* functions read one kernel's SASS: disassembled once (read-only)
 def _sass_lines(cubin: bytes, tool: str) -> dict[tuple[str, int], list[str]]:
     import subprocess
     import tempfile
@@ -261,7 +271,7 @@ def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> s
         return set()
     ptx_by = _ptx_lines(ptx)
     out = set()
-    for where, ops in _sass_lines(cubin, tool).items():
+    for where, ops in _sass_lines(bytes(cubin), tool).items():
         if "FFMA" not in ops:
             continue
         p = ptx_by.get(where, set())
@@ -301,26 +311,18 @@ def ptxas_quotient_lines(cubin: bytes, ptx: str, tool: str | None = None) -> set
     tool = tool or nvdisasm()
     if tool is None:
         return set()
-    files = {m.group(1): m.group(2) for m in _PTX_FILE.finditer(ptx)}
     reads: set[tuple[str, int]] = set()
     spoiled: set[tuple[str, int]] = set()
     fmas: dict[tuple[str, int], int] = {}
-    cur: tuple[str, int] | None = None
-    for ln in ptx.splitlines():
-        m = _PTX_LOC.match(ln)
-        if m:
-            cur = (files.get(m.group(1), m.group(1)), int(m.group(2)))
-            continue
-        if cur is None:
-            continue
+    for where, ln in _located(ptx):
         a = _ADD_SUB.match(ln)
         if a and (a.group(1) in quotients or a.group(2) in quotients):
-            reads.add(cur)
+            reads.add(where)
         elif _CONTRACTIBLE_MUL.match(ln) or _FFMA_EXPANSIONS.match(ln):
-            spoiled.add(cur)
+            spoiled.add(where)
         elif re.match(r"^\s*(?:@!?%p\d+\s+)?fma\.", ln):
-            fmas[cur] = fmas.get(cur, 0) + 1
+            fmas[where] = fmas.get(where, 0) + 1
     if not reads - spoiled:
         return set()
-    sass = _sass_lines(cubin, tool)
+    sass = _sass_lines(bytes(cubin), tool)
     return {w for w in reads - spoiled if sass.get(w, []).count("FFMA") > fmas.get(w, 0)}
