@@ -3,9 +3,11 @@
 Usage: ``python benchmarks/bench_mx.py [--json PATH]``. Not a test: nothing asserts a time.
 
 quantize: bytes = activations read + codes and scales written; ``floor ms`` = bytes / copy bandwidth, ``% copy`` =
-floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside "torch emulated": dequantize both operands to bf16 with
-torch ops and ``torch.matmul`` (what a model without an FP4 kernel runs), timed end to end; a refused combination
-(NVFP4 on sm90 before Triton 3.9) is a row saying so.
+floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside cuBLAS's bf16 dense matmul of the same shape (``%
+cuBLAS``) and "torch emulated": dequantize both operands to bf16 with torch ops and ``torch.matmul`` (what a model
+without an FP4 kernel runs), timed end to end. Skinny shapes (decode, MoE: M of 16 to 256) are bound by the bytes
+of the operands and C: ``% copy`` = those bytes / copy bandwidth / time. A refused combination (NVFP4 on sm90
+before Triton 3.9) is a row saying so.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from kernels.mx.reference import E2M1_VALUES, nvfp4_global_scale  # noqa: E402
 
 QUANT_SHAPES = [(8192, 4096, torch.bfloat16), (16384, 8192, torch.bfloat16), (16384, 8192, torch.float16),
                 (8192, 8192, torch.float32)]
-GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
+GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096),
+               (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 8192)]
 Q_COLUMNS = [("op", ""), ("scheme", ""), ("layout", ""), ("shape", ""), ("MB", ".1f"), ("floor_ms", ".4f"),
              ("call_ms", ".4f"), ("call_pct_copy", ".1f"), ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")]
-G_COLUMNS = [("op", ""), ("scheme", ""), ("shape", ""), ("kernel_ms", ".3f"), ("kernel_tflops", ".1f"),
-             ("torch_emulated_ms", ".3f"), ("speedup", ".2f"), ("note", "")]
+G_COLUMNS = [("op", ""), ("scheme", ""), ("shape", ""), ("kernel_ms", ".4f"), ("kernel_tflops", ".1f"),
+             ("cublas_bf16_tflops", ".1f"), ("pct_cublas", ".1f"), ("pct_copy", ".1f"), ("torch_emulated_ms", ".3f"),
+             ("speedup", ".2f"), ("note", "")]
 
 
 def _emulated(q, scheme: str) -> torch.Tensor:
@@ -64,18 +68,24 @@ def main() -> None:
     cap = torch.cuda.get_device_capability()
     for m, n, k in GEMM_SHAPES:
         a, b = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
+        a16, b16 = a.bfloat16(), b.bfloat16()
+        cublas = time_ms(lambda a16=a16, b16=b16: a16 @ b16.T)
         for scheme in ("mxfp4", "nvfp4"):
             ga = nvfp4_global_scale(a) if scheme == "nvfp4" else None
             gb = nvfp4_global_scale(b) if scheme == "nvfp4" else None
             qa, qb = quantize_fp4(a, scheme, global_scale=ga), quantize_fp4(b, scheme, global_scale=gb)
             emu = time_ms(lambda qa=qa, qb=qb, s=scheme: _emulated(qa, s) @ _emulated(qb, s).T)
             why = gemm_refusal(scheme, interpreter=False, capability=cap)
+            nbytes = sum(t.numel() * t.element_size() for t in (*qa[:2], *qb[:2])) + m * n * 4
             row = {"op": "gemm", "scheme": scheme, "shape": f"{m}x{n}x{k}", "torch_emulated_ms": emu,
-                   "kernel_ms": float("nan"), "kernel_tflops": float("nan"), "speedup": float("nan"),
-                   "note": why or ""}
+                   "cublas_bf16_tflops": 2 * m * n * k / cublas / 1e9, "kernel_ms": float("nan"),
+                   "kernel_tflops": float("nan"), "pct_cublas": float("nan"), "pct_copy": float("nan"),
+                   "speedup": float("nan"), "note": why or ""}
             if why is None:
-                ms = time_ms(lambda qa=qa, qb=qb, s=scheme: scaled_gemm(qa, qb, s))
-                row.update(kernel_ms=ms, kernel_tflops=2 * m * n * k / ms / 1e9, speedup=emu / ms)
+                c = scaled_gemm(qa, qb, scheme)
+                ms = time_ms(lambda qa=qa, qb=qb, s=scheme, c=c: scaled_gemm(qa, qb, s, out=c))
+                row.update(kernel_ms=ms, kernel_tflops=2 * m * n * k / ms / 1e9, pct_cublas=100 * cublas / ms,
+                           pct_copy=100 * nbytes / copy / 1e6 / ms, speedup=emu / ms)
             grows.append(row)
     emit("scaled_gemm vs torch's emulated path (dequantize to bf16 + matmul)", G_COLUMNS, grows, args.json,
          extra={"quantize": rows, "copy_gbs": copy})

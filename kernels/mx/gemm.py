@@ -31,7 +31,7 @@ from kernels._interpreter import runs_on_interpreter
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, cdiv, swizzled_size
 
-__all__ = ["scaled_gemm", "gemm_refusal", "BM", "BN", "BK"]
+__all__ = ["scaled_gemm", "gemm_refusal", "launch_config", "BM", "BN", "BK"]
 
 BM, BN, BK = 128, 128, 128
 
@@ -48,9 +48,15 @@ def _scale_offsets(rows, cols, stride, scale_cols, SWIZZLED: tl.constexpr):
 @triton.jit
 def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, N, K, stride_a, stride_b, stride_c,
                         stride_as, stride_bs, a_scale_cols, b_scale_cols, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr, GROUP: tl.constexpr, NVFP4: tl.constexpr, SWIZZLED: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+                        BK: tl.constexpr, GROUP: tl.constexpr, NVFP4: tl.constexpr, SWIZZLED: tl.constexpr,
+                        GROUP_M: tl.constexpr):
+    # GROUP_M row tiles walk the column tiles together, so the B tiles they share are read from L2, not HBM
+    pid = tl.program_id(0)
+    per_group = GROUP_M * tl.cdiv(N, BN)
+    first_m = pid // per_group * GROUP_M
+    size_m = tl.minimum(tl.cdiv(M, BM) - first_m, GROUP_M)
+    rm = (first_m + pid % per_group % size_m) * BM + tl.arange(0, BM)
+    rn = (pid % per_group // size_m) * BN + tl.arange(0, BN)
     kk = tl.arange(0, BK // 2)
     ks = tl.arange(0, BK // GROUP)
     acc = tl.zeros((BM, BN), tl.float32)
@@ -74,6 +80,20 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
     if NVFP4:
         acc = acc * (tl.load(ga_ptr).to(tl.float32) * tl.load(gb_ptr).to(tl.float32))
     tl.store(c_ptr + rm.to(tl.int64)[:, None] * stride_c + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def launch_config(M: int, N: int, K: int) -> tuple[int, int, int, int, int, int]:
+    """(BM, BN, BK, GROUP_M, num_warps, num_stages) of a launch of this shape: the fastest of a sweep on an H100
+    (Triton 3.6, 2026-12-06, ``docs/performance.md``). Every configuration swept gave the same bits there: the
+    emulated ``tl.dot_scaled`` accumulates K in order whatever the tile. Skinny M (decode, MoE) reads the weights
+    once per row tile, so its tiles are 16 rows and many columns' programs share the bandwidth."""
+    if M <= 16 or (M <= 64 and N <= 4096):
+        return 16, 64, 256, 1, 4, 4
+    if M <= 64:
+        return 16, 128, 256, 1, 4, 4
+    if M <= 256:
+        return 64, 128, 256, 1, 4, 4
+    return BM, 2 * BN, BK, 8, 8, 3
 
 
 def _triton_version() -> tuple[int, int]:
@@ -165,9 +185,10 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
             return out
         s_a = 0 if layout == "swizzled" else qa[1].stride(0)
         s_b = 0 if layout == "swizzled" else qb[1].stride(0)
-        grid = (cdiv(M, BM), cdiv(N, BN))
-        _scaled_gemm_kernel[grid](qa[0], qa[1], qb[0], qb[1], out, g_a, g_b, M, N, K, qa[0].stride(0),
-                                  qb[0].stride(0), out.stride(0), s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4,
-                                  BM=BM, BN=BN, BK=BK, GROUP=group, NVFP4=scheme == "nvfp4",
-                                  SWIZZLED=layout == "swizzled")
+        bm, bn, bk, group_m, warps, stages = launch_config(M, N, K)
+        _scaled_gemm_kernel[(cdiv(M, bm) * cdiv(N, bn),)](
+            qa[0], qa[1], qb[0], qb[1], out, g_a, g_b, M, N, K, qa[0].stride(0), qb[0].stride(0), out.stride(0),
+            s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4, BM=bm, BN=bn, BK=bk, GROUP=group,
+            NVFP4=scheme == "nvfp4", SWIZZLED=layout == "swizzled", GROUP_M=group_m, num_warps=warps,
+            num_stages=stages)
     return out

@@ -3,17 +3,18 @@
 The same bits as ``harness.mx.quantize_mx`` / ``quantize_nvfp4`` (checked bit for bit on the interpreter and the
 H200), computed so that no step depends on a GPU's approximate arithmetic:
 
-* amax is exact (fp32 max of |x|); a NaN anywhere in a block is found apart from the max (NaN-propagation of a
-  max reduction differs between targets) and makes the block's amax NaN.
+* amax is exact (an integer max of |x|'s bits); a NaN anywhere in a block makes the block's amax NaN, whatever a
+  target's float max does with NaN.
 * MXFP4 scale: the e8m0 rule on amax's fp32 bits (floor/ceil/even read exponent and mantissa; rceil divides by 6
   with ``div_rn``, IEEE); a NaN or inf amax gives the NaN scale 0xFF, whose whole block is coded +max (0x7).
   Elements are x * 2^-scale, exact (a power of two; the only inexact products are fp32 subnormals, far below
   e2m1's smallest step).
 * NVFP4 scale: ue4m3 of ``amax / 6 / global_scale`` (two ``div_rn``), rounded to nearest even and saturated to
-  448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements are
-  x / (scale * global_scale) in fp64 (the product is exact there, the quotient correctly rounded), as the
-  reference computes them; a block whose scale is 0 or NaN is coded 0.
-* e2m1 rounding: seven comparisons against the midpoints of its grid, ties to even, saturating; NaN -> +max.
+  448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements are coded as the
+  reference codes x / (scale * global_scale) in fp64, by comparing |x| with the e2m1 midpoints times the scale
+  (exact products, each turned into the fp32 threshold that decides alike: ``_fp32_threshold``), which costs no
+  division; a block whose scale is 0 or NaN is coded 0.
+* e2m1 rounding: comparisons against the midpoints of its grid (a binary search), ties to even, saturating.
 
 Every bad input is a ``ValueError``/``TypeError`` naming the argument, raised before anything is launched; stores
 are masked to the rows and blocks that exist, so ``out=`` buffers are written exactly where the layout says.
@@ -83,13 +84,26 @@ def _ue4m3_value(code):
 
 
 @triton.jit
-def _e2m1_code(y):
-    """e2m1 code (int32) of ``y``: RNE on its grid 0, .5, 1, 1.5, 2, 3, 4, 6, saturating; NaN -> +max (0x7)."""
-    a = tl.abs(y)
-    c = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32) + (a >= 1.75).to(tl.int32)
-         + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a > 5.0).to(tl.int32))
-    sign = (y.to(tl.float32).to(tl.int32, bitcast=True) >> 31) & 1
-    return tl.where(y != y, 7, c | (sign << 3))
+def _e2m1_magnitude(a, u0, u1, u2, u3, u4, u5, u6):
+    """e2m1 magnitude code (int32, 0..7) of ``a`` (fp32, >= 0; NaN gives 0): how many of the increasing fp32
+    thresholds ``u0..u6`` it exceeds, found by a binary search of three comparisons (seven, summed, made this kernel
+    issue-bound on an H100)."""
+    c2 = a > u3
+    c1 = a > tl.where(c2, u5, u1)
+    c0 = a > tl.where(c2, tl.where(c1, u6, u4), tl.where(c1, u2, u0))
+    return c2.to(tl.int32) * 4 + c1.to(tl.int32) * 2 + c0.to(tl.int32)
+
+
+@triton.jit
+def _fp32_threshold(t, ok, AT_LEAST: tl.constexpr):
+    """The fp32 ``u`` with ``a > u`` exactly when ``a > t`` (``a >= t`` with ``AT_LEAST``) for every fp32 ``a``, of
+    an fp64 ``t > 0``: t rounded down (up, then one step down); +inf where ``ok`` is false, so nothing exceeds it.
+    Why exact: between t and its fp32 neighbours lies no fp32 value for ``a`` to take."""
+    r = t.to(tl.float32)  # to nearest; one step of its bits moves it to the neighbour (r > 0, so also from inf)
+    bits = r.to(tl.int32, bitcast=True)
+    back = r.to(tl.float64)
+    step = (back >= t) if AT_LEAST else (back > t)
+    return tl.where(ok, tl.where(step, bits - 1, bits).to(tl.float32, bitcast=True), float("inf"))
 
 
 @triton.jit
@@ -104,19 +118,36 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     x_off = r64[:, None, None] * stride_x + (b * BLOCK)[None, :, None] + j[None, None, :]
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
     x = tl.load(x_ptr + x_off, mask=real[:, :, None], other=0.0).to(tl.float32)
-    has_nan = tl.max((x != x).to(tl.int32), axis=2) > 0
-    amax = tl.where(has_nan, float("nan"), tl.max(tl.abs(x), axis=2))
+    xb = x.to(tl.int32, bitcast=True)
+    # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block holds
+    # one (a float max's NaN propagation differs between targets)
+    amax = tl.max(xb & 0x7FFFFFFF, axis=2).to(tl.float32, bitcast=True)
+    sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
         g = tl.load(gs_ptr).to(tl.float32)
         scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
-        s = _ue4m3_value(scode).to(tl.float64) * g.to(tl.float64)  # exact in fp64
-        y = tl.where(s[:, :, None] > 0, x.to(tl.float64) / s[:, :, None], 0.0)
-        codes = _e2m1_code(y)
+        s = _ue4m3_value(scode).to(tl.float64) * g.to(tl.float64)  # exact in fp64 (4 + 24 significant bits)
+        # x / s is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 3 more bits), each turned
+        # into the fp32 threshold that decides alike: no division. The reference's rounded fp64 quotient lies on the
+        # same side of each midpoint m as the exact one: |x| and m * s (24 and 31 significant bits) are equal or
+        # differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or NaN codes its block 0.
+        ok = s > 0
+        u0 = _fp32_threshold(0.25 * s, ok, False)[:, :, None]
+        u1 = _fp32_threshold(0.75 * s, ok, True)[:, :, None]
+        u2 = _fp32_threshold(1.25 * s, ok, False)[:, :, None]
+        u3 = _fp32_threshold(1.75 * s, ok, True)[:, :, None]
+        u4 = _fp32_threshold(2.5 * s, ok, False)[:, :, None]
+        u5 = _fp32_threshold(3.5 * s, ok, True)[:, :, None]
+        u6 = _fp32_threshold(5.0 * s, ok, False)[:, :, None]
+        codes = _e2m1_magnitude(tl.abs(x), u0, u1, u2, u3, u4, u5, u6) | (sign & tl.where(ok, 8, 0)[:, :, None])
     else:
         scode = _e8m0_code(amax, RULE)
         inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
-        codes = _e2m1_code(x * inv[:, :, None])
-        codes = tl.where((scode == 0xFF)[:, :, None], 7, codes)
+        # round to nearest even on e2m1's grid: > 0.25, >= 0.75, > 1.25, >= 1.75, > 2.5, >= 3.5, > 5 (a >= m is
+        # a > the fp32 just below m), saturating; NaN and inf blocks have the NaN scale, coded +max
+        mag = _e2m1_magnitude(tl.abs(x * inv[:, :, None]), 0.25, 0.7499999403953552, 1.25, 1.7499998807907104, 2.5,
+                              3.499999761581421, 5.0)
+        codes = tl.where((scode == 0xFF)[:, :, None], 7, mag | sign)
     pairs = tl.reshape(codes, (ROWS, BLOCKS, BLOCK // 2, 2))
     lo, hi = tl.split(pairs)
     packed = (lo | (hi << 4)).to(tl.uint8)
@@ -135,9 +166,10 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
 
 
 def launch_config(scheme: str) -> tuple[int, int, int]:
-    """(rows per program, blocks per program, num_warps): 2,048 elements per program."""
-    blocks = 128 // BLOCK[scheme]
-    return 16, blocks, 4
+    """(rows per program, blocks per program, num_warps): 4,096 elements per program, the fastest of a sweep on an
+    H100 (Triton 3.6, 2026-12-06: 16 x 256 on 4 warps; 2,048 per program was 8-9 points of copy bandwidth slower
+    from 16-bit sources, 8,192 or more slower still; ``docs/performance.md``)."""
+    return 16, 256 // BLOCK[scheme], 4
 
 
 def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.coverage import kernels_of
+
+# the inner runs launch on CPU tensors whatever the lane: nothing here touches a device
+pytestmark = pytest.mark.lane_independent
 
 PKG = '''
 import triton

@@ -1,4 +1,5 @@
-"""The everyday-pattern kernels of issue 38 on the interpreter lane reproduce the GPU's outputs bit for bit.
+"""The everyday-pattern kernels of issue 38 on the interpreter lane reproduce the GPU's outputs bit for bit; on the
+GPU lane, the GPU reproduces its own capture (a regression check of the card, the driver and the compiled code).
 
 The goldens are what ``scripts/capture_lowering_goldens.py`` writes on a GPU (per output the sha256 of its whole
 bit patterns and its leading rows in full, and a digest of the inputs, one ``.npz`` per pattern):
@@ -8,8 +9,9 @@ is the one checked: the compiled order differs between versions
 (:data:`harness.lowering.reduce_order.RULES`), so a golden of another version says nothing about this lane. Without
 one, the pattern is skipped with the command that captures it.
 
-A case whose outputs differ and whose launch the shims warned about (an op not modelled, with the reason) is an
-expected failure naming the warning; a difference nothing warned about fails.
+On the interpreter, a case whose outputs differ and whose launch the shims warned about (an op not modelled, with
+the reason) is an expected failure naming the warning; a difference nothing warned about fails. On the GPU every
+case must match: the shims' warnings and ``KNOWN_OPEN`` are the interpreter's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import warnings
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.interp_only
 triton = pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
@@ -73,7 +74,7 @@ def _golden_file(golden, pattern: str):  # noqa: ANN001, ANN202 - the golden fix
 
 
 @pytest.mark.parametrize("pattern", sorted(kernels.PATTERNS))
-def test_interpreter_reproduces_the_gpu(golden, pattern):
+def test_lane_reproduces_the_gpu(golden, pattern, device):
     z, rel = _golden_file(golden, pattern)
     meta = json.loads(str(z["meta"]))
     if meta.get("device") == "triton-interpreter":
@@ -84,8 +85,9 @@ def test_interpreter_reproduces_the_gpu(golden, pattern):
         p, inputs = kernels.inputs_from_golden(z, pattern, case)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            outs = kernels.launch(pattern, p, inputs, "cpu")
+            outs = kernels.launch(pattern, p, inputs, device)
         said = sorted({str(w.message) for w in seen if str(w.message).startswith("harness: interpreter op")})
+        said = said if device == "cpu" else []
         for name, t in outs.items():
             got = _bits(t)
             if kernels.output_digest(got) == str(z[f"{case}__sha256__{name}"]):
@@ -98,13 +100,15 @@ def test_interpreter_reproduces_the_gpu(golden, pattern):
                 line = (f"{case}/{name}: differs from {meta.get('device')} ({int(np.count_nonzero(mine != want))} of "
                         f"the {want.size} leading outputs the golden keeps)")
             (explained if said else differ).append(line + (f" (warned: {said[0]})" if said else ""))
-    open_cases = KNOWN_OPEN.get(_mm(triton.__version__), {}).get(pattern, set())
+    open_cases = KNOWN_OPEN.get(_mm(triton.__version__), {}).get(pattern, set()) if device == "cpu" else set()
     if open_cases:
         still = {line.split("/", 1)[0] for line in differ}
         if still == open_cases:
             pytest.xfail(f"{rel}: {_OPEN_WHY}:\n  " + "\n  ".join(differ))
         if not still:
             pytest.fail(f"{rel}: {sorted(open_cases)} now match the GPU: remove them from KNOWN_OPEN")
+    if differ and device != "cpu":
+        pytest.fail(f"{rel}: this GPU differs from the capture's {meta.get('device')}:\n  " + "\n  ".join(differ))
     if differ:
         pytest.fail(f"{rel}: the interpreter differs from the GPU where nothing warned:\n  " + "\n  ".join(differ))
     if explained:

@@ -14,6 +14,9 @@ import pytest
 
 from harness.__main__ import main
 
+# the children run the interpreter on CPU tensors whatever the lane: nothing here touches a device
+pytestmark = pytest.mark.lane_independent
+
 ROOT = Path(__file__).resolve().parents[3]
 
 KERNEL = '''import triton

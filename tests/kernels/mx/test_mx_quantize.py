@@ -3,6 +3,8 @@ GPU; out= buffers written exactly where the layout says (guard bytes); every bad
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from mx_inputs import SHAPES, activations
@@ -35,6 +37,29 @@ def test_quantize_is_bit_exact_against_harness_mx(mx_case, shape, rng, device, t
     got = _quantize(x.to(device), mx_case)
     # the inputs hold NaN and inf on purpose (mx_inputs.activations): their blocks' NaN scales must match
     assert_mx_close(got, _want(x, mx_case), mx_case, tol=tolerance(kind="codes"), source=x.float(), nan_equal=True)
+
+
+@pytest.mark.mx_cases(rule=["nvfp4"], src="fp32")
+@pytest.mark.parametrize("g", [1.0, 0.75, 0.3, 1e-3, 3e-39])
+def test_nvfp4_codes_at_and_beside_every_midpoint(mx_case, g, device):
+    """NVFP4 elements on, just below and just above each e2m1 midpoint times the block's scale (the kernel decides
+    by comparing, the reference by dividing): ties to even and the decision next to each tie."""
+    from kernels.mx import quantize_fp4
+
+    gs = torch.tensor([g], dtype=torch.float32)
+    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], dtype=torch.float64)
+    rows = []
+    for v in (1.5, 2.0, 0.4375, 26.0):  # ue4m3 values of the block scale (amax = 6 v g)
+        s = v * gs.double()
+        at = (mids * s).float()  # exact when m v g fits fp32's 24 bits, else the nearest fp32
+        for x in (at, at.nextafter(torch.full_like(at, 0.0)), at.nextafter(torch.full_like(at, math.inf))):
+            block = torch.cat((x, -x, torch.zeros(1), (6 * s).float()))  # 16: amax = 6 v g (nearest fp32)
+            rows.append(block)
+    x = torch.stack(rows)
+    got = quantize_fp4(x.to(device), "nvfp4", global_scale=gs.to(device))
+    want = mx_case.scheme.quantize(x, scale_rule=mx_case.scale_rule, global_scale=gs.reshape(()))
+    assert torch.equal(got[1].cpu(), want[1]), "block scales"
+    assert torch.equal(got[0].cpu(), want[0]), "codes at and beside the midpoints"
 
 
 @pytest.mark.mx_cases(src="bf16")
