@@ -102,7 +102,7 @@ def _launch_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], arch: st
         launch.why = f"the launch's compiled kernel for {arch} could not be had ({type(e).__name__}: {e})"
         return launch
     if facts.error:
-        launch.why = f"the kernel does not compile for {arch} ({facts.error})"
+        launch.why = f"for {arch}, the kernel {facts.error}"
         return launch
     launch.facts = facts
     launch.mul_keys = frozenset(f.mul for f in facts.fused if f.mul is not None)

@@ -41,7 +41,7 @@ __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specializa
            "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-7"  # 7: Reduction.reorder
+FORMAT = "harness-lowering-8"  # 7: Reduction.reorder; 8: error says whether the kernel compiled
 
 Key = tuple[str, int, int]
 
@@ -372,14 +372,16 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
                              divisible=divisible)[arch]
         if isinstance(res, BaseException):
-            hit = KernelLowering(version, arch, num_warps, error=f"{type(res).__name__}: {str(res)[:300]}")
+            hit = KernelLowering(version, arch, num_warps,
+                                 error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")
         else:
             meta = getattr(res.kernel, "metadata", None)
             fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
             try:
                 hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on, source=source)
             except (ValueError, KeyError) as e:
-                hit = KernelLowering(version, arch, num_warps, error=f"{type(e).__name__}: {e}")
+                hit = KernelLowering(version, arch, num_warps,
+                                     error=f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
         try:  # a cache that cannot be written costs a recompile next run, never the launch
             d.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")

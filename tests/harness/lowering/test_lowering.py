@@ -307,7 +307,8 @@ def test_packed_bf16_tree_combines_halves_last():
 
 def test_lowering_for_caches_on_disk_and_follows_fp_fusion(tmp_path, monkeypatch):
     """A warm rerun (a new process: the in-memory table emptied) reads the facts back and compiles nothing; a
-    launch with enable_fp_fusion=False has no fused pairs; a kernel that does not compile reports why."""
+    launch with enable_fp_fusion=False has no fused pairs; a kernel that does not compile reports why, and one whose
+    compiled code gives no facts says it compiled."""
     from harness.compile import cache
     from harness.lowering import compiled
 
@@ -325,7 +326,15 @@ def test_lowering_for_caches_on_disk_and_follows_fp_fusion(tmp_path, monkeypatch
     assert off.error == "" and off.fused == ()
     bad = compiled.lowering_for(k.affine, {**sig, "x_ptr": "*fp8e4nv"}, {"BLOCK": 256}, num_warps=2,
                                 arch="sm80", directory=tmp_path)
-    assert bad.error and bad.fused == () and bad.reductions == ()
+    assert bad.error.startswith("does not compile (") and bad.fused == () and bad.reductions == ()
+
+    def unreadable(*args, **kwargs):
+        raise ValueError("the LLIR rule predicts 14 fma, the PTX has 15")
+
+    monkeypatch.setattr(compiled, "facts_from_asm", unreadable)
+    odd = compiled.lowering_for(k.affine, sig, {"BLOCK": 512}, num_warps=2, directory=tmp_path)
+    assert odd.error == ("compiles, but its code does not give the facts (ValueError: the LLIR rule predicts 14 fma, "
+                         "the PTX has 15)")
     with pytest.raises(ValueError, match="num_warps must be a power of two"):
         compiled.lowering_for(k.affine, sig, {"BLOCK": 256}, num_warps=3, directory=tmp_path)
 
