@@ -131,6 +131,13 @@ class Launch:
                        for k, v in self.constexprs)
         return (self.kernel, self.file, self.signature, consts, self.options)
 
+    def backend_key(self) -> tuple[Any, ...]:
+        """:meth:`config_key` without what an autotune config sets (its constexprs and every launch option): the
+        launches of one autotuned call share it, whichever config each is."""
+        consts = tuple((k, "<int>" if _is_size(v) else constexpr_text(v)) for k, v in self.constexprs
+                       if k not in self.pinned)
+        return (self.kernel, self.file, self.signature, consts)
+
     def sizes(self) -> dict[str, int]:
         """The constexprs :meth:`config_key` collapses (integer sizes not set by an autotune config)."""
         return {k: v for k, v in self.constexprs if _is_size(v) and k not in self.pinned}
