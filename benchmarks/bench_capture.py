@@ -8,8 +8,11 @@ quant, a Hopper-style MoE group quant autotuned over 12 configs, torchao-like ja
 over 12, an MX downcast with a ``tl.static_assert`` guard, a KV store whose launcher memoizes its FP8 format per
 device, an autotuned FP8 GEMM); no public code is copied.
 
-Cold: empty ``$HARNESS_COMPILE_CACHE`` and ``$TRITON_CACHE_DIR``; warm: the same directories again. CPU time is
-user + sys of the pytest process and its children (xdist workers and their compiles included).
+Cold: empty ``$HARNESS_COMPILE_CACHE`` and ``$TRITON_CACHE_DIR``; warm: the same directories again. The plain suite
+has a cold and a warm state too (the interpreter lane compiles each launch for sm90 once, for the lowering shim,
+``harness.interp.lowering``, and keeps the facts in the same cache): each capture run is compared with the plain
+run of the same state, and cold capture with warm plain as well. CPU time is user + sys of the pytest process and
+its children (xdist workers and their compiles included).
 
     python benchmarks/bench_capture.py                  # every run
     python benchmarks/bench_capture.py --runs plain,cold,warm --timeout 900 -- --harness-widen-targets=sm80,sm90
@@ -459,7 +462,11 @@ def run_pytest(suite: Path, args: list[str], env: dict[str, str], timeout: float
             "tail": out[-3000:]}
 
 
-RUNS = ("plain", "cold", "warm", "plain-n2", "cold-n2", "warm-n2")
+def _ratio(row: dict[str, object], base: dict[str, object] | None, what: str) -> str:
+    return f"{float(row[what]) / float(base[what]):.2f}x" if base else "-"  # type: ignore[arg-type]
+
+
+RUNS = ("plain", "plain-warm", "cold", "warm", "plain-n2", "plain-warm-n2", "cold-n2", "warm-n2")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,14 +491,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in runs:
             series = "n2" if name.endswith("-n2") else "serial"
             kind = name.split("-")[0]
-            caches = tmp / f"caches-{series}"
-            if kind == "cold":
+            caches = tmp / f"caches-{'plain' if kind == 'plain' else 'capture'}-{series}"
+            if name in ("plain", "plain-n2", "cold", "cold-n2"):
                 shutil.rmtree(caches, ignore_errors=True)
             caches.mkdir(exist_ok=True)
             env = dict(base_env, HARNESS_COMPILE_CACHE=str(caches / "harness"), TRITON_CACHE_DIR=str(caches / "triton"))
-            if kind == "plain":
-                env["HARNESS_COMPILE_CACHE"] = str(tmp / "plain-harness")
-                env["TRITON_CACHE_DIR"] = str(tmp / "plain-triton")
             args = (["-n", "2"] if series == "n2" else ["-p", "no:xdist"]) + (
                 ["--harness-compile-launches", *a.extra] if kind != "plain" else [])
             r = run_pytest(suite, args, env, a.timeout)
@@ -506,15 +510,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    plain = {r["run"]: r for r in rows if str(r["run"]).startswith("plain")}
+    by_name = {str(r["run"]): r for r in rows}
     print()
-    print("| run | wall | x plain | CPU (user+sys) | x plain | distinct compiles | compiled | result |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| run | wall | x plain (same caches) | x plain warm | CPU (user+sys) | x plain (same caches) | x plain warm "
+          "| distinct compiles | compiled | result |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        base = plain.get("plain-n2" if str(r["run"]).endswith("-n2") else "plain")
-        xw = f"{r['wall'] / base['wall']:.2f}x" if base else "-"  # type: ignore[operator]
-        xc = f"{r['cpu'] / base['cpu']:.2f}x" if base else "-"  # type: ignore[operator]
-        print(f"| {r['run']} | {r['wall']:.1f} s | {xw} | {r['cpu']:.1f} s | {xc} | {r['distinct'] or '-'} | "
+        name = str(r["run"])
+        n2 = "-n2" if name.endswith("-n2") else ""
+        same = by_name.get(("plain" if name.startswith(("plain", "cold")) and "warm" not in name else "plain-warm")
+                           + n2)
+        warm = by_name.get("plain-warm" + n2)
+
+        print(f"| {name} | {r['wall']:.1f} s | {_ratio(r, same, 'wall')} | {_ratio(r, warm, 'wall')} | "
+              f"{r['cpu']:.1f} s | {_ratio(r, same, 'cpu')} | {_ratio(r, warm, 'cpu')} | {r['distinct'] or '-'} | "
               f"{r['compiled'] if r['compiled'] is not None else '-'} | {r['result']} |")
     if a.json:
         a.json.write_text(json.dumps([{k: v for k, v in r.items() if k != "tail"} for r in rows], indent=1))
