@@ -47,7 +47,14 @@ from harness.compile.message import (
     render_matrix,
 )
 from harness.compile.personality import device_personality, same_answers
-from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available, target_supported
+from harness.compile.targets import (
+    DEFAULT_TARGETS,
+    check_targets,
+    frontend_class,
+    parse_targets,
+    target_available,
+    target_supported,
+)
 from harness.compile.warm import Listener, install_listener, write_manifest
 from harness.imports import after_import
 from harness.plugin import session_of
@@ -395,6 +402,8 @@ class _Capture:
             # makes it: it is where a host-side arch branch hides its bug.
             wt = None if key not in self.base_keys else self.widen_targets
             depth, widen = self._depth(launch, key)
+            if depth == "frontend" and not widen and self.depth == "fast":
+                todo = self._config_targets(todo)
             findings += check(launch, todo, widen=widen, test=item.nodeid, report=self.report_,
                               widen_targets=wt, declarations=self.state.declarations,
                               launched=used.get(launch.kernel, ()), depth=depth)
@@ -415,6 +424,18 @@ class _Capture:
             return "frontend", False
         self.backend_done.add(bkey)
         return self.depth, self.widen
+
+    def _config_targets(self, todo: tuple[str, ...]) -> tuple[str, ...]:
+        """The targets an autotuned launch's later config is compiled for by default: those of the newest capture
+        target's frontend class (sm90, sm100, sm120 by default). Why one class: the config was launched with the
+        dtypes of the first config, which every target compiled; what a config changes (tiles, warps, stages)
+        reaches the frontend through shapes, ``tl.static_assert`` and ``tl.dot``'s minimum size, which Triton's
+        frontend checks alike for every CUDA target (``min_dot_size`` in Triton 3.6's and 3.9's NVIDIA backend
+        does not read the capability)."""
+        ts = parse_targets(self.targets)
+        newest = max(ts, key=lambda t: (t.backend == "cuda", t.cc or 0))
+        cls = frontend_class(newest)
+        return tuple(t for t in todo if frontend_class(parse_targets([t])[0]) == cls)
 
     def to_worker(self) -> dict[str, Any]:
         return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed,
