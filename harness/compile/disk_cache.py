@@ -214,19 +214,23 @@ def launch_outcome(launch: Launch, target: str, directory: Path | None = None, f
             stack.enter_context(_file_lock(path.with_suffix(".lock")))
         except OSError as e:
             _unwritable(d, e)
-            return compile_launch(launch, target, frontend)
+            return _compile(launch, target, frontend)
         hit = _read(path, launch, stored)
         if hit is not None:
             return hit
         # A ptxas failure is kept too: on Triton 3.6 compile_launch has confirmed it in a fresh process (the
         # e5m2 lowering latch, harness.compile.cache.E5m2Latch, cannot have caused it), on 3.7+ it stands.
-        out = compile_launch(launch, target, frontend)
+        out = _compile(launch, target, frontend)
         try:
             _write_json(path, {"ok": out.ok, "kind": out.kind, "line": out.line, "lowering": out.lowering,
                                "kernel": launch.kernel, "sig": launch.sig_text(), "target": stored})
         except OSError as e:
             _unwritable(d, e)
         return out
+
+
+def _compile(launch: Launch, target: str, frontend: bool) -> Outcome:
+    return compile_launch(launch, target, frontend=True) if frontend else compile_launch(launch, target)
 
 
 def representative(launch: Launch, directory: Path | None = None) -> Launch:

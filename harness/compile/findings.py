@@ -24,6 +24,7 @@ from harness.compile.launches import (
     FP8_FORMAT_OF_TYPE,
     Declarations,
     Launch,
+    calls_dot_scaled,
     constexpr_text,
     flag_text,
     flag_variants,
@@ -38,7 +39,7 @@ __all__ = ["DEPTHS", "Report", "check", "expected_reason"]
 
 #: How deep :func:`check` compiles: ``full`` (every compile through ptxas on its own target), ``fast`` (the launch as
 #: run in full, its widened variants and branches through Triton's frontend only, once per frontend class of
-#: targets), ``frontend`` (the launch as run too).
+#: targets; all in full for a kernel that calls ``tl.dot_scaled``), ``frontend`` (the launch as run too).
 DEPTHS: tuple[str, ...] = ("fast", "full", "frontend")
 
 _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
@@ -176,7 +177,9 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     ``declarations`` default to the running session's. ``depth``: one of :data:`DEPTHS`."""
     if depth not in DEPTHS:
         raise ValueError(f"depth={depth!r}: expected one of {', '.join(DEPTHS)}")
-    made_up = depth != "full"  # variants and branches: frontend only
+    # variants and branches through the frontend only, but for a kernel calling tl.dot_scaled, whose lowering is the
+    # target's own (native, emulated or refused: NVFP4 scales on sm90 before Triton 3.9)
+    made_up = depth != "full" and not calls_dot_scaled(launch)
     declared = declarations if declarations is not None else state().declarations
     wt = None if widen_targets is None else set(widen_targets)
     rep = report if report is not None else Report()
@@ -189,7 +192,7 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     for t in targets:
         if declared.skip_reason(launch, t) is not None:
             continue  # never compiled (skip_compile): the kernel does not run there
-        base = launch_outcome(launch, t, directory, frontend=depth == "frontend")
+        base = _outcome(launch, t, directory, depth == "frontend")
         ident = cache_key(launch, t, depth == "frontend")
         rep.seen(ident, base)
         in_wt = wt is None or t in wt
@@ -210,7 +213,7 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
         if not base.ok:
             continue
         for label, v in vs if in_wt else ():
-            out = launch_outcome(v, t, directory, frontend=made_up)
+            out = _outcome(v, t, directory, made_up)
             vident = cache_key(v, t, made_up)
             rep.seen(vident, out)
             if out.ok:
@@ -236,6 +239,13 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
             found.append(f)
     rep.findings.extend(found)
     return found
+
+
+def _outcome(launch: Launch, target: str, directory: Path | None, frontend: bool) -> Outcome:
+    """:func:`~harness.compile.disk_cache.launch_outcome`, through the frontend only when asked."""
+    if frontend:
+        return launch_outcome(launch, target, directory, frontend=True)
+    return launch_outcome(launch, target, directory)
 
 
 def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
@@ -268,14 +278,14 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
     ``frontend``: compiled through Triton's frontend only."""
     tried: list[tuple[tuple[tuple[str, Any], ...], dict[str, tuple[str, Launch, Outcome]]]] = []
     for changes, fv in flag_variants(launch):
-        base = launch_outcome(fv, t, directory, frontend=frontend)
+        base = _outcome(fv, t, directory, frontend)
         outs = {"": (_judged(fv, t, base, declared), fv, base)}
         rep.seen(cache_key(fv, t, frontend), base)
         if outs[""][0] == "na":
             rep.bump(launch.kernel, t, "na", cache_key(fv, t, frontend))
         if base.ok:
             for label, pv in pointer_variants(fv):
-                out = launch_outcome(pv, t, directory, frontend=frontend)
+                out = _outcome(pv, t, directory, frontend)
                 rep.seen(cache_key(pv, t, frontend), out)
                 outs[label] = (_judged(pv, t, out, declared), pv, out)
                 if outs[label][0] == "na":

@@ -477,9 +477,8 @@ class _Capture:
                 tr.write_line(LOWERING_LEGEND)
         scope = "widening off" if not self.widen else (
             f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
-        scope += {"fast": "; variants, branches and later autotune configs through the frontend only",
-                  "frontend": "; frontend only", "full": "; every compile through ptxas"}[self.depth]
         tr.write_line(format_capture_totals(rep.compiles, rep.cached, seconds, scope, str(cache_dir())))
+        tr.write_line(_DEPTH_LINES[self.depth])
         for f, ts in group(rep.findings):
             for line in format_finding(f, ts).splitlines():
                 tr.write_line(line)
@@ -516,6 +515,15 @@ class _Capture:
             dropped.update(d.get("dropped", {}))
         for t, why in sorted(dropped.items()):
             tr.write_line(f"not compiled for {t} (a default target): {why}")
+
+
+#: The summary's line on how deep capture compiled (``--harness-compile-depth``).
+_DEPTH_LINES = {
+    "fast": "compile depth fast: launches as run through ptxas; widened variants, branches and later autotune configs "
+            "through Triton's frontend only, once per frontend class (--harness-compile-depth=full: all through ptxas)",
+    "full": "compile depth full: every compile through ptxas on its own target",
+    "frontend": "compile depth frontend: every compile through Triton's frontend only, once per frontend class",
+}
 
 
 def _enabled(config: pytest.Config) -> bool:
