@@ -22,6 +22,7 @@ from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
 from harness.compile.errors import NOT_APPLICABLE
 from harness.compile.launches import (
     FP8_FORMAT_OF_TYPE,
+    SCALE_LABEL,
     Declarations,
     Launch,
     calls_dot_scaled,
@@ -39,7 +40,7 @@ __all__ = ["DEPTHS", "Report", "check", "expected_reason"]
 
 #: How deep :func:`check` compiles: ``full`` (every compile through ptxas on its own target), ``fast`` (the launch as
 #: run in full, its widened variants and branches through Triton's frontend only, once per frontend class of
-#: targets; all in full for a kernel that calls ``tl.dot_scaled``), ``frontend`` (the launch as run too).
+#: targets; the other scale type of a ``tl.dot_scaled`` in full), ``frontend`` (the launch as run too).
 DEPTHS: tuple[str, ...] = ("fast", "full", "frontend")
 
 _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
@@ -177,9 +178,10 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     ``declarations`` default to the running session's. ``depth``: one of :data:`DEPTHS`."""
     if depth not in DEPTHS:
         raise ValueError(f"depth={depth!r}: expected one of {', '.join(DEPTHS)}")
-    # variants and branches through the frontend only, but for a kernel calling tl.dot_scaled, whose lowering is the
-    # target's own (native, emulated or refused: NVFP4 scales on sm90 before Triton 3.9)
-    made_up = depth != "full" and not calls_dot_scaled(launch)
+    made_up = depth != "full"  # variants and branches through the frontend only
+    # but for the other scale type of a tl.dot_scaled (MX <-> NVFP4), whose lowering is the target's own: native,
+    # emulated, or refused (NVFP4 scales on sm90 before Triton 3.9)
+    scaled = calls_dot_scaled(launch)
     declared = declarations if declarations is not None else state().declarations
     wt = None if widen_targets is None else set(widen_targets)
     rep = report if report is not None else Report()
@@ -213,8 +215,9 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
         if not base.ok:
             continue
         for label, v in vs if in_wt else ():
-            out = _outcome(v, t, directory, made_up)
-            vident = cache_key(v, t, made_up)
+            front = made_up and not (scaled and label.startswith(SCALE_LABEL))
+            out = _outcome(v, t, directory, front)
+            vident = cache_key(v, t, front)
             rep.seen(vident, out)
             if out.ok:
                 continue
