@@ -29,14 +29,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compile.errors import error_kind, error_line
+from harness.compile.errors import NOT_APPLICABLE, error_kind, error_line
 from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
 from harness.compile.lowering import ptx_lowering
 from harness.compile.matrix import compile_matrix
+from harness.compile.targets import frontend_class, parse_target
 from harness.versions import triton_at_least, triton_version
 
-__all__ = ["Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process_compiles", "launch_outcome",
-           "representative"]
+__all__ = ["BACKEND_OPTIONS", "Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process_compiles",
+           "launch_outcome", "outcome_target", "representative"]
 
 #: Bumped when what a cache entry holds (or how its error line is written) changes.
 CACHE_FORMAT = "harness-launch-5"  # 4: the tl.dot_scaled lowering; 5: guard / type-rule kinds
@@ -65,13 +66,31 @@ def _source_hash(path: str) -> str:
     return hit
 
 
-def cache_key(launch: Launch, target: str) -> str:
+#: Launch options only the backend reads (warps and pipelining stages shape TTGIR and what follows, a register cap
+#: ptxas): a frontend outcome is shared by launches differing in them only (autotune configs that change only these).
+BACKEND_OPTIONS = frozenset({"num_warps", "num_stages", "maxnreg"})
+
+
+def outcome_target(target: str, frontend: bool = False) -> str:
+    """What an outcome is of: ``target`` for a full compile; for a frontend-only one, the target's
+    :func:`~harness.compile.targets.frontend_class` (``frontend:`` and a short hash), which the targets of one class
+    share."""
+    if not frontend:
+        return target
+    cls = frontend_class(parse_target(target))
+    return "frontend:" + hashlib.sha256(cls.encode()).hexdigest()[:12]
+
+
+def cache_key(launch: Launch, target: str, frontend: bool = False) -> str:
     """Source of the kernel's module, signature, constexprs, options, target, Triton. A helper imported from
-    another module is not part of the key: after editing one, clear the cache."""
+    another module is not part of the key: after editing one, clear the cache. A frontend-only outcome
+    (``frontend``) is keyed by the target's frontend class instead of the target, and without the options only the
+    backend reads (:data:`BACKEND_OPTIONS`)."""
+    opts = tuple(o for o in launch.options if not (frontend and o[0] in BACKEND_OPTIONS))
     h = hashlib.sha256()
     for part in (CACHE_FORMAT, _source_hash(launch.file), launch.kernel, repr(launch.signature),
-                 repr([(k, constexpr_text(v)) for k, v in launch.constexprs]), repr(launch.options), target,
-                 triton_version()):
+                 repr([(k, constexpr_text(v)) for k, v in launch.constexprs]), repr(opts),
+                 outcome_target(target, frontend), triton_version()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -96,11 +115,15 @@ class Outcome:
 FRESH_ENV = "HARNESS_FRESH_PROCESS"
 
 
-def compile_launch(launch: Launch, target: str) -> Outcome:
+def compile_launch(launch: Launch, target: str, frontend: bool = False) -> Outcome:
     """Compile ``launch`` for ``target`` in this process (no disk cache); a Triton 3.6 ptxas failure stands
-    only if a fresh process repeats it (:func:`fresh_process_compiles`)."""
+    only if a fresh process repeats it (:func:`fresh_process_compiles`). ``frontend``: Triton's frontend only
+    (:func:`harness.compile.cache.compile_frontend`)."""
     res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs), targets=[target],
-                         options=dict(launch.options))[target]
+                         options=dict(launch.options), frontend=frontend)[target]
+    if frontend:
+        return Outcome(True) if not isinstance(res, BaseException) else Outcome(False, error_kind(res),
+                                                                               error_line(res, launch.fn))
     if isinstance(res, BaseException):
         out = Outcome(False, error_kind(res), error_line(res, launch.fn))
         if (out.kind == "ptxas" and not triton_at_least(3, 7) and not os.environ.get(FRESH_ENV)
@@ -173,14 +196,16 @@ def _write_json(path: Path, data: object) -> None:
             tmp.unlink()
 
 
-def launch_outcome(launch: Launch, target: str, directory: Path | None = None) -> Outcome:
+def launch_outcome(launch: Launch, target: str, directory: Path | None = None, frontend: bool = False) -> Outcome:
     """The outcome of one launch on one target: read back from the disk cache (``directory``, default
     :func:`cache_dir`), else compiled (:func:`compile_launch`) and stored (see the module docstring for what a
-    damaged or unwritable cache does)."""
+    damaged or unwritable cache does). ``frontend``: Triton's frontend only, one outcome for the targets of a
+    :func:`~harness.compile.targets.frontend_class`."""
     d = directory or cache_dir()
-    key = cache_key(launch, target)
+    key = cache_key(launch, target, frontend)
     path = d / key[:2] / f"{key}.json"
-    hit = _read(path, launch, target)
+    stored = outcome_target(target, frontend)
+    hit = _read(path, launch, stored)
     if hit is not None:
         return hit
     with contextlib.ExitStack() as stack:
@@ -189,19 +214,23 @@ def launch_outcome(launch: Launch, target: str, directory: Path | None = None) -
             stack.enter_context(_file_lock(path.with_suffix(".lock")))
         except OSError as e:
             _unwritable(d, e)
-            return compile_launch(launch, target)
-        hit = _read(path, launch, target)
+            return _compile(launch, target, frontend)
+        hit = _read(path, launch, stored)
         if hit is not None:
             return hit
         # A ptxas failure is kept too: on Triton 3.6 compile_launch has confirmed it in a fresh process (the
         # e5m2 lowering latch, harness.compile.cache.E5m2Latch, cannot have caused it), on 3.7+ it stands.
-        out = compile_launch(launch, target)
+        out = _compile(launch, target, frontend)
         try:
             _write_json(path, {"ok": out.ok, "kind": out.kind, "line": out.line, "lowering": out.lowering,
-                               "kernel": launch.kernel, "sig": launch.sig_text(), "target": target})
+                               "kernel": launch.kernel, "sig": launch.sig_text(), "target": stored})
         except OSError as e:
             _unwritable(d, e)
         return out
+
+
+def _compile(launch: Launch, target: str, frontend: bool) -> Outcome:
+    return compile_launch(launch, target, frontend=True) if frontend else compile_launch(launch, target)
 
 
 def representative(launch: Launch, directory: Path | None = None) -> Launch:
@@ -248,7 +277,7 @@ def representative(launch: Launch, directory: Path | None = None) -> Launch:
 #: An entry's fields and their types; ``kind`` of a failure is one of error_kind's, ``lowering`` one of
 #: ptx_lowering's or empty.
 _SCHEMA = {"ok": bool, "kind": str, "line": str, "lowering": str, "kernel": str, "sig": str, "target": str}
-_KINDS = ("refused", "ptxas")
+_KINDS = ("refused", "ptxas", *NOT_APPLICABLE)
 _LOWERINGS = ("", "native", "emulated")
 
 

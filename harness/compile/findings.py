@@ -22,8 +22,10 @@ from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
 from harness.compile.errors import NOT_APPLICABLE
 from harness.compile.launches import (
     FP8_FORMAT_OF_TYPE,
+    SCALE_LABEL,
     Declarations,
     Launch,
+    calls_dot_scaled,
     constexpr_text,
     flag_text,
     flag_variants,
@@ -34,7 +36,12 @@ from harness.compile.launches import (
 )
 from harness.compile.message import Finding
 
-__all__ = ["Report", "check", "expected_reason"]
+__all__ = ["DEPTHS", "Report", "check", "expected_reason"]
+
+#: How deep :func:`check` compiles: ``full`` (every compile through ptxas on its own target), ``fast`` (the launch as
+#: run in full, its widened variants and branches through Triton's frontend only, once per frontend class of
+#: targets; the other scale type of a ``tl.dot_scaled`` in full), ``frontend`` (the launch as run too).
+DEPTHS: tuple[str, ...] = ("fast", "full", "frontend")
 
 _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 
@@ -162,13 +169,19 @@ def _count(cell: Mapping[str, set[str]]) -> dict[str, int]:
 def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: str = "",
           report: Report | None = None, directory: Path | None = None,
           widen_targets: Iterable[str] | None = None, declarations: Declarations | None = None,
-          launched: Iterable[tuple[str, str]] = ()) -> list[Finding]:
+          launched: Iterable[tuple[str, str]] = (), depth: str = "full") -> list[Finding]:
     """Compile ``launch`` (and, with ``widen``, its :func:`~harness.compile.launches.variants`) for
     ``targets``; the findings: the launch itself failing unexpectedly, or a variant failing where the launch
     compiles, or a branch the launch did not take failing (a value of a flag or dtype constexpr no launch of the
     test used: ``launched`` holds the ``(name, constexpr text)`` pairs the test's launches of this kernel did
     use). Variants and branches are compiled for ``widen_targets`` only when given (a subset, to bound the cost).
-    ``declarations`` default to the running session's."""
+    ``declarations`` default to the running session's. ``depth``: one of :data:`DEPTHS`."""
+    if depth not in DEPTHS:
+        raise ValueError(f"depth={depth!r}: expected one of {', '.join(DEPTHS)}")
+    made_up = depth != "full"  # variants and branches through the frontend only
+    # but for the other scale type of a tl.dot_scaled (MX <-> NVFP4), whose lowering is the target's own: native,
+    # emulated, or refused (NVFP4 scales on sm90 before Triton 3.9)
+    scaled = calls_dot_scaled(launch)
     declared = declarations if declarations is not None else state().declarations
     wt = None if widen_targets is None else set(widen_targets)
     rep = report if report is not None else Report()
@@ -181,8 +194,8 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     for t in targets:
         if declared.skip_reason(launch, t) is not None:
             continue  # never compiled (skip_compile): the kernel does not run there
-        base = launch_outcome(launch, t, directory)
-        ident = cache_key(launch, t)
+        base = _outcome(launch, t, directory, depth == "frontend")
+        ident = cache_key(launch, t, depth == "frontend")
         rep.seen(ident, base)
         in_wt = wt is None or t in wt
         if base.ok:
@@ -198,12 +211,13 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
         judged = frozenset((v.signature, v.constexprs) for _, v in vs) if base.ok else frozenset()
         if flags and in_wt:
             branch_targets.append(t)
-            branches += _flag_findings(launch, t, test, rep, directory, declared, launched, judged)
+            branches += _flag_findings(launch, t, test, rep, directory, declared, launched, judged, made_up)
         if not base.ok:
             continue
         for label, v in vs if in_wt else ():
-            out = launch_outcome(v, t, directory)
-            vident = cache_key(v, t)
+            front = made_up and not (scaled and label.startswith(SCALE_LABEL))
+            out = _outcome(v, t, directory, front)
+            vident = cache_key(v, t, front)
             rep.seen(vident, out)
             if out.ok:
                 continue
@@ -230,6 +244,13 @@ def check(launch: Launch, targets: Iterable[str], *, widen: bool = True, test: s
     return found
 
 
+def _outcome(launch: Launch, target: str, directory: Path | None, frontend: bool) -> Outcome:
+    """:func:`~harness.compile.disk_cache.launch_outcome`, through the frontend only when asked."""
+    if frontend:
+        return launch_outcome(launch, target, directory, frontend=True)
+    return launch_outcome(launch, target, directory)
+
+
 def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
     """A made-up launch's outcome on ``t``: ``ok``, ``na`` (the kernel's guard or an op's type rule refuses it),
     ``expected`` (the arch model or a declaration), else ``failed``."""
@@ -244,7 +265,8 @@ def _judged(v: Launch, t: str, out: Outcome, declared: Declarations) -> str:
 
 def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Path | None,
                    declared: Declarations, launched: frozenset[tuple[str, str]],
-                   judged: frozenset[tuple[Any, Any]] = frozenset()) -> list[tuple[Finding, str]]:
+                   judged: frozenset[tuple[Any, Any]] = frozenset(),
+                   frontend: bool = False) -> list[tuple[Finding, str]]:
     """The branches a launcher may choose on another GPU (:func:`~harness.compile.launches.flag_variants`),
     compiled for ``t`` as they are and, where they compile, with their floating-point pointers widened
     (:func:`~harness.compile.launches.pointer_variants`). A flag value is a finding, as it is or widened so, only
@@ -255,21 +277,22 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
     :func:`~harness.compile.launches.constexpr_text`, the replays' included) is judged as that launch, not here.
     A combination :func:`~harness.compile.launches.variants` already judged (``judged``: signature and constexprs;
     an FP8 output-format constexpr alone) is reported there. The finding shows the first failing combination;
-    :func:`check` keeps it only if it fails on every target tried. With its disk-cache key, for the report."""
+    :func:`check` keeps it only if it fails on every target tried. With its disk-cache key, for the report.
+    ``frontend``: compiled through Triton's frontend only."""
     tried: list[tuple[tuple[tuple[str, Any], ...], dict[str, tuple[str, Launch, Outcome]]]] = []
     for changes, fv in flag_variants(launch):
-        base = launch_outcome(fv, t, directory)
+        base = _outcome(fv, t, directory, frontend)
         outs = {"": (_judged(fv, t, base, declared), fv, base)}
-        rep.seen(cache_key(fv, t), base)
+        rep.seen(cache_key(fv, t, frontend), base)
         if outs[""][0] == "na":
-            rep.bump(launch.kernel, t, "na", cache_key(fv, t))
+            rep.bump(launch.kernel, t, "na", cache_key(fv, t, frontend))
         if base.ok:
             for label, pv in pointer_variants(fv):
-                out = launch_outcome(pv, t, directory)
-                rep.seen(cache_key(pv, t), out)
+                out = _outcome(pv, t, directory, frontend)
+                rep.seen(cache_key(pv, t, frontend), out)
                 outs[label] = (_judged(pv, t, out, declared), pv, out)
                 if outs[label][0] == "na":
-                    rep.bump(launch.kernel, t, "na", cache_key(pv, t))
+                    rep.bump(launch.kernel, t, "na", cache_key(pv, t, frontend))
         tried.append((changes, outs))
     found: list[tuple[Finding, str]] = []
     values = list(dict.fromkeys(kv for changes, _ in tried for kv in changes))
@@ -286,5 +309,5 @@ def _flag_findings(launch: Launch, t: str, test: str, rep: Report, directory: Pa
                 continue
             changed = tuple((k, x) for k, x in v.constexprs if (k, x) not in launch.constexprs)
             found.append((Finding(launch.kernel, t, v.sig_text(), label, out.line, out.kind, test,
-                                  flag=flag_text((kv,)), flags=flag_text(changed)), cache_key(v, t)))
+                                  flag=flag_text((kv,)), flags=flag_text(changed)), cache_key(v, t, frontend)))
     return found

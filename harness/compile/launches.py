@@ -42,6 +42,7 @@ from harness.session import current
 __all__ = [
     "FP8_FORMAT_OF_TYPE",
     "FP8_WIDEN",
+    "SCALE_LABEL",
     "SCALE_TYPES",
     "SECTION",
     "WIDEN_DTYPES",
@@ -130,6 +131,13 @@ class Launch:
         consts = tuple((k, "<int>" if _is_size(v) and k not in self.pinned else constexpr_text(v))
                        for k, v in self.constexprs)
         return (self.kernel, self.file, self.signature, consts, self.options)
+
+    def backend_key(self) -> tuple[Any, ...]:
+        """:meth:`config_key` without what an autotune config sets (its constexprs and every launch option): the
+        launches of one autotuned call share it, whichever config each is."""
+        consts = tuple((k, "<int>" if _is_size(v) else constexpr_text(v)) for k, v in self.constexprs
+                       if k not in self.pinned)
+        return (self.kernel, self.file, self.signature, consts)
 
     def sizes(self) -> dict[str, int]:
         """The constexprs :meth:`config_key` collapses (integer sizes not set by an autotune config)."""
@@ -346,6 +354,8 @@ def _atomic_pointers(pyfn: Any) -> frozenset[str]:
 #: scale tensor's dtype and the group from its shape (3.6 asserts it: ``lhs_scale must be a tensor of shape``);
 #: the format string stays ``"e2m1"``.
 SCALE_TYPES: dict[str, tuple[str, int]] = {"*u8": ("e8m0", 32), "*fp8e4nv": ("e4m3", 16)}
+#: How the label of a :func:`variants` entry that swaps a ``tl.dot_scaled``'s scale type begins.
+SCALE_LABEL = "scales="
 
 
 def calls_dot_scaled(launch: Launch) -> bool:
@@ -393,7 +403,8 @@ def _scale_variant(launch: Launch, scales: Mapping[str, str], divisors: frozense
         return None
     groups = sorted(k for k, v in ints.items() if v == src_group)
     ptrs = sorted(scales)
-    label = f"scales={dst_name}(" + ",".join(ptrs) + f"={dst[1:]}" + "".join(f",{g}={dst_group}" for g in groups) + ")"
+    label = (f"{SCALE_LABEL}{dst_name}(" + ",".join(ptrs) + f"={dst[1:]}"
+             + "".join(f",{g}={dst_group}" for g in groups) + ")")
     return label, launch.with_types({p: dst for p in ptrs}, {g: dst_group for g in groups})
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.compile import message
-from harness.compile.cache import Compiled, compile_memoized, stats
+from harness.compile.cache import Compiled, compile_frontend, compile_memoized, stats
 from harness.compile.errors import describe_error, error_line, error_summary
 from harness.compile.signature import prepare
 from harness.compile.targets import (
@@ -91,8 +91,11 @@ def compile_matrix(
     targets: str | Iterable[Any] = DEFAULT_TARGETS,
     options: Mapping[str, Any] | None = None,
     divisible: Iterable[str] = (),
+    frontend: bool = False,
 ) -> dict[str, Compiled | Exception]:
     """Compile for every target; each entry is the :class:`Compiled` result or the exception it raised.
+    ``frontend=True`` runs Triton's frontend only (to TTIR, :func:`harness.compile.cache.compile_frontend`): what
+    only the target's lowering or ptxas refuses is not seen then.
 
     Bad arguments (unknown target, wrong signature) raise ``ValueError`` up front, before any compile.
     ``options`` are Triton compile options (``num_warps``, ``num_stages``); ``divisible`` names the runtime
@@ -104,13 +107,19 @@ def compile_matrix(
     if bad:
         raise ValueError(f"{getattr(fn, '__name__', 'kernel')}: divisible= names {bad}, which are not runtime "
                          f"arguments (pointers or integers) of the kernel")
+    if frontend and div:
+        raise ValueError("divisible= changes the lowering only; it has no meaning with frontend=True")
     ts = parse_targets(targets)
     check_targets(ts)
     out: dict[str, Compiled | Exception] = {}
     for t in ts:
         ok, reason = target_available(t)
-        out[t.name] = (compile_memoized(jit, sig, consts, t, options, div) if ok  # type: ignore[assignment]
-                       else RuntimeError(reason))
+        if not ok:
+            out[t.name] = RuntimeError(reason)
+        elif frontend:
+            out[t.name] = compile_frontend(jit, sig, consts, t, options)  # type: ignore[assignment]
+        else:
+            out[t.name] = compile_memoized(jit, sig, consts, t, options, div)  # type: ignore[assignment]
     return out
 
 

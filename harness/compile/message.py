@@ -237,11 +237,13 @@ def format_capture_totals(distinct: int, cached: int, seconds: float, scope: str
 
 def format_compile_stats(total: Mapping[str, float]) -> str:
     """The compile matrix's process counters (every ``triton.compile`` call, launch capture's and the
-    ``compile_target`` tests'), worded so they cannot be read as the disk cache's: repeats answered from the
-    process's own memo are ``in-process repeats``."""
+    ``compile_target`` tests', and launch capture's frontend-only compiles), worded so they cannot be read as the
+    disk cache's: repeats answered from the process's own memo are ``in-process repeats``."""
     n = int(total.get("compiles", 0))
-    avg = total.get("seconds", 0.0) / n if n else 0.0
-    return (f"harness: triton.compile ran {n} times ({int(total.get('failures', 0))} refused, "
-            f"{int(total.get('ptxas', 0))} ptxas failures) in {total.get('seconds', 0.0):.1f}s "
-            f"(avg {avg:.2f}s, slowest {total.get('slowest', 0.0):.2f}s); "
+    front = int(total.get("frontend", 0))
+    avg = total.get("seconds", 0.0) / (n + front) if n + front else 0.0
+    also = f" and Triton's frontend alone {front} times" if front else ""
+    return (f"harness: triton.compile ran {n} times{also} "
+            f"({int(total.get('failures', 0))} refused, {int(total.get('ptxas', 0))} ptxas failures) in "
+            f"{total.get('seconds', 0.0):.1f}s (avg {avg:.2f}s, slowest {total.get('slowest', 0.0):.2f}s); "
             f"{int(total.get('hits', 0))} in-process repeats answered from memory")

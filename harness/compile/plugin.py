@@ -32,7 +32,7 @@ import pytest
 from harness.arch import interpreting
 from harness.compile import autotune, cache
 from harness.compile.disk_cache import cache_dir, representative
-from harness.compile.findings import Report, check
+from harness.compile.findings import DEPTHS, Report, check
 from harness.compile.launches import SECTION, Captured, CaptureState, Launch, code_flags, constexpr_text
 from harness.compile.message import (
     LOWERING_LEGEND,
@@ -47,7 +47,14 @@ from harness.compile.message import (
     render_matrix,
 )
 from harness.compile.personality import device_personality, same_answers
-from harness.compile.targets import DEFAULT_TARGETS, check_targets, parse_targets, target_available, target_supported
+from harness.compile.targets import (
+    DEFAULT_TARGETS,
+    check_targets,
+    frontend_class,
+    parse_targets,
+    target_available,
+    target_supported,
+)
 from harness.compile.warm import Listener, install_listener, write_manifest
 from harness.imports import after_import
 from harness.plugin import session_of
@@ -90,6 +97,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--harness-compile-all-configs", dest="harness_compile_all_configs", action="store_true", default=False,
         help="with --harness-compile-launches: compile every distinct launch; by default launches differing only "
              "in integer constexprs other than 0/1 (sizes) are compiled once",
+    )
+    group.addoption(
+        "--harness-compile-depth", dest="harness_compile_depth", choices=DEPTHS, default="fast",
+        help="with --harness-compile-launches: fast (default) compiles each launch as run through ptxas for every "
+             "target (an autotuned kernel: its first config) and its widened variants, branches and other autotune "
+             "configs through Triton's frontend only, once per class of targets the frontend treats alike; full "
+             "compiles everything through ptxas on every target; frontend compiles nothing past the frontend",
     )
     group.addoption(
         "--harness-autotune", dest="harness_autotune", choices=("first", "each"), default="first",
@@ -188,7 +202,7 @@ def compile_target(request: pytest.FixtureRequest) -> Any:
 
 def _local_stats() -> dict[str, float] | None:
     s = cache.stats()
-    return s if s["compiles"] or s["hits"] else None
+    return s if s["compiles"] or s["frontend"] or s["hits"] else None
 
 
 class _Stats:
@@ -231,7 +245,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for line in warm_.summary_lines():
             terminalreporter.write_line(line)
     total = s.sections["compile_stats"].total()
-    if not total.get("compiles") and not total.get("hits"):
+    if not total.get("compiles") and not total.get("frontend") and not total.get("hits"):
         return
     terminalreporter.write_line(format_compile_stats(total))
 
@@ -289,7 +303,9 @@ class _Capture:
         self.dropped: dict[str, str] = {}  # default targets this Triton cannot compile for -> why
         self.all_configs = bool(config.getoption("harness_compile_all_configs"))
         self.widen = not config.getoption("harness_no_widen")
+        self.depth = str(config.getoption("harness_compile_depth", default="fast") or "fast")
         self.done: dict[Any, set[str]] = {}  # configuration (or launch) -> targets compiled for it
+        self.backend_done: set[Any] = set()  # launches as run compiled through ptxas (autotune: one config each)
         self.base_keys: set[Any] = set()  # configurations some test launched as run (not only in a replay)
         self.not_replayed: dict[str, str] = {}
         # launcher or kernel -> why its replays could not steer it: its other branches come from flag variants
@@ -385,11 +401,41 @@ class _Capture:
             # A launch only a device personality makes (a branch no test ran) is widened on every target that
             # makes it: it is where a host-side arch branch hides its bug.
             wt = None if key not in self.base_keys else self.widen_targets
-            findings += check(launch, todo, widen=self.widen, test=item.nodeid, report=self.report_,
+            depth, widen = self._depth(launch, key)
+            if depth == "frontend" and not widen and self.depth == "fast":
+                todo = self._config_targets(todo)
+            findings += check(launch, todo, widen=widen, test=item.nodeid, report=self.report_,
                               widen_targets=wt, declarations=self.state.declarations,
-                              launched=used.get(launch.kernel, ()))
+                              launched=used.get(launch.kernel, ()), depth=depth)
         self.seconds += time.perf_counter() - t0
         return findings
+
+    def _depth(self, launch: Launch, key: Any) -> tuple[str, bool]:
+        """How deep this launch is compiled, and whether it is widened: with the default ``fast``, an autotuned
+        launch's first config goes through ptxas with its variants and branches, and its other configs through the
+        frontend only, as launched. Why: a config changes tiles, warps and stages, which the frontend checks (tile
+        shapes against ``tl.dot``'s minimum, ``tl.static_assert``) whatever the dtypes, and which the backend
+        lowers alike; compiling 12 configs x 7 targets with their variants made two autotuned kernels miss 22
+        minutes (issue 40). A launch only a replay makes is compiled in full."""
+        if self.depth != "fast" or not launch.pinned or key not in self.base_keys:
+            return self.depth, self.widen
+        bkey = launch.backend_key()
+        if bkey in self.backend_done:
+            return "frontend", False
+        self.backend_done.add(bkey)
+        return self.depth, self.widen
+
+    def _config_targets(self, todo: tuple[str, ...]) -> tuple[str, ...]:
+        """The targets an autotuned launch's later config is compiled for by default: those of the newest capture
+        target's frontend class (sm90, sm100, sm120 by default). Why one class: the config was launched with the
+        dtypes of the first config, which every target compiled; what a config changes (tiles, warps, stages)
+        reaches the frontend through shapes, ``tl.static_assert`` and ``tl.dot``'s minimum size, which Triton's
+        frontend checks alike for every CUDA target (``min_dot_size`` in Triton 3.6's and 3.9's NVIDIA backend
+        does not read the capability)."""
+        ts = parse_targets(self.targets)
+        newest = max(ts, key=lambda t: (t.backend == "cuda", t.cc or 0))
+        cls = frontend_class(newest)
+        return tuple(t for t in todo if frontend_class(parse_targets([t])[0]) == cls)
 
     def to_worker(self) -> dict[str, Any]:
         return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed,
@@ -432,6 +478,7 @@ class _Capture:
         scope = "widening off" if not self.widen else (
             f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
         tr.write_line(format_capture_totals(rep.compiles, rep.cached, seconds, scope, str(cache_dir())))
+        tr.write_line(_DEPTH_LINES[self.depth])
         for f, ts in group(rep.findings):
             for line in format_finding(f, ts).splitlines():
                 tr.write_line(line)
@@ -468,6 +515,15 @@ class _Capture:
             dropped.update(d.get("dropped", {}))
         for t, why in sorted(dropped.items()):
             tr.write_line(f"not compiled for {t} (a default target): {why}")
+
+
+#: The summary's line on how deep capture compiled (``--harness-compile-depth``).
+_DEPTH_LINES = {
+    "fast": "compile depth fast: launches as run through ptxas; widened variants, branches and later autotune configs "
+            "through Triton's frontend only, once per frontend class (--harness-compile-depth=full: all through ptxas)",
+    "full": "compile depth full: every compile through ptxas on its own target",
+    "frontend": "compile depth frontend: every compile through Triton's frontend only, once per frontend class",
+}
 
 
 def _enabled(config: pytest.Config) -> bool:

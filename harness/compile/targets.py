@@ -28,6 +28,7 @@ __all__ = [
     "target_available",
     "target_supported",
     "check_targets",
+    "frontend_class",
 ]
 
 #: CUDA targets compiled by default: Turing through Blackwell consumer, one per FP8-relevant step.
@@ -195,3 +196,32 @@ def check_targets(targets: Iterable[Target]) -> None:
 
 def _backend_here(t: Target) -> bool:
     return target_available(t)[0]
+
+
+@functools.cache
+def frontend_class(target: Target) -> str:
+    """The targets whose Triton frontend (``ASTSource.make_ir`` and the TTIR passes) gives the same outcome share
+    this name: what the installed Triton's backend hands its frontend for the target. Derived from Triton's
+    ``backends/nvidia/compiler.py`` (3.6 and 3.9): the frontend sees the target only through
+    ``get_codegen_implementation`` (``convert_custom_types``: the sm70 or the sm80 FP8 helper) and the options
+    its ``language/`` reads to accept or refuse an op (``supported_fp8_dtypes``: e4nv from sm89;
+    ``deprecated_fp8_dot_operand_dtypes``: e4b15 from sm90; the dot input precisions).
+    ``max_num_imprecise_acc_default`` is left out: the frontend writes it into a ``tt.dot`` attribute and never
+    refuses over it. On Triton 3.9 this gives four classes of the default targets: sm75 | sm80, sm86 | sm89 |
+    sm90, sm100, sm120. A target whose backend cannot be asked (ROCm, a Triton that looks different) is a class
+    of its own."""
+    if target.backend != "cuda":
+        return target.name
+    try:
+        from triton.compiler.compiler import make_backend
+
+        backend = make_backend(target.gpu_target())
+        opts = backend.parse_options({"enable_fp_fusion": True})  # given: no unset-default warning
+        conv = backend.get_codegen_implementation(opts).get("convert_custom_types")
+        parts = (getattr(conv, "__qualname__", repr(conv)), tuple(sorted(opts.supported_fp8_dtypes)),
+                 tuple(sorted(getattr(opts, "deprecated_fp8_dot_operand_dtypes", ()) or ())),
+                 tuple(getattr(opts, "allowed_dot_input_precisions", ()) or ()),
+                 str(getattr(opts, "default_dot_input_precision", "")))
+    except Exception:  # pragma: no cover - a Triton whose backend looks different: no sharing
+        return target.name
+    return "cuda:" + ";".join(str(p) for p in parts)

@@ -95,13 +95,17 @@ def test_fixed_store_is_clean(pytester, monkeypatch, tmp_path):
     # ok*: the FMT=e4nv output-format variant is refused below sm89, as the arch model predicts
     assert _matrix_row(result, "store_fixed") == ["ok*"] * 3 + ["ok"] * (len(DEFAULT_TARGETS) - 3)
     result.stdout.fnmatch_lines(["ok: every compile for the target succeeded; ok*: *"])
-    # launch + 2 source variants (x bf16, fp32) + 2 output formats (FMT e4nv, e5m2) per target; the output
-    # formats are also branches (FMT a flag), each compiled with x bf16 and fp32 where it compiles itself (the
-    # arch model says where); the second run reads every one back from disk
+    # the launch on every target (through ptxas); per frontend class of targets (their first stands for the class)
+    # 2 source variants (x bf16, fp32) + 2 output formats (FMT e4nv, e5m2); the output formats are also branches
+    # (FMT a flag), each compiled with x bf16 and fp32 where the frontend takes it: e4nv where the arch model has
+    # it (from sm89: Triton's supported_fp8_dtypes), e5m2 on every class (a refusal below sm80 on Triton 3.7+ is
+    # the backend's); the second run reads every one back from disk
     from harness.arch import supports_format
+    from harness.compile.targets import frontend_class, parse_targets
 
-    branches = sum(2 for t in DEFAULT_TARGETS for f in ("e4nv", "e5m2") if supports_format(t, f)[0])
-    n = 5 * len(DEFAULT_TARGETS) + branches
+    classes = list({frontend_class(t): t.name for t in reversed(parse_targets(DEFAULT_TARGETS))}.values())
+    branches = sum(2 for t in classes if supports_format(t, "e4nv")[0]) + 2 * len(classes)
+    n = len(DEFAULT_TARGETS) + 4 * len(classes) + branches
     result.stdout.fnmatch_lines([f"{n} distinct compiles: {n} compiled, 0 read from the disk cache (*) in *s "
                                  "(widened on every target)"])
     again = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches")
@@ -204,7 +208,9 @@ def test_sizes():
 
 def test_launches_are_deduplicated_by_configuration(pytester, monkeypatch, tmp_path):
     pytester.makepyfile(fp8_store=STORE, test_sizes=_SIZES)
-    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90")
+    # depth full: every compile through ptxas, so a variant that is another launch of the test is that launch
+    result = _run(pytester, monkeypatch, tmp_path, "--harness-compile-launches", "--harness-targets=sm90",
+                  "--harness-compile-depth=full")
     result.assert_outcomes(passed=1)
     # two configurations (FMT e4b15, e5m2) x (launch, x bf16, x fp32), plus FMT=e4nv once: the e4b15 launch's
     # FMT=e5m2 variant is the e5m2 launch itself; and the branch FMT=e4nv with x bf16 and fp32 (the other
