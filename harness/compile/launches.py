@@ -87,6 +87,19 @@ def _torch_types() -> dict[Any, str]:
     return out
 
 
+def _tl_type(dtype: Any) -> str | None:
+    """The signature type of a ``tl.dtype`` (``triton.reinterpret(x, tl.uint32)``'s ``TensorWrapper``, how
+    Triton's own tests pass FP8 and unsigned tensors), spelled as Triton's launcher spells it: ``u32``,
+    ``fp8e4nv``."""
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        return None
+    m = re.fullmatch(r"(u?)int(\d+)", name)
+    if m:
+        return f"{m.group(1) or 'i'}{m.group(2)}"
+    return name
+
+
 @dataclass(frozen=True)
 class Launch:
     """One distinct launch: what :func:`harness.compile.matrix.compile_matrix` needs to compile it again."""
@@ -189,7 +202,7 @@ def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
         if is_cexpr.get(name) or v is None:
             consts.append((name, v))
         elif hasattr(v, "dtype") and hasattr(v, "data_ptr"):
-            ty = types.get(v.dtype)
+            ty = _tl_type(v.dtype) if type(v.dtype).__module__.startswith("triton.") else types.get(v.dtype)
             if ty is None:
                 raise ValueError(f"{jit.__name__}: argument {name!r} has dtype {v.dtype}, which has no Triton type")
             sig.append((name, "*" + ty))

@@ -13,9 +13,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 # Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
 # triton's native extension in one process aborts.
+import triton
 import triton.compiler  # noqa: F401
 import triton.language as tl
 
@@ -275,7 +277,6 @@ def test_variants_each_pointer_alone_then_all_together():
 
 
 def test_launch_types_come_from_the_actual_arguments():
-    import torch
 
     m = _load_store()
     x = torch.zeros(8, dtype=torch.bfloat16)
@@ -287,6 +288,22 @@ def test_launch_types_come_from_the_actual_arguments():
     assert launch.fp8_formats() == {"e4nv"}
     with pytest.raises(ValueError, match=r"argument 'n' is a str, which has no Triton type"):
         lc.launch_from_args(m.store_fixed, (x, x, "8"), {"FMT": tl.float8e4nv, "BLOCK": 64})
+
+
+def test_a_reinterpreted_tensor_is_typed_by_its_triton_dtype():
+    """``triton.reinterpret(x, tl.float8e4nv)`` (how Triton's own tests pass FP8 and unsigned tensors) is a
+    ``TensorWrapper`` whose dtype is a ``tl.dtype``: its launch is typed as Triton's launcher types it, not left
+    uncaptured."""
+    m = _load_store()
+    raw = torch.zeros(8, dtype=torch.uint8)
+    launch = lc.launch_from_args(m.store_fixed, (triton.reinterpret(raw, tl.float8e4nv),
+                                                 triton.reinterpret(raw, tl.uint8), 8), {"FMT": tl.float8e5, "BLOCK": 64})
+    assert launch.signature == (("x_ptr", "*fp8e4nv"), ("y_ptr", "*u8"), ("n", "i32"))
+    words = torch.zeros(8, dtype=torch.int32)
+    for ty, text in ((tl.uint32, "*u32"), (tl.int16, "*i16"), (tl.float8e4b15, "*fp8e4b15"), (tl.bfloat16, "*bf16")):
+        arg = triton.reinterpret(words if ty.primitive_bitwidth == 32 else raw, ty)
+        assert lc.launch_from_args(m.store_fixed, (arg, raw, 8), {"FMT": tl.float8e5, "BLOCK": 64}).signature[0] == (
+            "x_ptr", text)
 
 
 @pytest.mark.parametrize("kind", ["ptxas", "refused", "ok"])
