@@ -296,8 +296,8 @@ def test_a_reinterpreted_tensor_is_typed_by_its_triton_dtype():
     uncaptured."""
     m = _load_store()
     raw = torch.zeros(8, dtype=torch.uint8)
-    launch = lc.launch_from_args(m.store_fixed, (triton.reinterpret(raw, tl.float8e4nv),
-                                                 triton.reinterpret(raw, tl.uint8), 8), {"FMT": tl.float8e5, "BLOCK": 64})
+    args = (triton.reinterpret(raw, tl.float8e4nv), triton.reinterpret(raw, tl.uint8), 8)
+    launch = lc.launch_from_args(m.store_fixed, args, {"FMT": tl.float8e5, "BLOCK": 64})
     assert launch.signature == (("x_ptr", "*fp8e4nv"), ("y_ptr", "*u8"), ("n", "i32"))
     words = torch.zeros(8, dtype=torch.int32)
     for ty, text in ((tl.uint32, "*u32"), (tl.int16, "*i16"), (tl.float8e4b15, "*fp8e4b15"), (tl.bfloat16, "*bf16")):
