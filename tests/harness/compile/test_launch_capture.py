@@ -151,6 +151,7 @@ def test_ini_enables_and_json_report(pytester, monkeypatch, tmp_path):
     f = data["findings"][0]
     assert (f["variant"], f["signature"], f["test"]) == ("x_ptr=bf16", "x_ptr=*bf16, y_ptr=*u8, n=i32",
                                                          "test_store.py::test_store_fp16")
+    assert data["captured_launches"] == {"test_store.py::test_store_fp16": 1}
 
 
 def test_off_by_default_and_no_widen(pytester, monkeypatch, tmp_path):
