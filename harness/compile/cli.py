@@ -126,12 +126,46 @@ def _load_kernel(spec: str) -> Any:
             module = importlib.import_module(mod_part)
         except ImportError as e:
             raise UsageError(f"kernel {spec!r}: cannot import {mod_part}: {e}") from None
+    if "<locals>" in attr.split("."):
+        return _load_local(module, attr, spec)
     obj: Any = module
     for a in attr.split("."):
         if not hasattr(obj, a):
             raise UsageError(f"kernel {spec!r}: {mod_part} has no attribute {attr!r}")
         obj = getattr(obj, a)
     return obj
+
+
+def _load_local(module: Any, qualname: str, spec: str) -> Any:
+    """A kernel defined inside a function (``test_cast.<locals>.kernel``, how Triton's own tests define theirs):
+    its source, decorators included, run in its module's globals from a file of its own (Triton's ``@jit`` reads
+    a kernel's source from its file). Names the enclosing function defines are not there: such a kernel fails
+    here as it would if the enclosing function had bound them differently, loudly."""
+    import atexit
+    import shutil
+    import tempfile
+    import textwrap
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        raise UsageError(f"kernel {spec!r}: the module has no source file to find a local kernel in")
+    source = Path(path).read_text()
+    node: ast.AST = ast.parse(source)
+    for name in [p for p in qualname.split(".") if p != "<locals>"]:
+        found = next((n for n in ast.walk(node) if n is not node and getattr(n, "name", None) == name
+                      and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))), None)
+        if found is None:
+            raise UsageError(f"kernel {spec!r}: {path} defines no {qualname!r}")
+        node = found
+    first = min([d.lineno for d in node.decorator_list] + [node.lineno])  # type: ignore[attr-defined]
+    text = textwrap.dedent("".join(source.splitlines(keepends=True)[first - 1:node.end_lineno]))
+    where = tempfile.mkdtemp(prefix="harness-local-kernel-")
+    atexit.register(shutil.rmtree, where, True)
+    file = Path(where) / Path(path).name
+    file.write_text(text)
+    namespace = dict(vars(module))
+    exec(compile(text, str(file), "exec"), namespace)
+    return namespace[node.name]  # type: ignore[attr-defined]
 
 
 #: The flags the CLI's errors name where the Python API's would say ``signature=`` / ``constexprs=``.

@@ -127,7 +127,7 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
     (an xdist worker's earlier tests) a cast that sm80 supports can come out as sm89 instructions and fail in
     ptxas: a false finding. A failure there is confirmed in a clean process before it is reported; findings
     are rare, so the extra process costs little."""
-    args = [sys.executable, "-m", "harness", "compile", f"{launch.file}::{launch.kernel.rsplit('.', 1)[-1]}",
+    args = [sys.executable, "-m", "harness", "compile", f"{launch.file}::{_qualname(launch)}",
             "--sig", ",".join(f"{k}={v}" for k, v in launch.signature), "--targets", target, "--no-widen"]
     for k, v in launch.constexprs:
         args += ["--const", f"{k}={constexpr_text(v)}"]
@@ -144,6 +144,15 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
         except (OSError, subprocess.TimeoutExpired):
             return False
     return r.returncode == 0
+
+
+def _qualname(launch: Launch) -> str:
+    """The kernel's qualified name in its file: ``kernel``, or ``test_cast.<locals>.kernel`` for one defined
+    inside a function (which ``python -m harness compile`` finds by its source)."""
+    parts = launch.kernel.split(".")
+    if "<locals>" in parts:
+        return ".".join(parts[max(parts.index("<locals>") - 1, 0):])
+    return parts[-1]
 
 
 _warned: set[str] = set()

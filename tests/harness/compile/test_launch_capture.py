@@ -342,6 +342,20 @@ def test_a_fresh_process_confirms_only_what_really_fails():
     assert dc.fresh_process_compiles(_probe_launch("bf16", "float8e4b15"), "sm80") is False
 
 
+def test_a_fresh_process_finds_a_kernel_defined_inside_a_function():
+    """Triton 3.6 keeps the e4nv → bf16 lowering of the first target compiled in a process (after an sm90
+    compile, sm89 gets ``cvt.bf16.f16``, which ptxas refuses there), so its ptxas failures are confirmed in a
+    fresh process; that process did not find a kernel defined inside a function (Triton's own test_cast) and
+    the failure stood, a false finding."""
+    local = ROOT / "tests" / "harness" / "compile" / "widening" / "local_kernels.py"
+    launch = lc.Launch("local_kernels.cast_locally.<locals>.kernel", str(local),
+                       (("X", "*fp8e4nv"), ("Z", "*bf16")), (("SIZE", 32),), (("num_warps", 1),))
+    assert dc.fresh_process_compiles(launch, "sm89") is True
+    bad = lc.Launch("local_kernels.cast_locally.<locals>.kernel", str(local), (("X", "*bf16"), ("Z", "*fp8e4b15")),
+                    (("SIZE", 32),), (("num_warps", 1),))
+    assert dc.fresh_process_compiles(bad, "sm89") is False
+
+
 def test_the_fresh_process_never_waits_for_the_lock_its_caller_holds(tmp_path, monkeypatch):
     """launch_outcome holds the launch's lock in the shared cache while a Triton-3.6 ptxas failure is confirmed
     in a fresh process; a child reading that cache waited for the lock forever (the CI's 3.6 lane hung). The
