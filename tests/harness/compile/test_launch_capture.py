@@ -277,6 +277,17 @@ def test_variants_each_pointer_alone_then_all_together():
     assert lc.variants(_launch({"c": "*u8", "n": "i32"})) == []
 
 
+def test_fp8_tensors_of_one_format_are_widened_together():
+    """A launch's FP8 tensors of one format come from one choice (the format a launcher picked for the GPU):
+    they change format together. Changing one alone made an FP8 → FP8 conversion in ``tl.store`` that no launch
+    makes and that Triton 3.6 lowers on no target (Triton's own test_abs_fp8: X and Z both e4nv, ``X=fp8e5``
+    failed in ``PassManager::run``); tensors of different formats each still change alone."""
+    got = [label for label, _ in lc.variants(_launch({"x": "*fp8e4nv", "z": "*fp8e4nv", "n": "i32"}))]
+    assert got == ["x,z=fp8e5", "x,z=fp8e4b15"]
+    got = [label for label, _ in lc.variants(_launch({"x": "*fp8e4nv", "z": "*fp8e5", "s": "*fp16"}))]
+    assert got == ["s=bf16", "s=fp32", "x=fp8e5", "x=fp8e4b15", "z=fp8e4nv", "z=fp8e4b15"]
+
+
 def test_launch_types_come_from_the_actual_arguments():
 
     m = _load_store()
