@@ -127,10 +127,11 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run_chunk(python: str, cwd: Path, ids: list[str], mode: str, xml: Path, env: dict[str, str]) -> dict:
+def _run_chunk(python: str, cwd: Path, ids: list[str], mode: str, xml: Path, env: dict[str, str],
+               more: list[str]) -> dict:
     report = [f"--harness-report={xml.with_suffix('.json')}"] if mode == "b" else []
     cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--device", "cpu",
-           f"--junitxml={xml}", "-o", "junit_family=xunit1", *MODES[mode], *report, *ids]
+           f"--junitxml={xml}", "-o", "junit_family=xunit1", *MODES[mode], *more, *report, *ids]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
@@ -181,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--category", action="append", choices=sorted(CATEGORIES),
                         help="run only this category of the sample (repeatable; default: all)")
+    parser.add_argument("--capture-arg", action="append", default=[], metavar="ARG",
+                        help="one more pytest argument for mode b (e.g. --capture-arg=--harness-targets=sm80,sm90); "
+                             "without it mode b is the plugin's defaults")
     parser.add_argument("--list", action="store_true", help="print the sample and stop")
     args = parser.parse_args(argv)
     if args.chunk < 1:
@@ -207,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         results[mode], timing[mode] = {}, {"wall": 0.0, "cpu": 0.0}
         for n in range(0, len(ids), args.chunk):
             xml = args.outdir / f"{mode}-{n // args.chunk:03d}.xml"
-            t = _run_chunk(args.python, cwd, ids[n:n + args.chunk], mode, xml, _env(extra.get(mode)))
+            t = _run_chunk(args.python, cwd, ids[n:n + args.chunk], mode, xml, _env(extra.get(mode)),
+                           args.capture_arg if mode == "b" else [])
             timing[mode]["wall"] += t["wall"]
             timing[mode]["cpu"] += t["cpu"]
             results[mode].update(_outcomes(xml))
