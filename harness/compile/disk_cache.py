@@ -133,7 +133,10 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
         args += ["--const", f"{k}={constexpr_text(v)}"]
     for k, v in launch.options:
         args += [f"--{k.replace('_', '-')}", str(v)]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    # TRITON_INTERPRET as this process has it: the kernel's module is imported as the test process imported it
+    # (Triton's test_core.py asks the active driver at import unless the interpreter runs; a CPU box has none);
+    # the compile is triton.compile for the target either way.
+    env = dict(os.environ)
     env[FRESH_ENV] = "1"
     # A cache of its own: the caller holds this launch's lock in the shared cache (launch_outcome), so a
     # child reading the shared one would wait for it forever, and a clean process must not read back anyway.
