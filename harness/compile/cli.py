@@ -61,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
     p.add_argument("--num-warps", type=int, default=None)
     p.add_argument("--num-stages", type=int, default=None)
+    p.add_argument("--num-ctas", type=int, default=None)
+    p.add_argument("--maxnreg", type=int, default=None)
     warm = p.add_argument_group("warm start of a GPU run (instead of a kernel)")
     warm.add_argument("--warm", metavar="MANIFEST", default=None,
                       help="compile every kernel specialization a GPU run recorded (--harness-record-launches) "
@@ -217,7 +219,8 @@ def run_warm(args: argparse.Namespace) -> int:
 
     given = [flag for flag, v in (("a kernel", args.kernel), ("--sig", args.sig), ("--const", args.const),
                                   ("--targets", args.targets), ("--num-warps", args.num_warps),
-                                  ("--num-stages", args.num_stages)) if v]
+                                  ("--num-stages", args.num_stages), ("--num-ctas", args.num_ctas),
+                                  ("--maxnreg", args.maxnreg)) if v]
     try:
         if given:
             raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
@@ -262,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, TypeError) as e:
         print(f"harness compile: {e}", file=sys.stderr)
         return 2
-    opts = tuple(sorted((k, v) for k, v in (("num_warps", args.num_warps), ("num_stages", args.num_stages))
+    opts = tuple(sorted((k, v) for k, v in (("num_warps", args.num_warps), ("num_stages", args.num_stages),
+                                            ("num_ctas", args.num_ctas), ("maxnreg", args.maxnreg))
                         if v is not None))
     pyfn = jit.fn
     launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", getattr(pyfn.__code__, "co_filename", ""),

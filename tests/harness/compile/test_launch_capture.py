@@ -356,14 +356,15 @@ def test_a_fresh_process_confirms_only_what_really_fails():
 def test_a_fresh_process_finds_a_kernel_defined_inside_a_function():
     """Triton 3.6 keeps the e4nv → bf16 lowering of the first target compiled in a process (after an sm90
     compile, sm89 gets ``cvt.bf16.f16``, which ptxas refuses there), so its ptxas failures are confirmed in a
-    fresh process; that process did not find a kernel defined inside a function (Triton's own test_cast) and
-    the failure stood, a false finding."""
+    fresh process; that process did not find a kernel defined inside a function (Triton's own test_cast), nor
+    take its launch's ``num_ctas``, and the failure stood, a false finding."""
     local = ROOT / "tests" / "harness" / "compile" / "widening" / "local_kernels.py"
+    opts = (("maxnreg", 128), ("num_ctas", 1), ("num_warps", 1))
     launch = lc.Launch("local_kernels.cast_locally.<locals>.kernel", str(local),
-                       (("X", "*fp8e4nv"), ("Z", "*bf16")), (("SIZE", 32),), (("num_warps", 1),))
+                       (("X", "*fp8e4nv"), ("Z", "*bf16")), (("SIZE", 32),), opts)
     assert dc.fresh_process_compiles(launch, "sm89") is True
     bad = lc.Launch("local_kernels.cast_locally.<locals>.kernel", str(local), (("X", "*bf16"), ("Z", "*fp8e4b15")),
-                    (("SIZE", 32),), (("num_warps", 1),))
+                    (("SIZE", 32),), opts)
     assert dc.fresh_process_compiles(bad, "sm89") is False
 
 
