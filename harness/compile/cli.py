@@ -61,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
     p.add_argument("--num-warps", type=int, default=None)
     p.add_argument("--num-stages", type=int, default=None)
+    p.add_argument("--num-ctas", type=int, default=None)
+    p.add_argument("--maxnreg", type=int, default=None)
     warm = p.add_argument_group("warm start of a GPU run (instead of a kernel)")
     warm.add_argument("--warm", metavar="MANIFEST", default=None,
                       help="compile every kernel specialization a GPU run recorded (--harness-record-launches) "
@@ -126,12 +128,46 @@ def _load_kernel(spec: str) -> Any:
             module = importlib.import_module(mod_part)
         except ImportError as e:
             raise UsageError(f"kernel {spec!r}: cannot import {mod_part}: {e}") from None
+    if "<locals>" in attr.split("."):
+        return _load_local(module, attr, spec)
     obj: Any = module
     for a in attr.split("."):
         if not hasattr(obj, a):
             raise UsageError(f"kernel {spec!r}: {mod_part} has no attribute {attr!r}")
         obj = getattr(obj, a)
     return obj
+
+
+def _load_local(module: Any, qualname: str, spec: str) -> Any:
+    """A kernel defined inside a function (``test_cast.<locals>.kernel``, how Triton's own tests define theirs):
+    its source, decorators included, run in its module's globals from a file of its own (Triton's ``@jit`` reads
+    a kernel's source from its file). Names the enclosing function defines are not there: such a kernel fails
+    here as it would if the enclosing function had bound them differently, loudly."""
+    import atexit
+    import shutil
+    import tempfile
+    import textwrap
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        raise UsageError(f"kernel {spec!r}: the module has no source file to find a local kernel in")
+    source = Path(path).read_text()
+    node: ast.AST = ast.parse(source)
+    for name in [p for p in qualname.split(".") if p != "<locals>"]:
+        found = next((n for n in ast.walk(node) if n is not node and getattr(n, "name", None) == name
+                      and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))), None)
+        if found is None:
+            raise UsageError(f"kernel {spec!r}: {path} defines no {qualname!r}")
+        node = found
+    first = min([d.lineno for d in node.decorator_list] + [node.lineno])  # type: ignore[attr-defined]
+    text = textwrap.dedent("".join(source.splitlines(keepends=True)[first - 1:node.end_lineno]))
+    where = tempfile.mkdtemp(prefix="harness-local-kernel-")
+    atexit.register(shutil.rmtree, where, True)
+    file = Path(where) / Path(path).name
+    file.write_text(text)
+    namespace = dict(vars(module))
+    exec(compile(text, str(file), "exec"), namespace)
+    return namespace[node.name]  # type: ignore[attr-defined]
 
 
 #: The flags the CLI's errors name where the Python API's would say ``signature=`` / ``constexprs=``.
@@ -183,7 +219,8 @@ def run_warm(args: argparse.Namespace) -> int:
 
     given = [flag for flag, v in (("a kernel", args.kernel), ("--sig", args.sig), ("--const", args.const),
                                   ("--targets", args.targets), ("--num-warps", args.num_warps),
-                                  ("--num-stages", args.num_stages)) if v]
+                                  ("--num-stages", args.num_stages), ("--num-ctas", args.num_ctas),
+                                  ("--maxnreg", args.maxnreg)) if v]
     try:
         if given:
             raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
@@ -228,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, TypeError) as e:
         print(f"harness compile: {e}", file=sys.stderr)
         return 2
-    opts = tuple(sorted((k, v) for k, v in (("num_warps", args.num_warps), ("num_stages", args.num_stages))
+    opts = tuple(sorted((k, v) for k, v in (("num_warps", args.num_warps), ("num_stages", args.num_stages),
+                                            ("num_ctas", args.num_ctas), ("maxnreg", args.maxnreg))
                         if v is not None))
     pyfn = jit.fn
     launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", getattr(pyfn.__code__, "co_filename", ""),

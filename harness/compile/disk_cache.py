@@ -150,13 +150,16 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
     (an xdist worker's earlier tests) a cast that sm80 supports can come out as sm89 instructions and fail in
     ptxas: a false finding. A failure there is confirmed in a clean process before it is reported; findings
     are rare, so the extra process costs little."""
-    args = [sys.executable, "-m", "harness", "compile", f"{launch.file}::{launch.kernel.rsplit('.', 1)[-1]}",
+    args = [sys.executable, "-m", "harness", "compile", f"{launch.file}::{_qualname(launch)}",
             "--sig", ",".join(f"{k}={v}" for k, v in launch.signature), "--targets", target, "--no-widen"]
     for k, v in launch.constexprs:
         args += ["--const", f"{k}={constexpr_text(v)}"]
     for k, v in launch.options:
         args += [f"--{k.replace('_', '-')}", str(v)]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    # TRITON_INTERPRET as this process has it: the kernel's module is imported as the test process imported it
+    # (Triton's test_core.py asks the active driver at import unless the interpreter runs; a CPU box has none);
+    # the compile is triton.compile for the target either way.
+    env = dict(os.environ)
     env[FRESH_ENV] = "1"
     # A cache of its own: the caller holds this launch's lock in the shared cache (launch_outcome), so a
     # child reading the shared one would wait for it forever, and a clean process must not read back anyway.
@@ -167,6 +170,15 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
         except (OSError, subprocess.TimeoutExpired):
             return False
     return r.returncode == 0
+
+
+def _qualname(launch: Launch) -> str:
+    """The kernel's qualified name in its file: ``kernel``, or ``test_cast.<locals>.kernel`` for one defined
+    inside a function (which ``python -m harness compile`` finds by its source)."""
+    parts = launch.kernel.split(".")
+    if "<locals>" in parts:
+        return ".".join(parts[max(parts.index("<locals>") - 1, 0):])
+    return parts[-1]
 
 
 _warned: set[str] = set()

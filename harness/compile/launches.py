@@ -88,6 +88,19 @@ def _torch_types() -> dict[Any, str]:
     return out
 
 
+def _tl_type(dtype: Any) -> str | None:
+    """The signature type of a ``tl.dtype`` (``triton.reinterpret(x, tl.uint32)``'s ``TensorWrapper``, how
+    Triton's own tests pass FP8 and unsigned tensors), spelled as Triton's launcher spells it: ``u32``,
+    ``fp8e4nv``."""
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        return None
+    m = re.fullmatch(r"(u?)int(\d+)", name)
+    if m:
+        return f"{m.group(1) or 'i'}{m.group(2)}"
+    return name
+
+
 @dataclass(frozen=True)
 class Launch:
     """One distinct launch: what :func:`harness.compile.matrix.compile_matrix` needs to compile it again."""
@@ -197,7 +210,7 @@ def launch_from_args(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
         if is_cexpr.get(name) or v is None:
             consts.append((name, v))
         elif hasattr(v, "dtype") and hasattr(v, "data_ptr"):
-            ty = types.get(v.dtype)
+            ty = _tl_type(v.dtype) if type(v.dtype).__module__.startswith("triton.") else types.get(v.dtype)
             if ty is None:
                 raise ValueError(f"{jit.__name__}: argument {name!r} has dtype {v.dtype}, which has no Triton type")
             sig.append((name, "*" + ty))
@@ -412,8 +425,9 @@ def variants(launch: Launch) -> list[tuple[str, Launch]]:
     """Widened variants, each a launch the kernel's callers could make:
 
     - each floating-point tensor argument alone in each other source dtype (fp16/bf16/fp32), then all of them
-      together (``key_ptr=bf16``, ``all=bf16``); each FP8 tensor argument in each other FP8 format
-      (``out_ptr=fp8e5``);
+      together (``key_ptr=bf16``, ``all=bf16``); the FP8 tensor arguments of one format, together, in each
+      other FP8 format (``out_ptr=fp8e5``, ``x,z=fp8e5``): they come from one choice of format, and one of them
+      alone in another format is an FP8 → FP8 conversion no launch makes (Triton 3.6 lowers it on no target);
     - a ``tl.dtype`` constexpr equal to a widened pointer's element type changes with it (torchao's
       ``input_dtype: tl.constexpr`` set from the tensor's dtype: ``x_ptr=bf16+input_dtype``); when several
       pointers share that type, only the ``all=`` variants change it;
@@ -447,12 +461,19 @@ def variants(launch: Launch) -> list[tuple[str, Launch]]:
             seen.add(ident)
             out.append((label, v))
 
-    for group, dtypes in ((floats, WIDEN_DTYPES), (fp8s, FP8_WIDEN)):
-        for p in group:
-            cs = coupled(p)
-            for d in dtypes:
-                add(f"{p}={d}" + "".join(f"+{c}" for c in cs),
-                    launch.with_types({p: "*" + d}, {c: _tl_dtype(d) for c in cs}))
+    for p in floats:
+        cs = coupled(p)
+        for d in WIDEN_DTYPES:
+            add(f"{p}={d}" + "".join(f"+{c}" for c in cs),
+                launch.with_types({p: "*" + d}, {c: _tl_dtype(d) for c in cs}))
+    fp8_groups: dict[str, list[str]] = {}
+    for p in fp8s:
+        fp8_groups.setdefault(sig[p][1:], []).append(p)
+    for fmt, group in fp8_groups.items():
+        cs = [k for k, t in dtype_consts.items() if t == fmt]
+        for d in FP8_WIDEN:
+            add(",".join(group) + f"={d}" + "".join(f"+{c}" for c in cs),
+                launch.with_types({p: "*" + d for p in group}, {c: _tl_dtype(d) for c in cs}))
     if len(floats) > 1:
         launched = {sig[p][1:] for p in floats}
         cs = [k for k, t in dtype_consts.items() if t in launched]

@@ -314,6 +314,8 @@ class _Capture:
         self.report_ = Report()
         self.seconds = 0.0
         self.worker_reports: list[dict[str, Any]] = []
+        # test id -> the distinct launches capture recorded (0: none, or none it could type or find the source of)
+        self.captured: dict[str, int] = {}
 
     def drop_unsupported(self) -> None:
         """Leave out the default targets the installed Triton cannot compile for (each said once in the
@@ -382,6 +384,7 @@ class _Capture:
                replayed: list[tuple[tuple[str, ...], Launch]]) -> list[Finding]:
         findings: list[Finding] = []
         t0 = time.perf_counter()
+        self.captured[item.nodeid] = len(set(launches))
         for launch in launches:
             self.base_keys.add(launch if self.all_configs else launch.config_key())
         if not self.state.queries.asked and self.widen:
@@ -439,6 +442,7 @@ class _Capture:
 
     def to_worker(self) -> dict[str, Any]:
         return {"report": self.report_.to_worker(), "seconds": self.seconds, "not_replayed": self.not_replayed,
+                "captured": self.captured,
                 "dropped": self.dropped, "unsteered": self.unsteered,
                 "never_asked": sorted(self.never_asked),
                 "below_min": [[k, t, line] for (k, t), line in self.state.declarations.below_min.items()]}
@@ -458,9 +462,12 @@ class _Capture:
     def report(self) -> dict[str, Any]:
         """The ``compile_launches`` key of ``--harness-report``."""
         rep, seconds = self.merged()
+        captured = dict(self.captured)
+        for d in self.worker_reports:
+            captured.update(d.get("captured", {}))
         return {"targets": list(self.targets), "widen": self.widen,
                 "widen_targets": list(self.widen_targets or self.targets),
-                "seconds": round(seconds, 3), **rep.to_dict()}
+                "seconds": round(seconds, 3), **rep.to_dict(), "captured_launches": captured}
 
     def terminal_summary(self, terminalreporter: Any) -> None:
         rep, seconds = self.merged()

@@ -13,9 +13,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 # Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
 # triton's native extension in one process aborts.
+import triton
 import triton.compiler  # noqa: F401
 import triton.language as tl
 
@@ -153,6 +155,7 @@ def test_ini_enables_and_json_report(pytester, monkeypatch, tmp_path):
     f = data["findings"][0]
     assert (f["variant"], f["signature"], f["test"]) == ("x_ptr=bf16", "x_ptr=*bf16, y_ptr=*u8, n=i32",
                                                          "test_store.py::test_store_fp16")
+    assert data["captured_launches"] == {"test_store.py::test_store_fp16": 1}
 
 
 def test_off_by_default_and_no_widen(pytester, monkeypatch, tmp_path):
@@ -280,8 +283,18 @@ def test_variants_each_pointer_alone_then_all_together():
     assert lc.variants(_launch({"c": "*u8", "n": "i32"})) == []
 
 
+def test_fp8_tensors_of_one_format_are_widened_together():
+    """A launch's FP8 tensors of one format come from one choice (the format a launcher picked for the GPU):
+    they change format together. Changing one alone made an FP8 → FP8 conversion in ``tl.store`` that no launch
+    makes and that Triton 3.6 lowers on no target (Triton's own test_abs_fp8: X and Z both e4nv, ``X=fp8e5``
+    failed in ``PassManager::run``); tensors of different formats each still change alone."""
+    got = [label for label, _ in lc.variants(_launch({"x": "*fp8e4nv", "z": "*fp8e4nv", "n": "i32"}))]
+    assert got == ["x,z=fp8e5", "x,z=fp8e4b15"]
+    got = [label for label, _ in lc.variants(_launch({"x": "*fp8e4nv", "z": "*fp8e5", "s": "*fp16"}))]
+    assert got == ["s=bf16", "s=fp32", "x=fp8e5", "x=fp8e4b15", "z=fp8e4nv", "z=fp8e4b15"]
+
+
 def test_launch_types_come_from_the_actual_arguments():
-    import torch
 
     m = _load_store()
     x = torch.zeros(8, dtype=torch.bfloat16)
@@ -293,6 +306,22 @@ def test_launch_types_come_from_the_actual_arguments():
     assert launch.fp8_formats() == {"e4nv"}
     with pytest.raises(ValueError, match=r"argument 'n' is a str, which has no Triton type"):
         lc.launch_from_args(m.store_fixed, (x, x, "8"), {"FMT": tl.float8e4nv, "BLOCK": 64})
+
+
+def test_a_reinterpreted_tensor_is_typed_by_its_triton_dtype():
+    """``triton.reinterpret(x, tl.float8e4nv)`` (how Triton's own tests pass FP8 and unsigned tensors) is a
+    ``TensorWrapper`` whose dtype is a ``tl.dtype``: its launch is typed as Triton's launcher types it, not left
+    uncaptured."""
+    m = _load_store()
+    raw = torch.zeros(8, dtype=torch.uint8)
+    args = (triton.reinterpret(raw, tl.float8e4nv), triton.reinterpret(raw, tl.uint8), 8)
+    launch = lc.launch_from_args(m.store_fixed, args, {"FMT": tl.float8e5, "BLOCK": 64})
+    assert launch.signature == (("x_ptr", "*fp8e4nv"), ("y_ptr", "*u8"), ("n", "i32"))
+    words = torch.zeros(8, dtype=torch.int32)
+    for ty, text in ((tl.uint32, "*u32"), (tl.int16, "*i16"), (tl.float8e4b15, "*fp8e4b15"), (tl.bfloat16, "*bf16")):
+        arg = triton.reinterpret(words if ty.primitive_bitwidth == 32 else raw, ty)
+        assert lc.launch_from_args(m.store_fixed, (arg, raw, 8), {"FMT": tl.float8e5, "BLOCK": 64}).signature[0] == (
+            "x_ptr", text)
 
 
 @pytest.mark.parametrize("kind", ["ptxas", "refused", "ok"])
@@ -328,6 +357,21 @@ def test_a_fresh_process_confirms_only_what_really_fails():
     (bf16 straight to e4b15) does not."""
     assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is True
     assert dc.fresh_process_compiles(_probe_launch("bf16", "float8e4b15"), "sm80") is False
+
+
+def test_a_fresh_process_finds_a_kernel_defined_inside_a_function():
+    """Triton 3.6 keeps the e4nv → bf16 lowering of the first target compiled in a process (after an sm90
+    compile, sm89 gets ``cvt.bf16.f16``, which ptxas refuses there), so its ptxas failures are confirmed in a
+    fresh process; that process did not find a kernel defined inside a function (Triton's own test_cast), nor
+    take its launch's ``num_ctas``, and the failure stood, a false finding."""
+    local = ROOT / "tests" / "harness" / "compile" / "widening" / "local_kernels.py"
+    opts = (("maxnreg", 128), ("num_ctas", 1), ("num_warps", 1))
+    launch = lc.Launch("local_kernels.cast_locally.<locals>.kernel", str(local),
+                       (("X", "*fp8e4nv"), ("Z", "*bf16")), (("SIZE", 32),), opts)
+    assert dc.fresh_process_compiles(launch, "sm89") is True
+    bad = lc.Launch("local_kernels.cast_locally.<locals>.kernel", str(local), (("X", "*bf16"), ("Z", "*fp8e4b15")),
+                    (("SIZE", 32),), opts)
+    assert dc.fresh_process_compiles(bad, "sm89") is False
 
 
 def test_the_fresh_process_never_waits_for_the_lock_its_caller_holds(tmp_path, monkeypatch):
