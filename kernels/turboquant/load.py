@@ -136,6 +136,8 @@ def _load_k8v4_words_kernel(
 
     # --- keys: a row without data reads the NaN code in every byte -----------------------------------------
     w = tl.arange(0, KW_P2)
+    # harness: equivalent-mutant(mask-compare): w == HEAD_DIM // 4 reads the slot's first value word (inside the
+    # slot) into keys d >= HEAD_DIM, which the key store masks off
     kw = tl.load(cache_ptr + base[:, None] + w[None, :], mask=ok[:, None] & (w < HEAD_DIM // 4)[None, :],
                  other=0x7F7F7F7F)
     k0, k1, k2, k3 = _key_word_f32(kw, KEY_FMT, NAN_ABS)
@@ -146,7 +148,10 @@ def _load_k8v4_words_kernel(
     # --- values ---------------------------------------------------------------------------------------------
     u = tl.arange(0, VW_P2)
     vw = tl.load(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :],
+                 # harness: equivalent-mutant(mask-compare, other): u == HEAD_DIM // 8 reads the slot's scale|zero
+                 # word into values e >= HEAD_DIM, which the value store masks off; a row off in ok is NaN (_value)
                  mask=ok[:, None] & (u < HEAD_DIM // 8)[None, :], other=0)
+    # harness: equivalent-mutant(other): a row off in ok comes back NaN whatever its scale and zero (_value)
     pw = tl.load(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, mask=ok, other=0)
     sc, zr = _f16_pair_f32(pw)
     sc, zr, ok2 = sc[:, None], zr[:, None], ok[:, None]
