@@ -199,6 +199,7 @@ def _load_k8v4_kernel(
     live = row < num_rows
     tok = row // num_heads
     head = row % num_heads
+    # harness: equivalent-mutant(other): a row past num_rows is never stored (live), whatever slot it decodes
     slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < num_slots)
     s = tl.where(ok, slot, 0)
@@ -207,12 +208,16 @@ def _load_k8v4_kernel(
     live2, ok2 = live[:, None], ok[:, None]
 
     d = tl.arange(0, D_P2)
+    # harness: equivalent-mutant(mask-compare): d == HEAD_DIM reads the slot's first value byte (inside the slot)
+    # into key d, which the key store masks off
     codes = tl.load(cache_ptr + base[:, None] + d[None, :], mask=ok2 & (d < HEAD_DIM)[None, :], other=0x7F)
     k = _key_bytes_f32(codes.to(tl.int32), KEY_FMT, NAN_ABS)
     tl.store(key_out + out + d[None, :], k, mask=live2 & (d < HEAD_DIM)[None, :])
 
     h = tl.arange(0, HALF_P2)
     packed = tl.load(cache_ptr + base[:, None] + HEAD_DIM + h[None, :],
+                     # harness: equivalent-mutant(mask-compare): h == (HEAD_DIM + 1) // 2 reads the slot's first
+                     # scale byte into values 2h, 2h + 1 > HEAD_DIM, which the value store masks off
                      mask=ok2 & (h < (HEAD_DIM + 1) // 2)[None, :], other=0).to(tl.int32)
     p = cache_ptr + base + HEAD_DIM + (HEAD_DIM + 1) // 2
     b0 = tl.load(p, mask=ok, other=0).to(tl.int32)
