@@ -327,6 +327,8 @@ def _decode_logits_kernel(
         else:
             for j in tl.static_range(L):
                 r = b * L + j
+                # harness: equivalent-mutant(clamp): ok holds only where cols < vmax <= lim, so a vis past lim admits
+                # no more columns
                 vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), lim)
                 acc = _relu_head_sum(k, _queries(q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh))
                 out = tl.where((cols < vis) & ok, acc, float("-inf"))
