@@ -216,14 +216,16 @@ def _load_k8v4_kernel(
 
     h = tl.arange(0, HALF_P2)
     packed = tl.load(cache_ptr + base[:, None] + HEAD_DIM + h[None, :],
-                     # harness: equivalent-mutant(mask-compare): h == (HEAD_DIM + 1) // 2 reads the slot's first
-                     # scale byte into values 2h, 2h + 1 > HEAD_DIM, which the value store masks off
+                     # harness: equivalent-mutant(mask-compare, other): h == (HEAD_DIM + 1) // 2 reads the slot's
+                     # first scale byte into values 2h, 2h + 1 > HEAD_DIM, which the value store masks off; a row off
+                     # in ok comes back NaN (_value)
                      mask=ok2 & (h < (HEAD_DIM + 1) // 2)[None, :], other=0).to(tl.int32)
     p = cache_ptr + base + HEAD_DIM + (HEAD_DIM + 1) // 2
+    # harness: equivalent-mutant(other): a row off in ok comes back NaN whatever its scale and zero (_value)
     b0 = tl.load(p, mask=ok, other=0).to(tl.int32)
-    b1 = tl.load(p + 1, mask=ok, other=0).to(tl.int32)
-    b2 = tl.load(p + 2, mask=ok, other=0).to(tl.int32)
-    b3 = tl.load(p + 3, mask=ok, other=0).to(tl.int32)
+    b1 = tl.load(p + 1, mask=ok, other=0).to(tl.int32)  # harness: equivalent-mutant(other): as b0's
+    b2 = tl.load(p + 2, mask=ok, other=0).to(tl.int32)  # harness: equivalent-mutant(other): as b0's
+    b3 = tl.load(p + 3, mask=ok, other=0).to(tl.int32)  # harness: equivalent-mutant(other): as b0's
     sc, zr = _f16_pair_f32(b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
     sc, zr = sc[:, None], zr[:, None]
     v = tl.join(_value(packed & 0xF, sc, zr, ok2), _value(packed >> 4, sc, zr, ok2))
