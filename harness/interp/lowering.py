@@ -449,6 +449,8 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
                 _failed("a division", e)
         return out
 
+    create_fdiv.__wrapped__ = fdiv_orig  # type: ignore[attr-defined]  # approximate math, when on, stays in effect
+
     def carries_quotient(method: str) -> Any:
         """``create_splat``/``create_broadcast`` keeping a quotient's tag: ``x - tl.sum(x) / N`` broadcasts the
         quotient before the subtract (the tag's arrays broadcast against the other operand when used)."""

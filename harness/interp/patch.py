@@ -189,12 +189,20 @@ def _live_records() -> list[_Record]:
 
 
 def installed(target: object, name: str, tag: str) -> bool:
-    """Whether ``target.name`` is, right now, what a live record tagged ``tag`` put there (``False`` inside
-    :func:`lift` of that tag, and after its layer is undone)."""
+    """Whether ``target.name`` is, right now, what a live record tagged ``tag`` put there, or a wrapper that
+    calls through to it and says so with ``__wrapped__`` (``functools.wraps``' attribute): a shim layered on top
+    of another, as the lowering shim's ``create_fdiv`` is on approximate math's, leaves it in effect. ``False``
+    inside :func:`lift` of that tag, and after its layer is undone."""
     with _lock:
-        now = _current("attr", target, name)
-        return any(r.kind == "attr" and r.target is target and r.name == name and r.tag == tag and r.new is now
-                   for p in _live for r in p._records)
+        ours = {id(r.new) for p in _live for r in p._records
+                if r.kind == "attr" and r.target is target and r.name == name and r.tag == tag}
+        now, seen = _current("attr", target, name), set()
+        while now is not None and id(now) not in seen:
+            if id(now) in ours:
+                return True
+            seen.add(id(now))
+            now = getattr(now, "__wrapped__", None)
+        return False
 
 
 @contextlib.contextmanager

@@ -135,7 +135,8 @@ def _run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="harness-mutate-") as tmp:
         work = Path(tmp)
         print(f"recording which tests launch which kernel: pytest {' '.join(args.pytest_args)}", file=sys.stderr)
-        code, launched, rec_s, tail = runner.record(args.pytest_args, work)
+        rec = runner.record(args.pytest_args, work)
+        code, launched, rec_s, tail = rec.code, rec.launched, rec.seconds, rec.tail
         if code != 0:
             print(f"{PROG}: the tests do not pass unmutated (pytest exit {code}); mutants need a passing suite:\n"
                   f"{tail}", file=sys.stderr)
@@ -166,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {o.status:8} {o.mutant.id} ({o.tests} tests, {o.seconds:.0f} s)", file=sys.stderr, flush=True)
 
         outcomes = runner.run_all([(m, by_target[(m.file, m.kernel)]) for m in ms], args.pytest_args,
-                                  jobs=args.jobs, timeout=timeout, workdir=work, progress=progress)
+                                  jobs=args.jobs, timeout=timeout, workdir=work, progress=progress,
+                                  test_seconds=rec.test_seconds)
     report = runner.Report(outcomes, rec_s, time.monotonic() - t0, list(args.pytest_args))
     print("\n".join(report.lines()))
     if args.json is not None:

@@ -206,13 +206,38 @@ def _literal(value: float, like: ast.Constant) -> str:
     return repr(float(value)) if isinstance(like.value, float) else str(int(value))
 
 
+_PRIMARY = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+_ANY_EXPR = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr, ast.keyword, ast.Tuple, ast.List)
+
+
+def _grouped(new: str, node: ast.AST, parent: ast.AST | None) -> str:
+    """``new`` as the text that replaces ``node``, parenthesized where it would otherwise bind differently: the
+    clamp dropped from ``tl.clamp(y * s, lo, hi).to(T)`` is ``(y * s).to(T)``, not ``y * s.to(T)``."""
+    try:
+        expr = ast.parse(new, mode="eval").body
+    except SyntaxError:
+        return new
+    if isinstance(expr, _PRIMARY) or isinstance(parent, _ANY_EXPR) \
+            or (isinstance(parent, ast.Call) and any(a is node for a in parent.args)):
+        return new
+    if new.startswith("(") and new.endswith(")"):
+        try:
+            ast.parse(new[1:-1], mode="eval")
+            return new  # one parenthesized group already
+        except SyntaxError:
+            pass
+    return f"({new})"
+
+
 def _edits(fn: ast.FunctionDef, src: _Source, tl: str) -> Iterator[_Edit]:
     body = [n for stmt in fn.body for n in ast.walk(stmt)]
     calls = [n for n in body if isinstance(n, ast.Call)]
+    parent = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
 
     def whole(node: ast.AST, new: str, kind: str) -> _Edit:
         a, b = src.span(node)
-        return _Edit(node, a, b, new, kind)
+        enclosed = src.text[:a].rstrip().endswith("(") and src.text[b:].lstrip().startswith(")")
+        return _Edit(node, a, b, new if enclosed else _grouped(new, node, parent.get(id(node))), kind)
 
     # drop-f32: in a function that casts to a low-precision type somewhere
     lowp = any(_call_name(c) == "to" and c.args and _LOW_CASTS.fullmatch(_attr(c.args[0])) for c in calls)

@@ -3,10 +3,12 @@
 
 - Loading it installs the mutant's import hook (:mod:`harness.mutate.hook`) when the environment names one,
   before any conftest or test module is imported.
-- ``--harness-mutate-record=PATH``: the kernels each test launched, from launch capture's listeners, written to
-  PATH as ``{nodeid: [[kernel, file], ...]}`` (an xdist worker writes ``PATH.<worker id>``).
-- :data:`TESTS_ENV` names a file of node ids: the run keeps those tests and deselects the rest, so the user's
-  own pytest arguments (paths, ``-k``, options) are passed on unchanged.
+- ``--harness-mutate-record=PATH``: the kernels each test launched, from launch capture's listeners, and each
+  test's seconds, written to PATH as ``{"launched": {nodeid: [[kernel, file], ...]}, "seconds": {nodeid: s}}``
+  (an xdist worker writes ``PATH.<worker id>``).
+- :data:`TESTS_ENV` names a file of node ids: the run keeps those tests, in that order, and deselects the rest, so
+  the user's own pytest arguments (paths, ``-k``, options) are passed on unchanged. The order is the runner's:
+  with ``-x`` a mutant costs the tests up to the first that fails, so the ones that killed most run first.
 """
 
 from __future__ import annotations
@@ -25,17 +27,24 @@ hook.install()
 
 
 class _Record:
+    """Registered as a plugin of its own (its hook below) by a record run."""
+
     def __init__(self, path: str) -> None:
         self.path = path
         self.test = ""
         self.launched: dict[str, set[tuple[str, str]]] = {}
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
 
     def add(self, launch: Any) -> None:
         if self.test:
             self.launched.setdefault(self.test, set()).add((launch.kernel, launch.file))
 
     def write(self, suffix: str) -> None:
-        data = {t: sorted(map(list, k)) for t, k in sorted(self.launched.items())}
+        data = {"launched": {t: sorted(map(list, k)) for t, k in sorted(self.launched.items())},
+                "seconds": {t: round(x, 3) for t, x in sorted(self.seconds.items())}}
         with open(self.path + suffix, "w") as f:
             json.dump(data, f, indent=1)
 
@@ -49,7 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("harness_mutate_record")
     if path:
-        config.stash[_KEY] = _Record(path)
+        config.stash[_KEY] = rec = _Record(path)
+        config.pluginmanager.register(rec, "harness-mutate-record")
 
 
 _KEY = pytest.StashKey[_Record]()
@@ -60,9 +70,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not listed:
         return
     with open(listed) as f:
-        keep = set(json.load(f))
-    out = [it for it in items if it.nodeid in keep]
-    gone = [it for it in items if it.nodeid not in keep]
+        order = {t: i for i, t in enumerate(json.load(f))}
+    out = sorted((it for it in items if it.nodeid in order), key=lambda it: order[it.nodeid])
+    gone = [it for it in items if it.nodeid not in order]
     if gone:
         config.hook.pytest_deselected(items=gone)
     items[:] = out

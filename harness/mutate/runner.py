@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,7 @@ from typing import Any
 from harness.mutate.hook import ENV as MUTANT_ENV
 from harness.mutate.mutations import Mutant, Target, find_function, jit_functions
 
-__all__ = ["Outcome", "Report", "record", "tests_for", "run_mutant", "run_all"]
+__all__ = ["Outcome", "Record", "Report", "record", "tests_for", "run_mutant", "run_all"]
 
 KILLED = ("killed", "timeout")
 
@@ -43,12 +44,13 @@ class Outcome:
     tests: int = 0
     seconds: float = 0.0
     detail: str = ""
+    killed_by: str = ""  # the node id of the test that failed
 
     def to_json(self) -> dict[str, Any]:
         m = self.mutant
         return {"id": m.id, "file": m.file, "kernel": m.kernel, "line": m.line, "col": m.col, "kind": m.kind,
                 "status": self.status, "tests": self.tests, "seconds": round(self.seconds, 2),
-                "detail": self.detail, "declared": m.declared, "diff": m.diff}
+                "detail": self.detail, "killed_by": self.killed_by, "declared": m.declared, "diff": m.diff}
 
 
 @dataclass
@@ -115,19 +117,33 @@ def _pytest_cmd(pytest_args: Sequence[str], *extra: str) -> list[str]:
             *pytest_args]
 
 
-def record(pytest_args: Sequence[str], workdir: Path) -> tuple[int, dict[str, list[tuple[str, str]]], float, str]:
-    """The user's tests once, unmutated: (pytest's exit code, nodeid -> launched (kernel, file), seconds,
-    the output's tail)."""
+@dataclass
+class Record:
+    """The user's tests once, unmutated: pytest's exit code, nodeid -> launched (kernel, file), each test's
+    seconds, the run's seconds and its output's tail."""
+
+    code: int
+    launched: dict[str, list[tuple[str, str]]]
+    test_seconds: dict[str, float]
+    seconds: float
+    tail: str
+
+
+def record(pytest_args: Sequence[str], workdir: Path) -> Record:
+    """Run the user's tests once, unmutated, recording which test launched which kernel."""
     path = workdir / "record.json"
     t0 = time.monotonic()
     p = subprocess.run(_pytest_cmd(pytest_args, f"--harness-mutate-record={path}", "-q"), env=_child_env({}),
                        capture_output=True, text=True)
     seconds = time.monotonic() - t0
     launched: dict[str, list[tuple[str, str]]] = {}
+    test_seconds: dict[str, float] = {}
     for f in sorted(workdir.glob("record.json*")):
-        for test, ks in json.loads(f.read_text()).items():
+        data = json.loads(f.read_text())
+        for test, ks in data["launched"].items():
             launched.setdefault(test, []).extend((k, fl) for k, fl in ks)
-    return p.returncode, launched, seconds, (p.stdout + p.stderr)[-3000:]
+        test_seconds.update(data["seconds"])
+    return Record(p.returncode, launched, test_seconds, seconds, (p.stdout + p.stderr)[-3000:])
 
 
 def _callers(path: str, name: str) -> set[str]:
@@ -183,15 +199,34 @@ def run_mutant(m: Mutant, tests: Sequence[str], pytest_args: Sequence[str], time
         return Outcome(m, "survived", len(tests), seconds)
     if proc.returncode in (1, 2):
         failed = next((ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))), tail)
-        return Outcome(m, "killed", len(tests), seconds, failed[:300])
+        by = failed.split(" ", 1)[1].split(" - ", 1)[0] if failed.startswith(("FAILED ", "ERROR ")) else ""
+        return Outcome(m, "killed", len(tests), seconds, failed[:300], by if by in tests else "")
     return Outcome(m, "error", len(tests), seconds, f"pytest exit {proc.returncode}: {tail}")
 
 
 def run_all(mutants: Sequence[tuple[Mutant, Sequence[str]]], pytest_args: Sequence[str], *, jobs: int,
-            timeout: float, workdir: Path, progress: Callable[[Outcome], None] = lambda o: None) -> list[Outcome]:
-    """Every mutant, ``jobs`` children at a time; outcomes in the mutants' order."""
+            timeout: float, workdir: Path, progress: Callable[[Outcome], None] = lambda o: None,
+            test_seconds: dict[str, float] | None = None) -> list[Outcome]:
+    """Every mutant, ``jobs`` children at a time; outcomes in the mutants' order.
+
+    A child stops at its first failing test (``-x``), so each runs its tests in this order: those that killed
+    more of the same kernel's mutants so far first, then the fastest (``test_seconds``, from the record run).
+    Which mutants are killed does not depend on the order; how long a killed one takes does."""
+    kills: dict[tuple[str, str], dict[str, int]] = {}
+    lock = threading.Lock()
+    took = test_seconds or {}
+
     def one(mt: tuple[Mutant, Sequence[str]]) -> Outcome:
-        o = run_mutant(mt[0], mt[1], pytest_args, timeout, workdir)
+        m, tests = mt
+        key = (m.file, m.kernel)
+        with lock:
+            k = kills.get(key, {})
+            ordered = sorted(tests, key=lambda t: (-k.get(t, 0), took.get(t, 0.0)))
+        o = run_mutant(m, ordered, pytest_args, timeout, workdir)
+        if o.killed_by:
+            with lock:
+                n = kills.setdefault(key, {})
+                n[o.killed_by] = n.get(o.killed_by, 0) + 1
         progress(o)
         return o
 

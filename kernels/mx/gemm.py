@@ -63,21 +63,28 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
     for k0 in range(0, K, BK):
         kb = k0 // 2 + kk
         a = tl.load(a_ptr + rm.to(tl.int64)[:, None] * stride_a + kb[None, :],
+                    # harness: equivalent-mutant(other): a masked lane is a row past M (never stored) or a k past
+                    # K, where b is 0 (the same k mask) and the scales finite, so it adds 0
                     mask=(rm[:, None] < M) & (kb[None, :] < K // 2), other=0)
         b = tl.load(b_ptr + rn.to(tl.int64)[None, :] * stride_b + kb[:, None],
+                    # harness: equivalent-mutant(other): a column past N is never stored; a k past K meets a = 0
                     mask=(rn[None, :] < N) & (kb[:, None] < K // 2), other=0)
         sc = k0 // GROUP + ks
         # other=0.0, not 0: a float zero converts to the scale pointer's type whatever it is (u8 bytes here; also
         # e4m3 scales passed as float8e4nv, which launch capture compiles: an int can't be cast to an FP8 type)
         sa = tl.load(as_ptr + _scale_offsets(rm, sc, stride_as, a_scale_cols, SWIZZLED),
+                     # harness: equivalent-mutant(other): a masked scale is of a row past M (never stored) or a k
+                     # past K, whose codes are 0, and 1.0 is a finite scale (u8 1: e8m0 2^-126, e4m3 2^-9)
                      mask=(rm[:, None] < M) & (sc[None, :] < K // GROUP), other=0.0)
         sb = tl.load(bs_ptr + _scale_offsets(rn, sc, stride_bs, b_scale_cols, SWIZZLED),
+                     # harness: equivalent-mutant(other): a column past N (never stored) or a k past K (codes 0)
                      mask=(rn[:, None] < N) & (sc[None, :] < K // GROUP), other=0.0)
         if NVFP4:
             sa = sa.to(tl.float8e4nv, bitcast=True)
             sb = sb.to(tl.float8e4nv, bitcast=True)
         acc = tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1", acc)
     if NVFP4:
+        # harness: equivalent-mutant(drop-f32): the global scales are float32 (kernels.mx._checks.global_scale)
         acc = acc * (tl.load(ga_ptr).to(tl.float32) * tl.load(gb_ptr).to(tl.float32))
     tl.store(c_ptr + rm.to(tl.int64)[:, None] * stride_c + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 

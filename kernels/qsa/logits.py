@@ -79,11 +79,14 @@ TILES: dict[torch.dtype, LogitsTile] = {
 def _gather_keys(kv_ptr, bt_row, cols, valid, d, d_ok, stride_kvb, stride_kvp, num_blocks, PAGE: tl.constexpr):
     # (the [BLOCK_N, D_PAD] key tile of columns ``cols`` of page-table row ``bt_row``, which columns were
     # read): masked loads touch no memory where ``valid`` is False or the page's block id is outside the cache.
+    # harness: equivalent-mutant(other): a lane off in valid stays off in ok, whatever block id it reads
     blk = tl.load(bt_row + cols // PAGE, mask=valid, other=0).to(tl.int64)
     ok = valid & (blk >= 0) & (blk < num_blocks)
     k = tl.load(
         kv_ptr + blk[:, None] * stride_kvb + (cols % PAGE)[:, None] * stride_kvp + d[None, :],
         mask=ok[:, None] & d_ok[None, :],
+        # harness: equivalent-mutant(other): a column off in ok is -inf in every caller's tl.where(.. ok ..);
+        # a d past D meets the query's 0 there (_queries' other=)
         other=0.0,
     )
     return k, ok
@@ -324,6 +327,8 @@ def _decode_logits_kernel(
         else:
             for j in tl.static_range(L):
                 r = b * L + j
+                # harness: equivalent-mutant(clamp): ok holds only where cols < vmax <= lim, so a vis past lim admits
+                # no more columns
                 vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), lim)
                 acc = _relu_head_sum(k, _queries(q_ptr + r * stride_qr, h, d, d_ok, H, stride_qh))
                 out = tl.where((cols < vis) & ok, acc, float("-inf"))

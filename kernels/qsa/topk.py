@@ -75,6 +75,7 @@ def _count(
         n = tl.zeros([], dtype=tl.int32)
         for c in tl.static_range(N_CHUNKS):
             cols = c * CHUNK + offs
+            # harness: equivalent-mutant(other): a lane at or past vis is not counted (hit & (cols < vis))
             key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
             hit = (key > t) if STRICT else (key >= t)
             n += tl.sum((hit & (cols < vis)).to(tl.int32))
@@ -103,6 +104,7 @@ def _bitwise_topk_kernel(
     row_ptr = logits_ptr + r * stride_lr
     offs = tl.arange(0, CHUNK)
     if RESIDENT:
+        # harness: equivalent-mutant(other): a lane at or past vis is never counted nor taken (offs < vis, ok)
         ks = _order_key(tl.load(row_ptr + offs, mask=offs < vis, other=0.0))
     else:
         ks = tl.zeros([CHUNK], dtype=tl.int32)  # unused: each pass reloads the row
@@ -126,6 +128,7 @@ def _bitwise_topk_kernel(
         if RESIDENT:
             key = ks
         else:
+            # harness: equivalent-mutant(other): a lane at or past vis is neither a tie nor taken (ok below)
             key = _order_key(tl.load(row_ptr + cols, mask=cols < vis, other=0.0))
         ok = cols < vis
         eq = (key == t32) & ok
@@ -204,11 +207,13 @@ def _radix_topk_kernel(
     if FROM_LOGITS:
         vis = tl.minimum(tl.maximum(tl.load(vis_ptr + r).to(tl.int32), 0), width)  # as in the bitwise search
         live = pos < vis
+        # harness: equivalent-mutant(other): a dead lane's key is read only under live (match, gt, eq)
         key = _order_key(tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0.0))
         col = pos
     else:
         col = tl.load(col_ptr + r * stride_sr + pos, mask=pos < width, other=-1)
         live = col >= 0
+        # harness: equivalent-mutant(other): a dead lane's key is read only under live (match, gt, eq)
         key = tl.load(src_ptr + r * stride_sr + pos, mask=live, other=0)
     t, need, n_live = _radix_threshold(key, live, K, BLOCK)
     # One scan for both running counts: keys above t in the high 16 bits, keys equal to t in the low 16

@@ -136,6 +136,8 @@ def _load_k8v4_words_kernel(
 
     # --- keys: a row without data reads the NaN code in every byte -----------------------------------------
     w = tl.arange(0, KW_P2)
+    # harness: equivalent-mutant(mask-compare): w == HEAD_DIM // 4 reads the slot's first value word (inside the
+    # slot) into keys d >= HEAD_DIM, which the key store masks off
     kw = tl.load(cache_ptr + base[:, None] + w[None, :], mask=ok[:, None] & (w < HEAD_DIM // 4)[None, :],
                  other=0x7F7F7F7F)
     k0, k1, k2, k3 = _key_word_f32(kw, KEY_FMT, NAN_ABS)
@@ -146,7 +148,10 @@ def _load_k8v4_words_kernel(
     # --- values ---------------------------------------------------------------------------------------------
     u = tl.arange(0, VW_P2)
     vw = tl.load(cache_ptr + base[:, None] + HEAD_DIM // 4 + u[None, :],
+                 # harness: equivalent-mutant(mask-compare, other): u == HEAD_DIM // 8 reads the slot's scale|zero
+                 # word into values e >= HEAD_DIM, which the value store masks off; a row off in ok is NaN (_value)
                  mask=ok[:, None] & (u < HEAD_DIM // 8)[None, :], other=0)
+    # harness: equivalent-mutant(other): a row off in ok comes back NaN whatever its scale and zero (_value)
     pw = tl.load(cache_ptr + base + HEAD_DIM // 4 + HEAD_DIM // 8, mask=ok, other=0)
     sc, zr = _f16_pair_f32(pw)
     sc, zr, ok2 = sc[:, None], zr[:, None], ok[:, None]
@@ -194,6 +199,7 @@ def _load_k8v4_kernel(
     live = row < num_rows
     tok = row // num_heads
     head = row % num_heads
+    # harness: equivalent-mutant(other): a row past num_rows is never stored (live), whatever slot it decodes
     slot = tl.load(slot_ptr + tok * stride_s, mask=live, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < num_slots)
     s = tl.where(ok, slot, 0)
@@ -202,18 +208,24 @@ def _load_k8v4_kernel(
     live2, ok2 = live[:, None], ok[:, None]
 
     d = tl.arange(0, D_P2)
+    # harness: equivalent-mutant(mask-compare): d == HEAD_DIM reads the slot's first value byte (inside the slot)
+    # into key d, which the key store masks off
     codes = tl.load(cache_ptr + base[:, None] + d[None, :], mask=ok2 & (d < HEAD_DIM)[None, :], other=0x7F)
     k = _key_bytes_f32(codes.to(tl.int32), KEY_FMT, NAN_ABS)
     tl.store(key_out + out + d[None, :], k, mask=live2 & (d < HEAD_DIM)[None, :])
 
     h = tl.arange(0, HALF_P2)
     packed = tl.load(cache_ptr + base[:, None] + HEAD_DIM + h[None, :],
+                     # harness: equivalent-mutant(mask-compare, other): h == (HEAD_DIM + 1) // 2 reads the slot's
+                     # first scale byte into values 2h, 2h + 1 > HEAD_DIM, which the value store masks off; a row off
+                     # in ok comes back NaN (_value)
                      mask=ok2 & (h < (HEAD_DIM + 1) // 2)[None, :], other=0).to(tl.int32)
     p = cache_ptr + base + HEAD_DIM + (HEAD_DIM + 1) // 2
+    # harness: equivalent-mutant(other): a row off in ok comes back NaN whatever its scale and zero (_value)
     b0 = tl.load(p, mask=ok, other=0).to(tl.int32)
-    b1 = tl.load(p + 1, mask=ok, other=0).to(tl.int32)
-    b2 = tl.load(p + 2, mask=ok, other=0).to(tl.int32)
-    b3 = tl.load(p + 3, mask=ok, other=0).to(tl.int32)
+    b1 = tl.load(p + 1, mask=ok, other=0).to(tl.int32)  # harness: equivalent-mutant(other): as b0's
+    b2 = tl.load(p + 2, mask=ok, other=0).to(tl.int32)  # harness: equivalent-mutant(other): as b0's
+    b3 = tl.load(p + 3, mask=ok, other=0).to(tl.int32)  # harness: equivalent-mutant(other): as b0's
     sc, zr = _f16_pair_f32(b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
     sc, zr = sc[:, None], zr[:, None]
     v = tl.join(_value(packed & 0xF, sc, zr, ok2), _value(packed >> 4, sc, zr, ok2))

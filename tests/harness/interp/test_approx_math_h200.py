@@ -78,6 +78,15 @@ def _run(op, x, y, device):
     return z.cpu()
 
 
+@pytest.mark.interp_only
+def test_the_plugin_installs_approximate_math_on_the_interpreter_lane(harness_arch):
+    """The H200 tests here and in tests/kernels skip where the shim is off: on an NVIDIA arch it must be on, under
+    the lowering shim that wraps the same builder methods."""
+    if not approx_math.applies_to(harness_arch):
+        pytest.skip(f"{harness_arch.name}: the shim models NVIDIA math only")
+    assert approx_math.installed()
+
+
 @pytest.mark.harness_op("approx_math")
 @pytest.mark.parametrize("op", OPS)
 def test_approx_math_h200(op, rng, seed, device, harness_lane, golden):

@@ -86,6 +86,29 @@ def test_installed_follows_the_live_record_of_that_tag():
     assert not installed(t, "f", "a") and not installed(t, "f", "b")
 
 
+def test_installed_sees_through_a_wrapper_that_names_it_and_not_through_lift():
+    t = _target()
+
+    def shim() -> str:
+        return "shim"
+
+    def over() -> str:
+        return shim()
+
+    def replaces() -> str:
+        return "other"
+
+    over.__wrapped__ = shim  # type: ignore[attr-defined]
+    with Patch.context() as p:
+        p.setattr(t, "f", shim, tag="a")
+        p.setattr(t, "f", over, tag="b")
+        assert installed(t, "f", "a") and installed(t, "f", "b")  # b calls through to a: a is still in effect
+        with lift("a"):
+            assert t.f == "own" and not installed(t, "f", "a")
+        p.setattr(t, "f", replaces, tag="c")
+        assert not installed(t, "f", "a") and installed(t, "f", "c")
+
+
 def test_lift_reaches_under_every_layer_of_the_tag_and_only_that_tag():
     t = _target()
     d = {"row": "differs"}

@@ -76,6 +76,37 @@ def test_killed_survivor_and_the_tests_that_launched_the_kernel(tmp_path):
     assert (tmp_path / "relu.py").read_text() == KERNEL, "the user's file was changed"
 
 
+def test_a_mutant_runs_the_fastest_test_first_and_then_the_ones_that_killed(tmp_path):
+    (project(tmp_path) / "test_relu.py").write_text(TESTS.replace("def test_relu():", "def test_slow():\n"
+                                                                   "    import time\n    time.sleep(1.5)\n"
+                                                                   "    test_relu()\n\n\ndef test_relu():"))
+    p = mutate(tmp_path, "relu.py::relu_kernel", "--kinds", "min-max", "--json", "out.json")
+    report = json.loads((tmp_path / "out.json").read_text())
+    got = [(o["kind"], o["status"], o["killed_by"]) for o in report["outcomes"]]
+    # collection order would run test_slow first, and -x would stop there (it fails on the mutant too)
+    assert got == [("min-max", "killed", "test_relu.py::test_relu")], p.stdout + p.stderr
+
+
+def test_the_tests_that_killed_a_kernels_mutants_run_first_for_its_next(tmp_path, monkeypatch):
+    from harness.mutate import runner
+    from harness.mutate.mutations import Mutant
+
+    seen = []
+
+    def fake(m, tests, pytest_args, timeout, workdir):
+        seen.append((m.kernel, list(tests)))
+        return runner.Outcome(m, "killed", len(tests), 0.0, "", "t::c" if m.kernel == "k" else "")
+
+    monkeypatch.setattr(runner, "run_mutant", fake)
+    ms = [Mutant("f.py", k, i, 0, "min-max", "", "", None) for i, k in enumerate(["k", "k", "other"])]
+    tests = ["t::a", "t::b", "t::c"]
+    runner.run_all([(m, tests) for m in ms], [], jobs=1, timeout=1, workdir=tmp_path,
+                   test_seconds={"t::a": 3.0, "t::b": 1.0, "t::c": 2.0})
+    assert seen == [("k", ["t::b", "t::c", "t::a"]),  # the fastest first
+                    ("k", ["t::c", "t::b", "t::a"]),  # t::c killed the first mutant of k
+                    ("other", ["t::b", "t::c", "t::a"])]  # kills count per kernel
+
+
 def test_declared_equivalent_mutants_are_not_survivors(tmp_path):
     marker = "  # harness: equivalent-mutant(mask-compare): n == BLOCK in every launch"
     (project(tmp_path) / "relu.py").write_text(KERNEL.replace(

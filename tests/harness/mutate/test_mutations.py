@@ -115,6 +115,20 @@ def test_maximum_minimum_swapped_and_the_clamp_dropped():
     assert [new for _, _, new in edits(src, "clamp")] == ["y = tl.maximum(x, 0.0)", "z = x"]
 
 
+def test_a_replacement_keeps_its_operands_together():
+    src = kernel("""
+        x = tl.load(x_ptr)
+        q = tl.clamp(x * s, -448.0, 448.0).to(tl.float8e4nv)
+        h = 2 * (x + s).to(tl.float32).to(tl.float16)
+        b = (x >> 4).to(tl.uint8)
+        c = tl.clamp(x * s, -448.0, 448.0)
+    """)
+    # SGLang's quant (y * y_s_inv) came out as y * y_s_inv.to(...): the cast moved onto one operand
+    assert [new for _, _, new in edits(src, "clamp")] == ["q = (x * s).to(tl.float8e4nv)", "c = x * s"]
+    assert [new for _, _, new in edits(src, "drop-f32")] == ["h = 2 * (x + s).to(tl.float16)"]
+    assert [new for _, _, new in edits(src, "nibble")] == ["b = (x & 0xF).to(tl.uint8)"]
+
+
 def test_saturation_constants_replaced_by_another_formats():
     src = kernel("""
         x = tl.load(x_ptr)

@@ -26,7 +26,7 @@ from harness.topk import assert_topk_multiset_equal, check_topk_multiset_equal
 
 # Test axes: module constants with odd sizes (heads not a power of two, pages of 1 and 7, ratio 3, ...).
 INDEXER_DTYPES = ["bf16", "fp8"]
-HEAD_DIMS = [64, 128]
+HEAD_DIMS = [64, 80, 128]  # 80: BLOCK_D pads it to 128, so the kernels' d < D masks act
 STORE_RATIOS = [1, 3, 4]
 QUERY_HEADS = [1, 5, 16]
 # (heads, head_dim, page_size, compress_ratio); paired so each dimension's odd values are all covered.
@@ -134,14 +134,18 @@ def test_query_norm_matches_unfused(dtype, head_dim, heads, rng, device, toleran
     qsa = _qsa()
     cfg = _cfg(dtype, heads=heads, head_dim=head_dim)
     q = (3.0 * torch.randn(9, heads, head_dim, generator=rng)).to(torch.bfloat16).to(device)
-    q[0, 0, :4] = 1e4  # saturates on fp8 (must give ±448 codes, not NaN)
+    q[0, 0, :4], q[0, 0, 4:8] = 1e4, -1e4
     w = (0.1 * torch.randn(head_dim, generator=rng)).to(torch.bfloat16).to(device)
+    # the norm bounds |x * rstd| by sqrt(head_dim): only a large weight takes those eight past ±448, where fp8
+    # must saturate (±448 codes, not NaN)
+    w[:8] = 200.0
     got = qsa.normalize_query(q, w, eps=cfg.rms_eps, dtype=cfg.dtype)
     want = qsa.normalize_query(q, w, eps=cfg.rms_eps, dtype=cfg.dtype, fused=False)
     key = qsa.dtype_key(cfg.dtype)
     tol = tolerance(op="qsa.store", dtype=key)  # the store's row: the same cast; reported as qsa.query_norm
     if dtype == "fp8":
         assert not torch.isnan(got.float()).any(), "FP8 query cast produced NaN codes (no saturation)"
+        assert got[0, 0, :8].float().tolist() == [448.0] * 4 + [-448.0] * 4, "the large entries do not saturate"
         compare.assert_fp8_within_one_ulp(_codes(got), _codes(want), "e4nv", tol=tol, op="qsa.query_norm")
     else:
         compare.assert_close_tol(got.float(), want.float(), tol, op="qsa.query_norm")

@@ -107,6 +107,22 @@ def test_bitwise_topk_is_the_documented_selection(chunk, k, rng, device, monkeyp
     assert out.cpu().tolist() == _spec(x, vis, k)
 
 
+@pytest.mark.parametrize("search", ["bitwise-chunked", "bitwise-resident", "radix"])
+def test_visible_counts_are_read_clamped_to_the_row(search, rng, device, monkeypatch):
+    """A count past the width or below 0 reads as the width or 0, and the last row fully visible: its columns
+    end where the tensor does, so a read one past them is outside every argument (the sanitizer fails it)."""
+    k = 5
+    x, vis = _rows(k, rng)
+    vis[0], vis[9], vis[11] = WIDTH + 7, -4, WIDTH
+    out = torch.full((x.shape[0], k), 7, dtype=torch.int32, device=device)
+    if search == "radix":
+        assert T._radix_topk(x.to(device), vis.to(device), k, out, 32, 16)
+    else:
+        monkeypatch.setattr(T, "CHUNK", 32 if search == "bitwise-chunked" else 128)
+        T._bitwise_topk(x.to(device), vis.to(device), k, out)
+    assert out.cpu().tolist() == _spec(x, vis.clamp(0, WIDTH), k)
+
+
 @pytest.mark.parametrize(
     ("width", "k", "search"),
     [(32, 5, "bitwise"), (WIDTH, 5, "radix"), (WIDTH, 9, "bitwise")],

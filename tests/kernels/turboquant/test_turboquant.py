@@ -246,24 +246,26 @@ def test_e4nv_saturation_is_the_kernels_not_the_cast_shims(device):
     assert cache[0, 3, 0, :8].tolist() == [0x7E, 0xFE, 0x7E, 0x7E, 0xFE, 0x7E, 0x00, 0x80]
 
 
+@pytest.mark.parametrize(
+    "values",
+    [[1e6, -3e5, 0.0, 70000.0, -65504.0, 12.0, float("inf"), -float("inf")],
+     [1e6, 3e5, 70000.0, 65536.0, 1e5, 2e6, float("inf"), 8e4]],  # every value past +65504: the min is clamped too
+    ids=["mixed", "all-above"],
+)
 @pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
-def test_value_range_beyond_fp16_writes_no_inf(src, device, harness_arch):
+def test_value_range_beyond_fp16_writes_no_inf(src, values, device, harness_arch):
     """A range whose fp16 scale (or zero) would overflow: values saturate at ±65504, scale stays finite."""
-    v = (
-        torch.tensor([1e6, -3e5, 0.0, 70000.0, -65504.0, 12.0, float("inf"), -float("inf")])
-        .to(src)
-        .reshape(1, 1, 8)
-    )
+    v = torch.tensor(values).to(src).reshape(1, 1, 8)
     key = torch.zeros_like(v)
     cache = _cache(1, 16, 1, 8, device)
     slots = torch.tensor([1], device=device)
     tq_store_k8v4(key.to(device), v.to(device), cache, slots, fp8_format="e4nv")
     params = cache.cpu()[0, 1, 0, 8 + 4 : 8 + 8].clone().view(torch.float16)
     assert bool(torch.isfinite(params).all()), f"scale/zero must be finite, got {params.tolist()}"
-    assert params[1].item() == -VALUE_MAX
+    clamped = v.float().clamp(-VALUE_MAX, VALUE_MAX)
+    assert params[1].item() == clamped.min().item()
     _, v_out = tq_load_k8v4(cache, slots, head_dim=8, fp8_format="e4nv")
     assert bool(torch.isfinite(v_out).all())
-    clamped = v.float().clamp(-VALUE_MAX, VALUE_MAX)
     err = (v_out.cpu().double() - clamped.double()).abs()
     worst = float((err - _value_bound(clamped, harness_arch)).max())
     assert worst <= 0, f"saturated values off by {worst:.3e} beyond half a step"
