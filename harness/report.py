@@ -84,14 +84,17 @@ def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if p.get(k) != first.get(k):
                 raise ValueError(f"compile_launches: the reports ran with different {k} ({first.get(k)!r} and "
                                  f"{p.get(k)!r}): run every shard with the same options")
-    known = {*_LAUNCH_SETTINGS, "seconds", "cells", "findings", "compiles", "cached"}
+    known = {*_LAUNCH_SETTINGS, "seconds", "cells", "findings", "compiles", "cached", "captured_launches"}
     for p in parts:
         extra = sorted(set(p) - known)
         if extra:
             raise ValueError(f"compile_launches: no merge rule for {', '.join(extra)}")
     cells: dict[tuple[str, str], dict[str, int]] = {}
     findings: list[Any] = []
+    captured: dict[str, int] = {}  # per test; a test runs in one shard, so a repeat can only be the same count
     for p in parts:
+        for test, n in p.get("captured_launches", {}).items():
+            captured[test] = max(captured.get(test, 0), int(n))
         for c in p.get("cells", ()):
             cell = cells.setdefault((c["kernel"], c["target"]), {})
             for k, v in c.items():
@@ -103,7 +106,7 @@ def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "compiles": sum(int(p.get("compiles", 0)) for p in parts),
             "cached": sum(int(p.get("cached", 0)) for p in parts),
             "cells": [{"kernel": k, "target": t, **v} for (k, t), v in sorted(cells.items())],
-            "findings": findings}
+            "findings": findings, "captured_launches": dict(sorted(captured.items()))}
 
 
 def _merge_vacuity(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

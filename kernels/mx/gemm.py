@@ -89,11 +89,17 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
     tl.store(c_ptr + rm.to(tl.int64)[:, None] * stride_c + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def launch_config(M: int, N: int, K: int) -> tuple[int, int, int, int, int, int]:
-    """(BM, BN, BK, GROUP_M, num_warps, num_stages) of a launch of this shape: the fastest of a sweep on an H100
-    (Triton 3.6, 2026-12-06, ``docs/performance.md``). Every configuration swept gave the same bits there: the
-    emulated ``tl.dot_scaled`` accumulates K in order whatever the tile. Skinny M (decode, MoE) reads the weights
-    once per row tile, so its tiles are 16 rows and many columns' programs share the bandwidth."""
+def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = None) -> tuple[int, ...]:
+    """(BM, BN, BK, GROUP_M, num_warps, num_stages) of a launch of this shape on a GPU of ``capability``.
+
+    sm80-sm90 (``tl.dot_scaled`` emulated): the fastest of a sweep on an H100 (Triton 3.6, 2026-12-06,
+    ``docs/performance.md``); every configuration swept gave the same bits there, the emulation accumulating K in
+    order whatever the tile. Skinny M (decode, MoE) reads the weights once per row tile, so its tiles are 16 rows
+    and many columns' programs share the bandwidth. sm100 and newer, and the interpreter (which imitates whichever
+    arch it is told): one 128 x 128 x 128 tile on 4 warps, the shape native block-scaled MMA takes (a tile of fewer
+    than 128 rows falls back to the emulation there)."""
+    if capability is None or capability >= (10, 0):
+        return BM, BN, BK, 1, 4, 3
     if M <= 16 or (M <= 64 and N <= 4096):
         return 16, 64, 256, 1, 4, 4
     if M <= 64:
@@ -192,7 +198,7 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
             return out
         s_a = 0 if layout == "swizzled" else qa[1].stride(0)
         s_b = 0 if layout == "swizzled" else qb[1].stride(0)
-        bm, bn, bk, group_m, warps, stages = launch_config(M, N, K)
+        bm, bn, bk, group_m, warps, stages = launch_config(M, N, K, cap)
         _scaled_gemm_kernel[(cdiv(M, bm) * cdiv(N, bn),)](
             qa[0], qa[1], qb[0], qb[1], out, g_a, g_b, M, N, K, qa[0].stride(0), qb[0].stride(0), out.stride(0),
             s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4, BM=bm, BN=bn, BK=bk, GROUP=group,

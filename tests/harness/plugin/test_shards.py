@@ -295,3 +295,5 @@ def test_two_shards_at_once_share_one_compile_cache(pytester, tmp_path):
                  str(pytester.path / "r2.json")]) == 0
     merged = json.loads((pytester.path / "m.json").read_text())["compile_launches"]
     assert (merged["compiles"], merged["cells"][0]["ok"], merged["findings"]) == (4, 4, [])
+    both = {**shards[0]["captured_launches"], **shards[1]["captured_launches"]}
+    assert merged["captured_launches"] == dict(sorted(both.items())) and len(both) >= 2, merged

@@ -21,7 +21,7 @@ def _compile(scheme: str, target: str, swizzled: bool = False):
                M="i32", N="i32", K="i32", stride_a="i32", stride_b="i32", stride_c="i32", stride_as="i32",
                stride_bs="i32", a_scale_cols="i32", b_scale_cols="i32")
     consts = dict(BM=BM, BN=BN, BK=BK, GROUP=32 if scheme == "mxfp4" else 16, NVFP4=scheme == "nvfp4",
-                  SWIZZLED=swizzled)
+                  SWIZZLED=swizzled, GROUP_M=1)
     return compile_kernel(_scaled_gemm_kernel, signature=sig, constexprs=consts, target=target)
 
 
