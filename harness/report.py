@@ -106,7 +106,9 @@ def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "compiles": sum(int(p.get("compiles", 0)) for p in parts),
             "cached": sum(int(p.get("cached", 0)) for p in parts),
             "cells": [{"kernel": k, "target": t, **v} for (k, t), v in sorted(cells.items())],
-            "findings": findings, "captured_launches": dict(sorted(captured.items()))}
+            "findings": findings,
+            **({"captured_launches": dict(sorted(captured.items()))}
+               if any("captured_launches" in p for p in parts) else {})}
 
 
 def _merge_vacuity(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
