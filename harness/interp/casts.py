@@ -20,7 +20,6 @@ another signature) gets one warning and the interpreter's own casts: never a sil
 from __future__ import annotations
 
 import contextlib
-import inspect
 import warnings
 from typing import Any
 
@@ -29,7 +28,7 @@ import torch
 
 from harness.arch import Arch, parse_arch, supports_format
 from harness.fp8 import FORMATS, IMITATES_ATTR, decode, encode, rz_f16_bits
-from harness.interp.patch import Patch, installed, lift
+from harness.interp.patch import Patch, installed, lift, parameters
 from harness.names import names
 
 __all__ = ["CastRefusedError", "install", "active_target", "target_for", "suspended", "DEFAULT_TARGET", "TAG"]
@@ -120,9 +119,8 @@ def suspended() -> contextlib.AbstractContextManager[None]:
 def _layout_problem(original: Any, tl: Any) -> str | None:
     if not callable(original):
         return "no triton.runtime.interpreter._convert_float"
-    try:
-        params = list(inspect.signature(original).parameters)
-    except (TypeError, ValueError):
+    params = parameters(original)
+    if params is None:
         return "_convert_float has no inspectable signature"
     if params != _EXPECTED_PARAMS:
         return f"_convert_float takes {params}, expected {_EXPECTED_PARAMS}"

@@ -39,7 +39,7 @@ import threading
 import types
 from typing import Any
 
-from harness.interp.patch import Patch, installed
+from harness.interp.patch import Patch, installed, parameters
 
 __all__ = ["as_jit", "fix_core_builtins", "fix_interpreter_leak", "fix_scalar_index", "fix_float_args",
            "fix_dtype_value", "SQUEEZES_SCALAR_INDEX", "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "LANGUAGE_TAG",
@@ -133,11 +133,7 @@ def fix_core_builtins(patch: Patch) -> bool:
     builder = getattr(itp, "interpreter_builder", None)
     if orig is None or patch_attr is None or builder is None or installed(itp, "_patch_lang", CORE_TAG):
         return False
-    try:
-        params = list(inspect.signature(patch_attr).parameters)
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
-    if params != ["obj", "name", "member", "builder", "scope"]:
+    if parameters(patch_attr) != ["obj", "name", "member", "builder", "scope"]:
         return False
     # Triton's code generator keys its compile-time functions by identity in a dict built when it is first
     # imported (tl.core.static_assert among them): imported now, it keeps the real ones, not a launch's patch.

@@ -30,12 +30,11 @@ the same way: the table was derived for fp32 alone.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
 
-from harness.interp.patch import Patch, installed
+from harness.interp.patch import Patch, installed, parameters
 
 __all__ = ["SYMBOLS", "TAG", "install"]
 
@@ -118,11 +117,7 @@ def install(patch: Patch) -> bool:
         return False
     if not callable(getattr(builder_cls, "create_extern_elementwise", None)):
         return False
-    try:
-        params = list(inspect.signature(patch_builtin).parameters)
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
-    if params != ["pkg", "builder", "scope"]:
+    if parameters(patch_builtin) != ["pkg", "builder", "scope"]:
         return False
     cuda_name = cuda.__name__
 

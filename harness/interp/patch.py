@@ -15,6 +15,7 @@ A session owns one :class:`Patch` and undoes it when it closes; a test or a scri
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import os
 import threading
@@ -203,6 +204,15 @@ def installed(target: object, name: str, tag: str) -> bool:
             seen.add(id(now))
             now = getattr(now, "__wrapped__", None)
         return False
+
+
+def parameters(fn: Any) -> list[str] | None:
+    """The parameter names of ``fn``, or None when it has no inspectable signature: a shim replaces a private
+    Triton function only when it still takes what the shim passes on."""
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
