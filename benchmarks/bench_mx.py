@@ -7,7 +7,7 @@ floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside cuBLAS's bf16 dense ma
 cuBLAS``) and "torch emulated": dequantize both operands to bf16 with torch ops and ``torch.matmul`` (what a model
 without an FP4 kernel runs), timed end to end. Skinny shapes (decode, MoE: M of 16 to 256) are bound by the bytes
 of the operands and C: ``% copy`` = those bytes / copy bandwidth / time. A refused combination (NVFP4 on sm90
-before Triton 3.9) is a row saying so.
+before Triton 3.9) is a row saying so. Rows "e4m3 x mxfp4": A in MXFP8 (e4m3, e8m0 scales), B in MXFP4.
 """
 
 from __future__ import annotations
@@ -37,6 +37,21 @@ def _emulated(q, scheme: str) -> torch.Tensor:
     else:
         s = scales.view(torch.float8_e4m3fn).float() * q[2]
     return (v * s.repeat_interleave(32 if scheme == "mxfp4" else 16, -1)).to(torch.bfloat16)
+
+
+def _mxfp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x as MXFP8 e4m3 (codes, e8m0 scales per 32; floor rule, saturating): the A operand of the e4m3 x e2m1 rows.
+    Timing only: the values need be finite, not the reference's (tests/kernels/mx check those)."""
+    xb = x.float().reshape(x.shape[0], -1, 32)
+    amax = xb.abs().amax(-1).clamp_min(2.0**-126)
+    s = (torch.floor(torch.log2(amax)) - 8 + 127).clamp(0, 254)
+    codes = (xb / torch.ldexp(torch.ones_like(s), s.int() - 127).unsqueeze(-1)).clamp(-448, 448)
+    return codes.reshape(x.shape).to(torch.float8_e4m3fn), s.to(torch.uint8)
+
+
+def _emulated_fp8(q) -> torch.Tensor:
+    s = torch.ldexp(torch.ones_like(q[1], dtype=torch.float32), q[1].int() - 127)
+    return (q[0].float() * s.repeat_interleave(32, -1)).to(torch.bfloat16)
 
 
 def main() -> None:
@@ -70,20 +85,24 @@ def main() -> None:
         a, b = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
         a16, b16 = a.bfloat16(), b.bfloat16()
         cublas = time_ms(lambda a16=a16, b16=b16: a16 @ b16.T)
-        for scheme in ("mxfp4", "nvfp4"):
+        for scheme, a_format in (("mxfp4", "e2m1"), ("mxfp4", "e4m3"), ("nvfp4", "e2m1")):
             ga = nvfp4_global_scale(a) if scheme == "nvfp4" else None
             gb = nvfp4_global_scale(b) if scheme == "nvfp4" else None
-            qa, qb = quantize_fp4(a, scheme, global_scale=ga), quantize_fp4(b, scheme, global_scale=gb)
-            emu = time_ms(lambda qa=qa, qb=qb, s=scheme: _emulated(qa, s) @ _emulated(qb, s).T)
-            why = gemm_refusal(scheme, interpreter=False, capability=cap)
+            qa = _mxfp8(a) if a_format == "e4m3" else quantize_fp4(a, scheme, global_scale=ga)
+            qb = quantize_fp4(b, scheme, global_scale=gb)
+            deq_a = (lambda qa=qa: _emulated_fp8(qa)) if a_format == "e4m3" else (lambda qa=qa, s=scheme:
+                                                                                  _emulated(qa, s))
+            emu = time_ms(lambda qb=qb, s=scheme, deq_a=deq_a: deq_a() @ _emulated(qb, s).T)
+            why = gemm_refusal(scheme, interpreter=False, capability=cap, a_format=a_format)
             nbytes = sum(t.numel() * t.element_size() for t in (*qa[:2], *qb[:2])) + m * n * 4
-            row = {"op": "gemm", "scheme": scheme, "shape": f"{m}x{n}x{k}", "torch_emulated_ms": emu,
+            name = "e4m3 x mxfp4" if a_format == "e4m3" else scheme
+            row = {"op": "gemm", "scheme": name, "shape": f"{m}x{n}x{k}", "torch_emulated_ms": emu,
                    "cublas_bf16_tflops": 2 * m * n * k / cublas / 1e9, "kernel_ms": float("nan"),
                    "kernel_tflops": float("nan"), "pct_cublas": float("nan"), "pct_copy": float("nan"),
                    "speedup": float("nan"), "note": why or ""}
             if why is None:
-                c = scaled_gemm(qa, qb, scheme)
-                ms = time_ms(lambda qa=qa, qb=qb, s=scheme, c=c: scaled_gemm(qa, qb, s, out=c))
+                c = scaled_gemm(qa, qb, scheme, a_format=a_format)
+                ms = time_ms(lambda qa=qa, qb=qb, s=scheme, c=c, f=a_format: scaled_gemm(qa, qb, s, a_format=f, out=c))
                 row.update(kernel_ms=ms, kernel_tflops=2 * m * n * k / ms / 1e9, pct_cublas=100 * cublas / ms,
                            pct_copy=100 * nbytes / copy / 1e6 / ms, speedup=emu / ms)
             grows.append(row)

@@ -76,23 +76,28 @@ def outputs(out: Any, codes_shape: tuple[int, ...], scales_shape: tuple[int, ...
                                                                            device)
 
 
-def operand(name: str, q: Any, scheme: str, device: torch.device | None = None) -> tuple[torch.Tensor, ...]:
-    """A quantized GEMM operand: (codes (rows, K/2) uint8, scales, [global scale])."""
+def operand(name: str, q: Any, scheme: str, device: torch.device | None = None, *, fp8: bool = False
+            ) -> tuple[torch.Tensor, ...]:
+    """A quantized GEMM operand: (codes (rows, K/2) uint8, scales, [global scale]); with ``fp8``, MXFP8:
+    (codes (rows, K) float8_e4m3fn, e8m0 scales uint8)."""
     want = 3 if scheme == "nvfp4" else 2
     if not isinstance(q, (tuple, list)) or len(q) != want:
         what = "(codes, scales, global_scale)" if want == 3 else "(codes, scales)"
-        raise TypeError(f"{name}: {scheme} operands are {what}, as quantize_fp4 returns them; got "
+        source = "MXFP8 operands are (codes, scales)" if fp8 else f"{scheme} operands are {what}, as quantize_fp4 " \
+                                                                  "returns them"
+        raise TypeError(f"{name}: {source}; got "
                         f"{type(q).__name__}{'' if not isinstance(q, (tuple, list)) else f' of {len(q)}'}")
     codes, scales = q[0], q[1]
     for part, t in (("codes", codes), ("scales", scales)):
-        if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8:
+        dtype = torch.float8_e4m3fn if fp8 and part == "codes" else torch.uint8
+        if not isinstance(t, torch.Tensor) or t.dtype != dtype:
             got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
-            raise TypeError(f"{name}: its {part} must be a torch.uint8 tensor; got {got}")
+            raise TypeError(f"{name}: its {part} must be a {dtype} tensor; got {got}")
         if device is not None and t.device != device:
             raise ValueError(f"{name}: its {part} are on {t.device}, expected {device}")
     if codes.dim() != 2 or (codes.shape[1] > 1 and codes.stride(1) != 1):
-        raise ValueError(f"{name}: codes must be 2-D (rows, K / 2) with unit stride along K; got shape "
-                         f"{tuple(codes.shape)}, strides {tuple(codes.stride())}")
+        raise ValueError(f"{name}: codes must be 2-D (rows, K{'' if fp8 else ' / 2'}) with unit stride along K; got "
+                         f"shape {tuple(codes.shape)}, strides {tuple(codes.stride())}")
     if want == 3:
         global_scale(q[2], scheme, codes.device)
     return tuple(q)

@@ -49,7 +49,8 @@ def _scale_offsets(rows, cols, stride, scale_cols, SWIZZLED: tl.constexpr):
 def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, N, K, stride_a, stride_b, stride_c,
                         stride_as, stride_bs, a_scale_cols, b_scale_cols, BM: tl.constexpr, BN: tl.constexpr,
                         BK: tl.constexpr, GROUP: tl.constexpr, NVFP4: tl.constexpr, SWIZZLED: tl.constexpr,
-                        GROUP_M: tl.constexpr):
+                        GROUP_M: tl.constexpr, A_FORMAT: tl.constexpr, AK: tl.constexpr):
+    # A holds AK bytes of each BK-wide k step: BK // 2 for packed e2m1, BK for e4m3
     # GROUP_M row tiles walk the column tiles together, so the B tiles they share are read from L2, not HBM
     pid = tl.program_id(0)
     per_group = GROUP_M * tl.cdiv(N, BN)
@@ -58,14 +59,16 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
     rm = (first_m + pid % per_group % size_m) * BM + tl.arange(0, BM)
     rn = (pid % per_group // size_m) * BN + tl.arange(0, BN)
     kk = tl.arange(0, BK // 2)
+    ka = tl.arange(0, AK)
     ks = tl.arange(0, BK // GROUP)
     acc = tl.zeros((BM, BN), tl.float32)
     for k0 in range(0, K, BK):
         kb = k0 // 2 + kk
-        a = tl.load(a_ptr + rm.to(tl.int64)[:, None] * stride_a + kb[None, :],
+        kab = k0 // (BK // AK) + ka
+        a = tl.load(a_ptr + rm.to(tl.int64)[:, None] * stride_a + kab[None, :],
                     # harness: equivalent-mutant(other): a masked lane is a row past M (never stored) or a k past
                     # K, where b is 0 (the same k mask) and the scales finite, so it adds 0
-                    mask=(rm[:, None] < M) & (kb[None, :] < K // 2), other=0)
+                    mask=(rm[:, None] < M) & (kab[None, :] < K // (BK // AK)), other=0.0)
         b = tl.load(b_ptr + rn.to(tl.int64)[None, :] * stride_b + kb[:, None],
                     # harness: equivalent-mutant(other): a column past N is never stored; a k past K meets a = 0
                     mask=(rn[None, :] < N) & (kb[:, None] < K // 2), other=0)
@@ -82,7 +85,7 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
         if NVFP4:
             sa = sa.to(tl.float8e4nv, bitcast=True)
             sb = sb.to(tl.float8e4nv, bitcast=True)
-        acc = tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1", acc)
+        acc = tl.dot_scaled(a, sa, A_FORMAT, b, sb, "e2m1", acc)
     if NVFP4:
         # harness: equivalent-mutant(drop-f32): the global scales are float32 (kernels.mx._checks.global_scale)
         acc = acc * (tl.load(ga_ptr).to(tl.float32) * tl.load(gb_ptr).to(tl.float32))
@@ -115,8 +118,9 @@ def _triton_version() -> tuple[int, int]:
 
 
 def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] | None,
-                 version: tuple[int, int] | None = None) -> str | None:
-    """Why ``scaled_gemm`` refuses ``scheme`` here (module docstring), or None when it runs."""
+                 version: tuple[int, int] | None = None, a_format: str = "e2m1") -> str | None:
+    """Why ``scaled_gemm`` refuses ``scheme`` (with A in ``a_format``) here (module docstring), or None when it
+    runs."""
     v = _triton_version() if version is None else version
     vs = f"{v[0]}.{v[1]}"
     if interpreter:
@@ -142,6 +146,8 @@ def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] 
         return "no GPU capability"
     if capability < (8, 0):
         return f"sm{capability[0]}{capability[1]}: Triton supports tl.dot_scaled on sm80 and newer"
+    if a_format == "e4m3" and capability < (8, 9):
+        return f"sm{capability[0]}{capability[1]}: e4m3 operands are FP8, which Triton lowers from sm89 on"
     if scheme == "nvfp4" and capability < (8, 9):
         return f"sm{capability[0]}{capability[1]}: NVFP4's ue4m3 scales are FP8 e4m3, which Triton lowers from sm89 on"
     if scheme == "nvfp4" and (8, 9) <= capability < (10, 0) and v < (3, 9):
@@ -150,21 +156,29 @@ def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] 
     return None
 
 
-def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear",
+def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear", a_format: str = "e2m1",
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """C (M, N) fp32 = A (M, K) · B (N, K)ᵀ for ``quantize_fp4`` outputs ``a`` and ``b`` of ``scheme`` whose scales
-    are in ``layout``. Raises ``NotImplementedError`` naming the reason where this target, Triton or interpreter
-    cannot run it (:func:`gemm_refusal`), ``ValueError``/``TypeError`` naming the argument for bad operands."""
+    are in ``layout``. ``a_format="e4m3"`` (with ``scheme="mxfp4"``) takes A as MXFP8 instead: (codes (M, K)
+    ``torch.float8_e4m3fn``, e8m0 scales per 32 along K as ``torch.uint8``, in ``layout``), the e4m3 x e2m1
+    product of FP8 activations and FP4 weights. Raises ``NotImplementedError`` naming the reason where this
+    target, Triton or interpreter cannot run it (:func:`gemm_refusal`), ``ValueError``/``TypeError`` naming the
+    argument for bad operands."""
     _checks.scheme_rule(scheme, None if scheme == "nvfp4" else "floor")
     if layout not in ("linear", "swizzled"):
         raise ValueError(f"layout: expected 'linear' or 'swizzled'; got {layout!r}")
-    qa = _checks.operand("a", a, scheme)
+    if a_format not in ("e2m1", "e4m3"):
+        raise ValueError(f"a_format: expected 'e2m1' (FP4 A) or 'e4m3' (MXFP8 A); got {a_format!r}")
+    if a_format == "e4m3" and scheme != "mxfp4":
+        raise ValueError(f"a_format: 'e4m3' (MXFP8 A, e8m0 scales per 32) pairs with scheme 'mxfp4' only; got "
+                         f"scheme {scheme!r}")
+    qa = _checks.operand("a", a, scheme, fp8=a_format == "e4m3")
     qb = _checks.operand("b", b, scheme, qa[0].device)
-    (M, kh), (N, kh_b) = qa[0].shape, qb[0].shape
-    if kh != kh_b:
-        raise ValueError(f"b: K = {2 * kh_b} but a has K = {2 * kh} (codes are packed two per byte)")
+    (M, ka), (N, kh_b) = qa[0].shape, qb[0].shape
+    K = ka if a_format == "e4m3" else 2 * ka
+    if K != 2 * kh_b:
+        raise ValueError(f"b: K = {2 * kh_b} but a has K = {K} (FP4 codes are packed two per byte)")
     group = BLOCK[scheme]
-    K = 2 * kh
     if K % group:
         raise ValueError(f"a: K = {K} is not a multiple of the {scheme} block ({group})")
     cols = K // group
@@ -185,9 +199,9 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
     # every argument is checked before the refusal: a bad call is named as such wherever it runs
     interp = runs_on_interpreter(_scaled_gemm_kernel)
     cap = None if interp or device.type != "cuda" else torch.cuda.get_device_capability(device)
-    why = gemm_refusal(scheme, interpreter=interp, capability=cap)
+    why = gemm_refusal(scheme, interpreter=interp, capability=cap, a_format=a_format)
     if why is not None:
-        raise NotImplementedError(f"scaled_gemm({scheme}): {why}")
+        raise NotImplementedError(f"scaled_gemm({scheme}{', a_format=e4m3' if a_format == 'e4m3' else ''}): {why}")
     if out is None:
         out = torch.empty((M, N), dtype=torch.float32, device=device)
     if M and N:
@@ -202,6 +216,6 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
         _scaled_gemm_kernel[(cdiv(M, bm) * cdiv(N, bn),)](
             qa[0], qa[1], qb[0], qb[1], out, g_a, g_b, M, N, K, qa[0].stride(0), qb[0].stride(0), out.stride(0),
             s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4, BM=bm, BN=bn, BK=bk, GROUP=group,
-            NVFP4=scheme == "nvfp4", SWIZZLED=layout == "swizzled", GROUP_M=group_m, num_warps=warps,
-            num_stages=stages)
+            NVFP4=scheme == "nvfp4", SWIZZLED=layout == "swizzled", GROUP_M=group_m, A_FORMAT=a_format,
+            AK=bk if a_format == "e4m3" else bk // 2, num_warps=warps, num_stages=stages)
     return out

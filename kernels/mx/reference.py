@@ -7,7 +7,7 @@ import torch
 
 from kernels.mx.layout import BLOCK
 
-__all__ = ["nvfp4_global_scale", "dequantize_fp4", "scaled_gemm_reference", "E2M1_VALUES"]
+__all__ = ["nvfp4_global_scale", "dequantize_fp4", "dequantize_mxfp8", "scaled_gemm_reference", "E2M1_VALUES"]
 
 #: e2m1 code -> value (sign bit 3).
 E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
@@ -42,8 +42,16 @@ def dequantize_fp4(codes: torch.Tensor, scales: torch.Tensor, scheme: str,
     return out * float(global_scale.reshape(())) if global_scale is not None else out
 
 
-def scaled_gemm_reference(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...], scheme: str) -> torch.Tensor:
-    """A · Bᵀ in float64 from linear-layout operands (every product of two FP4 values and scales is exact there)."""
+def dequantize_mxfp8(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """float64 values of MXFP8 e4m3 (codes (rows, K) float8_e4m3fn, linear e8m0 scales (rows, K/32))."""
+    return codes.double() * _scale_values(scales, "mxfp4").repeat_interleave(BLOCK["mxfp4"], -1)
+
+
+def scaled_gemm_reference(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...], scheme: str,
+                          a_format: str = "e2m1") -> torch.Tensor:
+    """A · Bᵀ in float64 from linear-layout operands (every product of two FP4 or FP8 values and scales is exact
+    there); ``a_format="e4m3"``: A is MXFP8."""
     ga = a[2] if scheme == "nvfp4" else None
     gb = b[2] if scheme == "nvfp4" else None
-    return dequantize_fp4(a[0], a[1], scheme, ga) @ dequantize_fp4(b[0], b[1], scheme, gb).T
+    da = dequantize_mxfp8(a[0], a[1]) if a_format == "e4m3" else dequantize_fp4(a[0], a[1], scheme, ga)
+    return da @ dequantize_fp4(b[0], b[1], scheme, gb).T

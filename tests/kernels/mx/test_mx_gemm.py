@@ -155,6 +155,101 @@ def test_bad_operands_name_the_argument(device):
             call()
 
 
+def _mxfp8(x, device, layout="linear"):
+    """x as an MXFP8 e4m3 operand (harness.mx's encoding: OCP MX, floor scale rule)."""
+    from harness.mx import quantize_mx, swizzle_scales
+
+    codes, scales = quantize_mx(x.float().cpu(), torch.float8_e4m3fn)
+    if layout == "swizzled":
+        scales = swizzle_scales(scales)
+    return codes.view(torch.float8_e4m3fn).to(device), scales.to(device)
+
+
+@pytest.mark.parametrize("layout", ["linear", "swizzled"])
+@pytest.mark.parametrize("shape", list(GEMM_SHAPES))
+def test_e4m3_x_e2m1_gemm_matches_the_float64_reference(shape, layout, rng, device, harness_lane, tolerance):
+    """MXFP8 activations times MXFP4 weights (``a_format="e4m3"``)."""
+    from kernels._interpreter import runs_on_interpreter
+    from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
+    from kernels.mx.gemm import _scaled_gemm_kernel
+    from kernels.mx.reference import dequantize_fp4, dequantize_mxfp8, scaled_gemm_reference
+
+    m, n, k = GEMM_SHAPES[shape]
+    a, b = activations(m, k, rng, specials=False), activations(n, k, rng, specials=False)
+    qa, qb = _mxfp8(a, device, layout), quantize_fp4(b.to(device), "mxfp4", layout=layout)
+    cap = torch.cuda.get_device_capability() if harness_lane == "gpu" else None
+    why = gemm_refusal("mxfp4", interpreter=runs_on_interpreter(_scaled_gemm_kernel), capability=cap,
+                       a_format="e4m3")
+    if why is not None:
+        with pytest.raises(NotImplementedError, match=r"scaled_gemm\(mxfp4, a_format=e4m3\): "):
+            scaled_gemm(qa, qb, a_format="e4m3", layout=layout)
+        return
+    c = scaled_gemm(qa, qb, a_format="e4m3", layout=layout).cpu()
+    la = _mxfp8(a, "cpu")  # the same codes, linear scales
+    lb = tuple(t.cpu() for t in quantize_fp4(b.to(device), "mxfp4"))
+    assert torch.equal(lb[0], qb[0].cpu()) and torch.equal(la[0].view(torch.uint8), qa[0].cpu().view(torch.uint8))
+    want = scaled_gemm_reference(la, lb, "mxfp4", "e4m3")
+    scale = dequantize_mxfp8(*la).abs() @ dequantize_fp4(lb[0], lb[1], "mxfp4").abs().T
+    assert want.abs().max() > 0
+    assert_close_tol(c.double(), want, tolerance("mx.gemm", dtype="mxfp8e4m3"), scale=scale)
+
+
+def test_e4m3_operands_are_checked_and_refused_below_sm89(device):
+    from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
+
+    qa = _mxfp8(torch.ones(4, 64), device)
+    qb = quantize_fp4(torch.ones(5, 64, device=device))
+    for call, err, text in [
+        (lambda: scaled_gemm(qa, qb, a_format="e5m2"), ValueError, r"a_format: expected 'e2m1' .* or 'e4m3'"),
+        (lambda: scaled_gemm(qa, qb, "nvfp4", a_format="e4m3"), ValueError,
+         r"a_format: 'e4m3' .* pairs with scheme 'mxfp4' only; got scheme 'nvfp4'"),
+        (lambda: scaled_gemm(qb, qb, a_format="e4m3"), TypeError,
+         r"a: its codes must be a torch.float8_e4m3fn tensor; got torch.uint8"),
+        (lambda: scaled_gemm(qa, qb), TypeError, r"a: its codes must be a torch.uint8 tensor; got torch.float8_e4m3fn"),
+        (lambda: scaled_gemm((qa[0][:, :32], qa[1][:, :1]), qb, a_format="e4m3"), ValueError,
+         r"b: K = 64 but a has K = 32"),
+        (lambda: scaled_gemm(qa[0], qb, a_format="e4m3"), TypeError, r"a: MXFP8 operands are \(codes, scales\)"),
+    ]:
+        with pytest.raises(err, match=text):
+            call()
+    assert "FP8, which Triton lowers from sm89 on" in gemm_refusal("mxfp4", interpreter=False, capability=(8, 6),
+                                                                   a_format="e4m3")
+    assert gemm_refusal("mxfp4", interpreter=False, capability=(8, 6)) is None
+    assert gemm_refusal("mxfp4", interpreter=False, capability=(8, 9), a_format="e4m3") is None
+
+
+@pytest.mark.arch("sm90", "interp")
+def test_h100_golden_e4m3_x_e2m1(rng, device, golden, harness_lane):
+    """The MXFP8 x MXFP4 product as an H100 computed it (Triton 3.6's emulation: e4m3 and e2m1 upcast to bf16,
+    scaled, bf16 wgmma); the interpreter lane reproduces it bit for bit through harness.tensor_cores.dot_scaled.
+    Block magnitudes 2^-30..2^30 reach e8m0 scales far from 127 on both sides."""
+    from kernels._interpreter import runs_on_interpreter
+    from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
+    from kernels.mx.gemm import _scaled_gemm_kernel
+
+    a = activations(130, 256, rng, specials=False)
+    b = activations(67, 256, rng, specials=False)
+    qa, qb = _mxfp8(a, device), quantize_fp4(b.to(device), "mxfp4")
+    interp = runs_on_interpreter(_scaled_gemm_kernel)
+    why = gemm_refusal("mxfp4", interpreter=interp, capability=None if interp else torch.cuda.get_device_capability(),
+                       a_format="e4m3")
+    if why is not None:
+        pytest.skip(why)
+    product = scaled_gemm(qa, qb, a_format="e4m3").cpu()
+    if harness_lane == "gpu":
+        golden.check("a_codes", qa[0].cpu().view(torch.uint8))
+        golden.check("b_codes", qb[0].cpu())
+        golden.check("product", product)
+        return
+    for name, got in (("a_codes", qa[0].cpu().view(torch.uint8)), ("b_codes", qb[0].cpu())):
+        want, _ = golden.load(name)
+        assert torch.equal(got, want), f"{name}: the operands differ from the capture's: the inputs changed"
+    want, meta = golden.load("product")
+    differ = product.view(torch.int32) != want.view(torch.int32)
+    assert not bool(differ.any()), (f"{int(differ.sum())} / {differ.numel()} product bits differ from the "
+                                    f"{meta.get('arch')} golden (Triton {meta.get('triton_version')})")
+
+
 @pytest.mark.arch("sm90", "interp")
 @pytest.mark.mx_cases(rule=["floor", "rceil", "nvfp4"])
 def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden, harness_lane):
