@@ -167,8 +167,10 @@ def _mxfp8(x, device, layout="linear"):
 
 @pytest.mark.parametrize("layout", ["linear", "swizzled"])
 @pytest.mark.parametrize("shape", list(GEMM_SHAPES))
-def test_e4m3_x_e2m1_gemm_matches_the_float64_reference(shape, layout, rng, device, harness_lane, tolerance):
-    """MXFP8 activations times MXFP4 weights (``a_format="e4m3"``)."""
+def test_e4m3_x_e2m1_gemm_matches_the_float64_reference(shape, layout, rng, device, harness_lane, harness_arch,
+                                                       tolerance):
+    """MXFP8 activations times MXFP4 weights (``a_format="e4m3"``). The interpreter imitating a GPU below sm89
+    refuses the kernel's e4m3 operand as that GPU's compiler does (the harness's cast shim)."""
     from kernels._interpreter import runs_on_interpreter
     from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
     from kernels.mx.gemm import _scaled_gemm_kernel
@@ -180,6 +182,11 @@ def test_e4m3_x_e2m1_gemm_matches_the_float64_reference(shape, layout, rng, devi
     cap = torch.cuda.get_device_capability() if harness_lane == "gpu" else None
     why = gemm_refusal("mxfp4", interpreter=runs_on_interpreter(_scaled_gemm_kernel), capability=cap,
                        a_format="e4m3")
+    imitated = harness_arch.capability if harness_lane != "gpu" else None
+    if why is None and imitated is not None and imitated < (8, 9):
+        with pytest.raises(Exception, match=r"float8e4nv refused for sm\d+ .*e4nv needs sm89"):
+            scaled_gemm(qa, qb, a_format="e4m3", layout=layout)
+        return
     if why is not None:
         with pytest.raises(NotImplementedError, match=r"scaled_gemm\(mxfp4, a_format=e4m3\): "):
             scaled_gemm(qa, qb, a_format="e4m3", layout=layout)
