@@ -139,7 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         launcher = _compiled(args.compiled, stack, meta) if args.compiled is not None else None
         for pattern in wanted:
-            _capture(pattern, args, launcher, meta)
+            try:
+                _capture(pattern, args, launcher, meta)
+            except RuntimeError as e:  # tests.lowering.aot.LaunchMismatch: no golden from a launch not recorded
+                if type(e).__name__ != "LaunchMismatch":
+                    raise
+                print(f"capture_lowering_goldens: {pattern}: refused, nothing written for it: {e}", file=sys.stderr)
+                return 3
     return 0
 
 
