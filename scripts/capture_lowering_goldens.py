@@ -19,12 +19,26 @@ lane and checked against it, so they need not be stored), plus
 capability, fp fusion setting). No pickle: every array is numeric or a unicode string array. The CPU lane reruns
 the same kernels from ``tests/lowering/kernels.py`` and compares bit for bit.
 
-Self-contained: imports only torch, triton, numpy and the kernels module of this checkout.
+``--compiled DIR`` (GPU) runs another Triton's compiled code instead of the installed Triton's: ``DIR`` is what
+``scripts/compile_lowering_kernels.py`` wrote on a machine with that Triton (3.9, which the GPU image cannot
+install). Each launch is looked up in ``DIR/manifest.json`` and refused unless its kernel, grid and specialization
+(including the pointers' divisibility by 16) are the recorded ones and its parameters fit the PTX entry's; then the
+recorded cubin runs through cupy with the launch's tensors (``tests.lowering.aot.Launcher``; the PTX, its
+``.version`` lowered to 8.8, JIT-compiled by the driver only where the driver refuses the cubin). ``meta["triton"]``
+is then the compiled code's version and ``meta["launcher"]`` says what ran, per kernel in ``meta["loaded"]``:
+
+    python scripts/compile_lowering_kernels.py DIR                       # CPU, Triton 3.9
+    python scripts/capture_lowering_goldens.py --compiled DIR --out golden/lowering/triton3.9   # GPU, needs cupy
+
+Self-contained but for ``--compiled``: imports only torch, triton, numpy and the kernels module of this checkout
+(``--compiled`` also cupy, ``tests.lowering.aot`` and the harness's specialization and patch layer).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -78,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--patterns", default="", help="comma-separated subset of the patterns (default: all)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                     help="cuda: the GPU (goldens); cpu: the Triton interpreter (dry run)")
+    ap.add_argument("--compiled", type=Path, default=None,
+                    help="run the compiled kernels of this directory (scripts/compile_lowering_kernels.py) instead "
+                         "of compiling with the installed Triton (cuda only)")
     ap.add_argument("--shrink", action="store_true",
                     help="rewrite the .npz files already in --out that hold whole outputs into the digest + kept "
                          "form (a capture of an earlier version of this script), running nothing")
@@ -87,11 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     if "triton" in sys.modules:
         print("capture_lowering_goldens: import triton after choosing the device (run as a script)", file=sys.stderr)
         return 2
+    if args.compiled is not None and args.device != "cuda":
+        print("capture_lowering_goldens: --compiled runs compiled code on a GPU; it needs --device cuda",
+              file=sys.stderr)
+        return 2
+    if args.compiled is not None and not (args.compiled / "manifest.json").is_file():
+        print(f"capture_lowering_goldens: --compiled {args.compiled}: no manifest.json there (made by "
+              f"scripts/compile_lowering_kernels.py)", file=sys.stderr)
+        return 2
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    import numpy as np
     import torch
     import triton
 
@@ -108,30 +132,83 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     cuda = args.device == "cuda"
-    meta = {"triton": triton.__version__, "torch": torch.__version__,
+    meta: dict = {"triton": triton.__version__, "torch": torch.__version__,
             "device": torch.cuda.get_device_name() if cuda else "triton-interpreter",
             "capability": list(torch.cuda.get_device_capability()) if cuda else [],
             "TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "")}
-    for pattern in wanted:
-        arrays: dict[str, np.ndarray] = {}
-        names, params = [], []
-        for case, p in kernels.PATTERNS[pattern]:
-            inputs = kernels.make_inputs(pattern, p)
-            outs = kernels.launch(pattern, p, inputs, args.device)
-            if cuda:
-                torch.cuda.synchronize()
-            arrays[f"{case}__digest"] = np.array(kernels.input_digest(inputs))
-            for k, v in outs.items():
-                bits = _bits(v)
-                arrays[f"{case}__sha256__{k}"] = np.array(kernels.output_digest(bits))
-                arrays[f"{case}__out__{k}"] = kernels.kept(bits)
-            names.append(case)
-            params.append(json.dumps(p, sort_keys=True))
-        path = args.out / f"{pattern}.npz"
-        np.savez_compressed(path, cases=np.array(names), params=np.array(params), meta=np.array(json.dumps(meta)),
-                            **arrays)
-        print(f"{path}: {len(names)} cases")
+    with contextlib.ExitStack() as stack:
+        launcher = _compiled(args.compiled, stack, meta) if args.compiled is not None else None
+        for pattern in wanted:
+            try:
+                _capture(pattern, args, launcher, meta)
+            except RuntimeError as e:  # tests.lowering.aot.LaunchMismatch: no golden from a launch not recorded
+                if type(e).__name__ != "LaunchMismatch":
+                    raise
+                print(f"capture_lowering_goldens: {pattern}: refused, nothing written for it: {e}", file=sys.stderr)
+                return 3
     return 0
+
+
+def _compiled(directory: Path, stack: contextlib.ExitStack, meta: dict):  # noqa: ANN202 - a tests.lowering.aot.Launcher
+    """The launcher of ``directory``'s compiled kernels, in place of ``JITFunction.run`` until ``stack`` closes;
+    ``meta`` gets whose code runs."""
+    import cupy as cp
+    import torch
+    import triton
+    from triton.runtime.jit import JITFunction
+
+    from harness.interp.patch import Patch
+    from tests.lowering import aot
+
+    torch.zeros(1, device="cuda")  # torch's context first: cupy then runs in the same (primary) context
+    launcher = aot.Launcher(directory)
+    m = launcher.manifest
+    patch = stack.enter_context(Patch.context())
+    aot.hook(patch, JITFunction, launcher)
+    meta.update(triton=m["triton"], runtime_triton=triton.__version__, ptxas=m["ptxas"], arch=m["arch"],
+                launcher=f"cupy cubin from Triton {m['triton']} ptxas {m['ptxas']}", cupy=cp.__version__,
+                cuda_driver=cp.cuda.runtime.driverGetVersion(),
+                TRITON_DEFAULT_FP_FUSION=m.get("TRITON_DEFAULT_FP_FUSION", ""),
+                compiled_manifest_sha256=hashlib.sha256((directory / "manifest.json").read_bytes()).hexdigest())
+    return launcher
+
+
+def _capture(pattern: str, args: argparse.Namespace, launcher, meta: dict) -> None:  # noqa: ANN001 - aot.Launcher
+    """Run every case of ``pattern`` (through ``launcher`` when given) and write ``<out>/<pattern>.npz``."""
+    import numpy as np
+    import torch
+
+    from tests.lowering import kernels
+
+    arrays: dict[str, np.ndarray] = {}
+    names, params = [], []
+    for case, p in kernels.PATTERNS[pattern]:
+        inputs = kernels.make_inputs(pattern, p)
+        if launcher is not None:
+            launcher.begin(pattern, case)
+        outs = kernels.launch(pattern, p, inputs, args.device)
+        if launcher is not None:
+            launcher.end()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        arrays[f"{case}__digest"] = np.array(kernels.input_digest(inputs))
+        for k, v in outs.items():
+            bits = _bits(v)
+            arrays[f"{case}__sha256__{k}"] = np.array(kernels.output_digest(bits))
+            arrays[f"{case}__out__{k}"] = kernels.kept(bits)
+        names.append(case)
+        params.append(json.dumps(p, sort_keys=True))
+    if launcher is not None:  # which code ran, for this pattern's kernels
+        keys = {e["key"] for launches in launcher.manifest["launches"][pattern].values() for e in launches}
+        loaded = {launcher.manifest["kernels"][k]["cubin"]: launcher.loaded[k] for k in sorted(keys)}
+        meta = dict(meta, loaded=loaded, jit_check=dict(launcher.jit_check))
+        if any(v != "cubin" for v in loaded.values()):
+            meta["launcher"] = (f"cupy, Triton {launcher.manifest['triton']}'s cubin where the driver loads it, "
+                                f"else its PTX JIT-compiled by the driver (see loaded)")
+    path = args.out / f"{pattern}.npz"
+    np.savez_compressed(path, cases=np.array(names), params=np.array(params),
+                        meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    print(f"{path}: {len(names)} cases", flush=True)
 
 
 if __name__ == "__main__":
