@@ -55,7 +55,8 @@ MODELLED = (("fma_contraction", ("*",)), ("sum", ("fp32", "bf16", "fp16")), ("sc
 
 _DTYPES = ("fp32", "bf16", "fp16")
 _ELEM = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float": "fp32", "bfloat": "bf16", "half": "fp16"}
-_PRODUCT = "harness_lowering_product"  # TensorHandle.attr key: (mul position or None, lhs data, rhs data)
+_PRODUCT = "harness_lowering_product"  # TensorHandle.attr key: (mul position or None, lhs data, rhs data[, _MASKED])
+_MASKED = "masked"  # the product's tag came through tl.where(mask, product, 0)
 _QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: (scaled numerator, MUFU.RCP of the denominator)
 _SCAN_KINDS = ("add", "mul", "max", "min")
 #: the arch the 16-bit packed reduction order (Triton 3.9) was derived on (harness.lowering.reduce_order)
@@ -315,13 +316,18 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
     if plan.packed(dt, r.kind) and arch != _PACKED_ARCH:
         return keep(f"Triton {launch.facts.triton} packs 16-bit reductions in pairs; that order is derived from "
                     f"{_PACKED_ARCH}'s PTX, not {arch}'s")
-    factors = None
+    factors, fused_adds = None, None
     fused = [f for f in launch.by_add.get(r.where, ()) if f.mul is not None]
     if fused and r.kind == "add":
         tag = first.handle.attr.get(_PRODUCT)
         if tag is None or tag[0] not in {f.mul for f in fused}:
             return keep("the compiled kernel fuses this sum's adds with a product the interpreter could not trace")
         factors = tuple(np.broadcast_to(np.asarray(t), data.shape) for t in (tag[1], tag[2]))
+        if len(tag) > 3:  # through tl.where: LLVM folds the selects only where one mask covers the first adds
+            if rule.thread != "sequential":
+                return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree: which adds "
+                            "fuse is not modelled")
+            fused_adds = sum(f.count for f in fused if f.mul == tag[0])
     values = (data, inputs[1].handle.data) if arity == 2 else data
     if r.reorder is not None:  # the registers as the reshape before the op left them (compiled.reorder_of)
         if arity == 2:
@@ -331,7 +337,7 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         values = np.take(values, perm, axis)
         if factors is not None:
             factors = tuple(np.take(f, perm, axis=axis) for f in factors)
-    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors)
+    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds)
     out = []
     for arr, inp in zip(res, inputs, strict=True):
         arr = np.asarray(arr)
@@ -402,6 +408,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
     B = itp.InterpreterBuilder
     run_orig = itp.InterpretedFunction.run
     fmul_orig = B.create_fmul
+    select_orig = B.create_select
     fdiv_orig = B.create_fdiv
     reduce_orig, scan_orig = itp.ReduceOps.apply_impl, itp.ScanOps.apply_impl
 
@@ -450,6 +457,21 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         return out
 
     create_fdiv.__wrapped__ = fdiv_orig  # type: ignore[attr-defined]  # approximate math, when on, stays in effect
+
+    def create_select(self: Any, cond: Any, lhs: Any, rhs: Any) -> Any:
+        """``tl.where(mask, a * b, 0)`` keeps the product's tag, its factors zeroed where the mask is off: a sum
+        over it whose compiled adds take the product (LLVM folds the selects of one mask out of the sum's first
+        adds, then contracts them; read from Triton 3.6's LLIR of FlagGems' layer_norm) is then the fma of the
+        unmasked factors, and adds +0 where masked (fma(0, 0, acc) = acc + 0)."""
+        out = select_orig(self, cond, lhs, rhs)
+        tag = lhs.attr.get(_PRODUCT)
+        if tag is not None and _CURRENT.get() is not None:
+            other = np.asarray(rhs.data)
+            if other.dtype.kind == "f" and not (other != 0).any() and not np.signbit(other).any():
+                c = np.asarray(cond.data).astype(bool)
+                zero = np.zeros((), dtype=np.asarray(tag[1]).dtype)
+                out.attr[_PRODUCT] = (tag[0], np.where(c, tag[1], zero), np.where(c, tag[2], zero), _MASKED)
+        return out
 
     def carries_quotient(method: str) -> Any:
         """``create_splat``/``create_broadcast`` keeping a quotient's tag: ``x - tl.sum(x) / N`` broadcasts the
@@ -520,6 +542,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
     patch.setattr(itp.InterpretedFunction, "run", run, tag=TAG)
     patch.setattr(B, "create_fmul", create_fmul, tag=TAG)
     patch.setattr(B, "create_fdiv", create_fdiv, tag=TAG)
+    patch.setattr(B, "create_select", create_select, tag=TAG)
     for method in ("create_splat", "create_broadcast"):
         patch.setattr(B, method, carries_quotient(method), tag=TAG)
     for op in ("fadd", "fsub"):

@@ -176,13 +176,17 @@ def _butterfly(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine
 
 
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
-           factors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+           factors: tuple[np.ndarray, np.ndarray] | None = None, fused_adds: int | None = None
+           ) -> tuple[np.ndarray, ...]:
     """Reduce ``values`` along ``axis`` as the compiled kernel does; returns a tuple (one array per operand:
     ``(sums,)``, ``(max_values, indices)`` for argmax).
 
     ``values`` is one array, or ``(values, indices)`` for ``argmax``/``argmin``; ``dtype`` the element type
     (``fp32``/``bf16``/``fp16``, bf16 as uint16 bit patterns). ``factors``: for ``add`` of products, the two
     factor arrays whose rounded product ``values`` is; the in-thread adds are then fused as LLVM fuses them.
+    ``fused_adds``: only the first that many in-thread adds are fused (a sequential fold; the compiled kernel's
+    count of fused sites, :class:`harness.lowering.compiled.Fused`), the others add the rounded products; None:
+    all of them.
     """
     if kind not in COMBINES:
         raise ValueError(f"reduce: kind must be one of {sorted(COMBINES)}, got {kind!r}")
@@ -192,6 +196,8 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         raise ValueError(f"reduce: {kind} takes (values, indices)")
     if factors is not None and kind != "add":
         raise ValueError("reduce: factors= is only for kind='add' (a sum of products)")
+    if fused_adds is not None and (factors is None or plan.rule.thread != "sequential" or plan.packed(dtype, kind)):
+        raise ValueError("reduce: fused_adds= is for a sequential in-thread sum of products (factors=) only")
     comb = COMBINES[kind](dtype)
     bits = plan.bits
     g = tuple(_gather(v, axis, bits) for v in ops)  # (..., R, L, W)
@@ -226,7 +232,7 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     if plan.rule.thread == "sequential":
         acc = regs[0]
         for r in range(1, len(regs)):
-            if prods is not None:
+            if prods is not None and (fused_adds is None or r <= fused_adds):
                 left = prods[0] if r == 1 else None  # fadd(fmul, fmul): the left product is folded
                 acc = ((numeric.fma(*left, regs[r][0], dtype),) if left is not None
                        else (numeric.fma(*prods[r], acc[0], dtype),))
