@@ -324,10 +324,12 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
             return keep("the compiled kernel fuses this sum's adds with a product the interpreter could not trace")
         factors = tuple(np.broadcast_to(np.asarray(t), data.shape) for t in (tag[1], tag[2]))
         if len(tag) > 3:  # through tl.where: LLVM folds the selects only where one mask covers the first adds
-            if rule.thread != "sequential":
-                return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree: which adds "
-                            "fuse is not modelled")
-            fused_adds = sum(f.count for f in fused if f.mul == tag[0])
+            count = sum(f.count for f in fused if f.mul == tag[0])
+            if rule.thread == "sequential":  # 3.6: the first `count` adds of the fold (one vector's mask)
+                fused_adds = count
+            elif count != (1 << len(r.bits.registers)) // 2:  # 3.9: the tree's first level, pairs of one mask
+                return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree with {count} "
+                            "fused adds, not its first level: not modelled")
     values = (data, inputs[1].handle.data) if arity == 2 else data
     if r.reorder is not None:  # the registers as the reshape before the op left them (compiled.reorder_of)
         if arity == 2:

@@ -143,6 +143,20 @@ def scaled_loop(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, acc)
 
 
+@triton.jit
+def masked_variance(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    # a norm's variance as FlagGems' layer_norm writes it: the squared deviation selected by tl.where, then summed.
+    # With N divisible by 16 each 4-element vector shares one mask bit and LLVM folds the selects out of the
+    # sum's first adds, which it then contracts with the multiply
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    m = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    d = x - tl.sum(x, axis=0) / N
+    s = tl.where(m, d * d, 0)
+    tl.store(y_ptr + row, tl.sum(s, axis=0))
+
+
 # --- the cases: inputs from a fixed seed, one launch each ---------------------------------------------------
 
 #: pattern -> list of (case name, parameters). dtype: the input element type; n: the row / block length;
@@ -175,6 +189,8 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
     "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
     "sum_of_squares": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
                        for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "masked_variance": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                        for dt in ("fp32", "fp16") for n, w in ((1000, 4), (2000, 4), (1024, 4), (4000, 8))],
     "block_sum": [(f"{dt}_n{n}_b{b}_w{w}", {"dtype": dt, "n": n, "block": b, "warps": w})
                   for dt in ("fp32", "bf16", "fp16") for n, b, w in ((100_000, 1024, 4), (20_000, 4096, 8))],
 }
@@ -241,6 +257,8 @@ def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
         return {"x": normal(ROWS, p["n"])}
     if pattern == "block_sum":
         return {"x": normal(p["n"], scale=2.0)}
+    if pattern == "masked_variance":
+        return {"x": normal(ROWS, p["n"], scale=1.5) + 0.3}
     raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
 
 
@@ -313,6 +331,11 @@ def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
         blocks = triton.cdiv(x.numel(), p["block"])
         y = torch.empty(blocks, dtype=torch.float32, device=device)
         block_sum[(blocks,)](x, y, x.numel(), BLOCK=p["block"], num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "masked_variance":
+        x = t["x"]
+        y = torch.empty(x.shape[0], dtype=torch.float32, device=device)
+        masked_variance[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=triton.next_power_of_2(p["n"]), num_warps=w)
         return {"y": y.cpu()}
     if pattern == "scaled_loop":
         y = t["y"].clone()
