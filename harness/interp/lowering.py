@@ -339,7 +339,8 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         values = np.take(values, perm, axis)
         if factors is not None:
             factors = tuple(np.take(f, perm, axis=axis) for f in factors)
-    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds)
+    sides = r.sides if factors is not None and r.reorder is None else None
+    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds, sides=sides)
     out = []
     for arr, inp in zip(res, inputs, strict=True):
         arr = np.asarray(arr)
