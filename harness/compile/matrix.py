@@ -24,7 +24,7 @@ compile gives; ``describe_error`` / ``error_line`` read the exception an entry o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from harness.compile import message
@@ -41,6 +41,7 @@ from harness.compile.targets import (
 )
 
 __all__ = [
+    "COMPILE_LISTENERS",
     "DEFAULT_TARGETS",
     "Compiled",
     "assert_compile_error",
@@ -58,6 +59,16 @@ __all__ = [
 
 # --- compiling ----------------------------------------------------------------------------------------------
 
+#: Called with the ``JITFunction`` of each :func:`compile_kernel` / :func:`compile_matrix` call, before it compiles.
+#: Why: a test that compiles a kernel ahead of time tests it as a launch does (a target's compile error), and
+#: mutation testing runs a kernel's mutants over the tests that launched *or compiled* it (harness.mutate.plugin).
+COMPILE_LISTENERS: list[Callable[[Any], None]] = []
+
+
+def _heard(jit: Any) -> None:
+    for listen in COMPILE_LISTENERS:
+        listen(jit)
+
 
 def compile_kernel(
     fn: Any,
@@ -72,6 +83,7 @@ def compile_kernel(
     constexpr arguments take their value from ``constexprs`` and may be left out of ``signature``.
     """
     jit, sig, consts = prepare(fn, signature, constexprs)
+    _heard(jit)
     t = parse_target(target)
     ok, reason = target_available(t)
     if not ok:
@@ -102,6 +114,7 @@ def compile_matrix(
     arguments to compile as divisible by 16, as Triton's JIT specializes aligned pointers and integers.
     """
     jit, sig, consts = prepare(fn, signature, constexprs)
+    _heard(jit)
     div = frozenset(divisible)
     bad = sorted(n for n in div if sig.get(n, "constexpr") == "constexpr")
     if bad:
