@@ -15,10 +15,11 @@ This module is the public face: the matrix runner and the assertions. The parts 
 - :mod:`harness.compile.errors`: a compile error as text;
 - :mod:`harness.compile.message`: every failure text of the assertions below, from their records.
 
-Public API: :data:`DEFAULT_TARGETS`, :class:`Compiled`, :func:`parse_target`, :func:`compile_kernel`,
-:func:`compile_matrix`, :func:`assert_compiles`, :func:`assert_compile_error`, :func:`assert_ptx_contains`,
-:func:`assert_ptx_lacks`, :func:`describe_error`, :func:`error_line`, :func:`stats` (``Compiled`` is what a
-compile gives; ``describe_error`` / ``error_line`` read the exception an entry of :func:`compile_matrix` holds).
+Public API: :data:`DEFAULT_TARGETS`, :data:`COMPILE_LISTENERS`, :class:`Compiled`, :func:`parse_target`,
+:func:`compile_kernel`, :func:`compile_matrix`, :func:`assert_compiles`, :func:`assert_compile_error`,
+:func:`assert_ptx_contains`, :func:`assert_ptx_lacks`, :func:`describe_error`, :func:`error_line`, :func:`stats`
+(``Compiled`` is what a compile gives; ``describe_error`` / ``error_line`` read the exception an entry of
+:func:`compile_matrix` holds).
 """
 
 from __future__ import annotations
