@@ -328,6 +328,9 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
                 return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree: which adds "
                             "fuse is not modelled")
             fused_adds = sum(f.count for f in fused if f.mul == tag[0])
+    fused_steps = None
+    if factors is not None and r.thread_fma is not None and rule.thread == "sequential" and not plan.packed(dt, r.kind):
+        fused_steps, fused_adds = r.thread_fma, None  # which in-thread adds the compiled kernel contracts
     values = (data, inputs[1].handle.data) if arity == 2 else data
     if r.reorder is not None:  # the registers as the reshape before the op left them (compiled.reorder_of)
         if arity == 2:
@@ -337,7 +340,8 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         values = np.take(values, perm, axis)
         if factors is not None:
             factors = tuple(np.take(f, perm, axis=axis) for f in factors)
-    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds)
+    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds,
+                              fused_steps=fused_steps)
     out = []
     for arr, inp in zip(res, inputs, strict=True):
         arr = np.asarray(arr)

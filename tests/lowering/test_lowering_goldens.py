@@ -33,12 +33,9 @@ _CAPTURE = ("python scripts/capture_lowering_goldens.py --out golden/lowering{su
 
 #: Cases the H100 capture shows the model does not reproduce yet, by Triton minor version and pattern, with the
 #: measured difference: a strict expected failure (the test fails when any other case differs, and when these
-#: stop differing, so the entry is removed). Open: the in-thread order of a 16-bit sum fused with its squares.
-KNOWN_OPEN = {
-    "3.6": {"sum_of_squares": {"bf16_n1024_w4", "fp16_n1024_w4", "fp16_n4096_w8"}},
-}
-_OPEN_WHY = ("16-bit tl.sum(x * x): the fused in-thread order derived from the PTX (mul of element 1, fma of "
-             "element 0, then 2..7) differs from an H100's by 1 ulp in 2-4 of 16 rows")
+#: stop differing, so the entry is removed). None open.
+KNOWN_OPEN: dict[str, dict[str, set[str]]] = {}
+_OPEN_WHY = "the model does not reproduce these cases yet"
 
 
 def _mm(version: str) -> str:
