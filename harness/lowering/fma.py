@@ -15,9 +15,9 @@ in the PTX as ``mul.f32`` / ``add.f32`` without ``.rn`` may still be contracted 
 ``--fmad=false`` when fusion is on); :func:`ptxas_candidates` lists such pairs, which only SASS settles.
 
 An operand that is a product only through a ``shufflevector`` (LLVM's VectorCombine moving a lane of a product
-vector) is folded where the backend splits the vector into scalars (``<2 x float>`` on sm90) and not where the
-vector stays one (``<2 x half>``, ``<2 x bfloat>``): :func:`_product`. :func:`thread_chains` applies the rule to
-each add of a reduction's in-thread chain.
+vector) is folded where the backend's split of the vector into legal pieces makes it a plain use of the product
+(``<2 x float>`` on sm90) and not where the shuffle stays (lane 1 to 0 of ``<2 x half>``): :func:`_product`.
+:func:`thread_chains` applies the rule to each add of a reduction's in-thread chain.
 
 Public API: :class:`Site`, :func:`fused_sites`, :func:`thread_chains`, :func:`ptx_fma_count`,
 :func:`ptxas_candidates`, :func:`ptxas_contracted_lines`, :func:`nvdisasm`, :func:`fma` (re-exported from
@@ -120,14 +120,14 @@ class _Parsed:
     uses: Counter[str]
     block_of: dict[str, int]
     adds: list[tuple[str, str, str, str, str, str | None, int]]
-    shuffles: dict[str, tuple[str, int]]  # name -> (source vector, lanes the mask defines)
+    shuffles: dict[str, tuple[str, tuple[int | None, ...]]]  # name -> (source vector, mask; None: poison)
 
 
 def _parse(llir: str) -> _Parsed:
     defs: dict[str, tuple[str, str, str, str, str | None]] = {}
     uses: Counter[str] = Counter()
     block_of: dict[str, int] = {}
-    shuffles: dict[str, tuple[str, int]] = {}
+    shuffles: dict[str, tuple[str, tuple[int | None, ...]]] = {}
     block = 0
     adds: list[tuple[str, str, str, str, str, str | None, int]] = []
     for ln in llir.splitlines():
@@ -140,7 +140,9 @@ def _parse(llir: str) -> _Parsed:
             uses[u] += 1
         sh = _SHUFFLE.match(ln)
         if sh:
-            shuffles[sh.group(1)] = (sh.group(2), sum(x.strip() != "i32 poison" for x in sh.group(3).split(",")))
+            mask = tuple(None if x.strip() in ("i32 poison", "i32 undef") else int(x.split()[-1])
+                         for x in sh.group(3).split(","))
+            shuffles[sh.group(1)] = (sh.group(2), mask)
             block_of[sh.group(1)] = block
         if not m:
             continue
@@ -152,27 +154,29 @@ def _parse(llir: str) -> _Parsed:
     return _Parsed(_locations(llir), defs, uses, block_of, adds, shuffles)
 
 
-def _scalarized(elem: str, arch: str) -> bool:
-    """Whether the NVPTX backend splits a ``<2 x elem>`` vector op into scalar ones before it combines
-    (type legalization). ``<2 x half>`` / ``<2 x bfloat>`` are legal register types that stay vector
-    (``mul``/``fma.rn``/``add.f16x2``, ``.bf16x2``: Triton 3.6.0's PTX for sm90); ``<2 x float>`` is split on
-    sm90 (scalar ``fma.rn.f32`` per live lane in the same PTX). f32x2 arithmetic exists from sm_100 on (PTX ISA
-    8.6), where the split is not assumed: the PTX count check of :func:`fused_sites` says when it is wrong."""
+def _legal_lanes(elem: str, arch: str) -> int:
+    """How many lanes of an ``elem`` vector one NVPTX register op takes on ``arch``: the backend splits wider
+    vectors into pieces of this width before it combines (type legalization). 16-bit: 2 (``<2 x half>`` /
+    ``<2 x bfloat>`` stay ``mul``/``fma.rn``/``add.f16x2``, ``.bf16x2``: Triton 3.6.0's PTX for sm90); ``float``:
+    1 on sm90 (scalar ``fma.rn.f32`` per live lane, same PTX), 2 from sm100 on (``mul``/``fma.rn``/``add.f32x2``:
+    Triton 3.6.0's PTX for sm100, a ``<4 x float>`` fold split in two)."""
     if elem != "float":
-        return False
+        return 2
     digits = "".join(ch for ch in str(arch) if ch.isdigit())
-    return not digits or int(digits) < 100
+    return 2 if digits and int(digits) >= 100 else 1
 
 
 def _product(p: _Parsed, operand: str, blk: int, elem: str, arch: str | None) -> tuple[tuple[str, ...], int] | None:
     """The ``fmul`` an add operand is as the DAG combiner sees it on ``arch``, with the lanes it feeds (``None``:
     none); ``arch`` ``None``: only a direct ``fmul`` operand.
 
-    A ``shufflevector`` between the multiply and the add (LLVM's VectorCombine moves lane 1 of a product vector
-    to lane 0: ``foldExtractExtract``) hides the multiply from the combiner while the vector stays one
-    (16-bit on sm90: ``mov.b32 {_, %rs}`` then ``add.f16x2``, no ``fma``; SASS keeps the ``HADD2``, Triton
-    3.6.0, sm90); once the vector is split into scalars the shuffle is a plain use of the lane's multiply, which
-    the combiner then folds (f32 on sm90: every lane a ``fma.rn.f32``)."""
+    A ``shufflevector`` between the multiply and the add (LLVM's VectorCombine moving lane j of a product vector
+    to lane d: ``foldExtractExtract``) hides the multiply from the combiner where it survives legalization: when
+    d and j sit at different places of a legal piece (:func:`_legal_lanes`), e.g. 16-bit lane 1 to lane 0 on
+    sm90 (``mov.b32 {_, %rs}`` then ``add.f16x2``, no ``fma``; SASS keeps the ``HADD2``) or fp32 lane 3 to 0 on
+    sm100. Where they sit at the same place the split makes the shuffle a plain use of the multiply's piece,
+    which the combiner folds (fp32 on sm90: every lane; fp32 lane 2 to 0 on sm100). Triton 3.6.0's LLIR and PTX;
+    :func:`fused_sites` checks the count against the PTX."""
     d = p.defs.get(operand)
     if d is not None:
         if d[0] != "fmul" or p.block_of.get(operand) != blk:
@@ -180,12 +184,16 @@ def _product(p: _Parsed, operand: str, blk: int, elem: str, arch: str | None) ->
         lanes = int(d[1][1:].split(" x ")[0]) if d[1].startswith("<") else 1
         return d, lanes
     s = p.shuffles.get(operand)
-    if s is None or arch is None or not _scalarized(elem, arch):
+    if s is None or arch is None:
+        return None
+    live = [(dst, src) for dst, src in enumerate(s[1]) if src is not None]
+    width = _legal_lanes(elem, arch)
+    if not live or any(dst % width != src % width for dst, src in live):
         return None
     d = p.defs.get(s[0])
     if d is None or d[0] != "fmul" or p.block_of.get(s[0]) != blk or p.block_of.get(operand) != blk:
         return None
-    return d, s[1]
+    return d, len(live)
 
 
 def _fold(p: _Parsed, a: str, b: str, blk: int, elem: str, arch: str) -> tuple[int, tuple[str, ...], int] | None:

@@ -165,7 +165,7 @@ def _ptx_thread_chain(ptx: str) -> str:
     """The in-thread part of the first reduction as the PTX has it: its fma (``F``) and add (``a``) in program
     order, up to the first warp shuffle."""
     head = ptx[:ptx.index("shfl.sync.bfly")]
-    ops = re.findall(r"^\s*(fma\.rn|add)\.(?:rn\.)?(?:f32|f16x2|bf16x2|f16|bf16)\s", head, re.M)
+    ops = re.findall(r"^\s*(fma\.rn|add)\.(?:rn\.)?(?:f32x2|f32|f16x2|bf16x2|f16|bf16)\s", head, re.M)
     return "".join("F" if op == "fma.rn" else "a" for op in ops)
 
 
@@ -173,35 +173,42 @@ _SOS = ("x_ptr", "y_ptr")
 _RMS = ("x_ptr", "w_ptr", "y_ptr")
 
 
-@pytest.mark.parametrize(("kernel", "dt", "consts", "warps", "divisible"), [
-    ("sum_of_squares", "fp32", {"N": 1024}, 4, _SOS),
-    ("sum_of_squares", "fp16", {"N": 1024}, 4, _SOS),
-    ("sum_of_squares", "bf16", {"N": 1024}, 4, _SOS),
-    ("sum_of_squares", "fp16", {"N": 4096}, 8, _SOS),
-    ("rms_scale", "fp16", {"BLOCK": 8192}, 16, _RMS),
-    ("rms_scale", "bf16", {"BLOCK": 8192}, 16, _RMS),
-    ("rms_scale", "fp32", {"BLOCK": 8192}, 16, _RMS),
+@pytest.mark.parametrize(("kernel", "dt", "consts", "warps", "divisible", "arch"), [
+    ("sum_of_squares", "fp32", {"N": 1024}, 4, _SOS, "sm90"),
+    ("sum_of_squares", "fp16", {"N": 1024}, 4, _SOS, "sm90"),
+    ("sum_of_squares", "bf16", {"N": 1024}, 4, _SOS, "sm90"),
+    ("sum_of_squares", "fp16", {"N": 4096}, 8, _SOS, "sm90"),
+    ("rms_scale", "fp16", {"BLOCK": 8192}, 16, _RMS, "sm90"),
+    ("rms_scale", "bf16", {"BLOCK": 8192}, 16, _RMS, "sm90"),
+    ("rms_scale", "fp32", {"BLOCK": 8192}, 16, _RMS, "sm90"),
+    ("rms_scale", "fp32", {"BLOCK": 8192}, 16, _RMS, "sm100"),
 ], ids=lambda v: v if isinstance(v, str) else None)
-def test_thread_fma_is_the_ptx_chain(compile_sm90, kernel, dt, consts, warps, divisible):
+def test_thread_fma_is_the_ptx_chain(kernel, dt, consts, warps, divisible, arch):
     """Which in-thread adds of tl.sum(x * x) the facts say are contracted (read from the LLIR) is the PTX's chain
     of fma and add, one per register after the first: 16-bit products reaching an add through a lane shuffle
     stay unfused (``fma fma add fma add ...`` for registers loaded in pairs; ``fma`` x 7 then ``add`` x 8 where
-    LLVM packs registers k and k + 8 for the elementwise code after the sum), fp32 ones are split to scalars and
-    all fuse. Triton 3.6's sequential fold only."""
+    LLVM packs registers k and k + 8 for the elementwise code after the sum); fp32 ones are split to scalars on
+    sm90 and all fuse, on sm100 (f32x2) every other one. Triton 3.6's sequential fold only."""
     if reduce_order.rule_for(triton.__version__).thread != "sequential":
         pytest.skip(f"Triton {triton.__version__} adds a thread's registers as a tree (thread_fma is 3.6's)")
     k = _kernels()
     sig = {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}"}
     if kernel == "rms_scale":
         sig = {"x_ptr": f"*{dt}", "w_ptr": f"*{dt}", "y_ptr": f"*{dt}", "n": "i32", "eps": "fp32", "b": "fp32"}
-    asm = compile_sm90(getattr(k, kernel), sig, consts, warps, divisible)
-    facts = facts_from_asm(asm, _version(), "sm90", warps, source=k.__file__)
+    from harness.compile.matrix import compile_matrix
+
+    got = compile_matrix(getattr(k, kernel), signature=sig, constexprs=consts, targets=[arch],
+                         options={"num_warps": warps}, divisible=divisible)[arch]
+    if isinstance(got, BaseException):
+        raise got
+    asm = got.asm
+    facts = facts_from_asm(asm, _version(), arch, warps, source=k.__file__)
     (red,) = facts.reductions
     chain = _ptx_thread_chain(asm["ptx"])
     assert len(chain) == (1 << len(red.bits.registers)) - 1
     assert red.thread_fma is not None
     assert "".join("F" if f else "a" for f in red.thread_fma) == chain
-    assert ("a" in chain) == (dt != "fp32"), "16-bit sums of products keep some adds apart, fp32 ones none"
+    assert ("a" in chain) == (dt != "fp32" or arch != "sm90"), "which sums keep some adds apart"
 
 
 # --- evaluators, on values where the order decides ---------------------------------------------------------
