@@ -58,8 +58,11 @@ _SRC_HASH: dict[str, str] = {}  # a module's source is read once per process
 def _source_hash(path: str) -> str:
     hit = _SRC_HASH.get(path)
     if hit is None:
+        from harness.mutate.hook import mutated_source  # a mutant's process: its module is not the file on disk
+
+        text = mutated_source(path)
         try:
-            hit = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            hit = hashlib.sha256(Path(path).read_bytes() if text is None else text.encode()).hexdigest()
         except OSError:
             hit = "?"
         _SRC_HASH[path] = hit

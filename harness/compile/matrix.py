@@ -15,16 +15,17 @@ This module is the public face: the matrix runner and the assertions. The parts 
 - :mod:`harness.compile.errors`: a compile error as text;
 - :mod:`harness.compile.message`: every failure text of the assertions below, from their records.
 
-Public API: :data:`DEFAULT_TARGETS`, :class:`Compiled`, :func:`parse_target`, :func:`compile_kernel`,
-:func:`compile_matrix`, :func:`assert_compiles`, :func:`assert_compile_error`, :func:`assert_ptx_contains`,
-:func:`assert_ptx_lacks`, :func:`describe_error`, :func:`error_line`, :func:`stats` (``Compiled`` is what a
-compile gives; ``describe_error`` / ``error_line`` read the exception an entry of :func:`compile_matrix` holds).
+Public API: :data:`DEFAULT_TARGETS`, :data:`COMPILE_LISTENERS`, :class:`Compiled`, :func:`parse_target`,
+:func:`compile_kernel`, :func:`compile_matrix`, :func:`assert_compiles`, :func:`assert_compile_error`,
+:func:`assert_ptx_contains`, :func:`assert_ptx_lacks`, :func:`describe_error`, :func:`error_line`, :func:`stats`
+(``Compiled`` is what a compile gives; ``describe_error`` / ``error_line`` read the exception an entry of
+:func:`compile_matrix` holds).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from harness.compile import message
@@ -41,6 +42,7 @@ from harness.compile.targets import (
 )
 
 __all__ = [
+    "COMPILE_LISTENERS",
     "DEFAULT_TARGETS",
     "Compiled",
     "assert_compile_error",
@@ -58,6 +60,16 @@ __all__ = [
 
 # --- compiling ----------------------------------------------------------------------------------------------
 
+#: Called with the ``JITFunction`` of each :func:`compile_kernel` / :func:`compile_matrix` call, before it compiles.
+#: Why: a test that compiles a kernel ahead of time tests it as a launch does (a target's compile error), and
+#: mutation testing runs a kernel's mutants over the tests that launched *or compiled* it (harness.mutate.plugin).
+COMPILE_LISTENERS: list[Callable[[Any], None]] = []
+
+
+def _heard(jit: Any) -> None:
+    for listen in COMPILE_LISTENERS:
+        listen(jit)
+
 
 def compile_kernel(
     fn: Any,
@@ -72,6 +84,7 @@ def compile_kernel(
     constexpr arguments take their value from ``constexprs`` and may be left out of ``signature``.
     """
     jit, sig, consts = prepare(fn, signature, constexprs)
+    _heard(jit)
     t = parse_target(target)
     ok, reason = target_available(t)
     if not ok:
@@ -102,6 +115,7 @@ def compile_matrix(
     arguments to compile as divisible by 16, as Triton's JIT specializes aligned pointers and integers.
     """
     jit, sig, consts = prepare(fn, signature, constexprs)
+    _heard(jit)
     div = frozenset(divisible)
     bad = sorted(n for n in div if sig.get(n, "constexpr") == "constexpr")
     if bad:

@@ -2,8 +2,8 @@
 section and the report key. The logic is :mod:`harness.coverage`.
 
 Registered by ``harness.plugin``. The map is on when ``--harness-coverage`` is given (an empty value maps the
-launches and lists no package). It reads launch capture, so it fills on the interpreter lane with
-``--harness-compile-launches``; ``--harness-coverage-fail`` fails the session when a kernel of the packages was not
+launches and lists no package). It reads launch capture (its own capture block when compile capture is off), so it
+fills on the interpreter lane; ``--harness-coverage-fail`` fails the session when a kernel of the packages was not
 launched and is not justified in place (meaningful on a run of the whole suite).
 """
 
@@ -72,9 +72,15 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     m = _map(item.config)
     if m is None:
         return (yield)
+    from harness.compile.launches import state
+
     m.test = item.nodeid
     try:
-        return (yield)
+        # a capture block of its own: without --harness-compile-launches nothing else would watch the launches, and
+        # every launched kernel would be listed as unlaunched (an inner block, compile capture's, takes the launches
+        # when it is on; the listeners hear them either way)
+        with state().capture():
+            return (yield)
     finally:
         m.test = ""
 

@@ -324,10 +324,12 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
             return keep("the compiled kernel fuses this sum's adds with a product the interpreter could not trace")
         factors = tuple(np.broadcast_to(np.asarray(t), data.shape) for t in (tag[1], tag[2]))
         if len(tag) > 3:  # through tl.where: LLVM folds the selects only where one mask covers the first adds
-            if rule.thread != "sequential":
-                return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree: which adds "
-                            "fuse is not modelled")
-            fused_adds = sum(f.count for f in fused if f.mul == tag[0])
+            count = sum(f.count for f in fused if f.mul == tag[0])
+            if rule.thread == "sequential":  # 3.6: the first `count` adds of the fold (one vector's mask)
+                fused_adds = count
+            elif count != (1 << len(r.bits.registers)) // 2:  # 3.9: the tree's first level, pairs of one mask
+                return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree with {count} "
+                            "fused adds, not its first level: not modelled")
     fused_steps = None
     if factors is not None and r.thread_fma is not None and rule.thread == "sequential" and not plan.packed(dt, r.kind):
         fused_steps, fused_adds = r.thread_fma, None  # which in-thread adds the compiled kernel contracts
@@ -340,7 +342,8 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         values = np.take(values, perm, axis)
         if factors is not None:
             factors = tuple(np.take(f, perm, axis=axis) for f in factors)
-    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds,
+    sides = r.sides if factors is not None and r.reorder is None else None
+    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds, sides=sides,
                               fused_steps=fused_steps)
     out = []
     for arr, inp in zip(res, inputs, strict=True):

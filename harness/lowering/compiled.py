@@ -27,7 +27,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,8 @@ __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specializa
            "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-9"  # 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: thread_fma
+#: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma
+FORMAT = "harness-lowering-10"
 
 Key = tuple[str, int, int]
 
@@ -61,6 +62,10 @@ class Reduction:
     #: registers the op combines as its position ``i`` is the source's element ``reorder[i]``
     #: (:func:`reorder_of`); ``None`` otherwise
     reorder: tuple[int, ...] | None = None
+    #: for a sum of products in an in-thread tree (Triton 3.9): per first-level register pair, which product the
+    #: compiled fma folds (0: the pair's first register's, 1: its second's; :func:`harness.lowering.fma.pair_sides`);
+    #: ``None`` where the PTX does not say for this reduction alone
+    sides: tuple[int, ...] | None = None
     #: for a sum of products: which of the in-thread adds (one per register after the first, in order) the
     #: compiled kernel contracts with the new register's product (the first: with register 0's), read from its
     #: LLIR (:func:`harness.lowering.fma.thread_chains`); ``None`` where it has none or its chains disagree
@@ -199,7 +204,7 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
                     bits, err = None, f"its operand is a tt.reshape allow_reorder from {op.reordered_from}: {e}"
             where = _key(raw, "call", version)
             reds.append(Reduction(where, _kind(op.combine), op.axis, t.elem, bits, err, reorder,
-                                  _thread_fma(chains.get(where, []) if where is not None else [], bits)))
+                                  thread_fma=_thread_fma(chains.get(where, []) if where is not None else [], bits)))
         else:
             scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
     sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx"), arch) if fp_fusion else []
@@ -208,6 +213,7 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
 
     fused = tuple(Fused(_where(moved(s.mul), "mul", version), _where(moved(s.add), "add", version), s.op, s.operand,
                         s.elem, s.count) for s in sites_)
+    reds = _with_sides(reds, fused, asm.get("ptx"), version)
     cubin = asm.get("cubin")
     sass = fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm  # fusion on, SASS readable
     raw_ptxas = fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]) if sass else set()
@@ -216,6 +222,23 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
                           ptxas_lines=tuple(sorted((move(f), n) for f, n in raw_ptxas)),
                           quotient_lines=tuple(sorted((move(f), n) for f, n in quotients)))
+
+
+def _with_sides(reds: list[Reduction], fused: tuple[Fused, ...], ptx: str | None, version: str) -> list[Reduction]:
+    """``reds`` with :attr:`Reduction.sides` set where it is unambiguous: one reduction of the kernel sums
+    products in an in-thread tree, and the PTX's contracted product pairs are exactly its first level (any other
+    pair in the kernel, an elementwise ``a * b + c * d``, leaves it unset)."""
+    if not ptx or rule_for(version).thread == "sequential":
+        return reds
+    adds = {f.add for f in fused if f.mul is not None}
+    summed = [i for i, r in enumerate(reds) if r.kind == "add" and r.where in adds and r.bits is not None]
+    if len(summed) != 1:
+        return reds
+    i = summed[0]
+    sides = fma_mod.pair_sides(ptx)
+    if len(sides) != (1 << len(reds[i].bits.registers)) // 2:
+        return reds
+    return [replace(r, sides=sides) if k == i else r for k, r in enumerate(reds)]
 
 
 def _thread_fma(chains: list[tuple[bool, ...]], bits: AxisBits | None) -> tuple[bool, ...] | None:
@@ -278,7 +301,8 @@ def _load(text: str) -> KernelLowering | None:
             d["triton"], d["arch"], d["num_warps"],
             tuple(Reduction(key(r["where"]), r["kind"], r["axis"], r["elem"], bits(r["bits"]), r["error"],
                             None if r.get("reorder") is None else tuple(int(i) for i in r["reorder"]),
-                            None if r.get("thread_fma") is None else tuple(bool(i) for i in r["thread_fma"]))
+                            None if r.get("sides") is None else tuple(int(i) for i in r["sides"]),
+                            thread_fma=None if r.get("thread_fma") is None else tuple(bool(i) for i in r["thread_fma"]))
                   for r in d["reductions"]),
             tuple(Scan(key(s["where"]), s["kind"], s["axis"], s["elem"], bits(s["bits"]), s["reverse"], s["error"])
                   for s in d["scans"]),

@@ -284,6 +284,30 @@ def thread_chains(llir: str, arch: str = "sm90") -> dict[Where | None, list[tupl
     return out
 
 
+_PAIR_FMA = re.compile(r"^\s*fma\.rn\.f32\s+%r\d+,\s*%r(\d+),\s*%r\d+,\s*(%r\d+);", re.M)
+_MUL_F32 = re.compile(r"^\s*mul\.f32\s+(%r\d+),\s*%r(\d+),\s*%r\d+;", re.M)
+
+
+def pair_sides(ptx: str) -> tuple[int, ...]:
+    """For each ``fadd(fmul, fmul)`` the compiled kernel contracted, ``fma.rn.f32 d, a, b, m`` with ``m`` a
+    ``mul.f32 m, c, e`` of the PTX, ordered by their operands' registers: 0 where the product folded into the fma
+    is the earlier-defined element's (``a`` numbered below ``c``), 1 where it is the later one's.
+
+    Why: which product the DAG folds decides the rounding, and Triton 3.9's LLVM (its SLP vectorizer) folds the
+    right-hand one in some first-level pairs of an in-thread tree sum (Liger-Kernel's rms_norm, fp32, N = 4096, 8
+    warps: 2 of its 8 pairs; sm90 PTX of Triton 3.9.0, 2026-12-06), where the LLIR's operand order says left.
+    PTX registers are numbered in definition order, and a thread's elements are loaded (so defined) in register
+    order: that the numbering follows the elements is checked on the H100 by that kernel's outputs."""
+    muls = {m.group(1): int(m.group(2)) for m in _MUL_F32.finditer(ptx)}
+    pairs = []
+    for m in _PAIR_FMA.finditer(ptx):
+        other = muls.get(m.group(2))
+        if other is not None:
+            a = int(m.group(1))
+            pairs.append((min(a, other), int(a > other)))
+    return tuple(side for _, side in sorted(pairs))
+
+
 #: fma calls already in the LLIR (``tl.fma``, libdevice's polynomial steps): PTX fma that are no contraction.
 _EXPLICIT = re.compile(r"call\s+[^@]*@llvm\.(?:fma\.|nvvm\.fma\.rn\.(?:f|bf16|f16|bf16x2|f16x2)\()")
 

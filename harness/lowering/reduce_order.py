@@ -183,7 +183,8 @@ def _butterfly(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine
 
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
            factors: tuple[np.ndarray, np.ndarray] | None = None, fused_adds: int | None = None,
-           fused_steps: tuple[bool, ...] | None = None) -> tuple[np.ndarray, ...]:
+           sides: tuple[int, ...] | None = None, fused_steps: tuple[bool, ...] | None = None
+           ) -> tuple[np.ndarray, ...]:
     """Reduce ``values`` along ``axis`` as the compiled kernel does; returns a tuple (one array per operand:
     ``(sums,)``, ``(max_values, indices)`` for argmax).
 
@@ -192,8 +193,11 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     factor arrays whose rounded product ``values`` is; the in-thread adds are then fused as LLVM fuses them.
     ``fused_adds``: only the first that many in-thread adds are fused (a sequential fold; the compiled kernel's
     count of fused sites, :class:`harness.lowering.compiled.Fused`), the others add the rounded products; None:
-    all of them. ``fused_steps``: which of a sequential fold's in-thread adds are fused, one flag per register
-    after the first (:attr:`harness.lowering.compiled.Reduction.thread_fma`); it replaces ``fused_adds``.
+    all of them. ``sides``: for the in-thread tree's first level, per register pair, which product its fma
+    folds (0 the first register's, 1 the second's; :attr:`harness.lowering.compiled.Reduction.sides`); None:
+    the first's. ``fused_steps``: which of a sequential fold's in-thread adds are fused, one flag
+    per register after the first (:attr:`harness.lowering.compiled.Reduction.thread_fma`); it replaces
+    ``fused_adds``.
     """
     if kind not in COMBINES:
         raise ValueError(f"reduce: kind must be one of {sorted(COMBINES)}, got {kind!r}")
@@ -260,7 +264,10 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             nxt = []
             for i in range(0, len(level), 2):
                 if first and prods is not None:
-                    nxt.append((numeric.fma(*prods[i], level[i + 1][0], dtype),))
+                    if sides is not None and sides[i // 2]:
+                        nxt.append((numeric.fma(*prods[i + 1], level[i][0], dtype),))
+                    else:
+                        nxt.append((numeric.fma(*prods[i], level[i + 1][0], dtype),))
                 else:
                     nxt.append(comb(level[i], level[i + 1]))
             level = nxt

@@ -22,9 +22,17 @@ import sys
 from types import ModuleType
 from typing import Any
 
-__all__ = ["ENV", "install"]
+__all__ = ["ENV", "install", "mutated_source"]
 
 ENV = "HARNESS_MUTATE_MUTANT"
+
+_LOADED: dict[str, str] = {}  # realpath -> the mutated text this process loaded in place of the file's
+
+
+def mutated_source(path: str) -> str | None:
+    """The mutated text this process loaded for the file ``path``, else ``None``. Why: a cache keyed by a module's
+    source (launch capture's compile outcomes on disk) must hash what ran, not the unmutated file beneath it."""
+    return _LOADED.get(os.path.realpath(path))
 
 
 class _Loader(importlib.abc.Loader):
@@ -41,6 +49,7 @@ class _Loader(importlib.abc.Loader):
         lines = self.source.splitlines(keepends=True)
         # mtime None: linecache.checkcache leaves the entry alone (it never re-reads the real file over it)
         linecache.cache[self.filename] = (len(self.source), None, lines, self.filename)
+        _LOADED[os.path.realpath(self.filename)] = self.source
         code = compile(self.source, self.filename, "exec", dont_inherit=True)
         if self.loaded:
             with open(self.loaded, "a") as f:

@@ -3,9 +3,11 @@
 
 - Loading it installs the mutant's import hook (:mod:`harness.mutate.hook`) when the environment names one,
   before any conftest or test module is imported.
-- ``--harness-mutate-record=PATH``: the kernels each test launched, from launch capture's listeners, and each
-  test's seconds, written to PATH as ``{"launched": {nodeid: [[kernel, file], ...]}, "seconds": {nodeid: s}}``
-  (an xdist worker writes ``PATH.<worker id>``).
+- ``--harness-mutate-record=PATH``: the kernels each test launched, from launch capture's listeners, or compiled
+  ahead of time (:data:`harness.compile.matrix.COMPILE_LISTENERS`: a target's compile error fails such a test,
+  which no launch on the interpreter shows), and each test's seconds, written to PATH as
+  ``{"launched": {nodeid: [[kernel, file], ...]}, "seconds": {nodeid: s}}`` (an xdist worker writes
+  ``PATH.<worker id>``).
 - :data:`TESTS_ENV` names a file of node ids: the run keeps those tests, in that order, and deselects the rest, so
   the user's own pytest arguments (paths, ``-k``, options) are passed on unchanged. The order is the runner's:
   with ``-x`` a mutant costs the tests up to the first that fails, so the ones that killed most run first.
@@ -41,6 +43,12 @@ class _Record:
     def add(self, launch: Any) -> None:
         if self.test:
             self.launched.setdefault(self.test, set()).add((launch.kernel, launch.file))
+
+    def compiled(self, jit: Any) -> None:
+        fn = getattr(jit, "fn", None)
+        code = getattr(fn, "__code__", None)
+        if self.test and code is not None:
+            self.launched.setdefault(self.test, set()).add((f"{fn.__module__}.{fn.__qualname__}", code.co_filename))
 
     def write(self, suffix: str) -> None:
         data = {"launched": {t: sorted(map(list, k)) for t, k in sorted(self.launched.items())},
@@ -85,10 +93,13 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if rec is None:
         return (yield)
     from harness.compile.launches import state
+    from harness.compile.matrix import COMPILE_LISTENERS
 
     st = state()
     if rec.add not in st.listeners:
         st.listeners.append(rec.add)
+    if rec.compiled not in COMPILE_LISTENERS:
+        COMPILE_LISTENERS.append(rec.compiled)
     rec.test = item.nodeid
     try:
         # a capture block of our own: launches are seen even where compile capture is off (an inner block,

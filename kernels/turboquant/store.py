@@ -161,6 +161,9 @@ def _store_k8v4_kernel(
         kword = tl.sum(kc.to(tl.uint32) << (8 * c4).to(tl.uint32)[None, None, :], axis=2)  # [ROWS, KW_P2]
         w = tl.arange(0, KW_P2)
         wk = base[:, None] + w[None, :]
+        # harness: equivalent-mutant(mask-compare): word HEAD_DIM // 4 (codes of masked-off keys) is value word 0,
+        # which the value store below rewrites, after a bar.sync (it orders the CTA's stores) in the PTX of every
+        # WORDS config: head_dim 80-240, fp16/bf16/fp32 keys, both formats, sm75-sm120, Triton 3.6 and 3.9
         wmask = ok[:, None] & (w < HEAD_DIM // 4)[None, :]
         tl.store(cache_ptr + wk, kword.to(tl.int32, bitcast=True), mask=wmask)
         u = tl.arange(0, VW_P2)

@@ -77,3 +77,15 @@ def test_map_lists_what_ran_and_what_did_not(pytester):
     assert [u.split(" ")[0] for u in cov["unlaunched"]] == ["mypkg.k.orphan_kernel"]
     r = pytester.runpytest_subprocess("--harness-arch=interp", "--harness-coverage=no_such_pkg")
     r.stderr.fnmatch_lines(["*package 'no_such_pkg'*"])
+
+
+def test_map_sees_launches_without_compile_capture(pytester):
+    """Compile capture off (an adopter's plain run): the launched kernel is in the map, not listed as unlaunched."""
+    pytester.mkpydir("mypkg").joinpath("k.py").write_text(PKG)
+    pytester.makepyfile(test_k=TEST)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    r = pytester.runpytest_subprocess("--harness-arch=interp", "--harness-coverage=mypkg")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["mypkg.k.double_kernel*bf16*interp*1*1",
+                            "*kernels of mypkg that no test launched: 1 (and 1 justified in place)",
+                            "  mypkg.k.orphan_kernel (*k.py:*)"])

@@ -9,7 +9,8 @@ check that the launch is the recorded one, and every launch's packed parameters 
 entry's ``.param`` list before anything runs: a mismatch is refused, never turned into a golden.
 
 - :class:`Recorder` (CPU, ``scripts/compile_lowering_kernels.py``): per launch, compiles for sm90 and writes the
-  cubin, the PTX and a manifest entry.
+  cubin, the PTX and a manifest entry, after checking that Triton's own JIT builds the same machine code for the
+  launch (:func:`jit_compiled`, :func:`same_code`; the manifest's ``jit_check`` says which held).
 - :class:`Launcher` (GPU, ``scripts/capture_lowering_goldens.py --compiled DIR``): looks each launch up in the
   manifest and runs the recorded code.
 - :func:`hook`: puts either in place of the kernels' ``run`` through a :class:`harness.interp.patch.Patch`.
@@ -33,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT", "Launcher", "Recorder", "hook", "pack", "param_plan", "ptx_header", "ptx_params"]
+__all__ = ["FORMAT", "Launcher", "Recorder", "hook", "jit_compiled", "pack", "param_plan", "ptx_header",
+           "ptx_params", "same_code"]
 
 #: Bumped when the manifest's layout changes.
 FORMAT = "lowering-aot-1"
@@ -185,6 +187,60 @@ def _spec_diff(want: dict[str, Any], got: dict[str, Any]) -> list[str]:
             if want.get(k) != got.get(k)]
 
 
+class _TargetDriver:
+    """What Triton's JIT asks the active driver for when it binds and compiles a launch (``JITFunction.run`` and
+    ``create_binder``, Triton 3.6 and 3.9): the current target, device and stream. Answers with a fixed target, so
+    a machine with no GPU compiles for it."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+
+def jit_compiled(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], arch: str = "sm90") -> Any:
+    """The ``CompiledKernel`` Triton's own JIT builds for the launch ``fn[grid](*args, **kwargs)`` on a GPU of
+    ``arch``: its ``run`` with ``warmup=True`` (binder, specialization, ``parse_options`` of the launch's keywords,
+    ``compile``), with the active driver answering ``arch``'s target and a fresh per-device cache, both put back
+    after. An ``InterpretedFunction`` is compiled as the ``JITFunction`` it would be without ``TRITON_INTERPRET``.
+    Nothing runs. Why: the recorder compiles through the harness's own path; this is the JIT's, so the two can be
+    checked to build the same code on the machine that records, for the Triton that compiles."""
+    from collections import defaultdict
+
+    from triton.runtime.driver import driver
+
+    from harness.compile.targets import parse_target
+    from harness.interp.jit import as_jit
+    from harness.interp.patch import Patch, lift
+
+    jit = as_jit(fn)
+    with lift("lowering-aot"), Patch.context() as patch:
+        patch.setattr(driver, "_active", _TargetDriver(parse_target(arch).gpu_target()), tag="lowering-aot-jit")
+        patch.setattr(jit, "device_caches", defaultdict(jit.create_binder), tag="lowering-aot-jit")
+        return type(jit).run(jit, *args, grid=(1,), warmup=True, **kwargs)
+
+
+def same_code(a: bytes, b: bytes) -> str | None:
+    """Whether two cubins hold the same machine code: the bytes, else the SASS ``cuobjdump`` gives of each
+    (Triton's ``tools.disasm.get_sass``). Why not the bytes alone: the cubin carries line info with the source
+    file's path, and Triton's cache may answer with a kernel compiled from another checkout's copy of the file.
+    Says which held, ``None`` when neither."""
+    if a == b:
+        return "cubin identical to Triton's JIT"
+    from triton.tools.disasm import get_sass
+
+    if get_sass(a) == get_sass(b):
+        return "SASS identical to Triton's JIT (the cubins differ outside the code)"
+    return None
+
+
 class Recorder:
     """Compiles each launch it is handed for ``arch`` with the installed Triton and keeps the manifest
     (:meth:`write`). One compiled kernel (cubin + PTX) per distinct specialization."""
@@ -238,6 +294,13 @@ class Recorder:
             meta = res.kernel.metadata
             ptx, cubin = str(res.asm["ptx"]), bytes(res.asm["cubin"])
             plan = param_plan(meta.name, s.signature, ptx_params(ptx, meta.name))
+            jit = jit_compiled(fn, args, kwargs, self.arch)
+            same = same_code(cubin, bytes(jit.asm["cubin"]))
+            launch = ("num_warps", "num_ctas", "shared", "global_scratch_size", "profile_scratch_size")
+            if same is None or any(getattr(meta, k, None) != getattr(jit.metadata, k, None) for k in launch):
+                raise LaunchMismatch(f"{qual}: Triton's own JIT compiles this launch to other code than the "
+                                     f"recorder's compile (JIT: num_warps={jit.metadata.num_warps}, num_stages="
+                                     f"{jit.metadata.num_stages}; recorder options {options}); nothing recorded")
             stem = f"{meta.name}-{key}"
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / f"{stem}.cubin").write_bytes(cubin)
@@ -250,7 +313,8 @@ class Recorder:
                 **{k: int(getattr(meta, k, 0) or 0) for k in ("global_scratch_size", "global_scratch_align",
                                                               "profile_scratch_size", "profile_scratch_align")},
                 "launch_cooperative_grid": bool(getattr(meta, "launch_cooperative_grid", False)),
-                "launch_pdl": bool(getattr(meta, "launch_pdl", False)), "specialization": spec}
+                "launch_pdl": bool(getattr(meta, "launch_pdl", False)), "specialization": spec,
+                "jit_check": same}
         scalars = {k: arguments[k] for k, ty in s.signature.items() if not ty.startswith("*")}
         return {"kernel": qual, "key": key, "grid": _grid(grid, arguments), "scalars": scalars}
 

@@ -143,6 +143,34 @@ def scaled_loop(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, acc)
 
 
+@triton.jit
+def masked_variance(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    # a norm's variance as FlagGems' layer_norm writes it: the squared deviation selected by tl.where, then summed.
+    # With N divisible by 16 each 4-element vector shares one mask bit and LLVM folds the selects out of the
+    # sum's first adds, which it then contracts with the multiply
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    m = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    d = x - tl.sum(x, axis=0) / N
+    s = tl.where(m, d * d, 0)
+    tl.store(y_ptr + row, tl.sum(s, axis=0))
+
+
+@triton.jit
+def rms_norm(y_ptr, x_ptr, w_ptr, r_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    # rms_norm as inference engines write it. At 16 fp32 elements a thread, Triton 3.9's LLVM (SLP vectorizer)
+    # folds the right-hand square into the fma in some pairs of the in-thread tree (its sm90 PTX)
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0)
+    w = tl.load(w_ptr + cols, mask=m, other=0)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(r_ptr + row, rstd)
+    tl.store(y_ptr + row * n_cols + cols, x * rstd * w, mask=m)
+
+
 # --- the cases: inputs from a fixed seed, one launch each ---------------------------------------------------
 
 #: pattern -> list of (case name, parameters). dtype: the input element type; n: the row / block length;
@@ -175,6 +203,10 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
     "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
     "sum_of_squares": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
                        for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
+    "masked_variance": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
+                        for dt in ("fp32", "fp16") for n, w in ((1000, 4), (2000, 4), (1024, 4), (4000, 8))],
+    "rms_norm": [(f"fp32_n{n}_w{w}", {"dtype": "fp32", "n": n, "warps": w})
+                 for n, w in ((4096, 8), (4096, 4), (8192, 16), (1024, 4), (5000, 16))],
     "block_sum": [(f"{dt}_n{n}_b{b}_w{w}", {"dtype": dt, "n": n, "block": b, "warps": w})
                   for dt in ("fp32", "bf16", "fp16") for n, b, w in ((100_000, 1024, 4), (20_000, 4096, 8))],
 }
@@ -241,6 +273,10 @@ def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
         return {"x": normal(ROWS, p["n"])}
     if pattern == "block_sum":
         return {"x": normal(p["n"], scale=2.0)}
+    if pattern == "masked_variance":
+        return {"x": normal(ROWS, p["n"], scale=1.5) + 0.3}
+    if pattern == "rms_norm":
+        return {"x": normal(ROWS, p["n"]), "w": normal(p["n"], scale=0.1) + 1, "eps": 1e-6}
     raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
 
 
@@ -314,6 +350,17 @@ def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
         y = torch.empty(blocks, dtype=torch.float32, device=device)
         block_sum[(blocks,)](x, y, x.numel(), BLOCK=p["block"], num_warps=w)
         return {"y": y.cpu()}
+    if pattern == "masked_variance":
+        x = t["x"]
+        y = torch.empty(x.shape[0], dtype=torch.float32, device=device)
+        masked_variance[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=triton.next_power_of_2(p["n"]), num_warps=w)
+        return {"y": y.cpu()}
+    if pattern == "rms_norm":
+        x = t["x"]
+        y, r = torch.empty_like(x), torch.empty(x.shape[0], dtype=torch.float32, device=device)
+        rms_norm[(x.shape[0],)](y, x, t["w"], r, x.shape[1], t["eps"], BLOCK=triton.next_power_of_2(p["n"]),
+                                num_warps=w)
+        return {"y": y.cpu(), "rstd": r.cpu()}
     if pattern == "scaled_loop":
         y = t["y"].clone()
         scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)

@@ -129,6 +129,39 @@ def test_recorder_writes_each_launch_as_the_jit_specializes_it(compiled):
     assert m["kernels"][am["key"]]["num_warps"] == 1 and am["scalars"] == {}
 
 
+def test_recorded_cubins_are_what_tritons_jit_builds(compiled):
+    m = json.loads((compiled / "manifest.json").read_text())
+    assert all(k["jit_check"].split(" identical to Triton's JIT")[0] in ("cubin", "SASS")
+               for k in m["kernels"].values())
+    # and independently of the recorder: the JIT's own compile of the w1 launch, for sm90, is the recorded cubin
+    p = _params("row_max_argmax", "fp32_n128_w1_nan")
+    seen = []
+    with Patch.context() as patch:
+        aot.hook(patch, type(kernels.affine), lambda fn, args, kwargs, grid: seen.append((fn, args, kwargs)))
+        kernels.launch("row_max_argmax", p, kernels.make_inputs("row_max_argmax", p), "cpu")
+    ((fn, args, kwargs),) = seen
+    jit = aot.jit_compiled(fn, args, kwargs, "sm90")
+    (am,) = m["launches"]["row_max_argmax"]["fp32_n128_w1_nan"]
+    entry = m["kernels"][am["key"]]
+    assert jit.metadata.num_warps == 1 and jit.metadata.target.arch == 90
+    assert aot.same_code(bytes(jit.asm["cubin"]), (compiled / entry["cubin"]).read_bytes()) is not None
+    other = m["kernels"][m["launches"]["affine"]["fp32_n1024_w4"][0]["key"]]
+    assert aot.same_code(bytes(jit.asm["cubin"]), (compiled / other["cubin"]).read_bytes()) is None
+
+
+def test_recorder_refuses_a_compile_the_jit_would_not_make(tmp_path):
+    """The recorder's compile and the JIT's disagree (here: the JIT is handed num_warps 8 for a 4-warp launch):
+    nothing is recorded."""
+    real = aot.jit_compiled
+    rec = aot.Recorder(tmp_path)
+    with Patch.context() as patch:
+        patch.setattr(aot, "jit_compiled", lambda fn, args, kwargs, arch: real(fn, args, dict(kwargs, num_warps=8),
+                                                                                arch), tag="test-aot")
+        with pytest.raises(aot.LaunchMismatch, match="other code than the recorder's compile.*num_warps=8"):
+            _replay(rec, [("affine", "fp32_n1024_w4")])
+    assert rec.manifest["kernels"] == {} and not list(tmp_path.iterdir())
+
+
 def test_launcher_takes_the_recorded_launches(compiled):
     launcher = aot.Launcher(compiled)
     seen = []

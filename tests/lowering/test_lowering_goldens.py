@@ -33,9 +33,16 @@ _CAPTURE = ("python scripts/capture_lowering_goldens.py --out golden/lowering{su
 
 #: Cases the H100 capture shows the model does not reproduce yet, by Triton minor version and pattern, with the
 #: measured difference: a strict expected failure (the test fails when any other case differs, and when these
-#: stop differing, so the entry is removed). None open.
-KNOWN_OPEN: dict[str, dict[str, set[str]]] = {}
-_OPEN_WHY = "the model does not reproduce these cases yet"
+#: stop differing, so the entry is removed).
+KNOWN_OPEN = {
+    "3.6": {"rms_norm": {"fp32_n5000_w16"}},
+    "3.9": {"rms_norm": {"fp32_n5000_w16"}},
+}
+_OPEN_WHY = {
+    "rms_norm": "16 fp32 elements a thread one register apart by 512 (N = 5000 not divisible by 16: scalar masked "
+                "loads), 16 warps: rstd 1 ulp off in 5-6 of 16 rows; the sum it reads is off by 1-2 ulp or more "
+                "(the PTX's fold and butterflies read as the model has them: cause not found)",
+}
 
 
 def _mm(version: str) -> str:
@@ -56,8 +63,13 @@ def _bits(t: torch.Tensor) -> np.ndarray:
 def _golden_file(golden, pattern: str):  # noqa: ANN001, ANN202 - the golden fixture in, an open npz out
     here = _mm(triton.__version__)
     found = []
-    for rel in (f"lowering/triton{here}/{pattern}.npz", f"lowering/{pattern}.npz"):
-        path = golden.external(rel)
+    # every version's capture of the pattern is read (its meta says which Triton it pins), so none is "unused"
+    # on a lane whose version it is not
+    others = sorted(p.parent.name for p in golden.external(f"lowering/{pattern}.npz").parent.glob(
+        f"triton*/{pattern}.npz") if p.parent.name != f"triton{here}")
+    rels = (f"lowering/triton{here}/{pattern}.npz", f"lowering/{pattern}.npz",
+            *(f"lowering/{d}/{pattern}.npz" for d in others))
+    for rel, path in [(rel, golden.external(rel)) for rel in rels]:
         if path.is_file():
             z = np.load(path, allow_pickle=False)
             captured = _mm(json.loads(str(z["meta"]))["triton"])
@@ -102,7 +114,7 @@ def test_lane_reproduces_the_gpu(golden, pattern, device):
     if open_cases:
         still = {line.split("/", 1)[0] for line in differ}
         if still == open_cases:
-            pytest.xfail(f"{rel}: {_OPEN_WHY}:\n  " + "\n  ".join(differ))
+            pytest.xfail(f"{rel}: {_OPEN_WHY[pattern]}:\n  " + "\n  ".join(differ))
         if not still:
             pytest.fail(f"{rel}: {sorted(open_cases)} now match the GPU: remove them from KNOWN_OPEN")
     if differ and device != "cpu":

@@ -317,3 +317,41 @@ def test_a_parameter_named_like_a_launch_option_binds_to_the_kernel():
     assert not [m for m in got if "could not be had" in m], got
     (r_max, r_sum) = sorted(_facts(_rows_softmax_stages, args, kw).reductions, key=lambda r: r.kind)
     assert {r_max.kind, r_sum.kind} == {"max", "add"}
+
+
+def test_pair_sides_reads_which_product_each_fma_folds():
+    from harness.lowering.fma import pair_sides
+
+    ptx = """
+        mul.f32 	%r61, %r4, %r4;
+        mul.f32 	%r69, %r10, %r10;
+        fma.rn.f32 	%r72, %r11, %r11, %r69;
+        fma.rn.f32 	%r79, %r3, %r3, %r61;
+        fma.rn.f32 	%r80, %r5, %r5, %r79;
+    """
+    # pairs ordered by their first register: (3, 4) folds 3's square, (10, 11) folds 11's; the last fma adds to
+    # an fma, no product pair
+    assert pair_sides(ptx) == (0, 1)
+
+
+def test_tree_sum_folds_the_product_the_compiled_kernel_folds():
+    """Triton 3.9's rms_norm at 16 fp32 elements a thread (4 warps): its PTX folds the right-hand square in some
+    first-level pairs (golden/lowering/triton3.9/rms_norm.npz is what the H100 computes of it); the facts carry
+    them, and the reduce model follows them (other values than the all-left fold)."""
+    k = _k()
+    if reduce_order.rule_for(triton.__version__).thread == "sequential":
+        pytest.skip("Triton 3.6 folds a thread's elements in sequence: no pairs")
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(ROWS, 4096, generator=g)
+    w, y, r = torch.ones(4096), torch.empty(ROWS, 4096), torch.empty(ROWS)
+    kw = {"BLOCK": 4096, "num_warps": 4}
+    facts = _facts(k.rms_norm, (y, x, w, r, 4096, 1e-6), kw)
+    (red,) = facts.reductions
+    assert red.sides is not None and 1 in red.sides and 0 in red.sides, red.sides
+    plan = reduce_order.ReducePlan(red.bits, reduce_order.rule_for(triton.__version__))
+    many = torch.randn(256, 4096, generator=g).numpy()  # rows enough that the fold order shows
+    sq = numeric.mul(many, many, "fp32")
+    f = (many, many)
+    (theirs,) = reduce_order.reduce(sq, 1, plan, "add", "fp32", factors=f, sides=red.sides)
+    (left,) = reduce_order.reduce(sq, 1, plan, "add", "fp32", factors=f)
+    assert (theirs != left).any()

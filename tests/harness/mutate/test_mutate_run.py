@@ -54,11 +54,11 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def mutate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def mutate(cwd: Path, *args: str, tests: str = "test_relu.py") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     return subprocess.run([sys.executable, "-m", "harness", "mutate", *args, "--", "-p", "no:hypothesispytest",
-                           "-p", "no:randomly", "test_relu.py"], cwd=cwd, env=env, capture_output=True, text=True,
+                           "-p", "no:randomly", tests], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)
 
 
@@ -74,6 +74,41 @@ def test_killed_survivor_and_the_tests_that_launched_the_kernel(tmp_path):
     assert ("SURVIVED: relu.py:8:" in p.stdout and "-    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)\n"
             "+    x = tl.load(x_ptr + offs, mask=offs <= n, other=0.0)" in p.stdout), p.stdout
     assert (tmp_path / "relu.py").read_text() == KERNEL, "the user's file was changed"
+
+
+WIDEN = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def widen_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    h = x.to(tl.float16).to(tl.float32)
+    tl.store(y_ptr + 2 * offs[:, None] + tl.arange(0, 2)[None, :], tl.join(h, x))
+'''
+
+WIDEN_TESTS = '''from harness.compile.matrix import assert_compiles
+from widen import widen_kernel
+
+
+def test_compiles():
+    assert_compiles(widen_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={"BLOCK": 8},
+                    target="sm90")
+'''
+
+
+def test_a_test_that_only_compiles_the_kernel_is_one_of_its_tests(tmp_path):
+    """Without the drop, tl.join takes two fp32 tensors; with it an fp16 and an fp32, which Triton's compiler
+    refuses (tt.join wants one type) for every target. Only a compile shows it: the test launches nothing."""
+    (tmp_path / "widen.py").write_text(WIDEN)
+    (tmp_path / "test_widen.py").write_text(WIDEN_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    p = mutate(tmp_path, "widen.py::widen_kernel", "--kinds", "drop-f32", "--json", "out.json", tests="test_widen.py")
+    report = json.loads((tmp_path / "out.json").read_text())
+    got = [(o["line"], o["status"], o["tests"], o["killed_by"]) for o in report["outcomes"]]
+    assert got == [(9, "killed", 1, "test_widen.py::test_compiles")], p.stdout + p.stderr
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_a_mutant_runs_the_fastest_test_first_and_then_the_ones_that_killed(tmp_path):
