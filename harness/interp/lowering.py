@@ -330,6 +330,9 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
             elif count != (1 << len(r.bits.registers)) // 2:  # 3.9: the tree's first level, pairs of one mask
                 return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree with {count} "
                             "fused adds, not its first level: not modelled")
+    fused_steps = None
+    if factors is not None and r.thread_fma is not None and rule.thread == "sequential" and not plan.packed(dt, r.kind):
+        fused_steps, fused_adds = r.thread_fma, None  # which in-thread adds the compiled kernel contracts
     values = (data, inputs[1].handle.data) if arity == 2 else data
     if r.reorder is not None:  # the registers as the reshape before the op left them (compiled.reorder_of)
         if arity == 2:
@@ -340,7 +343,8 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         if factors is not None:
             factors = tuple(np.take(f, perm, axis=axis) for f in factors)
     sides = r.sides if factors is not None and r.reorder is None else None
-    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds, sides=sides)
+    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds, sides=sides,
+                              fused_steps=fused_steps)
     out = []
     for arr, inp in zip(res, inputs, strict=True):
         arr = np.asarray(arr)

@@ -41,7 +41,8 @@ __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specializa
            "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
-FORMAT = "harness-lowering-9"  # 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides
+#: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma
+FORMAT = "harness-lowering-10"
 
 Key = tuple[str, int, int]
 
@@ -65,6 +66,10 @@ class Reduction:
     #: compiled fma folds (0: the pair's first register's, 1: its second's; :func:`harness.lowering.fma.pair_sides`);
     #: ``None`` where the PTX does not say for this reduction alone
     sides: tuple[int, ...] | None = None
+    #: for a sum of products: which of the in-thread adds (one per register after the first, in order) the
+    #: compiled kernel contracts with the new register's product (the first: with register 0's), read from its
+    #: LLIR (:func:`harness.lowering.fma.thread_chains`); ``None`` where it has none or its chains disagree
+    thread_fma: tuple[bool, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,10 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
     func_col = mod.func_loc[2] if mod.func_loc else 0
     reds: list[Reduction] = []
     scans: list[Scan] = []
+    chains: dict[Key | None, list[tuple[bool, ...]]] = {}
+    if fp_fusion:
+        for w, found in fma_mod.thread_chains(asm["llir"], arch).items():
+            chains.setdefault(_where(None if w is None else (move(w[0]), w[1], w[2]), "add", version), []).extend(found)
     for op in mod.ops:
         raw = None if op.position is None else ttgir.Position(move(op.position.file), op.position.line,
                                                                 op.position.col + func_col)
@@ -193,11 +202,12 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
                     reorder = reorder_of(op.reordered_from, t.layout, t.shape, op.axis, mod.layouts)
                 except ValueError as e:
                     bits, err = None, f"its operand is a tt.reshape allow_reorder from {op.reordered_from}: {e}"
-            reds.append(Reduction(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, err,
-                                  reorder))
+            where = _key(raw, "call", version)
+            reds.append(Reduction(where, _kind(op.combine), op.axis, t.elem, bits, err, reorder,
+                                  thread_fma=_thread_fma(chains.get(where, []) if where is not None else [], bits)))
         else:
             scans.append(Scan(_key(raw, "call", version), _kind(op.combine), op.axis, t.elem, bits, op.reverse, err))
-    sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx")) if fp_fusion else []
+    sites_ = fma_mod.fused_sites(asm["llir"], asm.get("ptx"), arch) if fp_fusion else []
     def moved(w: tuple[str, int, int] | None) -> tuple[str, int, int] | None:
         return None if w is None else (move(w[0]), w[1], w[2])
 
@@ -229,6 +239,15 @@ def _with_sides(reds: list[Reduction], fused: tuple[Fused, ...], ptx: str | None
     if len(sides) != (1 << len(reds[i].bits.registers)) // 2:
         return reds
     return [replace(r, sides=sides) if k == i else r for k, r in enumerate(reds)]
+
+
+def _thread_fma(chains: list[tuple[bool, ...]], bits: AxisBits | None) -> tuple[bool, ...] | None:
+    """The in-thread adds' contraction pattern of a reduction: the first ``registers - 1`` adds of the chains at
+    its position that contract any of them (the others are the warp and shared-memory stages', or no sum of
+    products); one pattern when all such chains agree, else ``None``."""
+    steps = (1 << len(bits.registers)) - 1 if bits is not None else 0
+    found = {c[:steps] for c in chains if len(c) >= steps and any(c[:steps])}
+    return next(iter(found)) if steps and len(found) == 1 else None
 
 
 def reorder_of(src: str, dst: str, shape: tuple[int, ...], axis: int, aliases: dict[str, str]) -> tuple[int, ...]:
@@ -282,7 +301,8 @@ def _load(text: str) -> KernelLowering | None:
             d["triton"], d["arch"], d["num_warps"],
             tuple(Reduction(key(r["where"]), r["kind"], r["axis"], r["elem"], bits(r["bits"]), r["error"],
                             None if r.get("reorder") is None else tuple(int(i) for i in r["reorder"]),
-                            None if r.get("sides") is None else tuple(int(i) for i in r["sides"]))
+                            None if r.get("sides") is None else tuple(int(i) for i in r["sides"]),
+                            thread_fma=None if r.get("thread_fma") is None else tuple(bool(i) for i in r["thread_fma"]))
                   for r in d["reductions"]),
             tuple(Scan(key(s["where"]), s["kind"], s["axis"], s["elem"], bits(s["bits"]), s["reverse"], s["error"])
                   for s in d["scans"]),

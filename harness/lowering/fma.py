@@ -14,8 +14,14 @@ The LLVM IR Triton hands the backend (``asm["llir"]``) still has the separate ``
 in the PTX as ``mul.f32`` / ``add.f32`` without ``.rn`` may still be contracted by ptxas (Triton passes no
 ``--fmad=false`` when fusion is on); :func:`ptxas_candidates` lists such pairs, which only SASS settles.
 
-Public API: :class:`Site`, :func:`fused_sites`, :func:`ptx_fma_count`, :func:`ptxas_candidates`,
-:func:`ptxas_contracted_lines`, :func:`nvdisasm`, :func:`fma` (re-exported from :mod:`harness.lowering.numeric`).
+An operand that is a product only through a ``shufflevector`` (LLVM's VectorCombine moving a lane of a product
+vector) is folded where the backend's split of the vector into legal pieces makes it a plain use of the product
+(``<2 x float>`` on sm90) and not where the shuffle stays (lane 1 to 0 of ``<2 x half>``): :func:`_product`.
+:func:`thread_chains` applies the rule to each add of a reduction's in-thread chain.
+
+Public API: :class:`Site`, :func:`fused_sites`, :func:`thread_chains`, :func:`ptx_fma_count`,
+:func:`ptxas_candidates`, :func:`ptxas_contracted_lines`, :func:`nvdisasm`, :func:`fma` (re-exported from
+:mod:`harness.lowering.numeric`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 from harness.lowering.numeric import fma
 
 __all__ = ["RULE_SOURCE", "Site", "fma", "fused_sites", "nvdisasm", "ptx_fma_count", "ptxas_candidates",
-           "ptxas_contracted_lines"]
+           "ptxas_contracted_lines", "thread_chains"]
 
 RULE_SOURCE = ("LLVM DAGCombiner::visitFADDForFMACombine / visitFSUBForFMACombine with AllowFPOpFusion=Fast and "
                "NVPTX enableAggressiveFMAFusion=true, applied to Triton's LLIR; count checked against the PTX's "
@@ -103,15 +109,25 @@ def _locations(llir: str) -> dict[str, Where | None]:
     return out
 
 
-def fused_sites(llir: str, ptx: str | None = None) -> list[Site]:
-    """The pairs LLVM fuses (see the module docstring), grouped by position (``count``: LLIR element operations,
-    a vector op counting all its lanes). With ``ptx``, the PTX's ``fma.rn`` element count must be what the rule
-    predicts (exactly, for scalar IR; between the scalar fusions and all lanes when the IR has vector adds),
-    else ``ValueError``: the derived rule does not describe this compiler."""
-    locs = _locations(llir)
+_SHUFFLE = re.compile(r"^\s*(%[\w.]+)\s*=\s*shufflevector\s+<\d+ x (?:float|bfloat|half)>\s+(%[\w.]+),\s*<[^>]*>\s+"
+                      r"[^,]+,\s*<\d+ x i32>\s+<([^>]*)>")
+
+
+@dataclass
+class _Parsed:
+    locs: dict[str, Where | None]
+    defs: dict[str, tuple[str, str, str, str, str | None]]
+    uses: Counter[str]
+    block_of: dict[str, int]
+    adds: list[tuple[str, str, str, str, str, str | None, int]]
+    shuffles: dict[str, tuple[str, tuple[int | None, ...]]]  # name -> (source vector, mask; None: poison)
+
+
+def _parse(llir: str) -> _Parsed:
     defs: dict[str, tuple[str, str, str, str, str | None]] = {}
     uses: Counter[str] = Counter()
     block_of: dict[str, int] = {}
+    shuffles: dict[str, tuple[str, tuple[int | None, ...]]] = {}
     block = 0
     adds: list[tuple[str, str, str, str, str, str | None, int]] = []
     for ln in llir.splitlines():
@@ -122,6 +138,12 @@ def fused_sites(llir: str, ptx: str | None = None) -> list[Site]:
         lhs = body.split("=", 1)
         for u in _USE.findall(lhs[1] if len(lhs) == 2 else body):
             uses[u] += 1
+        sh = _SHUFFLE.match(ln)
+        if sh:
+            mask = tuple(None if x.strip() in ("i32 poison", "i32 undef") else int(x.split()[-1])
+                         for x in sh.group(3).split(","))
+            shuffles[sh.group(1)] = (sh.group(2), mask)
+            block_of[sh.group(1)] = block
         if not m:
             continue
         name, op, ty, a, b, dbg = m.groups()
@@ -129,25 +151,88 @@ def fused_sites(llir: str, ptx: str | None = None) -> list[Site]:
         block_of[name] = block
         if op in ("fadd", "fsub"):
             adds.append((name, op, ty, a, b, dbg, block))
+    return _Parsed(_locations(llir), defs, uses, block_of, adds, shuffles)
+
+
+def _legal_lanes(elem: str, arch: str) -> int:
+    """How many lanes of an ``elem`` vector one NVPTX register op takes on ``arch``: the backend splits wider
+    vectors into pieces of this width before it combines (type legalization). 16-bit: 2 (``<2 x half>`` /
+    ``<2 x bfloat>`` stay ``mul``/``fma.rn``/``add.f16x2``, ``.bf16x2``: Triton 3.6.0's PTX for sm90); ``float``:
+    1 on sm90 (scalar ``fma.rn.f32`` per live lane, same PTX), 2 from sm100 on (``mul``/``fma.rn``/``add.f32x2``:
+    Triton 3.6.0's PTX for sm100, a ``<4 x float>`` fold split in two)."""
+    if elem != "float":
+        return 2
+    digits = "".join(ch for ch in str(arch) if ch.isdigit())
+    return 2 if digits and int(digits) >= 100 else 1
+
+
+def _product(p: _Parsed, operand: str, blk: int, elem: str, arch: str | None) -> tuple[tuple[str, ...], int] | None:
+    """The ``fmul`` an add operand is as the DAG combiner sees it on ``arch``, with the lanes it feeds (``None``:
+    none); ``arch`` ``None``: only a direct ``fmul`` operand.
+
+    A ``shufflevector`` between the multiply and the add (LLVM's VectorCombine moving lane j of a product vector
+    to lane d: ``foldExtractExtract``) hides the multiply from the combiner where it survives legalization: when
+    d and j sit at different places of a legal piece (:func:`_legal_lanes`), e.g. 16-bit lane 1 to lane 0 on
+    sm90 (``mov.b32 {_, %rs}`` then ``add.f16x2``, no ``fma``; SASS keeps the ``HADD2``) or fp32 lane 3 to 0 on
+    sm100. Where they sit at the same place the split makes the shuffle a plain use of the multiply's piece,
+    which the combiner folds (fp32 on sm90: every lane; fp32 lane 2 to 0 on sm100). Triton 3.6.0's LLIR and PTX;
+    :func:`fused_sites` checks the count against the PTX."""
+    d = p.defs.get(operand)
+    if d is not None:
+        if d[0] != "fmul" or p.block_of.get(operand) != blk:
+            return None
+        lanes = int(d[1][1:].split(" x ")[0]) if d[1].startswith("<") else 1
+        return d, lanes
+    s = p.shuffles.get(operand)
+    if s is None or arch is None:
+        return None
+    live = [(dst, src) for dst, src in enumerate(s[1]) if src is not None]
+    width = _legal_lanes(elem, arch)
+    if not live or any(dst % width != src % width for dst, src in live):
+        return None
+    d = p.defs.get(s[0])
+    if d is None or d[0] != "fmul" or p.block_of.get(s[0]) != blk or p.block_of.get(operand) != blk:
+        return None
+    return d, len(live)
+
+
+def _fold(p: _Parsed, a: str, b: str, blk: int, elem: str, arch: str) -> tuple[int, tuple[str, ...], int] | None:
+    """Which operand of an add the combiner folds (0 or 1), its ``fmul`` and the lanes, or ``None``. An operand
+    that is a product through a shuffle counts only where neither is a direct product: in a vector add with a
+    direct product (Triton 3.9's in-thread tree, ``fadd <16 x float> %p, shuffle(%p)``) the direct one's lanes
+    are the count's upper bound, and which scalar the split add folds is not derived."""
+    ma, mb = _product(p, a, blk, elem, None), _product(p, b, blk, elem, None)
+    if not (ma or mb):
+        ma, mb = _product(p, a, blk, elem, arch), _product(p, b, blk, elem, arch)
+    if ma and mb:
+        pick = 1 if p.uses[a] > p.uses[b] else 0
+    elif ma:
+        pick = 0
+    elif mb:
+        pick = 1
+    else:
+        return None
+    mul, lanes = ma if pick == 0 else mb  # type: ignore[misc]
+    return pick, mul, lanes
+
+
+def fused_sites(llir: str, ptx: str | None = None, arch: str = "sm90") -> list[Site]:
+    """The pairs LLVM fuses (see the module docstring), grouped by position (``count``: LLIR element operations,
+    a vector op counting all its lanes). With ``ptx``, the PTX's ``fma.rn`` element count must be what the rule
+    predicts (exactly, for scalar IR; between the scalar fusions and all lanes when the IR has vector adds),
+    else ``ValueError``: the derived rule does not describe this compiler."""
+    p = _parse(llir)
     found: Counter[tuple[Where | None, Where | None, str, int, str]] = Counter()
     scalar = 0
-    for _name, op, ty, a, b, dbg, blk in adds:
-        ma = defs.get(a) if defs.get(a, ("",))[0] == "fmul" and block_of.get(a) == blk else None
-        mb = defs.get(b) if defs.get(b, ("",))[0] == "fmul" and block_of.get(b) == blk else None
-        pick = None
-        if ma and mb:
-            pick = 1 if uses[a] > uses[b] else 0
-        elif ma:
-            pick = 0
-        elif mb:
-            pick = 1
-        if pick is None:
-            continue
-        mul = ma if pick == 0 else mb
+    for _name, op, ty, a, b, dbg, blk in p.adds:
         elem = ty.split(" x ")[-1].rstrip(">")
-        lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
-        scalar += lanes == 1
-        key = (locs.get(mul[4]) if mul and mul[4] else None, locs.get(dbg) if dbg else None, op, pick, elem)
+        fold = _fold(p, a, b, blk, elem, arch)
+        if fold is None:
+            continue
+        pick, mul, lanes = fold
+        lanes = min(lanes, int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1)
+        scalar += lanes == 1 and not ty.startswith("<")
+        key = (p.locs.get(mul[4]) if mul and mul[4] else None, p.locs.get(dbg) if dbg else None, op, pick, elem)
         found[key] += lanes
     sites = [Site(k[0], k[1], k[2], k[3], k[4], n) for k, n in found.items()]
     if ptx is not None:
@@ -162,6 +247,41 @@ def fused_sites(llir: str, ptx: str | None = None) -> list[Site]:
             raise ValueError(f"fused_sites: the rule predicts {got} contracted fma (+ up to {explicit} explicit "
                              f"ones), the PTX has {want} ({RULE_SOURCE})")
     return sites
+
+
+def thread_chains(llir: str, arch: str = "sm90") -> dict[Where | None, list[tuple[bool, ...]]]:
+    """Per ``fadd`` source position, its chains of adds (each add reading the previous one directly), in order,
+    with whether the combiner folds a product into each (the rule of :func:`fused_sites`, lane 0).
+
+    Why: a reduction's in-thread part lowers to one such chain per result register (Triton 3.6:
+    ``acc = combine(acc, value[i])``), and LLVM may vectorize it without reassociating: lane 0 of
+    ``fadd <2 x half>`` keeps the chain's order, but an add fed by a product through a ``shufflevector`` stays
+    unfused (:func:`_product`). Which of the chain's adds fuse is then no count but a pattern, e.g.
+    ``fma, fma, add, fma, add, fma, add`` for 8 fp16 registers loaded as pairs (Triton 3.6.0, sm90); the
+    evaluation order is the chain's either way. The chain goes on into the warp shuffles' adds, whose operands
+    are no products."""
+    p = _parse(llir)
+    names = {a[0]: a for a in p.adds if a[1] == "fadd"}
+    users: dict[str, list[str]] = {}
+    for name, (_n, _op, _ty, a, b, _dbg, _blk) in names.items():
+        for x in {a, b}:
+            if x in names:
+                users.setdefault(x, []).append(name)
+    out: dict[Where | None, list[tuple[bool, ...]]] = {}
+    for name, (_n, _op, ty, a, b, dbg, _blk) in names.items():
+        if a in names or b in names:
+            continue  # not a chain's first add
+        where = p.locs.get(dbg) if dbg else None
+        flags: list[bool] = []
+        cur: str | None = name
+        while cur is not None:
+            _n, _op, ty, a, b, d, blk = names[cur]
+            elem = ty.split(" x ")[-1].rstrip(">")
+            flags.append(_fold(p, a, b, blk, elem, arch) is not None)
+            nxt = [u for u in users.get(cur, []) if (p.locs.get(names[u][5]) if names[u][5] else None) == where]
+            cur = nxt[0] if len(nxt) == 1 else None
+        out.setdefault(where, []).append(tuple(flags))
+    return out
 
 
 _PAIR_FMA = re.compile(r"^\s*fma\.rn\.f32\s+%r\d+,\s*%r(\d+),\s*%r\d+,\s*(%r\d+);", re.M)

@@ -25,7 +25,11 @@ Fusion: when the reduced elements are products (``tl.sum(d * d)``), LLVM's DAG c
 aggressive fusion: ``visitFADDForFMACombine``) folds an in-thread ``fadd`` whose operand is an ``fmul`` into an
 ``fma``; with both operands products it folds the left one (equal use counts). Shuffle and shared-memory stages
 add loaded values and never fuse. :func:`reduce` takes the product's factors to model this
-(:func:`harness.lowering.fma.fused_sites` says when the compiled kernel did it).
+(:func:`harness.lowering.fma.fused_sites` says when the compiled kernel did it). Which of a sequential fold's adds
+fuse is read per kernel (``fused_steps``, :func:`harness.lowering.fma.thread_chains`): LLVM may vectorize Triton
+3.6's 16-bit fold in register pairs without reordering it, and a product that reaches its add through a lane
+shuffle stays unfused (sm90: ``add.f16x2`` / ``add.bf16x2``, the SASS keeps ``HADD2``; Triton 3.6.0's LLIR, PTX
+and SASS compiled 2026-12-06), e.g. ``fma fma add fma add fma add`` for 8 registers loaded in pairs.
 
 Public API: :class:`Rule`, :data:`RULES`, :func:`rule_for`, :class:`ReducePlan`, :func:`reduce`,
 :data:`COMBINES`.
@@ -68,7 +72,9 @@ RULES: dict[str, Rule] = {
                 "Triton 3.6 ReduceOpToLLVM.cpp reduceWithinThreads: accs[key] = combine(accs[key], srcValues[i]) for "
                 "i over the thread's registers in order; warpReduce: shfl.sync.bfly with offsets N = lanes/2 ... 1; "
                 "then storeWarpReduceToSharedMemory + accumulatePartialReductions: partial of warp w read by lane "
-                "w, butterfly N = warps/2 ... 1. Confirmed on Triton 3.6.0's sm90 PTX (tests/harness/lowering)."),
+                "w, butterfly N = warps/2 ... 1. Confirmed on Triton 3.6.0's sm90 PTX (tests/harness/lowering). A "
+                "16-bit fold LLVM vectorizes in register pairs keeps this order; its adds fed by a shuffled product "
+                "are not contracted (Triton 3.6.0's sm90 LLIR/PTX/SASS, 2026-12-06; fma.thread_chains)."),
     "3.9": Rule("3.9", "tree",
                 "Triton 3.9 ReduceOpToLLVM.cpp (linear-layout lowering): reduceWithinThreads moves the axis register "
                 "bases to the front and runs treeReduceBinary (combine(values[2i], values[2i+1]) level by level); "
@@ -177,7 +183,8 @@ def _butterfly(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine
 
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
            factors: tuple[np.ndarray, np.ndarray] | None = None, fused_adds: int | None = None,
-           sides: tuple[int, ...] | None = None) -> tuple[np.ndarray, ...]:
+           sides: tuple[int, ...] | None = None, fused_steps: tuple[bool, ...] | None = None
+           ) -> tuple[np.ndarray, ...]:
     """Reduce ``values`` along ``axis`` as the compiled kernel does; returns a tuple (one array per operand:
     ``(sums,)``, ``(max_values, indices)`` for argmax).
 
@@ -188,7 +195,9 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     count of fused sites, :class:`harness.lowering.compiled.Fused`), the others add the rounded products; None:
     all of them. ``sides``: for the in-thread tree's first level, per register pair, which product its fma
     folds (0 the first register's, 1 the second's; :attr:`harness.lowering.compiled.Reduction.sides`); None:
-    the first's.
+    the first's. ``fused_steps``: which of a sequential fold's in-thread adds are fused, one flag
+    per register after the first (:attr:`harness.lowering.compiled.Reduction.thread_fma`); it replaces
+    ``fused_adds``.
     """
     if kind not in COMBINES:
         raise ValueError(f"reduce: kind must be one of {sorted(COMBINES)}, got {kind!r}")
@@ -200,6 +209,13 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         raise ValueError("reduce: factors= is only for kind='add' (a sum of products)")
     if fused_adds is not None and (factors is None or plan.rule.thread != "sequential" or plan.packed(dtype, kind)):
         raise ValueError("reduce: fused_adds= is for a sequential in-thread sum of products (factors=) only")
+    if fused_steps is not None:
+        if factors is None or plan.rule.thread != "sequential" or plan.packed(dtype, kind) or fused_adds is not None:
+            raise ValueError("reduce: fused_steps= is for a sequential in-thread sum of products (factors=), "
+                             "without fused_adds=")
+        if len(fused_steps) != plan.thread_combines():
+            raise ValueError(f"reduce: fused_steps= has {len(fused_steps)} flags, the thread adds "
+                             f"{plan.thread_combines()} times")
     comb = COMBINES[kind](dtype)
     bits = plan.bits
     g = tuple(_gather(v, axis, bits) for v in ops)  # (..., R, L, W)
@@ -234,7 +250,8 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     if plan.rule.thread == "sequential":
         acc = regs[0]
         for r in range(1, len(regs)):
-            if prods is not None and (fused_adds is None or r <= fused_adds):
+            fuse = fused_steps[r - 1] if fused_steps is not None else fused_adds is None or r <= fused_adds
+            if prods is not None and fuse:
                 left = prods[0] if r == 1 else None  # fadd(fmul, fmul): the left product is folded
                 acc = ((numeric.fma(*left, regs[r][0], dtype),) if left is not None
                        else (numeric.fma(*prods[r], acc[0], dtype),))

@@ -33,14 +33,12 @@ _CAPTURE = ("python scripts/capture_lowering_goldens.py --out golden/lowering{su
 
 #: Cases the H100 capture shows the model does not reproduce yet, by Triton minor version and pattern, with the
 #: measured difference: a strict expected failure (the test fails when any other case differs, and when these
-#: stop differing, so the entry is removed). Open: the in-thread order of a 16-bit sum fused with its squares.
+#: stop differing, so the entry is removed).
 KNOWN_OPEN = {
-    "3.6": {"sum_of_squares": {"bf16_n1024_w4", "fp16_n1024_w4", "fp16_n4096_w8"}, "rms_norm": {"fp32_n5000_w16"}},
+    "3.6": {"rms_norm": {"fp32_n5000_w16"}},
     "3.9": {"rms_norm": {"fp32_n5000_w16"}},
 }
 _OPEN_WHY = {
-    "sum_of_squares": "16-bit tl.sum(x * x): the fused in-thread order derived from the PTX (mul of element 1, fma "
-                      "of element 0, then 2..7) differs from an H100's by 1 ulp in 2-4 of 16 rows",
     "rms_norm": "16 fp32 elements a thread one register apart by 512 (N = 5000 not divisible by 16: scalar masked "
                 "loads), 16 warps: rstd 1 ulp off in 5-6 of 16 rows; the sum it reads is off by 1-2 ulp or more "
                 "(the PTX's fold and butterflies read as the model has them: cause not found)",

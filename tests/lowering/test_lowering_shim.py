@@ -157,6 +157,31 @@ def test_sum_of_products_fuses_the_in_thread_adds():
     assert (want != unfused).any()
 
 
+@pytest.mark.parametrize("dt", ["fp16", "bf16"])
+def test_a_16bit_sum_of_products_fuses_the_adds_the_compiled_kernel_fuses(dt):
+    """Triton 3.6 on sm90: LLVM packs a 16-bit tl.sum(x * x)'s registers in pairs, and an add fed by a product
+    through a lane shuffle stays unfused: the interpreter's sum is the sequential fold with the facts'
+    ``thread_fma`` pattern, not one fused at every add."""
+    rule = reduce_order.rule_for(triton.__version__)
+    if rule.thread != "sequential":
+        pytest.skip(f"Triton {triton.__version__} adds a thread's registers as a tree (thread_fma is 3.6's)")
+    k = _k()
+    g = torch.Generator().manual_seed(38)
+    x = torch.randn(64, 1024, generator=g).to(_TORCH[dt])
+    y = torch.empty(64, dtype=_TORCH[dt])
+    kw = {"N": 1024, "num_warps": 4}
+    _run(k.sum_of_squares, (64,), (x, y), kw)
+    (r,) = _facts(k.sum_of_squares, (x, y), kw).reductions
+    assert r.thread_fma is not None and not all(r.thread_fma)
+    plan = reduce_order.ReducePlan(r.bits, rule)
+    xs = _bits(x, dt)
+    sq = numeric.mul(xs, xs, dt)
+    (want,) = reduce_order.reduce(sq, 1, plan, "add", dt, factors=(xs, xs), fused_steps=r.thread_fma)
+    (all_fused,) = reduce_order.reduce(sq, 1, plan, "add", dt, factors=(xs, xs))
+    np.testing.assert_array_equal(_bits(y, dt), want)
+    assert (want != all_fused).any()
+
+
 @pytest.mark.parametrize("dt", ["fp32", "bf16"])
 def test_cumsum_is_the_compiled_scan(dt):
     k = _k()

@@ -160,6 +160,57 @@ def test_affine_fused_and_acc_loop(compile_sm90):
     assert {(f.mul[1:], f.add[1:]) for f in facts.fused} == {((line, col + 7), (line, col))}
 
 
+
+def _ptx_thread_chain(ptx: str) -> str:
+    """The in-thread part of the first reduction as the PTX has it: its fma (``F``) and add (``a``) in program
+    order, up to the first warp shuffle."""
+    head = ptx[:ptx.index("shfl.sync.bfly")]
+    ops = re.findall(r"^\s*(fma\.rn|add)\.(?:rn\.)?(?:f32x2|f32|f16x2|bf16x2|f16|bf16)\s", head, re.M)
+    return "".join("F" if op == "fma.rn" else "a" for op in ops)
+
+
+_SOS = ("x_ptr", "y_ptr")
+_RMS = ("x_ptr", "w_ptr", "y_ptr")
+
+
+@pytest.mark.parametrize(("kernel", "dt", "consts", "warps", "divisible", "arch"), [
+    ("sum_of_squares", "fp32", {"N": 1024}, 4, _SOS, "sm90"),
+    ("sum_of_squares", "fp16", {"N": 1024}, 4, _SOS, "sm90"),
+    ("sum_of_squares", "bf16", {"N": 1024}, 4, _SOS, "sm90"),
+    ("sum_of_squares", "fp16", {"N": 4096}, 8, _SOS, "sm90"),
+    ("rms_scale", "fp16", {"BLOCK": 8192}, 16, _RMS, "sm90"),
+    ("rms_scale", "bf16", {"BLOCK": 8192}, 16, _RMS, "sm90"),
+    ("rms_scale", "fp32", {"BLOCK": 8192}, 16, _RMS, "sm90"),
+    ("rms_scale", "fp32", {"BLOCK": 8192}, 16, _RMS, "sm100"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_thread_fma_is_the_ptx_chain(kernel, dt, consts, warps, divisible, arch):
+    """Which in-thread adds of tl.sum(x * x) the facts say are contracted (read from the LLIR) is the PTX's chain
+    of fma and add, one per register after the first: 16-bit products reaching an add through a lane shuffle
+    stay unfused (``fma fma add fma add ...`` for registers loaded in pairs; ``fma`` x 7 then ``add`` x 8 where
+    LLVM packs registers k and k + 8 for the elementwise code after the sum); fp32 ones are split to scalars on
+    sm90 and all fuse, on sm100 (f32x2) every other one. Triton 3.6's sequential fold only."""
+    if reduce_order.rule_for(triton.__version__).thread != "sequential":
+        pytest.skip(f"Triton {triton.__version__} adds a thread's registers as a tree (thread_fma is 3.6's)")
+    k = _kernels()
+    sig = {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}"}
+    if kernel == "rms_scale":
+        sig = {"x_ptr": f"*{dt}", "w_ptr": f"*{dt}", "y_ptr": f"*{dt}", "n": "i32", "eps": "fp32", "b": "fp32"}
+    from harness.compile.matrix import compile_matrix
+
+    got = compile_matrix(getattr(k, kernel), signature=sig, constexprs=consts, targets=[arch],
+                         options={"num_warps": warps}, divisible=divisible)[arch]
+    if isinstance(got, BaseException):
+        raise got
+    asm = got.asm
+    facts = facts_from_asm(asm, _version(), arch, warps, source=k.__file__)
+    (red,) = facts.reductions
+    chain = _ptx_thread_chain(asm["ptx"])
+    assert len(chain) == (1 << len(red.bits.registers)) - 1
+    assert red.thread_fma is not None
+    assert "".join("F" if f else "a" for f in red.thread_fma) == chain
+    assert ("a" in chain) == (dt != "fp32" or arch != "sm90"), "which sums keep some adds apart"
+
+
 # --- evaluators, on values where the order decides ---------------------------------------------------------
 
 _ONE_THREAD = AxisBits(8, (1, 2, 4), (), ())
@@ -390,3 +441,25 @@ def test_sum_of_products_fuses_as_the_rule_says(compile_sm90, divisible):
     assert fma_mod.ptx_fma_count(asm["ptx"]) == reduce_order.rule_for(triton.__version__).thread_fma(8)
     assert {(f.mul, f.add) for f in facts.fused} == {(f.mul, red.where) for f in facts.fused}
     assert facts.fused
+
+
+def test_fused_steps_fuse_only_the_adds_named():
+    """A sequential fold with ``fused_steps``: step r is fma(x_r, x_r, acc) where flagged, acc + round(x_r²)
+    elsewhere; the first step folds register 0's product into register 1's."""
+    bits = AxisBits(4, (1, 2), (), ())
+    plan = reduce_order.ReducePlan(bits, reduce_order.RULES["3.6"])
+    x = np.random.default_rng(38).standard_normal((512, 4)).astype(np.float16)
+    sq = numeric.mul(x, x, "fp16")
+    steps = (True, False, True)
+    (got,) = reduce_order.reduce(sq, 1, plan, "add", "fp16", factors=(x, x), fused_steps=steps)
+    want = numeric.fma(x[:, 0], x[:, 0], sq[:, 1], "fp16")
+    want = numeric.add(want, sq[:, 2], "fp16")
+    want = numeric.fma(x[:, 3], x[:, 3], want, "fp16")
+    np.testing.assert_array_equal(got, want)
+    (all_fused,) = reduce_order.reduce(sq, 1, plan, "add", "fp16", factors=(x, x))
+    assert (got != all_fused).any()
+    with pytest.raises(ValueError, match="fused_steps= has 2 flags, the thread adds 3 times"):
+        reduce_order.reduce(sq, 1, plan, "add", "fp16", factors=(x, x), fused_steps=(True, False))
+    with pytest.raises(ValueError, match="fused_steps= is for a sequential in-thread sum of products"):
+        reduce_order.reduce(sq, 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"]), "add", "fp16",
+                            factors=(x, x), fused_steps=steps)
