@@ -145,7 +145,9 @@ def load_kernel(case: Case, directory: str | Path | None = None) -> Any:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(case.source)
         os.replace(tmp, path)
-    name = f"_kernelgen_{tag}_{id(case):x}"
+    # the module name is part of the cache key of the kernel's launches (lowering facts): named by the file alone,
+    # a rerun of the same seeds reads them from the disk cache instead of compiling each kernel
+    name = f"_kernelgen_{tag}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # Triton's jit looks functions up through their module

@@ -140,13 +140,17 @@ def fix_core_builtins(patch: Patch) -> bool:
     import triton.compiler.code_generator  # noqa: F401
     # the compile-time ones are left alone: the interpreter handles them itself (static_assert, static_print)
     names = [n for n, m in inspect.getmembers(tl.core) if tl.core.is_builtin(m) and not n.startswith("static_")]
+    is_builtin = tl.core.is_builtin
 
     def _patch_lang(fn: Any) -> Any:
         scope = orig(fn)
         g = fn.__globals__
         if not any(v is tl.core for v in g.values()) and any(v is tl for v in g.values()):
             for n in names:
-                patch_attr(tl.core, n, getattr(tl.core, n), builder, scope)
+                member = getattr(tl.core, n)
+                # Triton's own rule (_patch_builtin): a builtin an enclosing launch or call swapped out stays
+                if is_builtin(member):
+                    patch_attr(tl.core, n, member, builder, scope)
         return scope
 
     patch.setattr(itp, "_patch_lang", _patch_lang, tag=CORE_TAG)

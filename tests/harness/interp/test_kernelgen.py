@@ -63,3 +63,17 @@ def test_generated_kernels(chunk):
     step = -(-COUNT // CHUNKS)
     start = SEED + chunk * step
     _check_many(range(start, min(start + step, SEED + COUNT)))
+
+
+def test_a_seed_loads_as_the_same_kernel_in_every_run(tmp_path):
+    """A generated launch's lowering facts are cached on disk under a key of its kernel's module and file: a seed
+    loaded again (as the next run loads it) must key alike, or every run compiles each generated kernel anew."""
+    from harness.compile.disk_cache import cache_key
+    from harness.compile.launches import launch_from_args
+
+    keys = []
+    for case in (kernelgen.generate(SEED), kernelgen.generate(SEED)):  # two loads, both alive
+        kernel = kernelgen.load_kernel(case, tmp_path)
+        launch = launch_from_args(kernel, tuple(case.args()), {**case.constexprs, "num_warps": case.num_warps})
+        keys.append((kernel.fn.__module__, cache_key(launch, "sm90")))
+    assert keys[0] == keys[1]
