@@ -430,6 +430,8 @@ def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> s
 
 _DIV_FULL = re.compile(r"^\s*(?:@!?%p\d+\s+)?div\.full\.f32\s+(%r\d+),", re.M)
 _ADD_SUB = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:add|sub)\.f32\s+%r\d+,\s*(%r\d+),\s*(%r\d+);")
+_ADD_SUB_ANY = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:add|sub)\.f32\s+%r\d+,\s*(%r\d+),\s*(%r\d+);", re.M)
+_MUL_DEST = re.compile(r"^\s*(?:@!?%p\d+\s+)?mul\.f32\s+(%r\d+),")
 
 
 #: PTX instructions whose sm90 SASS expansion holds an FFMA of its own: a line with one says nothing
@@ -455,14 +457,18 @@ def ptxas_quotient_lines(cubin: bytes, ptx: str, tool: str | None = None) -> set
     tool = tool or nvdisasm()
     if tool is None:
         return set()
+    # a multiply spoils its line only where an add or subtract reads it (a pair ptxas could contract): one whose
+    # product only an fma reads (a sum of squares' first element, on the same source line as `/ N + eps`) cannot
+    added = {r for m in _ADD_SUB_ANY.finditer(ptx) for r in m.groups()}
     reads: set[tuple[str, int]] = set()
     spoiled: set[tuple[str, int]] = set()
     fmas: dict[tuple[str, int], int] = {}
     for where, ln in _located(ptx):
         a = _ADD_SUB.match(ln)
+        mul = _MUL_DEST.match(ln)
         if a and (a.group(1) in quotients or a.group(2) in quotients):
             reads.add(where)
-        elif _CONTRACTIBLE_MUL.match(ln) or _FFMA_EXPANSIONS.match(ln):
+        elif (mul and mul.group(1) in added) or _FFMA_EXPANSIONS.match(ln):
             spoiled.add(where)
         elif re.match(r"^\s*(?:@!?%p\d+\s+)?fma\.", ln):
             fmas[where] = fmas.get(where, 0) + 1

@@ -34,15 +34,8 @@ _CAPTURE = ("python scripts/capture_lowering_goldens.py --out golden/lowering{su
 #: Cases the H100 capture shows the model does not reproduce yet, by Triton minor version and pattern, with the
 #: measured difference: a strict expected failure (the test fails when any other case differs, and when these
 #: stop differing, so the entry is removed).
-KNOWN_OPEN = {
-    "3.6": {"rms_norm": {"fp32_n5000_w16"}},
-    "3.9": {"rms_norm": {"fp32_n5000_w16"}},
-}
-_OPEN_WHY = {
-    "rms_norm": "16 fp32 elements a thread one register apart by 512 (N = 5000 not divisible by 16: scalar masked "
-                "loads), 16 warps: rstd 1 ulp off in 5-6 of 16 rows; the sum it reads is off by 1-2 ulp or more "
-                "(the PTX's fold and butterflies read as the model has them: cause not found)",
-}
+KNOWN_OPEN: dict[str, dict[str, set[str]]] = {}
+_OPEN_WHY: dict[str, str] = {}
 
 
 def _mm(version: str) -> str:

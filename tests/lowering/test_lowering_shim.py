@@ -355,3 +355,21 @@ def test_tree_sum_folds_the_product_the_compiled_kernel_folds():
     (theirs,) = reduce_order.reduce(sq, 1, plan, "add", "fp32", factors=f, sides=red.sides)
     (left,) = reduce_order.reduce(sq, 1, plan, "add", "fp32", factors=f)
     assert (theirs != left).any()
+
+
+def test_a_quotient_contracted_on_the_line_of_its_sum_of_squares_is_seen():
+    """rms_norm's `rsqrt(tl.sum(x * x) / n_cols + eps)` on one line: that line's `mul.f32` (a square only the
+    sum's first fma reads) is no pair ptxas could contract, so the FFMA its SASS has beyond the PTX's fma is the
+    quotient's (the H100 goldens at N = 5000, 16 warps, match only with it, on both Tritons)."""
+    import inspect
+
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    k = _k()
+    x, w, y, r = torch.zeros(ROWS, 5000), torch.ones(5000), torch.empty(ROWS, 5000), torch.empty(ROWS)
+    facts = _facts(k.rms_norm, (y, x, w, r, 5000, 1e-6), {"BLOCK": 8192, "num_warps": 16})
+    src, first = inspect.getsourcelines(k.rms_norm.fn)
+    line = first + next(i for i, s in enumerate(src) if "tl.math.rsqrt" in s)
+    assert any(n == line and f.endswith("kernels.py") for f, n in facts.quotient_lines), facts.quotient_lines
