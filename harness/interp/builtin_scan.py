@@ -26,7 +26,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from harness.interp.patch import Patch, installed, parameters
+from harness.interp.patch import Patch, installed, parameters, source_has
 
 __all__ = ["TAG", "builtin_members", "install"]
 
@@ -154,11 +154,7 @@ def install(patch: Patch) -> bool:
     if parameters(orig) != ["pkg", "builder", "scope"] or parameters(patch_attr) != [
             "obj", "name", "member", "builder", "scope"]:
         return False
-    try:
-        body = inspect.getsource(orig)
-    except (OSError, TypeError):  # pragma: no cover
-        return False
-    if "inspect.getmembers(pkg)" not in body or "is_builtin(member)" not in body:
+    if not source_has(orig, "inspect.getmembers(pkg)", "is_builtin(member)"):
         return False  # a Triton whose scan looks different: leave it alone
 
     def _patch_builtin(pkg: Any, builder: Any, scope: Any) -> None:

@@ -39,7 +39,7 @@ import threading
 import types
 from typing import Any
 
-from harness.interp.patch import Patch, installed, parameters
+from harness.interp.patch import Patch, installed, parameters, source_has
 
 __all__ = ["as_jit", "fix_core_builtins", "fix_interpreter_leak", "fix_scalar_index", "fix_float_args",
            "fix_dtype_value", "SQUEEZES_SCALAR_INDEX", "LEAK_TAG", "INDEX_TAG", "CORE_TAG", "LANGUAGE_TAG",
@@ -92,11 +92,7 @@ def fix_interpreter_leak(patch: Patch) -> bool:
     orig = cls.__call__
     if installed(cls, "__call__", LEAK_TAG) or getattr(itp, "_patch_lang", None) is None:
         return False
-    try:
-        body = inspect.getsource(orig)
-    except (OSError, TypeError):  # pragma: no cover
-        return False
-    if "_patch_lang(self.fn)" not in body or "self.rewrite()" not in body:
+    if not source_has(orig, "_patch_lang(self.fn)", "self.rewrite()"):
         return False  # a Triton whose device call looks different: leave it alone
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -218,11 +214,7 @@ def fix_scalar_index(patch: Patch) -> bool:
     orig = getattr(itp, "_patch_lang_tensor", None)
     if orig is None or getattr(orig, SQUEEZES_SCALAR_INDEX, False):
         return False
-    try:
-        body = inspect.getsource(orig)
-    except (OSError, TypeError):  # pragma: no cover
-        return False
-    if '"__index__", lambda self: int(self.handle.data))' not in body:
+    if not source_has(orig, '"__index__", lambda self: int(self.handle.data))'):
         return False
 
     def _patch_lang_tensor(tensor: Any, scope: Any) -> None:

@@ -215,6 +215,16 @@ def parameters(fn: Any) -> list[str] | None:
         return None
 
 
+def source_has(fn: Any, *needles: str) -> bool:
+    """Whether ``fn``'s source holds every one of ``needles``: the other guard a shim takes before replacing a
+    private Triton function whose body it relies on (False when the source cannot be read)."""
+    try:
+        body = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+    return all(n in body for n in needles)
+
+
 @contextlib.contextmanager
 def lift(*tags: str) -> Iterator[None]:
     """Triton's (or torch's) own behaviour inside the block for the shims ``tags``, every layer of them lifted;
