@@ -130,11 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("capture_lowering_goldens: no CUDA device (--device cpu runs the interpreter)", file=sys.stderr)
         return 2
-    wanted = [p for p in args.patterns.split(",") if p] or list(kernels.PATTERNS)
-    unknown = sorted(set(wanted) - set(kernels.PATTERNS))
-    if unknown:
-        print(f"capture_lowering_goldens: unknown patterns {unknown}; known: {sorted(kernels.PATTERNS)}",
-              file=sys.stderr)
+    try:
+        wanted = kernels.select(args.patterns)
+    except ValueError as e:
+        print(f"capture_lowering_goldens: {e}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     cuda = args.device == "cuda"

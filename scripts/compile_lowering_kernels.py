@@ -43,11 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     from harness.interp.patch import Patch
     from tests.lowering import aot, kernels
 
-    wanted = [p for p in args.patterns.split(",") if p] or list(kernels.PATTERNS)
-    unknown = sorted(set(wanted) - set(kernels.PATTERNS))
-    if unknown:
-        print(f"compile_lowering_kernels: unknown patterns {unknown}; known: {sorted(kernels.PATTERNS)}",
-              file=sys.stderr)
+    try:
+        wanted = kernels.select(args.patterns)
+    except ValueError as e:
+        print(f"compile_lowering_kernels: {e}", file=sys.stderr)
         return 2
     if (args.out / "manifest.json").exists():
         print(f"compile_lowering_kernels: {args.out}/manifest.json exists; give an empty directory", file=sys.stderr)

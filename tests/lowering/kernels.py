@@ -211,6 +211,16 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
                   for dt in ("fp32", "bf16", "fp16") for n, b, w in ((100_000, 1024, 4), (20_000, 4096, 8))],
 }
 
+def select(spec: str) -> list[str]:
+    """The patterns a comma-separated ``spec`` names (all of :data:`PATTERNS` when empty); ``ValueError`` naming
+    the unknown ones and the known."""
+    wanted = [p for p in spec.split(",") if p] or list(PATTERNS)
+    unknown = sorted(set(wanted) - set(PATTERNS))
+    if unknown:
+        raise ValueError(f"unknown patterns {unknown}; known: {sorted(PATTERNS)}")
+    return wanted
+
+
 ROWS = 16  # rows per row-wise case: each row is one program, so 16 show every order the kernel has
 SEED = 38
 
