@@ -316,7 +316,7 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
     if plan.packed(dt, r.kind) and arch != _PACKED_ARCH:
         return keep(f"Triton {launch.facts.triton} packs 16-bit reductions in pairs; that order is derived from "
                     f"{_PACKED_ARCH}'s PTX, not {arch}'s")
-    factors, fused_adds = None, None
+    factors, fused_steps = None, None
     fused = [f for f in launch.by_add.get(r.where, ()) if f.mul is not None]
     if fused and r.kind == "add":
         tag = first.handle.attr.get(_PRODUCT)
@@ -326,13 +326,12 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         if len(tag) > 3:  # through tl.where: LLVM folds the selects only where one mask covers the first adds
             count = sum(f.count for f in fused if f.mul == tag[0])
             if rule.thread == "sequential":  # 3.6: the first `count` adds of the fold (one vector's mask)
-                fused_adds = count
+                fused_steps = tuple(i < count for i in range(plan.thread_combines()))
             elif count != (1 << len(r.bits.registers)) // 2:  # 3.9: the tree's first level, pairs of one mask
                 return keep(f"Triton {launch.facts.triton} sums a masked product in its in-thread tree with {count} "
                             "fused adds, not its first level: not modelled")
-    fused_steps = None
     if factors is not None and r.thread_fma is not None and rule.thread == "sequential" and not plan.packed(dt, r.kind):
-        fused_steps, fused_adds = r.thread_fma, None  # which in-thread adds the compiled kernel contracts
+        fused_steps = r.thread_fma  # which in-thread adds the compiled kernel contracts
     values = (data, inputs[1].handle.data) if arity == 2 else data
     if r.reorder is not None:  # the registers as the reshape before the op left them (compiled.reorder_of)
         if arity == 2:
@@ -343,7 +342,7 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         if factors is not None:
             factors = tuple(np.take(f, perm, axis=axis) for f in factors)
     sides = r.sides if factors is not None and r.reorder is None else None
-    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, fused_adds=fused_adds, sides=sides,
+    res = reduce_order.reduce(values, axis, plan, r.kind, dt, factors=factors, sides=sides,
                               fused_steps=fused_steps)
     out = []
     for arr, inp in zip(res, inputs, strict=True):

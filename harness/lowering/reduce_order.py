@@ -182,8 +182,8 @@ def _butterfly(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine
 
 
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
-           factors: tuple[np.ndarray, np.ndarray] | None = None, fused_adds: int | None = None,
-           sides: tuple[int, ...] | None = None, fused_steps: tuple[bool, ...] | None = None
+           factors: tuple[np.ndarray, np.ndarray] | None = None, sides: tuple[int, ...] | None = None,
+           fused_steps: tuple[bool, ...] | None = None
            ) -> tuple[np.ndarray, ...]:
     """Reduce ``values`` along ``axis`` as the compiled kernel does; returns a tuple (one array per operand:
     ``(sums,)``, ``(max_values, indices)`` for argmax).
@@ -191,13 +191,12 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     ``values`` is one array, or ``(values, indices)`` for ``argmax``/``argmin``; ``dtype`` the element type
     (``fp32``/``bf16``/``fp16``, bf16 as uint16 bit patterns). ``factors``: for ``add`` of products, the two
     factor arrays whose rounded product ``values`` is; the in-thread adds are then fused as LLVM fuses them.
-    ``fused_adds``: only the first that many in-thread adds are fused (a sequential fold; the compiled kernel's
-    count of fused sites, :class:`harness.lowering.compiled.Fused`), the others add the rounded products; None:
-    all of them. ``sides``: for the in-thread tree's first level, per register pair, which product its fma
+    ``sides``: for the in-thread tree's first level, per register pair, which product its fma
     folds (0 the first register's, 1 the second's; :attr:`harness.lowering.compiled.Reduction.sides`); None:
     the first's. ``fused_steps``: which of a sequential fold's in-thread adds are fused, one flag
-    per register after the first (:attr:`harness.lowering.compiled.Reduction.thread_fma`); it replaces
-    ``fused_adds``.
+    per register after the first (:attr:`harness.lowering.compiled.Reduction.thread_fma`, or the first adds of a
+    masked product's fold, :class:`harness.lowering.compiled.Fused`'s count), the others add the rounded
+    products; None: all of them.
     """
     if kind not in COMBINES:
         raise ValueError(f"reduce: kind must be one of {sorted(COMBINES)}, got {kind!r}")
@@ -207,12 +206,9 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         raise ValueError(f"reduce: {kind} takes (values, indices)")
     if factors is not None and kind != "add":
         raise ValueError("reduce: factors= is only for kind='add' (a sum of products)")
-    if fused_adds is not None and (factors is None or plan.rule.thread != "sequential" or plan.packed(dtype, kind)):
-        raise ValueError("reduce: fused_adds= is for a sequential in-thread sum of products (factors=) only")
     if fused_steps is not None:
-        if factors is None or plan.rule.thread != "sequential" or plan.packed(dtype, kind) or fused_adds is not None:
-            raise ValueError("reduce: fused_steps= is for a sequential in-thread sum of products (factors=), "
-                             "without fused_adds=")
+        if factors is None or plan.rule.thread != "sequential" or plan.packed(dtype, kind):
+            raise ValueError("reduce: fused_steps= is for a sequential in-thread sum of products (factors=) only")
         if len(fused_steps) != plan.thread_combines():
             raise ValueError(f"reduce: fused_steps= has {len(fused_steps)} flags, the thread adds "
                              f"{plan.thread_combines()} times")
@@ -250,7 +246,7 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     if plan.rule.thread == "sequential":
         acc = regs[0]
         for r in range(1, len(regs)):
-            fuse = fused_steps[r - 1] if fused_steps is not None else fused_adds is None or r <= fused_adds
+            fuse = fused_steps is None or fused_steps[r - 1]
             if prods is not None and fuse:
                 left = prods[0] if r == 1 else None  # fadd(fmul, fmul): the left product is folded
                 acc = ((numeric.fma(*left, regs[r][0], dtype),) if left is not None
