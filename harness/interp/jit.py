@@ -79,8 +79,9 @@ def fix_interpreter_leak(patch: Patch) -> bool:
     Triton 3.6–3.9: ``InterpretedFunction.__call__`` (the interpreter calling a ``@jit`` helper, e.g.
     ``tl.sum`` or ``tl.zeros_like``) patches ``tl`` builtins for the interpreter and never restores them, so
     every later ``triton.compile`` in the process fails ("'value' object has no attribute 'dtype'"). The
-    wrapper restores that call's own patch on return (inside a running grid that is the grid's patch, so
-    interpretation is unchanged).
+    wrapper undoes a device call's patch when the launch it runs in ends, with the launch's own (Triton leaves it
+    in place for the rest of the launch too, so interpretation is unchanged; see :class:`_Launch`), or on return
+    for a call outside any launch. The launch's patch is wrapped (``_patch_lang``) to know which launch runs.
 
     ``False`` when nothing was patched: the fix is already in place (an outer session's), or this Triton's
     device call looks different (it is then left alone)."""
@@ -95,8 +96,46 @@ def fix_interpreter_leak(patch: Patch) -> bool:
     if not source_has(orig, "_patch_lang(self.fn)", "self.rewrite()"):
         return False  # a Triton whose device call looks different: leave it alone
 
+    orig_patch_lang = itp._patch_lang
+
+    def _patch_lang(fn: Any) -> Any:
+        scope = orig_patch_lang(fn)
+        restore = getattr(scope, "restore", None)
+        if restore is None or _LAUNCHES.device_call:
+            return scope
+        # a launch's patch (GridExecutor): the device calls inside it that patch are undone with it
+        launch = _Launch([fn.__globals__], [])
+        frames = _launches()
+        frames.append(launch)
+
+        def restore_launch() -> None:
+            try:
+                while launch.deferred:
+                    launch.deferred.pop()()
+                restore()
+            finally:
+                if launch in frames:
+                    frames.remove(launch)
+
+        scope.restore = restore_launch
+        return scope
+
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        scope = itp._patch_lang(self.fn)  # looked up per call: fix_core_builtins may wrap it
+        frames = _launches()
+        launch = frames[-1] if frames else None
+        g = self.fn.__globals__
+        scope = None
+        if launch is None or not any(p is g for p in launch.patched):
+            _LAUNCHES.device_call = True
+            try:
+                scope = itp._patch_lang(self.fn)  # looked up per call: fix_core_builtins may wrap it
+            finally:
+                _LAUNCHES.device_call = False
+            restore = getattr(scope, "restore", None)
+            if launch is not None and restore is not None:
+                launch.patched.append(g)
+                launch.deferred.append(restore)
+                scope = None
         try:
             return self.rewrite()(*args, **kwargs)
         except Exception as e:
@@ -106,8 +145,40 @@ def fix_interpreter_leak(patch: Patch) -> bool:
             if restore is not None:
                 restore()
 
+    patch.setattr(itp, "_patch_lang", _patch_lang, tag=LEAK_TAG)
     patch.setattr(cls, "__call__", __call__, tag=LEAK_TAG)
     return True
+
+
+class _Launch:
+    """A running launch's language patches: ``patched`` the module globals patched for (its kernel's, then
+    each device call's), ``deferred`` the device calls' restores, undone (newest first) before the launch's own.
+
+    Inside a launch a device call patches as Triton's interpreter does (and leaves it so, as Triton does, until the
+    launch ends); a later call from the same module finds it patched already. Every patch the interpreter makes
+    for a function (Triton's and the shims' that wrap it) depends on the function only through its globals, and
+    Triton's scan patches only members still unpatched, so repeating it changes nothing: it cost a fifth of the
+    interpreter's time in helper-heavy kernels (``tl.sum``, ``tl.cdiv`` and user helpers are device calls)."""
+
+    __slots__ = ("patched", "deferred")
+
+    def __init__(self, patched: list[dict[str, Any]], deferred: list[Any]) -> None:
+        self.patched = patched
+        self.deferred = deferred
+
+
+class _LaunchState(threading.local):
+    def __init__(self) -> None:
+        self.frames: list[_Launch] = []
+        self.device_call = False
+
+
+_LAUNCHES = _LaunchState()
+
+
+def _launches() -> list[_Launch]:
+    """The running launches on this thread, innermost last."""
+    return _LAUNCHES.frames
 
 
 # --- tl.core's builtins reached through tl -------------------------------------------------------------------

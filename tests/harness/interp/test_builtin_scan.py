@@ -123,11 +123,16 @@ def test_the_session_installs_it_and_a_launch_scans_as_often_however_many_calls(
     assert count[12] <= count[2] < 2 * len(SCANNED), count
     want = x * 2**12
     assert torch.equal(outs[12], want + want.sum())
-    with lift(builtin_scan.TAG):  # Triton's own scan: the same outputs, four or more scans a call
-        scans.clear()
-        _helpers[(1,)](x, y, N=16, CALLS=12)
-    assert torch.equal(y, outs[12])
-    assert len(scans) >= 4 * 12
+    own = {}
+    with lift(builtin_scan.TAG):  # Triton's own scan: the same outputs
+        for calls in (2, 12):
+            scans.clear()
+            _helpers[(1,)](x, y, N=16, CALLS=calls)
+            own[calls] = len(scans)
+            assert torch.equal(y, outs[calls])
+    # and as many scans for 12 calls as for 2: a device call from a module the launch already patched for does not
+    # patch again (harness.interp.jit's launch tracking); four or more scans for each call of those that do
+    assert own[12] == own[2] >= 4, own
 
 
 def test_install_twice_patches_once_and_refuses_a_different_scan():
