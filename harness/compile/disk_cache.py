@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.compile.errors import NOT_APPLICABLE, error_kind, error_line
 from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
@@ -84,13 +86,76 @@ def outcome_target(target: str, frontend: bool = False) -> str:
     return "frontend:" + hashlib.sha256(cls.encode()).hexdigest()[:12]
 
 
+_HELPER_FILES: dict[int, tuple[Any, tuple[str, ...]]] = {}  # id(python function) -> (function, files)
+
+
+def _jit_python_function(value: Any) -> Any:
+    """The Python function of a ``@triton.jit`` (compiled or interpreted) value, else ``None``."""
+    fn = getattr(value, "fn", None)
+    if fn is None or not inspect.isfunction(fn) or not hasattr(value, "arg_names"):
+        return None
+    return fn
+
+
+def _code_names(code: Any) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _code_names(const)
+    return names
+
+
+def helper_files(fn: Any) -> tuple[str, ...]:
+    """The source files, other than the kernel's own and Triton's, of the ``@triton.jit`` helpers ``fn`` reaches
+    through module globals (``helper(...)`` or ``module.helper(...)``), transitively, sorted. Why: a compile
+    outcome depends on them as much as on the kernel's module (Triton's own cache hashes its callees too)."""
+    pyfn = _jit_python_function(fn) or fn
+    if not inspect.isfunction(pyfn):
+        return ()
+    hit = _HELPER_FILES.get(id(pyfn))
+    if hit is not None and hit[0] is pyfn:
+        return hit[1]
+    import triton
+
+    triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+    own = inspect.getsourcefile(pyfn) or ""
+    seen: set[int] = set()
+    files: set[str] = set()
+    todo = [pyfn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        src = inspect.getsourcefile(f) or ""
+        if src and src != own and not os.path.abspath(src).startswith(triton_dir):
+            files.add(src)
+        g = f.__globals__
+        names = _code_names(f.__code__)
+        for name in names:
+            value = g.get(name)
+            if inspect.ismodule(value):
+                found = [getattr(value, n, None) for n in names]
+            else:
+                found = [value]
+            for v in found:
+                callee = _jit_python_function(v)
+                if callee is not None:
+                    todo.append(callee)
+    out = tuple(sorted(files))
+    _HELPER_FILES[id(pyfn)] = (pyfn, out)
+    return out
+
+
 def cache_key(launch: Launch, target: str, frontend: bool = False) -> str:
-    """Source of the kernel's module, signature, constexprs, options, target, Triton. A helper imported from
-    another module is not part of the key: after editing one, clear the cache. A frontend-only outcome
-    (``frontend``) is keyed by the target's frontend class instead of the target, and without the options only the
-    backend reads (:data:`BACKEND_OPTIONS`)."""
+    """Source of the kernel's module and of its helpers' (:func:`helper_files`), signature, constexprs, options,
+    target, Triton. A frontend-only outcome (``frontend``) is keyed by the target's frontend class instead of the
+    target, and without the options only the backend reads (:data:`BACKEND_OPTIONS`)."""
     opts = tuple(o for o in launch.options if not (frontend and o[0] in BACKEND_OPTIONS))
     h = hashlib.sha256()
+    for path in helper_files(launch.fn) if launch.fn is not None else ():
+        h.update(_source_hash(path).encode())
+        h.update(b"\0")
     for part in (CACHE_FORMAT, _source_hash(launch.file), launch.kernel, repr(launch.signature),
                  repr([(k, constexpr_text(v)) for k, v in launch.constexprs]), repr(opts),
                  outcome_target(target, frontend), triton_version()):

@@ -46,3 +46,71 @@ def test_key_of_a_mutated_module_hashes_the_mutant_not_the_file_beneath(tmp_path
         linecache.cache.pop(str(path), None)
     assert dc.cache_key(launch, "sm90") != plain
     assert path.read_text() == "A = 1\n"
+
+
+_HELPERS = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale(x):
+    return x * {factor}
+
+@triton.jit
+def unused(x):
+    return x
+"""
+
+_KERNEL = """
+import triton
+import triton.language as tl
+import dk_helpers
+from dk_helpers import scale
+
+@triton.jit
+def twice_scaled(x):
+    return dk_helpers.scale(x)
+
+@triton.jit
+def kernel(x_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(x_ptr + o, twice_scaled(tl.load(x_ptr + o)))
+
+@triton.jit
+def direct(x_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(x_ptr + o, scale(tl.load(x_ptr + o)))
+
+@triton.jit
+def alone(x_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(x_ptr + o, tl.load(x_ptr + o) + 1)
+"""
+
+
+def test_key_holds_the_source_of_helpers_imported_from_another_module(tmp_path, monkeypatch):
+    """Editing a helper the kernel imports (directly or as ``module.helper``) must not leave a stale outcome:
+    a helper's edit can make the kernel fail or stop failing to compile."""
+    import importlib
+    import sys
+
+    (tmp_path / "dk_helpers.py").write_text(_HELPERS.format(factor=2))
+    (tmp_path / "dk_kernel.py").write_text(_KERNEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("dk_helpers", "dk_kernel"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    mod = importlib.import_module("dk_kernel")
+    helpers = (str(tmp_path / "dk_helpers.py"),)
+    # through a helper of its own module that calls ``dk_helpers.scale``; by the imported name; none
+    assert (dc.helper_files(mod.kernel), dc.helper_files(mod.direct), dc.helper_files(mod.alone)) == (helpers,
+                                                                                                      helpers, ())
+    launch = Launch("dk_kernel.kernel", str(tmp_path / "dk_kernel.py"), (("x_ptr", "*fp32"),), (("BLOCK", 64),), (),
+                    mod.kernel)
+    monkeypatch.setattr(dc, "_SRC_HASH", {})
+    before = dc.cache_key(launch, "sm90")
+    (tmp_path / "dk_helpers.py").write_text(_HELPERS.format(factor=3))
+    monkeypatch.setattr(dc, "_SRC_HASH", {})
+    assert dc.cache_key(launch, "sm90") != before
+    (tmp_path / "dk_helpers.py").write_text(_HELPERS.format(factor=2))
+    monkeypatch.setattr(dc, "_SRC_HASH", {})
+    assert dc.cache_key(launch, "sm90") == before
