@@ -30,9 +30,9 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     with ``casts=False``, the interpreter's own even under an outer session's), bf16 arithmetic and the
     warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; the
     interpreter fixes of :mod:`harness.interp.jit`, and its scan for builtins answered from memory
-    (:mod:`harness.interp.builtin_scan`) and its storage type per scalar type (:mod:`harness.interp.np_dtype`); last, with ``arith`` and ``lowering``, fp contraction,
-    reductions and scans as the target's compiled kernel computes them (:mod:`harness.interp.lowering`, on top of
-    the others)."""
+    (:mod:`harness.interp.builtin_scan`), as is its storage type per scalar type (:mod:`harness.interp.np_dtype`);
+    last, with ``arith`` and ``lowering``, fp contraction, reductions and scans as the target's compiled kernel
+    computes them (:mod:`harness.interp.lowering`, on top of the others)."""
     from harness.interp import approx_math, builtin_scan, differences, dots, jit, libdevice, np_dtype, scaled_dots
     from harness.interp import arith as arith_shim
     from harness.interp import casts as casts_shim
