@@ -48,15 +48,28 @@ def _codes(kv: torch.Tensor) -> torch.Tensor:
     return kv.view(torch.uint8) if kv.dtype == torch.float8_e4m3fn else kv.view(torch.int16)
 
 
-@pytest.fixture(params=["bf16", "fp8"])
-def setup(request, rng, device):
+@pytest.fixture(scope="module", params=["bf16", "fp8"])
+def _built(request, harness_lane):
+    """One valid cache and its decode/prefill rows per cache type, built once for the module (each build runs the
+    store kernel): the bad-argument tests below take a copy each and change one argument of it."""
+    from harness.plugin import node_seed
     from kernels.qsa.inputs import build_case, decode_rows, prefill_rows
 
+    rng = torch.Generator(device="cpu").manual_seed(node_seed(f"tests/test_qsa_inputs.py::setup[{request.param}]",
+                                                              request.config.getoption("harness_seed")))
+    device = "cuda" if harness_lane == "gpu" else "cpu"
     cfg = _cfg(request.param)
     case = build_case(cfg, [22, 13, 9], rng=rng, device=device)
     row_req, q, vis = decode_rows(case, 2, rng=rng)
     qsl, prow_req, pq, pvis = prefill_rows(case, [5, 4, 3], rng=rng)
     return dict(cfg=cfg, case=case, row_req=row_req, q=q, vis=vis, qsl=qsl, prow_req=prow_req, pq=pq, pvis=pvis)
+
+
+@pytest.fixture
+def setup(_built):
+    import copy
+
+    return copy.deepcopy(_built)  # a test may write into the cache or the rows: never into the next test's
 
 
 # --- strided index arguments ---------------------------------------------------------------------------
