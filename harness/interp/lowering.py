@@ -268,7 +268,8 @@ def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
 
 
 def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]:
-    """The single fact of ``found`` for an op on ``shape`` along ``axis``, or why there is none."""
+    """The single fact of ``found`` for an op on ``shape`` along ``axis`` (from the front, as the compiled op's), or
+    why there is none."""
     fits = [r for r in found if r.axis == axis]
     if not fits:
         return None, "the compiled kernel has no such op along this axis"
@@ -303,6 +304,8 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
         if data.ndim != 1:
             return keep("a reduction over all axes (axis=None) reshapes with can_reorder: its order is not modelled")
         axis = 0
+    elif -data.ndim <= axis < 0:  # tl.sum(x, axis=-1): the compiled op's axis counts from the front
+        axis += data.ndim
     r, why = _one(launch.reductions.get(interpreter_position(), []), data.shape, axis)
     if r is None:
         return keep(why)
@@ -373,7 +376,8 @@ def _scan(launch: _Launch, ops: Any, inputs: tuple[Any, ...]) -> Any:
     if ops.reverse:
         return keep("reverse scans are not modelled (harness.lowering.scan_order)")
     data = first.handle.data
-    s, why = _one(launch.scans.get(interpreter_position(), []), data.shape, ops.axis)
+    axis = ops.axis + data.ndim if -data.ndim <= ops.axis < 0 else ops.axis
+    s, why = _one(launch.scans.get(interpreter_position(), []), data.shape, axis)
     if s is None:
         return keep(why)
     if s.kind not in _SCAN_KINDS or _ELEM.get(s.elem) != dt:
@@ -384,7 +388,7 @@ def _scan(launch: _Launch, ops: Any, inputs: tuple[Any, ...]) -> Any:
         p = scan_order.plan(s.bits, s.reverse)
     except ValueError as e:
         return keep(str(e))
-    return [ops.to_tensor(scan_order.scan(data, ops.axis, p, s.kind, dt), first.dtype)]
+    return [ops.to_tensor(scan_order.scan(data, axis, p, s.kind, dt), first.dtype)]
 
 
 def _sum_combine() -> Any:

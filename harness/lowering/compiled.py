@@ -43,7 +43,7 @@ __all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specializa
 #: Bumped when what a lowering cache entry holds changes.
 #: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma; 11: quotient lines
 #: beside a sum's own multiply
-FORMAT = "harness-lowering-11"
+FORMAT = "harness-lowering-12"
 
 Key = tuple[str, int, int]
 

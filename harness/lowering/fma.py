@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.lowering.numeric import fma
+from harness.lowering.sites import triton_library
 
 __all__ = ["RULE_SOURCE", "Site", "fma", "fused_sites", "nvdisasm", "ptx_fma_count", "ptxas_candidates",
            "ptxas_contracted_lines", "thread_chains"]
@@ -65,9 +66,6 @@ class Site:
     count: int = 1
 
 
-def _is_library(path: str) -> bool:
-    p = path.replace("\\", "/")
-    return "/triton/language/" in p or "/triton/runtime/" in p or "site-packages/triton/" in p
 
 
 def _locations(llir: str) -> dict[str, Where | None]:
@@ -100,7 +98,7 @@ def _locations(llir: str) -> dict[str, Where | None]:
             col = re.search(r"column:\s*(\d+)", t)
             scope = re.search(r"scope:\s*(!\d+)", t)
             path = file_of(scope.group(1)) if scope else None
-            if line and path and not _is_library(path):
+            if line and path and not triton_library(path):
                 found = (path, int(line.group(1)), int(col.group(1)) if col else 0)
                 break
             nxt = re.search(r"inlinedAt:\s*(!\d+)", t)

@@ -31,7 +31,7 @@ import os
 import sys
 from types import CodeType, FrameType
 
-__all__ = ["interpreter_position", "node_key"]
+__all__ = ["interpreter_position", "node_key", "triton_library"]
 
 
 #: the harness package's own directory: its shims' frames are never the kernel's
@@ -39,6 +39,13 @@ _HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 
 
 @functools.lru_cache(maxsize=1024)
+def triton_library(path: str) -> bool:
+    """Whether a compiled kernel's debug location is in Triton's own library (``tl.sum``'s body in
+    ``triton/language/standard.py``): the compiled code's positions skip those, as the interpreter's do."""
+    p = path.replace("\\", "/")
+    return "/triton/language/" in p or "/triton/runtime/" in p or "site-packages/triton/" in p
+
+
 def _library(path: str) -> bool:
     """Frames of Triton, numpy, torch and the harness package (by their install directories), and code without
     a file, are skipped: the first other frame is the kernel's (or its ``@jit`` helper's)."""

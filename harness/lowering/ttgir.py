@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from harness.lowering.sites import triton_library
+
 __all__ = ["Module", "Op", "Position", "TensorType", "parse"]
 
 
@@ -91,24 +93,37 @@ _REVERSE = re.compile(r"reverse\s*=\s*(true|false)")
 _BODY_OP = re.compile(r"=\s*((?:arith|math|tt)\.\w+(?: (?:oeq|ogt|olt|oge|ole|une|slt|sgt|ult|ugt)\b)?)")
 
 
-def _resolve(text: str, locs: dict[str, str], depth: int = 0) -> tuple[str, int, int] | None:
-    """A location text → the outermost caller's (file, line, col): for ``callsite(callee at caller)`` the caller's."""
+def _chain(text: str, locs: dict[str, str], depth: int = 0) -> list[tuple[str, int, int]]:
+    """The file locations of a location text, innermost first: for ``callsite(callee at caller)`` the callee's
+    chain, then the caller's."""
     if depth > 64:
-        return None
+        return []
     text = text.strip()
     if text.startswith("#loc"):
         inner = locs.get(text)
-        return None if inner is None else _resolve(inner, locs, depth + 1)
+        return [] if inner is None else _chain(inner, locs, depth + 1)
     m = _FILELOC.match(text)
     if m:
-        return m.group(1), int(m.group(2)), int(m.group(3))
+        return [(m.group(1), int(m.group(2)), int(m.group(3)))]
     m = _CALLSITE.match(text)
     if m:
-        return _resolve(m.group(2), locs, depth + 1) or _resolve(m.group(1), locs, depth + 1)
+        return _chain(m.group(1), locs, depth + 1) + _chain(m.group(2), locs, depth + 1)
     m = _NAMED.match(text)
     if m:
-        return _resolve(m.group(1), locs, depth + 1)
-    return None
+        return _chain(m.group(1), locs, depth + 1)
+    return []
+
+
+def _resolve(text: str, locs: dict[str, str]) -> tuple[str, int, int] | None:
+    """A location text → (file, line, col) of the innermost user code in it: in ``callsite(callee at caller)``
+    chains, the first location outside Triton's own library (``tl.sum``'s body is skipped; a ``@jit`` helper's own
+    line is kept, not the line that called it), as :func:`harness.lowering.sites.interpreter_position` finds the
+    interpreter's. The outermost location when every one is Triton's."""
+    chain = _chain(text, locs)
+    for where in chain:
+        if not triton_library(where[0]):
+            return where
+    return chain[-1] if chain else None
 
 
 def _tensors(text: str) -> tuple[TensorType, ...]:
