@@ -83,6 +83,14 @@ def _blocked_bases(params: dict[str, list[int]], shape: tuple[int, ...]) -> dict
                 v[d] = size[d]
                 bases[kind].append(v)
                 size[d] *= 2
+    return _fit(bases, size, shape, order)
+
+
+def _fit(bases: dict[str, list[list[int]]], size: list[int], shape: tuple[int, ...],
+         order: list[int]) -> dict[str, list[list[int]]]:
+    """A CTA tile of ``size`` fitted to ``shape`` (``combineCtaCgaWithShape``): repeated in registers where the
+    shape is larger (dims in ``order``), its largest bases zeroed where smaller."""
+    rank = len(shape)
     # ensureLayoutNotSmallerThan: repeat in registers, dims in the layout's out-dim order (the order list)
     for d in order:
         while size[d] < shape[d]:
@@ -113,12 +121,54 @@ def _linear_bases(text: str) -> dict[str, list[list[int]]]:
     return out
 
 
+_MMA = re.compile(r"^#ttg\.nvidia_mma<\{versionMajor = (\d+), versionMinor = (\d+), warpsPerCTA = \[([\d, ]+)\], "
+                  r"instrShape = \[([\d, ]+)\]\}>$")
+
+
+def _mma_bases(text: str, shape: tuple[int, ...]) -> dict[str, list[list[int]]]:
+    """The linear-layout bases of an ``#ttg.nvidia_mma`` accumulator layout (a 2-D ``tl.dot`` result), as
+    ``LinearLayoutConversions.cpp`` builds them (``nvidiaMmaTile``, ``nvidiaMmaToLinearLayout``; Triton 3.6 and
+    3.9 alike): a 16 × n tile per warp (n from ``instrShape``; Ampere's is 16 × 8) of 2 adjacent columns a thread,
+    4 lanes across columns, 8 lanes down rows, then the rows 8 below and the next 8 columns in registers; the warps
+    over tiles, rows first on Hopper (version 3), columns first before it; then fitted to the shape as a blocked
+    layout is (columns first). Checked against Triton's own conversion in ``tests/harness/lowering``."""
+    m = _MMA.match(text)
+    if m is None or len(shape) != 2:
+        raise ValueError(f"layout {text!r} on shape {shape}: an nvidia_mma layout of a form not modelled")
+    major = int(m.group(1))
+    warps = [int(x) for x in m.group(3).split(",")]
+    instr = [int(x) for x in m.group(4).split(",")]
+    if len(warps) != 2 or major not in (2, 3):
+        raise ValueError(f"layout {text!r}: nvidia_mma version {major} / rank {len(warps)} not modelled")
+    tile_n = instr[1]
+    bases: dict[str, list[list[int]]] = {"register": [], "lane": [], "warp": []}
+    size = [1, 1]
+
+    def add(kind: str, count: int, d: int) -> None:
+        for _ in range(_log2(count)):
+            v = [0, 0]
+            v[d] = size[d]
+            bases[kind].append(v)
+            size[d] *= 2
+
+    add("register", 2, 1)  # kWidth 2: two adjacent columns
+    add("lane", 4, 1)
+    add("lane", 8, 0)
+    add("register", 16 // 8, 0)
+    add("register", tile_n // 8, 1)
+    for d in ((0, 1) if major == 3 else (1, 0)):
+        add("warp", warps[d], d)
+    return _fit(bases, size, shape, order=[1, 0])
+
+
 def _bases(layout: str, shape: tuple[int, ...], aliases: dict[str, str]) -> dict[str, list[list[int]]]:
     text = aliases.get(layout, layout)
     if text.startswith("#ttg.blocked"):
         return _blocked_bases(parse_blocked(text), shape)
     if text.startswith("#ttg.linear"):
         return _linear_bases(text)
+    if text.startswith("#ttg.nvidia_mma"):
+        return _mma_bases(text, shape)
     if text.startswith("#ttg.slice"):
         m = re.search(r"dim\s*=\s*(\d+)\s*,\s*parent\s*=\s*(#[\w.]+(?:<.*>)?)\s*}>", text)
         if m is None:
@@ -127,7 +177,7 @@ def _bases(layout: str, shape: tuple[int, ...], aliases: dict[str, str]) -> dict
         parent_shape = shape[:dim] + (1,) + shape[dim:]
         pb = _bases(m.group(2), parent_shape, aliases)
         return {k: [b[:dim] + b[dim + 1:] for b in v] for k, v in pb.items()}
-    raise ValueError(f"layout {text!r} is not a blocked, slice or linear layout: its order is not modelled")
+    raise ValueError(f"layout {text!r} is not a blocked, slice, linear or nvidia_mma layout: its order is not modelled")
 
 
 def axis_bits(layout: str, shape: tuple[int, ...], axis: int, aliases: dict[str, str] | None = None) -> AxisBits:

@@ -171,6 +171,21 @@ def rms_norm(y_ptr, x_ptr, w_ptr, r_ptr, n_cols, eps, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * n_cols + cols, x * rstd * w, mask=m)
 
 
+@triton.jit
+def dot_sum(a_ptr, b_ptr, r_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    # sums of a tl.dot accumulator (attention's row sum of p, the QSA logits' sum over heads): the reduction
+    # runs in the MMA layout (#ttg.nvidia_mma): in-thread over a thread's registers, then over 4 lanes (a row)
+    # or 8 lanes and the warps (a column)
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    acc = tl.dot(a, b)
+    tl.store(r_ptr + rm, tl.sum(acc, axis=1))
+    tl.store(c_ptr + rn, tl.sum(acc, axis=0))
+
+
 # --- the cases: inputs from a fixed seed, one launch each ---------------------------------------------------
 
 #: pattern -> list of (case name, parameters). dtype: the input element type; n: the row / block length;
@@ -209,6 +224,9 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
                  for n, w in ((4096, 8), (4096, 4), (8192, 16), (1024, 4), (5000, 16))],
     "block_sum": [(f"{dt}_n{n}_b{b}_w{w}", {"dtype": dt, "n": n, "block": b, "warps": w})
                   for dt in ("fp32", "bf16", "fp16") for n, b, w in ((100_000, 1024, 4), (20_000, 4096, 8))],
+    "dot_sum": [(f"{dt}_m{m}_n{n}_k{k}_w{w}", {"dtype": dt, "m": m, "n": n, "k": k, "warps": w})
+                for dt in ("fp16", "bf16") for m, n, k, w in ((64, 64, 32, 4), (128, 128, 64, 8), (64, 256, 32, 4),
+                                                              (128, 32, 16, 4))],
 }
 
 def select(spec: str) -> list[str]:
@@ -287,6 +305,8 @@ def make_inputs(pattern: str, p: dict, seed: int = SEED) -> dict:
         return {"x": normal(ROWS, p["n"], scale=1.5) + 0.3}
     if pattern == "rms_norm":
         return {"x": normal(ROWS, p["n"]), "w": normal(p["n"], scale=0.1) + 1, "eps": 1e-6}
+    if pattern == "dot_sum":
+        return {"a": normal(p["m"], p["k"]), "b": normal(p["k"], p["n"])}
     raise ValueError(f"make_inputs: unknown pattern {pattern!r}")
 
 
@@ -371,6 +391,11 @@ def launch(pattern: str, p: dict, inputs: dict, device: str) -> dict:
         rms_norm[(x.shape[0],)](y, x, t["w"], r, x.shape[1], t["eps"], BLOCK=triton.next_power_of_2(p["n"]),
                                 num_warps=w)
         return {"y": y.cpu(), "rstd": r.cpu()}
+    if pattern == "dot_sum":
+        r = torch.empty(p["m"], dtype=torch.float32, device=device)
+        c = torch.empty(p["n"], dtype=torch.float32, device=device)
+        dot_sum[(1,)](t["a"], t["b"], r, c, M=p["m"], N=p["n"], K=p["k"], num_warps=w)
+        return {"rows": r.cpu(), "cols": c.cpu()}
     if pattern == "scaled_loop":
         y = t["y"].clone()
         scaled_loop[(1,)](t["x"], y, t["s"], p["k"], BLOCK=p["n"], num_warps=w)
