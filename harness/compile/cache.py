@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.arch import interpreting
-from harness.compile.errors import error_kind
+from harness.compile.errors import BUDGET, error_kind
 from harness.compile.targets import Target, parse_target, target_supported
 from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
@@ -161,11 +161,12 @@ def compile_memoized(
     dt = time.perf_counter() - t0
     with _CACHE_LOCK:
         _STATS.compiles += 1
-        _STATS.failures += isinstance(result, BaseException) and error_kind(result) != "ptxas"
+        _STATS.failures += isinstance(result, BaseException) and error_kind(result) not in ("ptxas", BUDGET)
         _STATS.ptxas += isinstance(result, BaseException) and error_kind(result) == "ptxas"
         _STATS.seconds += dt
         _STATS.slowest = max(_STATS.slowest, dt)
-        _CACHE[key] = result
+        if not (isinstance(result, BaseException) and error_kind(result) == BUDGET):
+            _CACHE[key] = result  # not an over-budget one: a later call may give ptxas a bigger budget
     return result
 
 

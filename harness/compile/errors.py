@@ -14,12 +14,16 @@ import re
 import traceback
 from typing import Any
 
-__all__ = ["NOT_APPLICABLE", "describe_error", "error_kind", "error_line", "error_summary", "source_location"]
+__all__ = ["BUDGET", "NOT_APPLICABLE", "describe_error", "error_kind", "error_line", "error_summary", "source_location"]
 
 #: The kinds :func:`error_kind` gives a refusal that says the kernel cannot take the launch at all, on any target:
 #: its own guard (``tl.static_assert``) or an op's type rule in Triton's frontend (``tl.math.div_rn`` takes fp32
 #: only, ``tl.dot`` needs matching operand types, ``tl.arange`` an end above its start).
 NOT_APPLICABLE = ("guard", "type-rule")
+
+#: The kind :func:`error_kind` gives a compile whose ptxas ran past its budget (:mod:`harness.compile.budget`):
+#: not judged, neither a failure nor a pass.
+BUDGET = "budget"
 
 
 def describe_error(exc: BaseException) -> str:
@@ -47,7 +51,8 @@ def describe_error(exc: BaseException) -> str:
 
 
 def error_kind(exc: BaseException) -> str:
-    """``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
+    """``"budget"`` when ptxas ran past its wall-clock budget and was killed (:mod:`harness.compile.budget`: not
+    judged); ``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
     frontend); ``"guard"`` when the kernel's own ``tl.static_assert`` failed; ``"type-rule"`` when the innermost
     error was raised by Triton's language frontend (``triton/language/``, not its per-target lowering helpers in
     ``triton/language/extra/``) and names no architecture: an op's documented type rule; ``"refused"`` for
@@ -57,6 +62,8 @@ def error_kind(exc: BaseException) -> str:
     inner: BaseException = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
+        if type(e).__name__ == "PtxasOverBudget":
+            return BUDGET
         if type(e).__name__ == "PTXASError" or "`ptxas` stderr" in str(e):
             return "ptxas"
         if type(e).__name__ == "CompileTimeAssertionFailure":

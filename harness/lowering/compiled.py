@@ -379,7 +379,9 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
     back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
     divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments)."""
+    from harness.compile.budget import DEFAULT_SECONDS, ptxas_budget
     from harness.compile.disk_cache import cache_dir, cache_key
+    from harness.compile.errors import BUDGET, error_kind
     from harness.compile.launches import Launch
     from harness.compile.matrix import compile_matrix
     from harness.interp.jit import as_jit
@@ -413,8 +415,15 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         hit = None
     if hit is None:
         version = triton_version()
-        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
-                             divisible=divisible)[arch]
+        # bounded as capture's compiles are: Triton's FMA fallback (an fp64 tl.dot) kept ptxas busy for over 10
+        # minutes per launch; past the budget the launch keeps the interpreter's own behaviour, with the warning
+        with ptxas_budget(DEFAULT_SECONDS):
+            res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
+                                 divisible=divisible)[arch]
+        if isinstance(res, BaseException) and error_kind(res) == BUDGET:
+            hit = KernelLowering(version, arch, num_warps, error=f"could not be compiled: {res}")
+            _MEMO[memo] = hit  # not on disk: a later run may find ptxas faster
+            return hit
         if isinstance(res, BaseException):
             hit = KernelLowering(version, arch, num_warps,
                                  error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")
