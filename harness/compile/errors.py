@@ -103,7 +103,9 @@ def source_location(exc: BaseException, fn: Any) -> str | None:
     if e is None:
         return None
     m = re.search(r"^def\s+(\w+)", src, re.M)
-    pyfn = getattr(fn, "fn", fn)
+    from harness.interp.exec_source import with_file  # a kernel built by exec: located in its text's file
+
+    pyfn = with_file(getattr(fn, "fn", fn))
     if m is None or pyfn is None:
         return None
     cands = [pyfn] + [getattr(v, "fn", None) for v in getattr(pyfn, "__globals__", {}).values()]
