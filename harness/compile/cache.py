@@ -29,7 +29,8 @@ from harness.compile.targets import Target, parse_target, target_supported
 from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
 
-__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized", "latch_e5m2", "stats"]
+__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized", "latch_e5m2",
+           "specialized", "stats"]
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,33 @@ def compile_memoized(
         if not (isinstance(result, BaseException) and error_kind(result) == BUDGET):
             _CACHE[key] = result  # not an over-budget one: a later call may give ptxas a bigger budget
     return result
+
+
+#: Triton's own default ``num_warps`` for CUDA (``CUDAOptions.num_warps``, Triton 3.6 and 3.9): a compile that
+#: names it and one that leaves it out are the same compile.
+_DEFAULT_WARPS = 4
+
+
+def specialized(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target,
+                options: Mapping[str, Any] | None = None) -> Compiled | BaseException | None:
+    """A compile this process already made of the same kernel, signature, constexprs, target and options, with
+    some arguments specialized as divisible by 16 (``tt.divisibility``), as Triton's JIT compiles the launch on a
+    GPU; ``None`` if there is none. Why: the lowering shim compiles each interpreted launch for sm90 so
+    specialized (:func:`harness.lowering.compiled.lowering_for`) before launch capture compiles the same launch for
+    sm90 unspecialized; that compile *is* the launch's as a GPU makes it, so capture takes its outcome instead of
+    compiling again. Only for capture's question (does the launch compile, and how does it lower its
+    ``tl.dot_scaled``): a user's :func:`compile_memoized` keeps its own exact key (specialization changes the
+    PTX)."""
+    opts = {"num_warps": _DEFAULT_WARPS, **dict(options or {})}
+    want = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
+    with _CACHE_LOCK:
+        for key, hit in _CACHE.items():
+            if key[0] == "frontend" or key[:4] != want or not key[5]:
+                continue
+            if {"num_warps": _DEFAULT_WARPS, **dict(key[4])} == opts:
+                _STATS.hits += 1
+                return hit
+    return None
 
 
 def compile_frontend(

@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compile.budget import ptxas_budget
+from harness.compile.cache import specialized
 from harness.compile.errors import BUDGET, NOT_APPLICABLE, error_kind, error_line
 from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
 from harness.compile.lowering import ptx_lowering
 from harness.compile.matrix import compile_matrix
+from harness.compile.signature import prepare
 from harness.compile.targets import frontend_class, parse_target
 from harness.versions import triton_at_least, triton_version
 
@@ -131,9 +133,11 @@ def compile_launch(launch: Launch, target: str, frontend: bool = False, budget: 
     only if a fresh process repeats it (:func:`fresh_process_compiles`). ``frontend``: Triton's frontend only
     (:func:`harness.compile.cache.compile_frontend`). ``budget``: ptxas's wall-clock seconds
     (:func:`harness.compile.budget.ptxas_budget`); past it the outcome is of kind ``budget``, not judged."""
-    with ptxas_budget(None if frontend else budget):
-        res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs),
-                             targets=[target], options=dict(launch.options), frontend=frontend)[target]
+    res = None if frontend else _specialized(launch, target)
+    if res is None:
+        with ptxas_budget(None if frontend else budget):
+            res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs),
+                                 targets=[target], options=dict(launch.options), frontend=frontend)[target]
     if frontend:
         return Outcome(True) if not isinstance(res, BaseException) else Outcome(False, error_kind(res),
                                                                                error_line(res, launch.fn))
@@ -146,6 +150,18 @@ def compile_launch(launch: Launch, target: str, frontend: bool = False, budget: 
             return Outcome(True, lowering=_lowering(launch, None))
         return out
     return Outcome(True, lowering=_lowering(launch, res))
+
+
+def _specialized(launch: Launch, target: str) -> object:
+    """The lowering shim's compile of this launch for ``target`` in this process, specialized as the GPU's JIT
+    compiles it (:func:`harness.compile.cache.specialized`), or ``None``. One over its ptxas budget says nothing
+    about capture's budget: ``None`` then too."""
+    try:
+        jit, sig, consts = prepare(launch.fn, launch.sig, dict(launch.constexprs))
+    except (TypeError, ValueError):
+        return None  # compile_matrix says why, as for any launch
+    res = specialized(jit, sig, consts, parse_target(target), dict(launch.options))
+    return None if isinstance(res, BaseException) and error_kind(res) == BUDGET else res
 
 
 def _lowering(launch: Launch, compiled: object) -> str:
