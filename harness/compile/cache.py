@@ -171,9 +171,9 @@ def compile_memoized(
     return result
 
 
-#: Triton's own default ``num_warps`` for CUDA (``CUDAOptions.num_warps``, Triton 3.6 and 3.9): a compile that
-#: names it and one that leaves it out are the same compile.
-_DEFAULT_WARPS = 4
+#: Triton's own defaults of the launch options for CUDA (``CUDAOptions``, Triton 3.6 and 3.9): a compile that names
+#: one and one that leaves it out are the same compile.
+_DEFAULT_OPTIONS = {"num_warps": 4, "num_ctas": 1, "num_stages": 3}
 
 
 def specialized(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target,
@@ -186,13 +186,13 @@ def specialized(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: T
     compiling again. Only for capture's question (does the launch compile, and how does it lower its
     ``tl.dot_scaled``): a user's :func:`compile_memoized` keeps its own exact key (specialization changes the
     PTX)."""
-    opts = {"num_warps": _DEFAULT_WARPS, **dict(options or {})}
+    opts = {**_DEFAULT_OPTIONS, **dict(options or {})}
     want = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
     with _CACHE_LOCK:
         for key, hit in _CACHE.items():
             if key[0] == "frontend" or key[:4] != want or not key[5]:
                 continue
-            if {"num_warps": _DEFAULT_WARPS, **dict(key[4])} == opts:
+            if {**_DEFAULT_OPTIONS, **dict(key[4])} == opts:
                 _STATS.hits += 1
                 return hit
     return None

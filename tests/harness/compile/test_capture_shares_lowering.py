@@ -59,14 +59,17 @@ from kern import scale
 def test_scale():
     x = torch.arange(200, dtype=torch.float32)
     y = torch.empty_like(x)
-    scale[(2,)](x, y, 200, BLOCK=128)
+    scale[(2,)](x, y, 200, BLOCK=128{options})
     assert torch.equal(y, x * 3)
 """
 
 
-def test_capture_compiles_for_sm90_only_what_the_lowering_shim_did_not(pytester, monkeypatch, tmp_path):
+@pytest.mark.parametrize("options", ["", ", num_stages=2", ", num_warps=2"])
+def test_capture_compiles_for_sm90_only_what_the_lowering_shim_did_not(pytester, monkeypatch, tmp_path, options):
+    """The lowering shim compiles with the launch's options, as the GPU's JIT does (an autotune config's
+    ``num_stages`` included), so capture's launch as run is the same compile."""
     monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
-    pytester.makepyfile(kern=_KERNEL, test_kern=_TEST)
+    pytester.makepyfile(kern=_KERNEL, test_kern=_TEST.replace("{options}", options))
     before = stats()["compiles"]  # the counters are the process's: this run's are the difference
     result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-p", "no:xdist",
                                 "--harness-lane=interp", "--harness-compile-launches", "--harness-targets=sm80,sm90",
