@@ -215,7 +215,8 @@ MATRIX_LEGEND = ("ok: every compile for the target succeeded; ok*: the launches 
 def slow_legend(seconds: float) -> str:
     """What ``slow`` in a cell means (printed under the legend when a cell has one)."""
     return (f"slow (or +slow): not judged: ptxas ran over {seconds:g} s (--harness-ptxas-budget) and was killed "
-            f"(Triton's FMA fallback for tl.dot gives it megabytes of PTX); neither a failure nor a pass")
+            f"(Triton's FMA fallback for tl.dot gives it megabytes of PTX); every stage before it (frontend, TTGIR, "
+            f"LLVM, PTX) succeeded; neither a failure nor a pass")
 
 
 def format_not_judged(f: Finding, targets: list[str], seconds: float) -> str:
