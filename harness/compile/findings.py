@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.arch import supports_bf16_arithmetic, supports_format, supports_scaled_dot
+from harness.arch import (
+    supports_bf16_arithmetic,
+    supports_format,
+    supports_int8_dot,
+    supports_scaled_dot,
+    supports_scaled_dot_emulation,
+)
 from harness.compile.disk_cache import Outcome, cache_key, launch_outcome
 from harness.compile.errors import BUDGET, NOT_APPLICABLE
 from harness.compile.launches import (
@@ -25,6 +31,7 @@ from harness.compile.launches import (
     SCALE_LABEL,
     Declarations,
     Launch,
+    calls_dot,
     calls_dot_scaled,
     constexpr_text,
     flag_text,
@@ -49,7 +56,9 @@ _TYPE_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Declarations) -> str | None:
     """Why a failure is expected: the arch model refuses an FP8 format the launch uses on ``target``
     (``e4nv`` below sm89...) or its ``tl.dot_scaled`` scale type (NVFP4's e4m3 on sm90 before Triton 3.9), or
-    bf16 instructions the failure names (below sm80, :func:`~harness.arch.supports_bf16_arithmetic`),
+    bf16 instructions the failure names (below sm80, :func:`~harness.arch.supports_bf16_arithmetic`), an int8
+    ``tl.dot`` whose TritonGPU passes fail (below sm80, :func:`~harness.arch.supports_int8_dot`), a ``tl.dot_scaled``
+    emulated with sm89 FP8 converts (:func:`~harness.arch.supports_scaled_dot_emulation`),
     Triton itself refused the type for the arch, or the kernel is among
     ``declarations``."""
     if out.ok:
@@ -70,11 +79,28 @@ def expected_reason(launch: Launch, target: str, out: Outcome, declarations: Dec
         ok, why = supports_bf16_arithmetic(target)
         if not ok:
             return why
+    if _FP8_CVT_REFUSED.search(out.line) and calls_dot_scaled(launch):
+        ok, why = supports_scaled_dot_emulation(target)
+        if not ok:
+            return why
+    if (_PASSES_FAILED.search(out.line) and any(v == "*i8" for _, v in launch.signature)
+            and calls_dot(launch)):
+        ok, why = supports_int8_dot(target)
+        if not ok:
+            return why
     return declarations.reason(launch, target, out.line)
 
 
 #: A refusal of bf16 instructions (ptxas's ``Feature '.bf16' requires .target sm_80 or higher``).
 _BF16_REFUSED = re.compile(r"\.bf16\b.*requires|bf16.*not supported", re.I)
+
+
+#: ptxas refusing the FP8 converts of sm89+ (``cvt with .e4m3x2/.e5m2x2``), which Triton 3.9's ``tl.dot_scaled``
+#: emulation emitted for sm75 (:func:`~harness.arch.supports_scaled_dot_emulation`).
+_FP8_CVT_REFUSED = re.compile(r"cvt with \.e4m3x2/\.e5m2x2' requires \.target sm_89")
+#: Triton's TritonGPU passes failing (the MLIR diagnostic goes to stderr), as an int8 ``tl.dot`` for sm75 does
+#: (:func:`~harness.arch.supports_int8_dot`).
+_PASSES_FAILED = re.compile(r"PassManager::run failed")
 
 
 def _uses_bf16(launch: Launch) -> bool:
