@@ -17,6 +17,9 @@ import contextlib
 import functools
 import gc
 import io
+import os
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.arch import interpreting
-from harness.compile.errors import BUDGET, error_kind
+from harness.compile.errors import BUDGET, InvalidIR, error_kind
 from harness.compile.targets import Target, parse_target, target_supported
 from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
@@ -145,7 +148,7 @@ def compile_memoized(
     t0 = time.perf_counter()
     try:
         # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _verifier_reason():
             names = list(jit.arg_names)
             attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in sorted(divisible)}
             src = ASTSource(jit, sig, consts, attrs) if attrs else ASTSource(jit, sig, consts)
@@ -227,7 +230,7 @@ def compile_frontend(
         )
     t0 = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _verifier_reason():
             gpu = target.gpu_target()
             backend = make_backend(gpu)
             src = ASTSource(jit, sig, consts)
@@ -248,6 +251,41 @@ def compile_frontend(
         _STATS.slowest = max(_STATS.slowest, dt)
         _CACHE[key] = result
     return result
+
+
+@contextlib.contextmanager
+def _verifier_reason() -> Any:
+    """Turn Triton's "error encountered during parsing" (its frontend's module failed MLIR verification) into
+    :class:`~harness.compile.errors.InvalidIR` with the verifier's reason, which MLIR writes to file descriptor 2:
+    the block's stderr goes to a temporary file and is written back to stderr afterwards, unchanged. Why: the bare
+    message says neither which op nor why, so a made-up variant an op's types refuse (``tl.math.fdiv`` of fp16 and
+    fp32) could not be told from a missing conversion."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no file descriptor 2 to read: the bare message stands
+        yield
+        return
+    with tempfile.TemporaryFile() as err:
+        os.dup2(err.fileno(), 2)
+        try:
+            yield
+        except RuntimeError as e:
+            if str(e) != "error encountered during parsing":
+                raise
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            line = next((ln.strip() for ln in text.splitlines() if ": error: " in ln), "")
+            if not line:
+                raise
+            raise InvalidIR(line) from e
+        finally:
+            os.dup2(saved, 2)
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            os.close(saved)
+            if text:
+                os.write(2, text.encode())
 
 
 def _with_fp_fusion(opts: dict[str, Any]) -> dict[str, Any]:
