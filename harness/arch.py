@@ -20,6 +20,8 @@ __all__ = [
     "detect_arch",
     "supports_format",
     "supports_scaled_dot",
+    "supports_scaled_dot_emulation",
+    "supports_int8_dot",
     "supports_bf16_arithmetic",
     "interpreting",
     "ENV_ARCH",
@@ -231,6 +233,32 @@ def supports_bf16_arithmetic(arch: Arch | str) -> tuple[bool, str]:
     a = parse_arch(arch) if isinstance(arch, str) else arch
     if a.kind == "cuda" and (a.cc or 0) < 80:
         return False, f"bf16 arithmetic needs sm80+ (running on {a.name})"
+    return True, ""
+
+
+def supports_int8_dot(arch: Arch | str) -> tuple[bool, str]:
+    """Whether Triton compiles a ``tl.dot`` of int8 operands for ``arch``; the reason is a ready skip message.
+    Measured with ``triton.compile`` (Triton 3.6 and 3.9, 16x16x32 and 64x64x64 tiles, and test_core's ``test_dot``
+    / ``test_dot3d`` int8 cases, 2026-12-06): sm75 fails in the TritonGPU passes ("PassManager::run failed": the FMA
+    fallback applies ``arith.extf`` to the i8 operands), sm80 compiles it (MMA). Triton's own ``test_dot`` claims
+    int8 from sm75; no CUDA CI of Triton runs sm75."""
+    a = parse_arch(arch) if isinstance(arch, str) else arch
+    if a.kind == "cuda" and (a.cc or 0) < 80:
+        return False, f"int8 tl.dot needs sm80+ with triton {triton_version()} (running on {a.name})"
+    return True, ""
+
+
+def supports_scaled_dot_emulation(arch: Arch | str) -> tuple[bool, str]:
+    """Whether Triton's emulation of ``tl.dot_scaled`` on ``arch`` stays within the arch's instructions; the reason
+    is a ready skip message. Below sm89 it may not: Triton 3.9 compiled test_core's
+    ``test_scaled_dot[32-128-64-False-False-False-e2m1-fp16-4-16-1]`` for sm75 into FP8 converts that ptxas refuses
+    ("Feature 'cvt with .e4m3x2/.e5m2x2' requires .target sm_89 or higher", 2026-12-06), while other
+    ``dot_scaled`` launches compile there; Triton's own ``test_scaled_dot`` skips CUDA below 8.9 ("float8e4nv not
+    supported on CUDA < 8.9"). So only a failure that names those converts is this refusal."""
+    a = parse_arch(arch) if isinstance(arch, str) else arch
+    if a.kind == "cuda" and (a.cc or 0) < 89:
+        return False, (f"tl.dot_scaled's emulation on {a.name} may use FP8 converts of sm89+ with triton "
+                       f"{triton_version()} (Triton's own test_scaled_dot skips CUDA below 8.9)")
     return True, ""
 
 

@@ -35,7 +35,7 @@ __all__ = ["PARSER_KWARGS", "add_arguments", "check_path", "merge", "merge_files
 VERSION = 1
 
 #: Keys of a ``compile_launches`` report that are settings: equal in every shard, kept once.
-_LAUNCH_SETTINGS = ("targets", "widen", "widen_targets")
+_LAUNCH_SETTINGS = ("targets", "widen", "widen_targets", "ptxas_budget")
 
 
 def _json_default(o: Any) -> Any:
@@ -75,22 +75,25 @@ def write(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
 
 
 def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``compile_launches`` key over shards: settings equal, cell counts, compiles, cached and seconds added,
-    findings put together (each once). The key holds counts, not which compile each was, so a compile that two
-    shards both ran (or read back) counts once per shard."""
+    """The ``compile_launches`` key over shards: settings equal (the ptxas budget among them), cell counts,
+    compiles, cached and seconds added, findings and compiles not judged put together (each once). The key holds
+    counts, not which compile each was, so a compile that two shards both ran (or read back) counts once per
+    shard."""
     first = parts[0]
     for p in parts[1:]:
         for k in _LAUNCH_SETTINGS:
             if p.get(k) != first.get(k):
                 raise ValueError(f"compile_launches: the reports ran with different {k} ({first.get(k)!r} and "
                                  f"{p.get(k)!r}): run every shard with the same options")
-    known = {*_LAUNCH_SETTINGS, "seconds", "cells", "findings", "compiles", "cached", "captured_launches"}
+    known = {*_LAUNCH_SETTINGS, "seconds", "cells", "findings", "compiles", "cached", "captured_launches",
+             "not_judged"}
     for p in parts:
         extra = sorted(set(p) - known)
         if extra:
             raise ValueError(f"compile_launches: no merge rule for {', '.join(extra)}")
     cells: dict[tuple[str, str], dict[str, int]] = {}
     findings: list[Any] = []
+    not_judged: list[Any] = []  # compiles whose ptxas ran past its budget: put together as findings are
     captured: dict[str, int] = {}  # per test; a test runs in one shard, so a repeat can only be the same count
     for p in parts:
         for test, n in p.get("captured_launches", {}).items():
@@ -101,12 +104,14 @@ def _merge_launches(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 if k not in ("kernel", "target"):
                     cell[k] = cell.get(k, 0) + int(v)
         findings.extend(f for f in p.get("findings", ()) if f not in findings)
+        not_judged.extend(f for f in p.get("not_judged", ()) if f not in not_judged)
     return {**{k: first.get(k) for k in _LAUNCH_SETTINGS},
             "seconds": round(sum(float(p.get("seconds", 0.0)) for p in parts), 3),
             "compiles": sum(int(p.get("compiles", 0)) for p in parts),
             "cached": sum(int(p.get("cached", 0)) for p in parts),
             "cells": [{"kernel": k, "target": t, **v} for (k, t), v in sorted(cells.items())],
             "findings": findings,
+            **({"not_judged": not_judged} if any("not_judged" in p for p in parts) else {}),
             **({"captured_launches": dict(sorted(captured.items()))}
                if any("captured_launches" in p for p in parts) else {})}
 

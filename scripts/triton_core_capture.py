@@ -255,8 +255,9 @@ def _report(outdir: Path, ids, category, results, timing, captured) -> int:
     if "b" in results:
         ran = [r for r in rows if r["b"] in ("passed", "failed")]
         lines += ["", f"tests run with capture whose launches it recorded and compiled: "
-                      f"{sum(1 for r in ran if r['captured_launches'])} of {len(ran)} (the rest launch kernels "
-                      f"built by exec, which have no source file to compile, or launch none)"]
+                      f"{sum(1 for r in ran if r['captured_launches'])} of {len(ran)} (the rest launch none that "
+                      f"capture could type, or only launches the interpreter refused; see 'not captured' in the "
+                      f"logs)"]
     lines += ["", f"passed without capture, failed with it: {len(added)}"]
     for row in added:
         lines += [f"- {row['id']} ({row['category']})", "  " + row["message"][:3000].replace("\n", "\n  ")]

@@ -17,6 +17,9 @@ import contextlib
 import functools
 import gc
 import io
+import os
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -24,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.arch import interpreting
-from harness.compile.errors import error_kind
+from harness.compile.errors import BUDGET, InvalidIR, error_kind
 from harness.compile.targets import Target, parse_target, target_supported
 from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
 
-__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized", "latch_e5m2", "stats"]
+__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized", "latch_e5m2",
+           "specialized", "stats"]
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def compile_memoized(
     t0 = time.perf_counter()
     try:
         # On a ptxas failure Triton prints the whole PTX to stdout; the error itself keeps the ptxas lines.
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _verifier_reason():
             names = list(jit.arg_names)
             attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in sorted(divisible)}
             src = ASTSource(jit, sig, consts, attrs) if attrs else ASTSource(jit, sig, consts)
@@ -161,12 +165,40 @@ def compile_memoized(
     dt = time.perf_counter() - t0
     with _CACHE_LOCK:
         _STATS.compiles += 1
-        _STATS.failures += isinstance(result, BaseException) and error_kind(result) != "ptxas"
+        _STATS.failures += isinstance(result, BaseException) and error_kind(result) not in ("ptxas", BUDGET)
         _STATS.ptxas += isinstance(result, BaseException) and error_kind(result) == "ptxas"
         _STATS.seconds += dt
         _STATS.slowest = max(_STATS.slowest, dt)
-        _CACHE[key] = result
+        if not (isinstance(result, BaseException) and error_kind(result) == BUDGET):
+            _CACHE[key] = result  # not an over-budget one: a later call may give ptxas a bigger budget
     return result
+
+
+#: Triton's own defaults of the launch options for CUDA (``CUDAOptions``, Triton 3.6 and 3.9): a compile that names
+#: one and one that leaves it out are the same compile.
+_DEFAULT_OPTIONS = {"num_warps": 4, "num_ctas": 1, "num_stages": 3}
+
+
+def specialized(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target,
+                options: Mapping[str, Any] | None = None) -> Compiled | BaseException | None:
+    """A compile this process already made of the same kernel, signature, constexprs, target and options, with
+    some arguments specialized as divisible by 16 (``tt.divisibility``), as Triton's JIT compiles the launch on a
+    GPU; ``None`` if there is none. Why: the lowering shim compiles each interpreted launch for sm90 so
+    specialized (:func:`harness.lowering.compiled.lowering_for`) before launch capture compiles the same launch for
+    sm90 unspecialized; that compile *is* the launch's as a GPU makes it, so capture takes its outcome instead of
+    compiling again. Only for capture's question (does the launch compile, and how does it lower its
+    ``tl.dot_scaled``): a user's :func:`compile_memoized` keeps its own exact key (specialization changes the
+    PTX)."""
+    opts = {**_DEFAULT_OPTIONS, **dict(options or {})}
+    want = (jit, tuple(sig.items()), tuple((k, _freeze(v)) for k, v in sorted(consts.items())), target)
+    with _CACHE_LOCK:
+        for key, hit in _CACHE.items():
+            if key[0] == "frontend" or key[:4] != want or not key[5]:
+                continue
+            if {**_DEFAULT_OPTIONS, **dict(key[4])} == opts:
+                _STATS.hits += 1
+                return hit
+    return None
 
 
 def compile_frontend(
@@ -198,7 +230,7 @@ def compile_frontend(
         )
     t0 = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _verifier_reason():
             gpu = target.gpu_target()
             backend = make_backend(gpu)
             src = ASTSource(jit, sig, consts)
@@ -219,6 +251,41 @@ def compile_frontend(
         _STATS.slowest = max(_STATS.slowest, dt)
         _CACHE[key] = result
     return result
+
+
+@contextlib.contextmanager
+def _verifier_reason() -> Any:
+    """Turn Triton's "error encountered during parsing" (its frontend's module failed MLIR verification) into
+    :class:`~harness.compile.errors.InvalidIR` with the verifier's reason, which MLIR writes to file descriptor 2:
+    the block's stderr goes to a temporary file and is written back to stderr afterwards, unchanged. Why: the bare
+    message says neither which op nor why, so a made-up variant an op's types refuse (``tl.math.fdiv`` of fp16 and
+    fp32) could not be told from a missing conversion."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no file descriptor 2 to read: the bare message stands
+        yield
+        return
+    with tempfile.TemporaryFile() as err:
+        os.dup2(err.fileno(), 2)
+        try:
+            yield
+        except RuntimeError as e:
+            if str(e) != "error encountered during parsing":
+                raise
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            line = next((ln.strip() for ln in text.splitlines() if ": error: " in ln), "")
+            if not line:
+                raise
+            raise InvalidIR(line) from e
+        finally:
+            os.dup2(saved, 2)
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            os.close(saved)
+            if text:
+                os.write(2, text.encode())
 
 
 def _with_fp_fusion(opts: dict[str, Any]) -> dict[str, Any]:

@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compile.errors import NOT_APPLICABLE, error_kind, error_line
+from harness.compile.budget import ptxas_budget
+from harness.compile.cache import specialized
+from harness.compile.errors import BUDGET, NOT_APPLICABLE, error_kind, error_line
 from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
 from harness.compile.lowering import ptx_lowering
 from harness.compile.matrix import compile_matrix
+from harness.compile.signature import prepare
 from harness.compile.targets import frontend_class, parse_target
 from harness.versions import triton_at_least, triton_version
 
@@ -42,7 +45,7 @@ __all__ = ["BACKEND_OPTIONS", "Outcome", "cache_dir", "cache_key", "compile_laun
            "launch_outcome", "outcome_target", "representative"]
 
 #: Bumped when what a cache entry holds (or how its error line is written) changes.
-CACHE_FORMAT = "harness-launch-5"  # 4: the tl.dot_scaled lowering; 5: guard / type-rule kinds
+CACHE_FORMAT = "harness-launch-6"  # 4: the tl.dot_scaled lowering; 5: guard / type-rule kinds; 6: ptxas budget
 
 
 def cache_dir() -> Path:
@@ -169,13 +172,20 @@ class Outcome:
     """One (launch, target) compile: ``ok``, else the kind (``refused``/``ptxas``/``guard``/``type-rule``,
     :func:`harness.compile.errors.error_kind`) and the compiler's line.
     ``lowering``: for a kernel that calls ``tl.dot_scaled`` and compiled, ``"native"`` (block-scaled MMA in the
-    PTX) or ``"emulated"`` (:func:`harness.compile.lowering.ptx_lowering`); else empty."""
+    PTX) or ``"emulated"`` (:func:`harness.compile.lowering.ptx_lowering`); else empty. ``budget``: for kind
+    ``budget`` (ptxas killed, not judged: :mod:`harness.compile.budget`), the seconds ptxas was given."""
 
     ok: bool
     kind: str = ""
     line: str = ""
     cached: bool = False
     lowering: str = ""
+    budget: float = 0.0
+
+    def retry_under(self, budget: float | None) -> bool:
+        """Whether this over-budget outcome says nothing under ``budget`` (a bigger one, or none): ptxas may
+        finish in the extra time."""
+        return self.kind == BUDGET and (not budget or budget > self.budget)
 
 
 #: Set in the process :func:`fresh_process_compiles` starts: that process *is* the fresh one, so its own ptxas
@@ -183,22 +193,40 @@ class Outcome:
 FRESH_ENV = "HARNESS_FRESH_PROCESS"
 
 
-def compile_launch(launch: Launch, target: str, frontend: bool = False) -> Outcome:
+def compile_launch(launch: Launch, target: str, frontend: bool = False, budget: float | None = None) -> Outcome:
     """Compile ``launch`` for ``target`` in this process (no disk cache); a Triton 3.6 ptxas failure stands
     only if a fresh process repeats it (:func:`fresh_process_compiles`). ``frontend``: Triton's frontend only
-    (:func:`harness.compile.cache.compile_frontend`)."""
-    res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs), targets=[target],
-                         options=dict(launch.options), frontend=frontend)[target]
+    (:func:`harness.compile.cache.compile_frontend`). ``budget``: ptxas's wall-clock seconds
+    (:func:`harness.compile.budget.ptxas_budget`); past it the outcome is of kind ``budget``, not judged."""
+    res = None if frontend else _specialized(launch, target)
+    if res is None:
+        with ptxas_budget(None if frontend else budget):
+            res = compile_matrix(launch.fn, signature=launch.sig, constexprs=dict(launch.constexprs),
+                                 targets=[target], options=dict(launch.options), frontend=frontend)[target]
     if frontend:
         return Outcome(True) if not isinstance(res, BaseException) else Outcome(False, error_kind(res),
                                                                                error_line(res, launch.fn))
     if isinstance(res, BaseException):
         out = Outcome(False, error_kind(res), error_line(res, launch.fn))
+        if out.kind == BUDGET:
+            return Outcome(False, BUDGET, out.line, budget=float(budget or 0.0))
         if (out.kind == "ptxas" and not triton_at_least(3, 7) and not os.environ.get(FRESH_ENV)
                 and fresh_process_compiles(launch, target)):
             return Outcome(True, lowering=_lowering(launch, None))
         return out
     return Outcome(True, lowering=_lowering(launch, res))
+
+
+def _specialized(launch: Launch, target: str) -> object:
+    """The lowering shim's compile of this launch for ``target`` in this process, specialized as the GPU's JIT
+    compiles it (:func:`harness.compile.cache.specialized`), or ``None``. One over its ptxas budget says nothing
+    about capture's budget: ``None`` then too."""
+    try:
+        jit, sig, consts = prepare(launch.fn, launch.sig, dict(launch.constexprs))
+    except (TypeError, ValueError):
+        return None  # compile_matrix says why, as for any launch
+    res = specialized(jit, sig, consts, parse_target(target), dict(launch.options))
+    return None if isinstance(res, BaseException) and error_kind(res) == BUDGET else res
 
 
 def _lowering(launch: Launch, compiled: object) -> str:
@@ -276,17 +304,20 @@ def _write_json(path: Path, data: object) -> None:
             tmp.unlink()
 
 
-def launch_outcome(launch: Launch, target: str, directory: Path | None = None, frontend: bool = False) -> Outcome:
+def launch_outcome(launch: Launch, target: str, directory: Path | None = None, frontend: bool = False,
+                   budget: float | None = None) -> Outcome:
     """The outcome of one launch on one target: read back from the disk cache (``directory``, default
     :func:`cache_dir`), else compiled (:func:`compile_launch`) and stored (see the module docstring for what a
     damaged or unwritable cache does). ``frontend``: Triton's frontend only, one outcome for the targets of a
-    :func:`~harness.compile.targets.frontend_class`."""
+    :func:`~harness.compile.targets.frontend_class`. ``budget``: ptxas's wall-clock seconds; a stored
+    over-budget outcome is read back only under a budget no bigger than the one it ran under (a bigger budget,
+    or none, compiles again)."""
     d = directory or cache_dir()
     key = cache_key(launch, target, frontend)
     path = d / key[:2] / f"{key}.json"
     stored = outcome_target(target, frontend)
     hit = _read(path, launch, stored)
-    if hit is not None:
+    if hit is not None and not hit.retry_under(budget):
         return hit
     with contextlib.ExitStack() as stack:
         try:
@@ -294,23 +325,25 @@ def launch_outcome(launch: Launch, target: str, directory: Path | None = None, f
             stack.enter_context(_file_lock(path.with_suffix(".lock")))
         except OSError as e:
             _unwritable(d, e)
-            return _compile(launch, target, frontend)
+            return _compile(launch, target, frontend, budget)
         hit = _read(path, launch, stored)
-        if hit is not None:
+        if hit is not None and not hit.retry_under(budget):
             return hit
         # A ptxas failure is kept too: on Triton 3.6 compile_launch has confirmed it in a fresh process (the
         # e5m2 lowering latch, harness.compile.cache.E5m2Latch, cannot have caused it), on 3.7+ it stands.
-        out = _compile(launch, target, frontend)
+        out = _compile(launch, target, frontend, budget)
         try:
             _write_json(path, {"ok": out.ok, "kind": out.kind, "line": out.line, "lowering": out.lowering,
-                               "kernel": launch.kernel, "sig": launch.sig_text(), "target": stored})
+                               "kernel": launch.kernel, "sig": launch.sig_text(), "target": stored,
+                               "budget": out.budget})
         except OSError as e:
             _unwritable(d, e)
         return out
 
 
-def _compile(launch: Launch, target: str, frontend: bool) -> Outcome:
-    return compile_launch(launch, target, frontend=True) if frontend else compile_launch(launch, target)
+def _compile(launch: Launch, target: str, frontend: bool, budget: float | None) -> Outcome:
+    return compile_launch(launch, target, frontend=True) if frontend else compile_launch(launch, target,
+                                                                                         budget=budget)
 
 
 def representative(launch: Launch, directory: Path | None = None) -> Launch:
@@ -356,8 +389,9 @@ def representative(launch: Launch, directory: Path | None = None) -> Launch:
 
 #: An entry's fields and their types; ``kind`` of a failure is one of error_kind's, ``lowering`` one of
 #: ptx_lowering's or empty.
-_SCHEMA = {"ok": bool, "kind": str, "line": str, "lowering": str, "kernel": str, "sig": str, "target": str}
-_KINDS = ("refused", "ptxas", *NOT_APPLICABLE)
+_SCHEMA = {"ok": bool, "kind": str, "line": str, "lowering": str, "kernel": str, "sig": str, "target": str,
+           "budget": float}
+_KINDS = ("refused", "ptxas", BUDGET, *NOT_APPLICABLE)
 _LOWERINGS = ("", "native", "emulated")
 
 
@@ -376,7 +410,7 @@ def _read(path: Path, launch: Launch, target: str) -> Outcome | None:
     if problem:
         _warn_once("damaged", f"ignored a damaged launch-outcome cache entry {path} ({problem}); recompiled")
         return None
-    return Outcome(d["ok"], d["kind"], d["line"], cached=True, lowering=d["lowering"])
+    return Outcome(d["ok"], d["kind"], d["line"], cached=True, lowering=d["lowering"], budget=float(d["budget"]))
 
 
 def _invalid(d: object, launch: Launch, target: str) -> str:

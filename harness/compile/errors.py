@@ -14,12 +14,34 @@ import re
 import traceback
 from typing import Any
 
-__all__ = ["NOT_APPLICABLE", "describe_error", "error_kind", "error_line", "error_summary", "source_location"]
+__all__ = ["BUDGET", "NOT_APPLICABLE", "InvalidIR", "describe_error", "error_kind", "error_line", "error_summary",
+           "source_location"]
 
 #: The kinds :func:`error_kind` gives a refusal that says the kernel cannot take the launch at all, on any target:
 #: its own guard (``tl.static_assert``) or an op's type rule in Triton's frontend (``tl.math.div_rn`` takes fp32
 #: only, ``tl.dot`` needs matching operand types, ``tl.arange`` an end above its start).
 NOT_APPLICABLE = ("guard", "type-rule")
+
+class InvalidIR(RuntimeError):
+    """Triton's frontend built a module that fails MLIR verification (it raises a bare "error encountered during
+    parsing" and the verifier's reason goes to the process's stderr): ``diagnostic`` is the verifier's first error
+    line, read from there (:func:`harness.compile.cache.compile_memoized`)."""
+
+    def __init__(self, diagnostic: str) -> None:
+        self.diagnostic = diagnostic
+        super().__init__(f"Triton's frontend made IR that fails verification: {diagnostic}")
+
+
+#: A verifier refusal of an op's operand types among themselves (``'arith.divf' op requires the same type for all
+#: operands and results``: ``tl.math.fdiv`` of fp16 and fp32 builds it without promoting): an op's type rule that the
+#: frontend leaves to the verifier. Not ``tt.store``'s value-vs-pointer check, which a conversion helper that returns
+#: the wrong type fails (e4b15 → bf16): that is a missing lowering.
+_VERIFIER_TYPE_RULE = re.compile(r"error: '(arith|math)\.\w+' op (requires the same (element )?type for all operands"
+                                 r"|failed to verify that all of \{[^}]*\} have same type)")
+
+#: The kind :func:`error_kind` gives a compile whose ptxas ran past its budget (:mod:`harness.compile.budget`):
+#: not judged, neither a failure nor a pass.
+BUDGET = "budget"
 
 
 def describe_error(exc: BaseException) -> str:
@@ -47,7 +69,8 @@ def describe_error(exc: BaseException) -> str:
 
 
 def error_kind(exc: BaseException) -> str:
-    """``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
+    """``"budget"`` when ptxas ran past its wall-clock budget and was killed (:mod:`harness.compile.budget`: not
+    judged); ``"ptxas"`` when ptxas rejected the PTX Triton generated (a codegen fault, not a refusal by the
     frontend); ``"guard"`` when the kernel's own ``tl.static_assert`` failed; ``"type-rule"`` when the innermost
     error was raised by Triton's language frontend (``triton/language/``, not its per-target lowering helpers in
     ``triton/language/extra/``) and names no architecture: an op's documented type rule; ``"refused"`` for
@@ -57,6 +80,10 @@ def error_kind(exc: BaseException) -> str:
     inner: BaseException = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
+        if type(e).__name__ == "PtxasOverBudget":
+            return BUDGET
+        if isinstance(e, InvalidIR):
+            return "type-rule" if _VERIFIER_TYPE_RULE.search(e.diagnostic) else "refused"
         if type(e).__name__ == "PTXASError" or "`ptxas` stderr" in str(e):
             return "ptxas"
         if type(e).__name__ == "CompileTimeAssertionFailure":
@@ -96,7 +123,9 @@ def source_location(exc: BaseException, fn: Any) -> str | None:
     if e is None:
         return None
     m = re.search(r"^def\s+(\w+)", src, re.M)
-    pyfn = getattr(fn, "fn", fn)
+    from harness.interp.exec_source import with_file  # a kernel built by exec: located in its text's file
+
+    pyfn = with_file(getattr(fn, "fn", fn))
     if m is None or pyfn is None:
         return None
     cands = [pyfn] + [getattr(v, "fn", None) for v in getattr(pyfn, "__globals__", {}).values()]
@@ -117,6 +146,11 @@ def error_line(exc: BaseException, fn: Any = None) -> str:
     frontend's "... not supported ..." message, or the failing assert of a lowering helper. With ``fn`` (the
     kernel), a frontend error's location is ``file.py:LINE:COL`` of the source file (:func:`source_location`),
     not Triton's line count from the ``def``."""
+    if isinstance(exc, InvalidIR):
+        m = re.match(r"(.*?):(\d+):(\d+): error: (.*)", exc.diagnostic)
+        if m:
+            return f"at {os.path.basename(m.group(1))}:{m.group(2)}:{m.group(3)}: {m.group(4)} (IR verification)"
+        return str(exc)
     if error_kind(exc) == "ptxas":
         text = describe_error(exc)
         m = _PTXAS_ERR.search(text)

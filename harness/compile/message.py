@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 __all__ = ["LOWERING_LEGEND", "MATRIX_LEGEND", "MAX_ASM_LINES", "AsmMismatch", "Cells", "CompileFailure",
            "CompileProblem", "Finding", "format_asm_mismatch", "format_capture_failure", "format_capture_totals",
-           "format_compile_failure", "format_compile_stats", "format_finding", "group", "has_lowering",
-           "render_matrix"]
+           "format_compile_failure", "format_compile_stats", "format_finding", "format_not_judged", "group",
+           "has_lowering", "has_slow", "render_matrix", "slow_legend"]
 
 #: Cap on the assembly lines a failed ``assert_ptx_contains`` / ``assert_ptx_lacks`` shows.
 MAX_ASM_LINES = 20
@@ -181,13 +181,16 @@ def render_matrix(cells: Cells, targets: Iterable[str]) -> list[str]:
         if c is None:
             return "-"
         na = " +n/a" if c.get("na") else ""
+        slow = " +slow" if c.get("slow") else ""
         if c["failed"]:
-            return f"FAIL {c['failed']}" + (f" +{c['branch']}br" if c.get("branch") else "") + na
+            return f"FAIL {c['failed']}" + (f" +{c['branch']}br" if c.get("branch") else "") + na + slow
         if c.get("branch"):
-            return f"BRANCH {c['branch']}" + na
+            return f"BRANCH {c['branch']}" + na + slow
         if c["ok"]:
-            return "ok" + ("*" if c["expected"] else "") + _lowering(c) + na
-        return "expected" + na
+            return "ok" + ("*" if c["expected"] else "") + _lowering(c) + na + slow
+        if c["expected"]:
+            return "expected" + na + slow
+        return "slow" + na if slow else "expected" + na
 
     names = [k.rsplit(".", 2)[-2] + "." + k.rsplit(".", 1)[-1] if k.count(".") else k for k in kernels]
     w0 = max(len("kernel"), *(len(n) for n in names))
@@ -207,6 +210,24 @@ MATRIX_LEGEND = ("ok: every compile for the target succeeded; ok*: the launches 
                  "compiled for the target; +n/a: some made-up variants (widened dtypes, flipped flags) fail in the "
                  "kernel's own guard (tl.static_assert) or an op's type rules (fp32-only math, mismatched tl.dot "
                  "operands): launches nobody can make, never a failure")
+
+
+def slow_legend(seconds: float) -> str:
+    """What ``slow`` in a cell means (printed under the legend when a cell has one)."""
+    return (f"slow (or +slow): not judged: ptxas ran over {seconds:g} s (--harness-ptxas-budget) and was killed "
+            f"(Triton's FMA fallback for tl.dot gives it megabytes of PTX); every stage before it (frontend, TTGIR, "
+            f"LLVM, PTX) succeeded; neither a failure nor a pass")
+
+
+def format_not_judged(f: Finding, targets: list[str], seconds: float) -> str:
+    """One compile capture did not judge: ``not judged (ptxas over 60 s): kernel @ sm75: signature``."""
+    what = f" variant {f.variant}" if f.variant else ""
+    return f"not judged (ptxas over {seconds:g} s): {f.kernel} @ {','.join(targets)}:{what} {f.signature}"
+
+
+def has_slow(cells: Cells) -> bool:
+    """Whether some cell counts a compile not judged (ptxas over its budget)."""
+    return any(c.get("slow") for c in cells.values())
 
 
 #: What a lowering after ``ok`` means (printed under the legend when a cell has one).

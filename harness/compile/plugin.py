@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from harness.arch import interpreting
-from harness.compile import autotune, cache
+from harness.compile import autotune, budget, cache
 from harness.compile.disk_cache import cache_dir, representative
 from harness.compile.findings import DEPTHS, Report, check
 from harness.compile.launches import SECTION, Captured, CaptureState, Launch, code_flags, constexpr_text
@@ -42,9 +42,12 @@ from harness.compile.message import (
     format_capture_totals,
     format_compile_stats,
     format_finding,
+    format_not_judged,
     group,
     has_lowering,
+    has_slow,
     render_matrix,
+    slow_legend,
 )
 from harness.compile.personality import device_personality, same_answers
 from harness.compile.targets import (
@@ -67,6 +70,7 @@ _MARKER = (
 
 _INI = "harness_compile_launches"
 _MIN_INI = "harness_min_target"
+_BUDGET_INI = "harness_ptxas_budget"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -116,6 +120,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="GPU lane: write every kernel specialization Triton compiled (or read from its cache) in this run to "
              "PATH, the manifest `python -m harness compile --warm PATH` compiles ahead of the next run",
     )
+    group.addoption(
+        "--harness-ptxas-budget", dest="harness_ptxas_budget", metavar="SECONDS", default=None,
+        help=f"with --harness-compile-launches: kill ptxas after SECONDS of wall time per compile; that compile is "
+             f"not judged (cell 'slow'), neither a failure nor a pass; 0: no limit (default "
+             f"{budget.DEFAULT_SECONDS:g}, ini {_BUDGET_INI})",
+    )
+    parser.addini(_BUDGET_INI, type="string", default="",
+                  help=f"launch capture: ptxas's wall-clock seconds per compile (default {budget.DEFAULT_SECONDS:g}; "
+                       f"0: no limit); see --harness-ptxas-budget")
     parser.addini(_MIN_INI, type="string", default="",
                   help="launch capture: the lowest CUDA target the project supports (e.g. sm80); compile failures "
                        "on targets below it are reported in the summary, not failed")
@@ -296,8 +309,9 @@ class _Capture:
     fails that test. Off on GPU lanes (the GPU compiles what it runs)."""
 
     def __init__(self, config: pytest.Config, state: CaptureState, targets: tuple[str, ...],
-                 widen_targets: tuple[str, ...] | None) -> None:
+                 widen_targets: tuple[str, ...] | None, ptxas_budget: float = budget.DEFAULT_SECONDS) -> None:
         self.state = state
+        self.ptxas_budget = ptxas_budget  # 0: none
         self.targets = targets
         self.widen_targets = widen_targets
         self.dropped: dict[str, str] = {}  # default targets this Triton cannot compile for -> why
@@ -409,7 +423,8 @@ class _Capture:
                 todo = self._config_targets(todo)
             findings += check(launch, todo, widen=widen, test=item.nodeid, report=self.report_,
                               widen_targets=wt, declarations=self.state.declarations,
-                              launched=used.get(launch.kernel, ()), depth=depth)
+                              launched=used.get(launch.kernel, ()), depth=depth,
+                              ptxas_budget=self.ptxas_budget or None)
         self.seconds += time.perf_counter() - t0
         return findings
 
@@ -465,7 +480,7 @@ class _Capture:
         captured = dict(self.captured)
         for d in self.worker_reports:
             captured.update(d.get("captured", {}))
-        return {"targets": list(self.targets), "widen": self.widen,
+        return {"targets": list(self.targets), "widen": self.widen, "ptxas_budget": self.ptxas_budget,
                 "widen_targets": list(self.widen_targets or self.targets),
                 "seconds": round(seconds, 3), **rep.to_dict(), "captured_launches": captured}
 
@@ -482,6 +497,8 @@ class _Capture:
             tr.write_line(MATRIX_LEGEND)
             if has_lowering(cells):
                 tr.write_line(LOWERING_LEGEND)
+            if has_slow(cells):
+                tr.write_line(slow_legend(self.ptxas_budget))
         scope = "widening off" if not self.widen else (
             f"widened on {','.join(self.widen_targets)}" if self.widen_targets else "widened on every target")
         tr.write_line(format_capture_totals(rep.compiles, rep.cached, seconds, scope, str(cache_dir())))
@@ -489,6 +506,8 @@ class _Capture:
         for f, ts in group(rep.findings):
             for line in format_finding(f, ts).splitlines():
                 tr.write_line(line)
+        for f, ts in group(rep.not_judged):
+            tr.write_line(format_not_judged(f, ts, self.ptxas_budget))
         for k, why in sorted(self.state.skipped.items()):
             tr.write_line(f"not captured: {k}: {why}")
         not_replayed = dict(self.not_replayed)
@@ -569,10 +588,28 @@ def _configure_capture(config: pytest.Config) -> None:
             section.declarations.set_min_target(low)
         except ValueError as e:
             raise pytest.UsageError(f"ini {_MIN_INI}: {e}") from None
-    section.active = _Capture(config, section, names, widen)
+    section.active = _Capture(config, section, names, widen, _ptxas_budget(config))
     config.pluginmanager.register(section.active, "harness-launch-capture")
     if not raw:  # the defaults: a target this Triton cannot compile for is left out once Triton is imported
         after_import(session_of(config).patch, "triton", section.active.drop_unsupported, tag="capture-targets")
+
+
+def _ptxas_budget(config: pytest.Config) -> float:
+    """``--harness-ptxas-budget``, else the ini's, else :data:`harness.compile.budget.DEFAULT_SECONDS`; a usage
+    error naming the option for anything but seconds >= 0."""
+    raw = config.getoption("harness_ptxas_budget", default=None)
+    name = "--harness-ptxas-budget"
+    if raw is None:
+        raw, name = config.getini(_BUDGET_INI).strip(), f"ini {_BUDGET_INI}"
+        if not raw:
+            return budget.DEFAULT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= 0 or seconds == float("inf"):
+        raise pytest.UsageError(f"{name}={raw!r}: expected seconds >= 0 (0: no limit), e.g. 60")
+    return seconds
 
 
 # --- the GPU lane's compiles, and the manifest of a warm start ---------------------------------------------

@@ -422,6 +422,9 @@ def _jit_for(interp: Any) -> Any:
             pyfn.__module__,
             pyfn.__doc__,
         )
+    from harness.interp.exec_source import with_file
+
+    new_fn = with_file(new_fn)  # a kernel built by exec: its text, kept at its definition, as a file
     JIT = jit_class()
     kwargs = getattr(interp, "kwargs", None) or {}
     try:

@@ -98,7 +98,7 @@ def _launch_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], arch: st
     try:
         spec = specialize(fn, args, kwargs)
         facts = lowering_for(fn, spec.signature, spec.constexprs, num_warps=spec.num_warps, arch=arch,
-                             fp_fusion=spec.fp_fusion, divisible=spec.divisible)
+                             fp_fusion=spec.fp_fusion, divisible=spec.divisible, options=spec.options)
     except Exception as e:  # noqa: BLE001 - no facts is the interpreter's behaviour, never a failed launch
         launch.why = f"the launch's compiled kernel for {arch} could not be had ({type(e).__name__}: {e})"
         return launch

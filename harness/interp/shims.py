@@ -33,7 +33,8 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     (:mod:`harness.interp.builtin_scan`), as is its storage type per scalar type (:mod:`harness.interp.np_dtype`);
     last, with ``arith`` and ``lowering``, fp contraction, reductions and scans as the target's compiled kernel
     computes them (:mod:`harness.interp.lowering`, on top of the others)."""
-    from harness.interp import approx_math, builtin_scan, differences, dots, jit, libdevice, np_dtype, scaled_dots
+    from harness.interp import (approx_math, builtin_scan, differences, dots, exec_source, jit, libdevice, np_dtype,
+                                scaled_dots)
     from harness.interp import arith as arith_shim
     from harness.interp import casts as casts_shim
     from harness.interp import lowering as lowering_shim
@@ -55,6 +56,7 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     scaled_dots.install(patch, target)
     jit.fix_core_builtins(patch)  # tl.core.sub(..., sanitize_overflow=False) in a helper
     jit.fix_interpreter_leak(patch)
+    exec_source.install(patch)  # kernels built by exec (test_core's patch_kernel): compiled from their text
     jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
     jit.fix_float_args(patch)  # a float argument is an fp32 scalar, as compiled (Liger's eps.to(tl.float32))
     jit.fix_dtype_value(patch)  # a helper's dtype argument has .value, as compiled (FlagGems' get_dtype_min)

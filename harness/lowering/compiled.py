@@ -26,7 +26,7 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -325,6 +325,9 @@ class Specialization:
     divisible: frozenset[str]
     num_warps: int = 4
     fp_fusion: bool | None = None
+    #: the other launch options the launch passed (``num_stages``, ``num_ctas``, ``maxnreg``): the GPU's JIT
+    #: compiles with them
+    options: dict[str, int] = field(default_factory=dict)
 
 
 def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specialization:
@@ -362,7 +365,8 @@ def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specia
     opts = dict(launch.options)
     fusion = kwargs.get("enable_fp_fusion")
     return Specialization(sig, consts, frozenset(divisible), int(opts.get("num_warps", 4)),
-                          None if fusion is None else bool(fusion))
+                          None if fusion is None else bool(fusion),
+                          {k: int(v) for k, v in opts.items() if k != "num_warps"})
 
 
 _MEMO: dict[tuple[Any, ...], KernelLowering] = {}
@@ -371,15 +375,19 @@ _MEMO: dict[tuple[Any, ...], KernelLowering] = {}
 def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
                  num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
                  divisible: frozenset[str] | set[str] | tuple[str, ...] = (),
-                 directory: Path | None = None) -> KernelLowering:
+                 directory: Path | None = None, options: Mapping[str, int] | None = None) -> KernelLowering:
     """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
     configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile).
 
     ``fp_fusion``: the launch's ``enable_fp_fusion`` keyword, ``None`` when it passed none (then Triton's default
     decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
     back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
-    divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments)."""
+    divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments).
+    ``options``: the launch's other options (``num_stages``...), compiled with as the GPU's JIT does; launch
+    capture then takes this compile as its own of the launch (:func:`harness.compile.cache.specialized`)."""
+    from harness.compile.budget import DEFAULT_SECONDS, ptxas_budget
     from harness.compile.disk_cache import cache_dir, cache_key
+    from harness.compile.errors import BUDGET, error_kind
     from harness.compile.launches import Launch
     from harness.compile.matrix import compile_matrix
     from harness.interp.jit import as_jit
@@ -389,7 +397,7 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         raise ValueError(f"lowering_for: num_warps must be a power of two, got {num_warps!r}")
     consts = dict(constexprs or {})
     pyfn = as_jit(fn).fn
-    options: dict[str, Any] = {"num_warps": num_warps}
+    options: dict[str, Any] = {**dict(options or {}), "num_warps": num_warps}
     if fp_fusion is not None:
         options["enable_fp_fusion"] = bool(fp_fusion)
     default = os.environ.get("TRITON_DEFAULT_FP_FUSION", "") + os.environ.get("TRITON_FORCE_DISABLE_FP_FUSION", "")
@@ -413,8 +421,15 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         hit = None
     if hit is None:
         version = triton_version()
-        res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
-                             divisible=divisible)[arch]
+        # bounded as capture's compiles are: Triton's FMA fallback (an fp64 tl.dot) kept ptxas busy for over 10
+        # minutes per launch; past the budget the launch keeps the interpreter's own behaviour, with the warning
+        with ptxas_budget(DEFAULT_SECONDS):
+            res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
+                                 divisible=divisible)[arch]
+        if isinstance(res, BaseException) and error_kind(res) == BUDGET:
+            hit = KernelLowering(version, arch, num_warps, error=f"could not be compiled: {res}")
+            _MEMO[memo] = hit  # not on disk: a later run may find ptxas faster
+            return hit
         if isinstance(res, BaseException):
             hit = KernelLowering(version, arch, num_warps,
                                  error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")

@@ -26,8 +26,8 @@ def _launch() -> lc.Launch:
 def compiles(monkeypatch):
     """compile_launch replaced by a refusal (a real compile is not the point): the targets it was asked for."""
     calls: list[str] = []
-    monkeypatch.setattr(dc, "compile_launch",
-                        lambda launch, target: calls.append(target) or dc.Outcome(False, "refused", "refused line"))
+    monkeypatch.setattr(dc, "compile_launch", lambda launch, target, **_: calls.append(target)
+                        or dc.Outcome(False, "refused", "refused line"))
     monkeypatch.setattr(dc, "_warned", set(), raising=False)
     return calls
 

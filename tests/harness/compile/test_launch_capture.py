@@ -330,7 +330,7 @@ def test_every_outcome_is_kept_on_disk(tmp_path, monkeypatch, kind):
     in a fresh process before it is returned, so it is no artefact of the process's first compile)."""
     out = dc.Outcome(True) if kind == "ok" else dc.Outcome(False, kind, f"{kind} line")
     calls = []
-    monkeypatch.setattr(dc, "compile_launch", lambda launch, target: calls.append(target) or out)
+    monkeypatch.setattr(dc, "compile_launch", lambda launch, target, **_: calls.append(target) or out)
     launch = _launch({"a": "*fp16"})
     first = dc.launch_outcome(launch, "sm80", tmp_path)
     again = dc.launch_outcome(launch, "sm80", tmp_path)

@@ -122,7 +122,7 @@ def test_a_branch_failing_only_on_some_targets_is_no_finding(monkeypatch):
     from harness.compile import disk_cache as dc
     from harness.compile import findings as fd
 
-    def outcome(launch, target, directory=None):
+    def outcome(launch, target, directory=None, budget=None):
         hw = dict(launch.constexprs)["HW"]
         if hw and target == "sm80":
             return dc.Outcome(False, "ptxas", "ptxas line 5: Feature 'cvt with .e4m3x2/.e5m2x2' requires .target sm_89")

@@ -70,7 +70,7 @@ def test_the_launch_as_run_failing_a_rule_is_still_a_finding(monkeypatch):
     from harness.compile import findings as fd
     from harness.compile import launches as lc
 
-    def outcome(launch, target, directory=None):
+    def outcome(launch, target, directory=None, budget=None):
         if launch.sig["x"] == "*fp32":
             return dc.Outcome(True)
         return dc.Outcome(False, "type-rule", "at k.py:9:4 `tl.math.div_rn(x, s)`: ValueError: Expected dtype "
@@ -154,7 +154,7 @@ def test_failures_below_the_projects_lowest_target_are_reported_not_failed(monke
     from harness.compile import findings as fd
     from harness.compile import launches as lc
 
-    def outcome(launch, target, directory=None):
+    def outcome(launch, target, directory=None, budget=None):
         if target == "sm75":
             return dc.Outcome(False, "ptxas", "ptxas line 9: Feature 'cp.async' requires .target sm_80 or higher")
         return dc.Outcome(True)

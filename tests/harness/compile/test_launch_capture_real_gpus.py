@@ -160,7 +160,7 @@ def test_atomic_refusal_of_a_variant_is_not_a_finding(monkeypatch, tmp_path):
     failing so still is one."""
     from harness.compile import findings as fd
 
-    def outcome(launch, target, directory=None):
+    def outcome(launch, target, directory=None, budget=None):
         if launch.sig["s"] == "*fp32":
             return dc.Outcome(True)
         return dc.Outcome(False, "refused", "at k.py:9:4 `tl.atomic_max(s, m)`: ValueError: atomic_max does not "

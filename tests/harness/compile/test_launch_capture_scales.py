@@ -113,7 +113,7 @@ def test_the_nvfp4_form_on_sm90_is_what_the_arch_model_predicts(tmp_path):
 def test_an_unpredicted_nvfp4_refusal_is_a_finding(monkeypatch, target):
     """Where the arch model predicts no refusal (sm100; sm90 from Triton 3.9 on) an NVFP4 form that fails while
     the MX launch compiles is a finding naming the variant; outcomes faked, so both Triton versions judge both."""
-    def outcome(launch, t, directory=None):
+    def outcome(launch, t, directory=None, budget=None):
         nvfp4 = launch.sig["as_ptr"] == "*fp8e4nv"
         return Outcome(False, "refused", "RuntimeError: PassManager::run failed") if nvfp4 else Outcome(True)
 

@@ -23,8 +23,8 @@ def _obs(test: str, op: str = "cast", ulp: int = 0, passed: bool = True) -> dict
 
 
 def _launches(**kw) -> dict:
-    base = {"targets": ["sm80", "sm90"], "widen": True, "widen_targets": ["sm90"], "seconds": 1.25,
-            "compiles": 3, "cached": 1, "cells": [], "findings": []}
+    base = {"targets": ["sm80", "sm90"], "widen": True, "widen_targets": ["sm90"], "ptxas_budget": 60.0,
+            "seconds": 1.25, "compiles": 3, "cached": 1, "cells": [], "findings": []}
     return {**base, **kw}
 
 
@@ -43,7 +43,8 @@ def test_launch_counts_add_up_per_kernel_and_target_and_findings_are_kept_once()
                                                                                     "ok": 1}],
                   findings=[{"kernel": "k", "what": "x"}, {"kernel": "j", "what": "y"}])
     got = report._merge_launches([a, b])
-    assert got == {"targets": ["sm80", "sm90"], "widen": True, "widen_targets": ["sm90"], "seconds": 1.583,
+    assert got == {"targets": ["sm80", "sm90"], "widen": True, "widen_targets": ["sm90"], "ptxas_budget": 60.0,
+                   "seconds": 1.583,
                    "compiles": 7, "cached": 1,
                    "cells": [{"kernel": "j", "target": "sm90", "ok": 1},
                              {"kernel": "k", "target": "sm80", "ok": 1},
@@ -53,10 +54,18 @@ def test_launch_counts_add_up_per_kernel_and_target_and_findings_are_kept_once()
     assert report._merge_launches([a, {k: a[k] for k in report._LAUNCH_SETTINGS}])["compiles"] == 3
 
 
-@pytest.mark.parametrize("key", ["targets", "widen", "widen_targets"])
+@pytest.mark.parametrize("key", ["targets", "widen", "widen_targets", "ptxas_budget"])
 def test_launch_settings_must_agree(key):
     with pytest.raises(ValueError, match=f"compile_launches: the reports ran with different {key} "):
         report._merge_launches([_launches(), _launches(), _launches(**{key: "other"})])
+
+
+def test_compiles_not_judged_are_put_together_once():
+    slow = {"kernel": "k", "target": "sm75", "kind": "budget"}
+    other = {"kernel": "j", "target": "sm75", "kind": "budget"}
+    got = report._merge_launches([_launches(not_judged=[slow]), _launches(not_judged=[slow, other]), _launches()])
+    assert got["not_judged"] == [slow, other]
+    assert "not_judged" not in report._merge_launches([_launches(), _launches()])
 
 
 def test_a_launch_key_without_a_rule_is_refused():
