@@ -33,8 +33,17 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     (:mod:`harness.interp.builtin_scan`), as is its storage type per scalar type (:mod:`harness.interp.np_dtype`);
     last, with ``arith`` and ``lowering``, fp contraction, reductions and scans as the target's compiled kernel
     computes them (:mod:`harness.interp.lowering`, on top of the others)."""
-    from harness.interp import (approx_math, builtin_scan, differences, dots, exec_source, jit, libdevice, np_dtype,
-                                scaled_dots)
+    from harness.interp import (
+        approx_math,
+        builtin_scan,
+        differences,
+        dots,
+        exec_source,
+        jit,
+        libdevice,
+        np_dtype,
+        scaled_dots,
+    )
     from harness.interp import arith as arith_shim
     from harness.interp import casts as casts_shim
     from harness.interp import lowering as lowering_shim
