@@ -372,11 +372,14 @@ _MEMO: dict[tuple[Any, ...], Any] = {}
 def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None, *, num_warps: int,
                  arch: str, fp_fusion: bool | None, divisible: frozenset[str] | set[str] | tuple[str, ...],
                  directory: Path | None, kind: str, build: Callable[[Any, str, str, int], Any],
-                 dump: Callable[[Any], str], load: Callable[[str], Any]) -> Any:
+                 dump: Callable[[Any], str], load: Callable[[str], Any], keep_errors: bool = True) -> Any:
     """What ``build(compiled_or_exception, triton_version, source_file, fp_fusion_on)`` reads from one launch
     configuration's compiled kernel, from memory, else the disk cache (``<cache_dir>/<kind>/``, as ``dump`` /
     ``load`` write and read it; ``load`` gives ``None`` for an entry of another format), else compiled. The key is
-    launch capture's (:func:`harness.compile.disk_cache.cache_key`) plus the options that change the lowering."""
+    launch capture's (:func:`harness.compile.disk_cache.cache_key`) plus the options that change the lowering.
+    ``keep_errors=False``: facts with ``error`` set stay in memory only (a compile that failed for a reason of the
+    process, e.g. ``triton.language`` left patched by a script without the interpreter fixes, is tried again by
+    the next process)."""
     from harness.compile.disk_cache import cache_dir, cache_key
     from harness.compile.launches import Launch
     from harness.compile.matrix import compile_matrix
@@ -415,7 +418,9 @@ def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         meta = getattr(getattr(res, "kernel", None), "metadata", None)
         fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
         hit = build(res, triton_version(), source, fused_on)
-        try:  # a cache that cannot be written costs a recompile next run, never the launch
+        try:
+            if getattr(hit, "error", "") and not keep_errors:
+                raise OSError("not kept")  # a cache that cannot be written costs a recompile next run, never the launch
             d.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(dump(hit))

@@ -311,4 +311,4 @@ def stores_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | 
 
     return cached_facts(fn, signature, constexprs, num_warps=num_warps, arch=arch, fp_fusion=fp_fusion,
                         divisible=divisible, directory=directory, kind="stores", build=build, dump=_dump,
-                        load=_load)
+                        load=_load, keep_errors=False)

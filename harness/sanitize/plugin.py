@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if mode == "off":  # an enclosing session's sanitizer must not check this session's launches either
             launch.silence(s.patch, state)
         else:
-            launch.install(s.patch, state)
+            launch.install(s.patch, state, s.arch)
 
     after_import(s.patch, "triton", install, tag="sanitize-on-import")
 
