@@ -260,6 +260,23 @@ def test_a_head_dim_of_one_may_come_from_a_strided_view(rng, device, harness_arc
     _assert_cache(_flat(cache), want, 1, "e4nv", tolerance)
 
 
+@pytest.mark.parametrize("d", [5, 13, 21])
+def test_value_bytes_ending_inside_a_word_leave_the_scale_to_its_own_store(d, rng, device, harness_arch, tolerance):
+    """An odd head_dim whose value bytes end inside the last value word (the byte path tiles words of 4): the
+    bytes of that word past (d + 1) // 2 are the scale's, which another thread of the program stores with no
+    barrier between on sm90. A store of the word's unused bytes there leaves the right bytes on the interpreter
+    (it runs the stores in program order) and a race on the GPU, which the lane's sanitizer fails; random values
+    give the scale bytes that differ from the unused ones (0)."""
+    key, value = _inputs(rng, 3, 2, d)
+    cache = torch.full((2, 2, 2, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([2, 0, 3])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    assert bool((want[slots, :, d + (d + 1) // 2] != 0).all()), "every scale's low byte must differ from 0"
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
 # --- slots the host did not validate ---------------------------------------------------------------------
 
 
