@@ -17,7 +17,12 @@ session's :class:`~harness.interp.patch.Patch`, on top of the interpreter shims:
   only closes a launch the kernel raised out of;
 - each access wrapper checks the active lanes and takes the out-of-bounds ones out of the access before it
   happens (a load gives ``other`` there, a store writes nothing, an atomic CAS acts on a scratch word), so the
-  process never reads or writes memory it was not given, whatever the mode.
+  process never reads or writes memory it was not given, whatever the mode;
+- bytes one program stores twice (:meth:`~harness.sanitize.races.StoreLog.repeats`) are judged, at the launch's
+  end, against the compiled kernel of the session's arch (:mod:`harness.lowering.stores`: each store's thread
+  per element, the barriers between stores): a race where two threads store different values with no barrier
+  between. ``InterpretedFunction.run`` is wrapped only to keep the launch's kernel and arguments for that
+  compile, which happens only for a launch with such a byte.
 
 An interpreter that lacks one of these methods (a future Triton) is reported once and nothing is sanitized
 (the way :func:`harness.interp.shims.missing_methods` treats the shims). Nothing here imports pytest; Triton and
