@@ -88,14 +88,18 @@ class StoreFacts:
     barriers: tuple[int, ...] = ()
     opaque: tuple[int, ...] = ()
     error: str = ""
-    _by_where: dict[Key, StoreSite] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_where: dict[Key, StoreSite | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def site_at(self, where: Key | None) -> StoreSite | None:
-        """The store at the interpreter's position ``where`` (the first when several share it)."""
+        """The store at the interpreter's position ``where``; ``None`` where there is none, or where several
+        share it with different shapes or layouts (a ``@jit`` helper's store reached from two calls)."""
         if not self._by_where and self.sites:
             for s in self.sites:
-                if s.where is not None:
-                    self._by_where.setdefault(s.where, s)
+                if s.where is None:
+                    continue
+                seen = self._by_where.get(s.where, s)
+                same = seen is not None and (seen.shape, seen.bases) == (s.shape, s.bases)
+                self._by_where[s.where] = seen if same else None
         return self._by_where.get(where) if where is not None else None
 
     def ordered(self, a: StoreSite, b: StoreSite) -> bool | None:

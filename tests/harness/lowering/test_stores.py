@@ -79,6 +79,9 @@ def test_one_position_with_two_stores_is_not_judged():
     f = facts_from_asm({"ttgir": ttgir, "ptx": ptx}, "3.9.0", "sm90", 4)
     assert [s.count for s in f.sites] == [2, 2, 1]
     assert f.ordered(f.sites[0], f.sites[2]) is None
+    assert f.site_at(("/k.py", 5, 4)) is f.sites[0]  # the two share a layout: their threads are known
+    ttgir = _ttgir((5, ty, BLOCKED % 1), (5, ty, BLOCKED % 2))
+    assert facts_from_asm({"ttgir": ttgir, "ptx": ptx}, "3.9.0", "sm90", 4).site_at(("/k.py", 5, 4)) is None
 
 
 def _site(shape, layout_text):
