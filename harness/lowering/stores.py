@@ -89,6 +89,14 @@ class StoreFacts:
     opaque: tuple[int, ...] = ()
     error: str = ""
     _by_where: dict[Key, StoreSite | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _tables: dict[int, np.ndarray | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def threads(self, site: StoreSite) -> np.ndarray | None:
+        """:func:`thread_table` of one of this kernel's sites, computed once."""
+        key = id(site)
+        if key not in self._tables:
+            self._tables[key] = thread_table(site, self.threads_per_warp)
+        return self._tables[key]
 
     def site_at(self, where: Key | None) -> StoreSite | None:
         """The store at the interpreter's position ``where``; ``None`` where there is none, or where several
@@ -277,6 +285,7 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, source: st
 def _dump(f: StoreFacts) -> str:
     d = asdict(f)
     d.pop("_by_where", None)
+    d.pop("_tables", None)
     return json.dumps({"format": FORMAT, **d})
 
 

@@ -295,8 +295,6 @@ def _within(L: _Launch, pid: Any) -> list[Finding]:
     """Bytes one program stored twice, judged against the compiled kernel (:mod:`harness.lowering.stores`): a race
     where the two stores' threads differ, no barrier orders them and the values differ; a benign overlap where the
     values agree. What cannot be judged is noted once per kernel (:meth:`State.note_unjudged`)."""
-    from harness.lowering.stores import thread_table
-
     rep = L.log.repeats()
     if rep is None:
         return []
@@ -309,7 +307,6 @@ def _within(L: _Launch, pid: Any) -> list[Finding]:
     o0, o1 = origin[rep.stores[0]], origin[rep.stores[1]]
     one = rep.stores[0] == rep.stores[1]  # two elements of one store: no barrier can lie between its threads
     group = (o0 << 32) | (o1 << 1) | one
-    tables: dict[int, Any] = {}
     tpw = facts.threads_per_warp
     found: list[Finding] = []
     for g in np.unique(group):
@@ -325,10 +322,7 @@ def _within(L: _Launch, pid: Any) -> list[Finding]:
             L.state.note_unjudged(L.kernel, f"the compiled store at {wa} or {wb} has another shape than the "
                                             "interpreter's")
             continue
-        for o, s in ((a, sa), (b, sb)):
-            if o not in tables:
-                tables[o] = thread_table(s, tpw)
-        ta, tb = tables[a], tables[b]
+        ta, tb = facts.threads(sa), facts.threads(sb)
         if ta is None or tb is None:
             bad = sa if ta is None else sb
             L.state.note_unjudged(L.kernel, f"the layout of the store at {wa if ta is None else wb} is not "

@@ -12,9 +12,9 @@ the two elements, for :mod:`harness.sanitize.launch` to judge against the compil
 program: if every such pair is ordered (one thread, or a barrier between), so are all of them.
 
 Cheap by construction: each store appends its active elements (addresses, value bytes) as numpy arrays, and
-the log is sorted once at the end of the launch (per element, or per byte where the stores mix element sizes);
-where no program stores a byte twice, the in-program check costs one comparison of the sorted arrays. Atomic
-stores are not logged. Nothing here imports Triton, torch or pytest.
+the log is sorted once at the end of the launch (per element, or per byte where the stores mix element sizes),
+unless a linear pass shows that no byte was stored twice (each store's addresses increasing, the stores' spans
+disjoint: most launches). Atomic stores are not logged. Nothing here imports Triton, torch or pytest.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class StoreLog:
         self._site: list[int] = []
         self._mask: list[np.ndarray | None] = []
         self._sorted: tuple[np.ndarray, ...] | None = None
+        self._disjoint: bool | None = None
 
     def __len__(self) -> int:
         """How many stores were logged (the index the next :meth:`add` gets)."""
@@ -82,7 +83,7 @@ class StoreLog:
         self._prog.append(program)
         self._site.append(site)
         self._mask.append(mask)
-        self._sorted = None
+        self._sorted = self._disjoint = None
 
     def _units(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(address, value, program, site) per stored unit: per element when every store has one element size
@@ -118,9 +119,27 @@ class StoreLog:
             self._sorted = (addr[order], prog[order], val[order], site[order], order)
         return self._sorted
 
+    def _apart(self) -> bool:
+        """Whether no byte is stored twice, by a quick test that answers most launches without the sort: every
+        store's addresses strictly increasing, and the stores' spans pairwise disjoint."""
+        if self._disjoint is None:
+            self._disjoint = self._spans_disjoint()
+        return self._disjoint
+
+    def _spans_disjoint(self) -> bool:
+        if len(self._addr) > 4096:
+            return False  # many small stores: the sort is as quick as comparing their spans
+        spans = []
+        for a, r in zip(self._addr, self._raw, strict=True):
+            if a.size > 1 and not bool(np.all(a[1:] > a[:-1] + np.uint64(r.shape[1] - 1))):
+                return False
+            spans.append((int(a[0]), int(a[-1]) + r.shape[1]))
+        spans.sort()
+        return all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+
     def repeats(self) -> Repeats | None:
         """Every unit a program stored again (see :class:`Repeats`); ``None`` when no program did."""
-        if not self._addr:
+        if not self._addr or self._apart():
             return None
         addr, prog, val, _, order = self._by_address()
         again = np.flatnonzero((addr[1:] == addr[:-1]) & (prog[1:] == prog[:-1]))
@@ -151,7 +170,7 @@ class StoreLog:
     def overlaps(self) -> list[Overlap]:
         """Every pair of store sites with bytes stored by more than one program, races first. A program storing a
         byte twice is program order here, not an overlap (:meth:`repeats` lists those): its last value counts."""
-        if len(set(self._prog)) < 2:
+        if len(set(self._prog)) < 2 or self._apart():
             return []
         addr, prog, val, site, _ = self._by_address()
         # each program's last store to each unit

@@ -78,6 +78,23 @@ def test_repeats_of_mixed_sizes_are_bytes_with_their_elements():
     assert rep.differ.tolist() == [False, False, True]
 
 
+def test_the_quick_answer_never_hides_a_repeat():
+    """Stores whose addresses increase and whose spans are disjoint are answered without the sort; anything else
+    (an address twice in one store, addresses out of order, a span reaching into another's) is sorted."""
+    apart = StoreLog()
+    apart.add(u64(A, A + 4), np.array([1, 2], np.int32), program=0, site=0)
+    apart.add(u64(A + 8, A + 12), np.array([1, 2], np.int32), program=0, site=1)
+    assert apart.repeats() is None and apart.overlaps() == []
+    for addrs in [(A, A), (A + 4, A, A + 4), (A, A + 2)]:  # A + 2: inside the 4 bytes at A
+        log = StoreLog()
+        log.add(u64(*addrs), np.arange(len(addrs), dtype=np.int32), program=0, site=0)
+        assert log.repeats() is not None, addrs
+    touching = StoreLog()
+    touching.add(u64(A, A + 4), np.array([1, 2], np.int32), program=0, site=0)
+    touching.add(u64(A + 6), np.array([3], np.int16), program=0, site=1)  # inside the element at A + 4
+    assert touching.repeats().address.tolist() == [A + 6, A + 7]
+
+
 def arg(name: str, ptr: int, nbytes: int, *, data_ptr: int | None = None, esize: int = 4) -> Argument:
     return Argument(name, ptr if data_ptr is None else data_ptr, esize, nbytes // esize, "float32", ptr, nbytes)
 
