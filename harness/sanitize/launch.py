@@ -251,7 +251,12 @@ def _finish(L: _Launch, builder_grid: tuple[int, int, int] | None, raising: bool
         if st.add(f) and o.racy:
             failing.append(f)
     if raising:
-        for f in _within(L, pid):
+        try:
+            within = _within(L, pid)
+        except Exception as e:  # noqa: BLE001 - a check that cannot judge never fails the launch
+            L.state.note_unjudged(L.kernel, f"the check failed ({type(e).__name__}: {e})")
+            within = []
+        for f in within:
             if st.add(f) and f.kind == "race":
                 failing.append(f)
     for f in L.oob.values():
