@@ -120,3 +120,16 @@ def test_without_a_compiled_kernel_the_check_is_skipped_and_said_once():
     assert not st.findings
     assert st.unjudged == {"mirror": "the assumed arch is not a CUDA arch: no compiled kernel to read the threads "
                                      "from"}
+
+
+def test_a_check_that_breaks_is_noted_and_never_fails_the_launch(sanitizer, monkeypatch):
+    from harness.sanitize import launch
+
+    def broken(L):
+        raise RuntimeError("no facts today")
+
+    monkeypatch.setattr(launch, "_compiled_stores", broken)
+    y = torch.zeros(256, dtype=torch.int32)
+    T.mirror[(1,)](y, BLOCK=256)
+    assert not sanitizer.findings
+    assert sanitizer.unjudged == {"mirror": "the check failed (RuntimeError: no facts today)"}
