@@ -129,7 +129,9 @@ def thread_table(site: StoreSite, threads_per_warp: int = 32) -> np.ndarray | No
         return None
     shape = site.shape
     if not shape:
-        return np.zeros(1, dtype=np.int64)  # a scalar store: only lane 0 of warp 0 (the redundant-thread rule)
+        # a scalar store: lane 0 of warp 0 only (the redundant-thread rule; sm90 PTX of Triton 3.6 and 3.9 stores
+        # under setp.eq tid.x, 0)
+        return np.zeros(1, dtype=np.int64)
     lane_bits = threads_per_warp.bit_length() - 1
     live = [(kind, bit, v) for kind in ("register", "lane", "warp") for bit, v in enumerate(site.bases[kind])
             if any(v)]
@@ -264,7 +266,7 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, source: st
         elif sc is not None:
             b = {"register": [], "lane": [], "warp": []}
         else:
-            err = f"a store through {ty} (a block pointer or descriptor) is not modelled"
+            err = f"a store through {ty} (a block pointer, or a layout written inline) is not modelled"
         raw_sites.append((raw, shape, b, err))
     counts: dict[Any, int] = {}
     for raw, *_ in raw_sites:
