@@ -13,10 +13,11 @@ What is read, per Triton version (3.6 and 3.9 write both the same way):
   ``loc`` (the innermost position: a store inside a ``@jit`` helper is the helper's line, as the interpreter sees
   it);
 - PTX: the ``st.global`` instructions under the ``.loc`` of each store (the same line and column as the TTGIR
-  ``loc``), CTA-wide barriers (``bar.sync`` / ``barrier.sync`` with a barrier id only, unpredicated), and what
-  makes the order of the text not the order of execution (basic-block labels, branches, calls, returns) or the
-  barrier's reach unknown (predicated or counted barriers, ``bar.warp.sync``, ``mbarrier``, ``bar.arrive``,
-  ``bar.red``).
+  ``loc``), CTA-wide barriers (``bar.sync`` / ``barrier.sync`` with a barrier id only, unpredicated), what makes
+  the order of the text not the order of execution (basic-block labels, branches, calls, returns: ``flow``), and
+  synchronization whose reach is not the whole CTA or not known (predicated or counted barriers,
+  ``bar.warp.sync``, ``mbarrier``, ``bar.arrive``, ``bar.red``: ``syncs``). ``bar.warp.sync -1`` orders the
+  memory accesses of the warp's threads (PTX ISA, ``bar.warp.sync``), so in a one-warp CTA it is a CTA barrier.
 
 The element → thread rule is Triton's store lowering (``LoadStoreOpToLLVM.cpp``, 3.6 and 3.9): a layout's element
 is held by every (register, lane, warp) whose index the linear layout maps to it, and a bit whose basis is zero
@@ -25,9 +26,10 @@ register). So each element has one storing thread: lane and warp from the non-ze
 
 The barrier rule (:meth:`StoreFacts.ordered`), sound for straight-line code and silent elsewhere: two stores that
 are each one TTGIR op, neither inside a PTX loop (a branch back to a label before it), whose PTX instructions do
-not interleave, with nothing opaque between the last instruction of the first and the first of the second, are
-ordered exactly when a CTA-wide barrier lies there. Anything else (a store in a loop, unrolled or not; a branch
-between; one source position with two TTGIR stores) is not judged.
+not interleave, with no ``flow`` line between the last instruction of the first and the first of the second, are
+ordered when a CTA barrier lies there, and unordered when neither a barrier nor one of the ``syncs`` does.
+Anything else (a store in a loop, unrolled or not; a branch between; one source position with two TTGIR stores;
+only a sync of unknown reach between) is not judged.
 
 Public API: :class:`StoreSite`, :class:`StoreFacts`, :func:`facts_from_asm`, :func:`stores_for`,
 :func:`thread_table`.
@@ -51,7 +53,7 @@ from harness.lowering.sites import node_key
 __all__ = ["FORMAT", "StoreFacts", "StoreSite", "facts_from_asm", "stores_for", "thread_table"]
 
 #: Bumped when what a cache entry holds changes.
-FORMAT = "harness-stores-1"
+FORMAT = "harness-stores-2"
 
 Key = tuple[str, int, int]
 
@@ -76,9 +78,10 @@ class StoreSite:
 
 @dataclass(frozen=True)
 class StoreFacts:
-    """The stores of one compiled kernel and what orders them: ``barriers`` and ``opaque`` are PTX line indices
-    (a CTA-wide barrier; a line past which text order is not execution order or a barrier's reach is unknown).
-    ``error``: why there are no facts (the kernel does not compile for the target, or its code is not read)."""
+    """The stores of one compiled kernel and what orders them: ``barriers``, ``flow``, ``syncs`` and
+    ``warp_syncs`` are PTX line indices (a CTA-wide barrier; a label, branch, call or return; a sync of other or
+    unknown reach; a ``bar.warp.sync -1``, also among ``syncs``). ``error``: why there are no facts (the kernel
+    does not compile for the target, or its code is not read)."""
 
     triton: str
     arch: str
@@ -86,7 +89,9 @@ class StoreFacts:
     threads_per_warp: int = 32
     sites: tuple[StoreSite, ...] = ()
     barriers: tuple[int, ...] = ()
-    opaque: tuple[int, ...] = ()
+    flow: tuple[int, ...] = ()
+    syncs: tuple[int, ...] = ()
+    warp_syncs: tuple[int, ...] = ()
     error: str = ""
     _by_where: dict[Key, StoreSite | None] = field(default_factory=dict, init=False, repr=False, compare=False)
     _tables: dict[int, np.ndarray | None] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -117,9 +122,15 @@ class StoreFacts:
             return None
         if a.last >= b.first:
             return None
-        if any(a.last < i < b.first for i in self.opaque):
+
+        def between(lines: tuple[int, ...]) -> bool:
+            return any(a.last < i < b.first for i in lines)
+
+        if between(self.flow):
             return None
-        return any(a.last < i < b.first for i in self.barriers)
+        if between(self.barriers) or (self.num_warps == 1 and between(self.warp_syncs)):
+            return True
+        return None if between(self.syncs) else False
 
 
 def thread_table(site: StoreSite, threads_per_warp: int = 32) -> np.ndarray | None:
@@ -170,8 +181,9 @@ _PLABEL = re.compile(r"^(\$L__BB\w+):")
 _PBRA = re.compile(r"\bbra(?:\.uni)?\s+(\$L__BB\w+)")
 _PSTORE = re.compile(r"^\s*(?:@!?%p\d+\s+)?st\.global\b")
 _PBARRIER = re.compile(r"^\s*(@!?%p\d+\s+)?(?:bar|barrier)(?:\.cta)?\.sync(?:\.aligned)?\s+([^;]*);")
-_POPAQUE = re.compile(r"\b(?:call(?:\.uni)?|ret|exit|bar\.warp\.sync|mbarrier\.\w+|(?:bar|barrier)(?:\.cta)?"
-                      r"\.(?:arrive|red)\w*)\b")
+_PFLOW = re.compile(r"\b(?:call(?:\.uni)?|ret|exit)\b")
+_PSYNC = re.compile(r"\b(?:bar\.warp\.sync|mbarrier\.\w+|(?:bar|barrier)(?:\.cta)?\.(?:arrive|red)\w*)\b")
+_PWARP_ALL = re.compile(r"^\s*bar\.warp\.sync\s+(?:-1|0xffffffff|0xFFFFFFFF)\s*;")
 
 
 def _innermost(text: str, locs: dict[str, str], depth: int = 0) -> tuple[str, int, int] | None:
@@ -194,15 +206,14 @@ def _innermost(text: str, locs: dict[str, str], depth: int = 0) -> tuple[str, in
     return None
 
 
-def _ptx(ptx: str) -> tuple[dict[tuple[str, int, int], list[int]], list[int], list[int], list[int]]:
-    """The PTX's ``st.global`` lines by raw position, its CTA-wide barriers, its opaque lines, and the lines
-    inside a loop (between a label and a later branch back to it)."""
+def _ptx(ptx: str) -> tuple[dict[tuple[str, int, int], list[int]], dict[str, list[int]], list[int]]:
+    """The PTX's ``st.global`` lines by raw position, its ``barriers`` / ``flow`` / ``syncs`` / ``warp_syncs``
+    lines (:class:`StoreFacts`), and the lines inside a loop (between a label and a later branch back to it)."""
     lines = ptx.splitlines()
     files = {m.group(1): (m.group(2) + "/" + m.group(3) if m.group(3) else m.group(2))
              for ln in lines for m in [_PFILE.match(ln)] if m}
     stores: dict[tuple[str, int, int], list[int]] = {}
-    barriers: list[int] = []
-    opaque: list[int] = []
+    kinds: dict[str, list[int]] = {"barriers": [], "flow": [], "syncs": [], "warp_syncs": []}
     labels: dict[str, int] = {}
     back: list[tuple[int, int]] = []  # (label line, branch line) of each backward branch
     loc: tuple[str, int, int] | None = None
@@ -215,11 +226,11 @@ def _ptx(ptx: str) -> tuple[dict[tuple[str, int, int], list[int]], list[int], li
         m = _PLABEL.match(s)
         if m:
             labels[m.group(1)] = i
-            opaque.append(i)
+            kinds["flow"].append(i)
             continue
         m = _PBRA.search(s)
         if m:
-            opaque.append(i)
+            kinds["flow"].append(i)
             if m.group(1) in labels:
                 back.append((labels[m.group(1)], i))
             continue
@@ -230,12 +241,16 @@ def _ptx(ptx: str) -> tuple[dict[tuple[str, int, int], list[int]], list[int], li
         m = _PBARRIER.match(s)
         if m:
             whole = m.group(1) is None and "," not in m.group(2)
-            (barriers if whole else opaque).append(i)
+            kinds["barriers" if whole else "syncs"].append(i)
             continue
-        if _POPAQUE.search(s):
-            opaque.append(i)
+        if _PFLOW.search(s):
+            kinds["flow"].append(i)
+        elif _PSYNC.search(s):
+            kinds["syncs"].append(i)
+            if _PWARP_ALL.match(s):
+                kinds["warp_syncs"].append(i)
     looped = [i for lo, hi in back for i in range(lo, hi + 1)]
-    return stores, barriers, opaque, looped
+    return stores, kinds, looped
 
 
 def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, source: str = "") -> StoreFacts:
@@ -245,7 +260,7 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, source: st
     move = relocator(source) if source else (lambda p: p)
     text = asm["ttgir"]
     mod = ttgir.parse(text)
-    ptx_stores, barriers, opaque, looped_lines = _ptx(asm["ptx"])
+    ptx_stores, kinds, looped_lines = _ptx(asm["ptx"])
     looped = set(looped_lines)
     raw_sites: list[tuple[tuple[str, int, int] | None, tuple[int, ...], dict[str, list[list[int]]] | None, str]] = []
     for ln in text.splitlines():
@@ -281,7 +296,8 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, source: st
             where = None if k is None else (move(raw[0]), k[0], k[1])
         sites.append(StoreSite(where, shape, b, err, min(ins, default=-1), max(ins, default=-1),
                                any(i in looped for i in ins), counts[raw]))
-    return StoreFacts(version, arch, num_warps, mod.threads_per_warp, tuple(sites), tuple(barriers), tuple(opaque))
+    return StoreFacts(version, arch, num_warps, mod.threads_per_warp, tuple(sites),
+                      **{k: tuple(v) for k, v in kinds.items()})
 
 
 def _dump(f: StoreFacts) -> str:
@@ -301,7 +317,8 @@ def _load(text: str) -> StoreFacts | None:
                                 tuple(s["shape"]), s["bases"], s["error"], s["first"], s["last"], s["looped"],
                                 s["count"]) for s in d["sites"])
         return StoreFacts(d["triton"], d["arch"], d["num_warps"], d["threads_per_warp"], sites,
-                          tuple(d["barriers"]), tuple(d["opaque"]), d["error"])
+                          tuple(d["barriers"]), tuple(d["flow"]), tuple(d["syncs"]), tuple(d["warp_syncs"]),
+                          d["error"])
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -26,14 +26,14 @@ def _ttgir(*stores: tuple[int, str, str]) -> str:
     return "\n".join(lines)
 
 
-def _facts(between: list[str], before: list[str] = (), after: list[str] = ()):
+def _facts(between: list[str], before: list[str] = (), after: list[str] = (), warps: int = 4):
     """Two 128-element stores at lines 5 and 6, with ``between`` in the PTX between them."""
     ty = "tensor<128x!tt.ptr<i32>, LAYOUT>"
     ttgir = _ttgir((5, ty, BLOCKED % 1), (6, ty, BLOCKED % 1))
     ptx = "\n".join([".visible .entry k()", "{", *before, ".loc 1 5 5", "@%p1 st.global.b32 [ %rd1 + 0 ], { %r1 };",
                      *between, ".loc 1 6 5", "st.global.b32 [ %rd2 + 0 ], { %r2 };", *after, "ret;", "}",
                      '.file 1 "/k.py"'])
-    return facts_from_asm({"ttgir": ttgir, "ptx": ptx}, "3.9.0", "sm90", 4)
+    return facts_from_asm({"ttgir": ttgir, "ptx": ptx}, "3.9.0", "sm90", warps)
 
 
 def test_sites_take_the_interpreter_position_the_layout_and_the_ptx_lines():
@@ -51,15 +51,23 @@ def test_sites_take_the_interpreter_position_the_layout_and_the_ptx_lines():
     ([], False),
     (["bar.sync 1, 64;"], None),  # a barrier of some threads only
     (["@%p2 bar.sync 0;"], None),  # a barrier some threads may skip
-    (["bar.warp.sync -1;"], None),
+    (["bar.warp.sync -1;"], None),  # one warp of four
+    (["bar.sync 0;", "bar.warp.sync -1;"], True),  # a sync more takes no order away
     (["mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r4], %r5;"], None),
     (["@%p2 bra $L__BB0_2;", "bar.sync 0;", "$L__BB0_2:"], None),  # the barrier may be jumped over
     (["call.uni foo, ();"], None),
-], ids=["bar.sync", "barrier.sync", "nothing", "empty", "counted", "predicated", "warp-sync", "mbarrier", "branch",
-        "call"])
+], ids=["bar.sync", "barrier.sync", "nothing", "empty", "counted", "predicated", "warp-sync", "both", "mbarrier",
+        "branch", "call"])
 def test_a_barrier_orders_straight_line_stores_and_anything_else_is_not_judged(between, want):
     f = _facts(between)
     assert f.ordered(*f.sites) is want
+
+
+def test_a_full_warp_sync_is_a_barrier_of_a_one_warp_program():
+    f = _facts(["bar.warp.sync -1;"], warps=1)
+    assert f.ordered(*f.sites) is True
+    f = _facts(["bar.warp.sync 65535;"], warps=1)  # half the warp
+    assert f.ordered(*f.sites) is None
 
 
 def test_stores_in_a_loop_or_in_the_wrong_order_are_not_judged():
