@@ -8,8 +8,10 @@ one warm-up of each; medians of CPU time (process time: the machine may be share
 other shims (casts, bf16 arithmetic, approximate math, dots, lowering) are on in both, as in a pytest run.
 
 Rows: the shipped turboquant store and load (many small programs, byte-level stores), the MX FP4 quantizer
-(2-D blocks), and two kernels of the sanitizer's tests: a masked copy over 64 programs (loads and stores, nothing
-else: the worst case) and a store every program makes to the same block (the race check's worst case).
+(2-D blocks), and kernels of the sanitizer's tests: a masked copy over 64 programs (loads and stores, nothing
+else: the worst case) and over one, a store every program makes to the same block (the race check's worst
+case), and one program storing its block twice (the check of one program's threads: its compiled kernel's facts
+come from memory after the first call).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def _cases() -> list[tuple[str, str, Callable[[], None]]]:
     from kernels.mx.quantize import quantize_fp4
     from kernels.turboquant import slot_bytes, tq_load_k8v4, tq_store_k8v4
     from tests.harness.sanitize import sanitize_kernels as K
+    from tests.harness.sanitize import thread_kernels as T
 
     g = torch.Generator().manual_seed(0)
     t, h, d, nb, bs = 32, 2, 64, 4, 16
@@ -51,6 +54,7 @@ def _cases() -> list[tuple[str, str, Callable[[], None]]]:
     n = 64 * 128 - 5
     src, dst = torch.randn(n, generator=g), torch.zeros(n)
     same = torch.zeros(128, dtype=torch.int32)
+    twice = torch.zeros(4096, dtype=torch.int32)
     return [
         ("tq_store_k8v4", f"{t} tokens x {h} heads, d={d}",
          lambda: tq_store_k8v4(key, value, cache, slots, fp8_format="e4nv")),
@@ -58,7 +62,10 @@ def _cases() -> list[tuple[str, str, Callable[[], None]]]:
          lambda: tq_load_k8v4(cache, slots, head_dim=d, fp8_format="e4nv")),
         ("quantize_fp4", "64 x 256 bf16, mxfp4", lambda: quantize_fp4(x, "mxfp4")),
         ("copy_masked", f"{n} fp32, 64 programs", lambda: K.copy_masked[(64,)](src, dst, n, BLOCK=128)),
+        ("copy_masked", f"{n} fp32, 1 program", lambda: K.copy_masked[(1,)](src, dst, n, BLOCK=8192)),
         ("store_constant", "128 int32, 64 programs, one block", lambda: K.store_constant[(64,)](same, BLOCK=128)),
+        ("zero_then_masked", "4096 int32, 1 program, stored twice",
+         lambda: T.zero_then_masked[(1,)](twice, 4000, BLOCK=4096)),
     ]
 
 

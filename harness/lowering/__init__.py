@@ -8,7 +8,8 @@ visible in the compiled kernel for the target (TTGIR, LLVM IR, PTX with source l
 are read from there, per Triton version and ``num_warps``, and evaluated here in numpy, one rounding per GPU
 instruction.
 
-The modules, one concern each (all import without triton, torch or pytest; only :mod:`.compiled` compiles):
+The modules, one concern each (all import without triton, torch or pytest; only :mod:`.compiled` compiles,
+:mod:`.stores` through it):
 
 - :mod:`.ttgir`: the reduce / scan ops of a TTGIR module, their layouts and source positions;
 - :mod:`.layout`: a TTGIR layout as the bases that place elements along one axis in registers, lanes, warps;
@@ -17,6 +18,8 @@ The modules, one concern each (all import without triton, torch or pytest; only 
 - :mod:`.fma`: which multiply / add pairs the compiled kernel fused, and one-rounding fma in fp32 / bf16 / fp16;
 - :mod:`.compiled`: the compiled kernel of a launch and the facts above, cached in memory and on disk;
 - :mod:`.sites`: the source position of the op the interpreter is executing;
+- :mod:`.stores`: which thread stores each element of a ``tl.store``, and whether a barrier orders two stores (for
+  the sanitizer's check of one program's threads, :mod:`harness.sanitize`);
 - :mod:`.numeric`: one GPU rounding per add / mul / fma / max / min in fp32, bf16 (uint16 bits) and fp16.
 
 How an interpreter shim uses it (per launch, then per op):

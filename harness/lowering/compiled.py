@@ -17,7 +17,8 @@ lets loads vectorize and so changes the layout (``sizePerThread`` 1 → 4 for an
 reduction order; an integer equal to 1 becomes the constexpr 1.
 
 Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :class:`Specialization`,
-:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`, :func:`relocator`.
+:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`, :func:`relocator`, :func:`cached_facts` (the
+cache, for other facts of the same compiled kernel: :mod:`harness.lowering.stores`).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from harness.lowering.layout import AxisBits, axis_bits
 from harness.lowering.reduce_order import rule_for
 from harness.lowering.sites import node_key
 
-__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "facts_from_asm",
-           "lowering_for", "relocator", "specialize"]
+__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "cached_facts",
+           "facts_from_asm", "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
 #: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma; 11: quotient lines
@@ -369,22 +370,24 @@ def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specia
                           {k: int(v) for k, v in opts.items() if k != "num_warps"})
 
 
-_MEMO: dict[tuple[Any, ...], KernelLowering] = {}
+_MEMO: dict[tuple[Any, ...], Any] = {}
 
 
-def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
-                 num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
-                 divisible: frozenset[str] | set[str] | tuple[str, ...] = (),
-                 directory: Path | None = None, options: Mapping[str, int] | None = None) -> KernelLowering:
-    """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
-    configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile).
-
-    ``fp_fusion``: the launch's ``enable_fp_fusion`` keyword, ``None`` when it passed none (then Triton's default
-    decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
-    back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
-    divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments).
-    ``options``: the launch's other options (``num_stages``...), compiled with as the GPU's JIT does; launch
-    capture then takes this compile as its own of the launch (:func:`harness.compile.cache.specialized`)."""
+def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None, *, num_warps: int,
+                 arch: str, fp_fusion: bool | None, divisible: frozenset[str] | set[str] | tuple[str, ...],
+                 directory: Path | None, kind: str, build: Callable[[Any, str, str, int], Any],
+                 dump: Callable[[Any], str], load: Callable[[str], Any], keep_errors: bool = True,
+                 options: Mapping[str, int] | None = None) -> Any:
+    """What ``build(compiled_or_exception, triton_version, source_file, fp_fusion_on)`` reads from one launch
+    configuration's compiled kernel, from memory, else the disk cache (``<cache_dir>/<kind>/``, as ``dump`` /
+    ``load`` write and read it; ``load`` gives ``None`` for an entry of another format), else compiled. The key is
+    launch capture's (:func:`harness.compile.disk_cache.cache_key`) plus the options that change the lowering.
+    ``keep_errors=False``: facts with ``error`` set stay in memory only (a compile that failed for a reason of the
+    process, e.g. ``triton.language`` left patched by a script without the interpreter fixes, is tried again by
+    the next process). ``options``: the launch's other options (``num_stages``...), compiled with as the GPU's JIT
+    does; launch capture then takes this compile as its own of the launch
+    (:func:`harness.compile.cache.specialized`). The compile's ptxas runs under the default budget
+    (:mod:`harness.compile.budget`); past it the facts say so and stay in memory only."""
     from harness.compile.budget import DEFAULT_SECONDS, ptxas_budget
     from harness.compile.disk_cache import cache_dir, cache_key
     from harness.compile.errors import BUDGET, error_kind
@@ -394,7 +397,7 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     from harness.versions import triton_version
 
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
-        raise ValueError(f"lowering_for: num_warps must be a power of two, got {num_warps!r}")
+        raise ValueError(f"{kind}_for: num_warps must be a power of two, got {num_warps!r}")
     consts = dict(constexprs or {})
     pyfn = as_jit(fn).fn
     options: dict[str, Any] = {**dict(options or {}), "num_warps": num_warps}
@@ -410,43 +413,64 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
                                                       ("divisible", ",".join(sorted(divisible))),
                                                       ("source", os.path.abspath(source))), fn)
     key = cache_key(launch, arch)
-    memo = (key,)
+    memo = (kind, key)
     if memo in _MEMO:
         return _MEMO[memo]
-    d = (directory or cache_dir()) / "lowering" / key[:2]
+    d = (directory or cache_dir()) / kind / key[:2]
     path = d / f"{key}.json"
     try:
-        hit = _load(path.read_text())
+        hit = load(path.read_text())
     except OSError:
         hit = None
     if hit is None:
-        version = triton_version()
         # bounded as capture's compiles are: Triton's FMA fallback (an fp64 tl.dot) kept ptxas busy for over 10
         # minutes per launch; past the budget the launch keeps the interpreter's own behaviour, with the warning
         with ptxas_budget(DEFAULT_SECONDS):
             res = compile_matrix(fn, signature=signature, constexprs=consts, targets=[arch], options=options,
                                  divisible=divisible)[arch]
-        if isinstance(res, BaseException) and error_kind(res) == BUDGET:
-            hit = KernelLowering(version, arch, num_warps, error=f"could not be compiled: {res}")
-            _MEMO[memo] = hit  # not on disk: a later run may find ptxas faster
-            return hit
-        if isinstance(res, BaseException):
-            hit = KernelLowering(version, arch, num_warps,
-                                 error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")
-        else:
-            meta = getattr(res.kernel, "metadata", None)
-            fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
-            try:
-                hit = facts_from_asm(res.asm, version, arch, num_warps, fused_on, source=source)
-            except (ValueError, KeyError) as e:
-                hit = KernelLowering(version, arch, num_warps,
-                                     error=f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
-        try:  # a cache that cannot be written costs a recompile next run, never the launch
+        over_budget = isinstance(res, BaseException) and error_kind(res) == BUDGET
+        meta = getattr(getattr(res, "kernel", None), "metadata", None)
+        fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
+        hit = build(res, triton_version(), source, fused_on)
+        try:
+            if over_budget or (getattr(hit, "error", "") and not keep_errors):
+                raise OSError("not kept")  # a later run may find ptxas faster; a write failure costs a recompile
             d.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(_dump(hit))
+            tmp.write_text(dump(hit))
             os.replace(tmp, path)
         except OSError:
             pass
     _MEMO[memo] = hit
     return hit
+
+
+def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
+                 num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
+                 divisible: frozenset[str] | set[str] | tuple[str, ...] = (),
+                 directory: Path | None = None, options: Mapping[str, int] | None = None) -> KernelLowering:
+    """The :class:`KernelLowering` of ``fn`` (a ``@triton.jit`` kernel, interpreted or not) for one launch
+    configuration, from memory, else the disk cache, else compiled (``error`` set when it does not compile).
+
+    ``fp_fusion``: the launch's ``enable_fp_fusion`` keyword, ``None`` when it passed none (then Triton's default
+    decides: ``TRITON_DEFAULT_FP_FUSION``, on unless set to 0 through 3.9; the compiled kernel's metadata is read
+    back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
+    divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments).
+    ``options``: the launch's other options (:func:`cached_facts`)."""
+    from harness.compile.errors import BUDGET, error_kind
+
+    def build(res: Any, version: str, source: str, fused_on: bool) -> KernelLowering:
+        if isinstance(res, BaseException) and error_kind(res) == BUDGET:
+            return KernelLowering(version, arch, num_warps, error=f"could not be compiled: {res}")
+        if isinstance(res, BaseException):
+            return KernelLowering(version, arch, num_warps,
+                                  error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")
+        try:
+            return facts_from_asm(res.asm, version, arch, num_warps, fused_on, source=source)
+        except (ValueError, KeyError) as e:
+            return KernelLowering(version, arch, num_warps,
+                                  error=f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
+
+    return cached_facts(fn, signature, constexprs, num_warps=num_warps, arch=arch, fp_fusion=fp_fusion,
+                        divisible=divisible, directory=directory, kind="lowering", build=build, dump=_dump,
+                        load=_load, options=options)

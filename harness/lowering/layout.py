@@ -11,7 +11,7 @@ shape smaller zeroes the largest bases first (``ensureLayoutNotLargerThan``: war
 broadcast, i.e. hold duplicates the lowering skips). A ``#ttg.slice`` keeps its parent's bits of the remaining
 axes; a ``#ttg.linear`` (Triton 3.9) lists its bases outright.
 
-Public API: :class:`AxisBits`, :func:`axis_bits`, :func:`parse_blocked`.
+Public API: :class:`AxisBits`, :func:`axis_bits`, :func:`bases`, :func:`parse_blocked`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["AxisBits", "axis_bits", "parse_blocked"]
+__all__ = ["AxisBits", "axis_bits", "bases", "parse_blocked"]
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,13 @@ def _bases(layout: str, shape: tuple[int, ...], aliases: dict[str, str]) -> dict
         pb = _bases(m.group(2), parent_shape, aliases)
         return {k: [b[:dim] + b[dim + 1:] for b in v] for k, v in pb.items()}
     raise ValueError(f"layout {text!r} is not a blocked, slice, linear or nvidia_mma layout: its order is not modelled")
+
+
+def bases(layout: str, shape: tuple[int, ...], aliases: dict[str, str] | None = None) -> dict[str, list[list[int]]]:
+    """The linear-layout bases of ``layout`` on ``shape``: for ``"register"``, ``"lane"`` and ``"warp"``, one
+    vector over the tensor's dims per bit of that index (a zero vector: the bit holds a duplicate). An element's
+    index is the XOR of the bases of the set bits. ``ValueError`` for a layout not modelled (MMA, dot operand)."""
+    return _bases(layout, tuple(shape), aliases or {})
 
 
 def axis_bits(layout: str, shape: tuple[int, ...], axis: int, aliases: dict[str, str] | None = None) -> AxisBits:

@@ -17,7 +17,12 @@ session's :class:`~harness.interp.patch.Patch`, on top of the interpreter shims:
   only closes a launch the kernel raised out of;
 - each access wrapper checks the active lanes and takes the out-of-bounds ones out of the access before it
   happens (a load gives ``other`` there, a store writes nothing, an atomic CAS acts on a scratch word), so the
-  process never reads or writes memory it was not given, whatever the mode.
+  process never reads or writes memory it was not given, whatever the mode;
+- bytes one program stores twice (:meth:`~harness.sanitize.races.StoreLog.repeats`) are judged, at the launch's
+  end, against the compiled kernel of the session's arch (:mod:`harness.lowering.stores`: each store's thread
+  per element, the barriers between stores): a race where two threads store different values with no barrier
+  between. ``InterpretedFunction.run`` is wrapped only to keep the launch's kernel and arguments for that
+  compile, which happens only for a launch with such a byte.
 
 An interpreter that lacks one of these methods (a future Triton) is reported once and nothing is sanitized
 (the way :func:`harness.interp.shims.missing_methods` treats the shims). Nothing here imports pytest; Triton and
@@ -76,15 +81,26 @@ class _Launch:
         self.sites: dict[tuple[str, int], int] = {}
         self.atomic = ""
         self.scratch = np.zeros(16, dtype=np.uint8)  # what an out-of-bounds CAS lane acts on
+        #: the launch as ``InterpretedFunction.run`` got it (kernel, arguments, keywords): what the compiled
+        #: kernel is specialized on, asked for only when a program stores a byte twice
+        self.run: tuple[Any, tuple[Any, ...], dict[str, Any]] | None = None
+        self.target = ""  # the CUDA arch whose compiled kernel judges stores inside one program ("": none)
+        #: each logged store's origin: (interpreter position, block shape, site index) by origin id
+        self.origins: dict[tuple[Any, tuple[int, ...]], int] = {}
+        self.store_origin: list[int] = []
 
-    def site(self) -> tuple[int, str]:
-        """The index and ``file:line`` of the kernel source line the interpreter is executing."""
+    def site(self) -> tuple[int, str, tuple[str, int, int] | None]:
+        """The index and ``file:line`` of the kernel source line the interpreter is executing, and its position
+        (:func:`harness.lowering.sites.interpreter_position`)."""
         from harness.lowering.sites import interpreter_position
 
         pos = interpreter_position()
         key = (_shown_path(pos[0]), pos[1]) if pos else ("?", 0)
         i = self.sites.setdefault(key, len(self.sites))
-        return i, f"{key[0]}:{key[1]}"
+        return i, f"{key[0]}:{key[1]}", pos
+
+    def origin(self, pos: tuple[str, int, int] | None, shape: tuple[int, ...], site: int) -> int:
+        return self.origins.setdefault((pos, shape, site), len(self.origins))
 
     def where(self, site: int) -> str:
         for (file, line), i in self.sites.items():
@@ -104,6 +120,8 @@ def _shown_path(path: str) -> str:
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_sanitize_launch", default=None)
+_RUN: contextvars.ContextVar[tuple[Any, tuple[Any, ...], dict[str, Any]] | None] = contextvars.ContextVar(
+    "harness_sanitize_run", default=None)
 #: installed sessions' states by id, innermost last: only the innermost session's hooks check
 _active: dict[int, State] = {}
 
@@ -177,7 +195,7 @@ def _check(L: _Launch, builder: Any, op: str, ptrs: Any, mask: Any) -> tuple[np.
 
 def _record_oob(L: _Launch, builder: Any, op: str, p: np.ndarray, m: np.ndarray, bad: np.ndarray, k: int,
                 ty: Any) -> None:
-    _, where = L.site()
+    _, where, _ = L.site()
     lanes = int(bad.sum())
     prev = L.oob.get((where, op))
     if prev is not None:
@@ -217,13 +235,13 @@ def _finish(L: _Launch, builder_grid: tuple[int, int, int] | None, raising: bool
     st.launches += 1
     failing: list[Finding] = list(L.oob.values())
     grid = builder_grid or (1, 1, 1)
+
+    def pid(linear: int) -> list[int]:
+        x, rest = linear % grid[0], linear // grid[0]
+        return [x, rest % grid[1], rest // grid[1]]
+
     for o in L.log.overlaps():
         owner = L.extents.owner(o.address)
-
-        def pid(linear: int) -> list[int]:
-            x, rest = linear % grid[0], linear // grid[0]
-            return [x, rest % grid[1], rest // grid[1]]
-
         detail: dict[str, Any] = {"programs": [pid(o.programs[0]), pid(o.programs[1])], "address": o.address,
                                   "nbytes": o.nbytes, "other_where": L.where(o.sites[1])}
         if owner is not None:
@@ -232,6 +250,15 @@ def _finish(L: _Launch, builder_grid: tuple[int, int, int] | None, raising: bool
         f = Finding("race" if o.racy else "overlap", L.kernel, L.where(o.sites[0]), "store", detail)
         if st.add(f) and o.racy:
             failing.append(f)
+    if raising:
+        try:
+            within = _within(L, pid)
+        except Exception as e:  # noqa: BLE001 - a check that cannot judge never fails the launch
+            L.state.note_unjudged(L.kernel, f"the check failed ({type(e).__name__}: {e})")
+            within = []
+        for f in within:
+            if st.add(f) and f.kind == "race":
+                failing.append(f)
     for f in L.oob.values():
         st.add(f)
     if not failing or not raising or L.mode == "off":
@@ -243,11 +270,108 @@ def _finish(L: _Launch, builder_grid: tuple[int, int, int] | None, raising: bool
     warnings.warn(SanitizerWarning(text), stacklevel=4)
 
 
-def install(patch: Patch, state: State) -> bool:
+def _compiled_stores(L: _Launch) -> tuple[Any, str]:
+    """The launch's :class:`harness.lowering.stores.StoreFacts` for ``L.target``, or ``None`` and why not."""
+    from harness.lowering.compiled import specialize
+    from harness.lowering.stores import stores_for
+
+    if not L.target:
+        return None, "the assumed arch is not a CUDA arch: no compiled kernel to read the threads from"
+    if L.run is None:
+        return None, "the launch's kernel and arguments were not seen (no InterpretedFunction.run)"
+    fn, args, kwargs = L.run
+    try:
+        spec = specialize(fn, args, kwargs)
+        facts = stores_for(fn, spec.signature, spec.constexprs, num_warps=spec.num_warps, arch=L.target,
+                           fp_fusion=spec.fp_fusion, divisible=spec.divisible)
+    except Exception as e:  # noqa: BLE001 - no compiled kernel means not judged, never a failed launch
+        return None, f"its compiled kernel for {L.target} could not be had ({type(e).__name__}: {e})"
+    if facts.error:
+        return None, f"for {L.target}, the kernel {facts.error}"
+    return facts, ""
+
+
+def _same_shape(compiled: tuple[int, ...], interpreted: tuple[int, ...]) -> bool:
+    """A compiled store's tensor shape against the interpreter's block (which holds a scalar as one element)."""
+    return compiled == interpreted or (compiled == () and int(np.prod(interpreted)) == 1)
+
+
+def _within(L: _Launch, pid: Any) -> list[Finding]:
+    """Bytes one program stored twice, judged against the compiled kernel (:mod:`harness.lowering.stores`): a race
+    where the two stores' threads differ, no barrier orders them and the values differ; a benign overlap where the
+    values agree. What cannot be judged is noted once per kernel (:meth:`State.note_unjudged`)."""
+    rep = L.log.repeats()
+    if rep is None:
+        return []
+    facts, why = _compiled_stores(L)
+    if facts is None:
+        L.state.note_unjudged(L.kernel, why)
+        return []
+    origin = np.asarray(L.store_origin, dtype=np.int64)
+    keys = {v: k for k, v in L.origins.items()}
+    o0, o1 = origin[rep.stores[0]], origin[rep.stores[1]]
+    one = rep.stores[0] == rep.stores[1]  # two elements of one store: no barrier can lie between its threads
+    group = (o0 << 32) | (o1 << 1) | one
+    tpw = facts.threads_per_warp
+    found: list[Finding] = []
+    for g in np.unique(group):
+        rows = np.flatnonzero(group == g)
+        a, b, same = int(g) >> 32, (int(g) >> 1) & 0x7FFFFFFF, bool(g & 1)
+        (pa, shape_a, site_a), (pb, shape_b, site_b) = keys[a], keys[b]
+        sa, sb = facts.site_at(pa), facts.site_at(pb)
+        wa, wb = L.where(site_a), L.where(site_b)
+        if sa is None or sb is None:
+            L.state.note_unjudged(L.kernel, f"no store of the compiled kernel is at {wa if sa is None else wb}")
+            continue
+        if not (_same_shape(sa.shape, shape_a) and _same_shape(sb.shape, shape_b)):
+            L.state.note_unjudged(L.kernel, f"the compiled store at {wa} or {wb} has another shape than the "
+                                            "interpreter's")
+            continue
+        ta, tb = facts.threads(sa), facts.threads(sb)
+        if ta is None or tb is None:
+            bad = sa if ta is None else sb
+            L.state.note_unjudged(L.kernel, f"the layout of the store at {wa if ta is None else wb} is not "
+                                            f"modelled ({bad.error or 'not one thread per element'})")
+            continue
+        t0, t1 = ta[rep.elements[0][rows]], tb[rep.elements[1][rows]]
+        apart = t0 != t1
+        if not apart.any():
+            continue  # the same thread stores both: program order
+        order = False if same else facts.ordered(sa, sb)
+        if order is None:
+            L.state.note_unjudged(L.kernel, f"whether a barrier orders the stores at {wa} and {wb} is not judged "
+                                            "(a loop, a branch, or one position with several stores)")
+            continue
+        if order:
+            continue
+        racy = apart & rep.differ[rows]
+        hit = racy if racy.any() else apart
+        first = int(rows[np.flatnonzero(hit)[0]])
+        k = int(np.flatnonzero(hit)[0])
+        address = int(rep.address[first])
+        owner = L.extents.owner(address) if L.extents is not None else None
+        detail: dict[str, Any] = {"program": pid(int(rep.program[first])), "address": address,
+                                  "nbytes": int(np.unique(rep.address[rows[hit]]).size) * rep.width,
+                                  "other_where": wb,
+                                  "threads": [[int(t0[k]) // tpw, int(t0[k]) % tpw],
+                                              [int(t1[k]) // tpw, int(t1[k]) % tpw]],
+                                  "arch": facts.arch, "triton": facts.triton}
+        if owner is not None:
+            detail["argument"] = owner.name
+            detail["element"] = (address - owner.data_ptr) // owner.element_size
+        found.append(Finding("race" if racy.any() else "overlap", L.kernel, wa, "store", detail))
+    return found
+
+
+def install(patch: Patch, state: State, arch: Any = "sm90") -> bool:
     """Wrap the interpreter's launch and memory ops through ``patch`` for ``state``'s session. ``False`` (and
-    ``state.unsupported`` says why, warned once) when this Triton's interpreter lacks what the hooks wrap."""
+    ``state.unsupported`` says why, warned once) when this Triton's interpreter lacks what the hooks wrap.
+    ``arch``: the session's assumed arch; its compiled kernel (a CUDA arch; sm90 for the interpreter's own)
+    judges the stores one program makes to the same bytes."""
     from triton.runtime import interpreter as itp
 
+    from harness.arch import parse_arch
+    from harness.interp.casts import target_for
     from harness.interp.shims import missing_methods
 
     problem = missing_methods(itp, NEEDED)
@@ -256,6 +380,8 @@ def install(patch: Patch, state: State) -> bool:
                              "are not checked")
         warnings.warn(f"harness sanitizer: {state.unsupported}", RuntimeWarning, stacklevel=2)
         return False
+    a = parse_arch(arch) if arch is not None else None
+    target = "" if a is not None and a.kind == "rocm" else target_for(a).name
     B, G = itp.InterpreterBuilder, itp.GridExecutor
     TH = itp.TensorHandle
     int1 = itp.tl.int1
@@ -289,6 +415,7 @@ def install(patch: Patch, state: State) -> bool:
         hst = init_orig(self, args_dev, kwargs)
         if _innermost() is state and state.effective_mode() != "off":
             L = _Launch(state, getattr(self.fn, "__qualname__", getattr(self.fn, "__name__", "?")))
+            L.run, L.target = _RUN.get(), target
             try:
                 L.extents = Extents(_arguments(self.fn, hst[0], hst[1]))
             except _Unknown as e:
@@ -318,11 +445,13 @@ def install(patch: Patch, state: State) -> bool:
             if bad.any():
                 mask = _without(mask, m, bad, TH, int1)
                 m = m & ~bad
-            if not L.atomic and self.grid_dim != (1, 1, 1) and m.any():
+            if not L.atomic and m.any():
                 gx, gy, _ = self.grid_dim
                 x, y, z = self.grid_idx
                 v = np.broadcast_to(np.asarray(value.data), p.shape)
-                L.log.add(p[m].astype(np.uint64), v[m], x + gx * (y + gy * z), L.site()[0])
+                site, _, pos = L.site()
+                L.store_origin.append(L.origin(pos, p.shape, site))
+                L.log.add(p[m].astype(np.uint64), v[m], x + gx * (y + gy * z), site, m)
         return store_orig(self, ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(self: Any, rmwOp: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
@@ -347,6 +476,9 @@ def install(patch: Patch, state: State) -> bool:
     wraps = {(G, "__call__"): launch, (G, "_init_args_hst"): init_args_hst, (G, "_restore_args_dev"): restore_args_dev,
              (B, "create_masked_load"): create_masked_load, (B, "create_masked_store"): create_masked_store,
              (B, "create_atomic_rmw"): create_atomic_rmw, (B, "create_atomic_cas"): create_atomic_cas}
+    run_orig = getattr(itp.InterpretedFunction, "run", None)
+    if callable(run_orig):
+        wraps[(itp.InterpretedFunction, "run")] = _run(run_orig)
     for name in OPTIONAL:
         orig = getattr(B, name, None)
         if callable(orig):
@@ -355,6 +487,20 @@ def install(patch: Patch, state: State) -> bool:
         patch.setattr(obj, name, fn, tag=TAG)
     patch.setitem(_active, id(state), state, tag=TAG)
     return True
+
+
+def _run(orig: Any) -> Any:
+    """``InterpretedFunction.run``: the kernel and arguments of the launch it starts, for :func:`_compiled_stores`
+    (the grid executor sees only the rewritten function)."""
+
+    def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
+        token = _RUN.set((self, args, kwargs))
+        try:
+            return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            _RUN.reset(token)
+
+    return run
 
 
 def _atomic_store(orig: Any, mine: Any) -> Any:

@@ -24,8 +24,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--harness-sanitize", dest="harness_sanitize", choices=_MODES, default="fail",
         help="interpreter lane: check every tl.load/tl.store/tl.atomic_* lane against the launch's tensor "
-             "arguments' storages, and every store against the other programs' (races). fail (default): the "
-             "launch raises; warn: a warning; off: no check",
+             "arguments' storages, every store against the other programs' and a byte a program stores twice "
+             "against the compiled kernel's threads (races). fail (default): the launch raises; warn: a warning; "
+             "off: no check",
     )
 
 
@@ -46,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if mode == "off":  # an enclosing session's sanitizer must not check this session's launches either
             launch.silence(s.patch, state)
         else:
-            launch.install(s.patch, state)
+            launch.install(s.patch, state, s.arch)
 
     after_import(s.patch, "triton", install, tag="sanitize-on-import")
 

@@ -93,6 +93,12 @@ class Finding:
         head = "race" if self.kind == "race" else "note: benign overlap"
         arg = d.get("argument")
         target = f"{arg} element {_index(d['element'])}" if arg else "memory of no argument"
+        if "threads" in d:
+            (w0, l0), (w1, l1) = d["threads"]
+            return (f"{head} in kernel {self.kernel} at {at}: program {_pid(d['program'])} stores {what} to "
+                    f"{target} (address {d['address']:#x}) from two threads, warp {w0} lane {l0} then warp {w1} "
+                    f"lane {l1}, with no barrier between the stores in its compiled kernel ({d['arch']}, Triton "
+                    f"{d['triton']}); {_nbytes(d['nbytes'])} stored by two threads this way")
         text = (f"{head} in kernel {self.kernel} at {at}: programs {_pid(d['programs'][0])} and "
                 f"{_pid(d['programs'][1])} store {what} to {target} (address {d['address']:#x}); "
                 f"{_nbytes(d['nbytes'])} stored by two programs this way")
@@ -128,12 +134,17 @@ class State:
         self.override: str | None = None  # the running test's own mode (its ``sanitize`` marker)
         self.unsupported = ""  # why nothing is sanitized (an interpreter the hooks do not know), once
         self.skipped: dict[str, str] = {}  # kernel -> why one of its launches was not checked
+        #: kernel -> why bytes one of its programs stored twice were not judged for a race between threads
+        self.unjudged: dict[str, str] = {}
 
     def effective_mode(self) -> str:
         return self.override or self.mode
 
     def note_skipped(self, kernel: str, why: str) -> None:
         self.skipped.setdefault(kernel, why)
+
+    def note_unjudged(self, kernel: str, why: str) -> None:
+        self.unjudged.setdefault(kernel, why)
 
     def add(self, finding: Finding) -> bool:
         """Record ``finding``; ``False`` for a benign overlap already noted at its (kernel, line)."""
@@ -151,7 +162,7 @@ class State:
     def to_worker(self) -> dict[str, Any]:
         return {"mode": self.mode, "launches": self.launches, "counts": dict(self.counts),
                 "findings": [f.to_dict() for f in self.findings], "unsupported": self.unsupported,
-                "skipped": dict(self.skipped)}
+                "skipped": dict(self.skipped), "unjudged": dict(self.unjudged)}
 
     def merge(self, data: dict[str, Any]) -> None:
         """Controller: fold in a worker's part; a benign overlap another worker already noted at the same kernel
@@ -173,10 +184,12 @@ class State:
         self.unsupported = self.unsupported or data.get("unsupported", "")
         for k, v in data.get("skipped", {}).items():
             self.skipped.setdefault(k, v)
+        for k, v in data.get("unjudged", {}).items():
+            self.unjudged.setdefault(k, v)
 
     def report(self) -> dict[str, Any]:
         out = self.to_worker()
-        for k in ("unsupported", "skipped"):
+        for k in ("unsupported", "skipped", "unjudged"):
             if not out[k]:
                 del out[k]
         return out
@@ -191,6 +204,9 @@ class State:
             out.append(f"nothing was sanitized: {self.unsupported}")
         for kernel, why in sorted(self.skipped.items()):
             out.append(f"launches of {kernel} were not checked: {why}")
+        for kernel, why in sorted(self.unjudged.items()):
+            out.append(f"bytes a program of {kernel} stores twice were not judged for a race between its threads: "
+                       f"{why}")
         for f in self.findings:
             out.append(f"{f.test or '(outside a test)'}: {f.message().splitlines()[0]}")
         return out

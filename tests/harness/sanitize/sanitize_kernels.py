@@ -109,13 +109,6 @@ def gather_rows(x_ptr, idx_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def store_broadcast_pointer(y_ptr, BLOCK: tl.constexpr):
-    """One program stores a whole block of lanes to one address (a broadcast pointer): program order, no race."""
-    p = y_ptr + tl.zeros([BLOCK], tl.int32)
-    tl.store(p, tl.arange(0, BLOCK))
-
-
-@triton.jit
 def cas_past_end(y_ptr, BLOCK: tl.constexpr):
     """A compare-and-swap (no mask exists) on a block that hangs past y: 0 -> 5 where it finds 0."""
     offs = tl.arange(0, BLOCK)

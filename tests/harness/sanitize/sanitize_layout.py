@@ -16,7 +16,9 @@ GAP = 1 << 16
 def apart(*makers: Callable[[], torch.Tensor], gap: int = GAP) -> list[torch.Tensor]:
     """One tensor from each maker, no two storages within ``gap`` bytes of each other. A spacer of ``gap`` bytes is
     allocated after each (a heap that hands out addresses in order then puts them apart), and rejected attempts and
-    spacers stay alive until the end, so the allocator cannot hand the same addresses back."""
+    spacers stay alive until the end, so the allocator cannot hand the same addresses back. After a rejected
+    attempt, 32 more tensors of each maker are held too: a heap with many freed chunks of their size (the
+    interpreter's numpy temporaries) hands those out first, close together, and these use them up."""
     held = []
     for _ in range(64):
         ts = []
@@ -28,4 +30,5 @@ def apart(*makers: Callable[[], torch.Tensor], gap: int = GAP) -> list[torch.Ten
         if all(b[0] - a[1] >= gap for a, b in zip(spans, spans[1:], strict=False)):
             return ts
         held.append(ts)
+        held.extend(m() for m in makers for _ in range(32))
     raise RuntimeError(f"could not allocate {len(makers)} tensors {gap} bytes apart in 64 tries")

@@ -48,6 +48,53 @@ def test_misaligned_stores_of_one_size_take_the_byte_path():
     assert (o.racy, o.address, o.nbytes) == (False, A + 3, 1)
 
 
+def test_a_program_storing_a_byte_again_is_a_repeat_with_both_stores_and_elements():
+    log = StoreLog()
+    log.add(u64(A, A + 4, A + 8), np.array([1, 2, 3], np.int32), program=0, site=0,
+            mask=np.array([[True, False], [True, True]]))  # elements 0, 2, 3 of a 2x2 block
+    log.add(u64(A + 8, A + 12), np.array([3, 9], np.int32), program=1, site=0)  # another program: no repeat
+    log.add(u64(A + 8, A), np.array([3, 7], np.int32), program=0, site=1)
+    rep = log.repeats()
+    assert rep.address.tolist() == [A, A + 8] and rep.program.tolist() == [0, 0] and rep.width == 4
+    assert [s.tolist() for s in rep.stores] == [[0, 0], [2, 2]]
+    assert [e.tolist() for e in rep.elements] == [[0, 3], [1, 0]]
+    assert rep.differ.tolist() == [True, False]
+    assert StoreLog().repeats() is None
+    once = StoreLog()
+    once.add(u64(A, A + 4), np.array([1, 2], np.int32), program=0, site=0)
+    once.add(u64(A, A + 4), np.array([1, 2], np.int32), program=1, site=0)
+    assert once.repeats() is None
+
+
+def test_repeats_of_mixed_sizes_are_bytes_with_their_elements():
+    log = StoreLog()
+    log.add(u64(A), np.array([0x01020304], np.int32), program=0, site=0)
+    log.add(u64(A + 2, A + 3), np.array([0x02, 0x05], np.uint8), program=0, site=1)
+    log.add(u64(A + 2), np.array([0x02], np.uint8), program=0, site=1)  # one store's element twice: in order
+    rep = log.repeats()
+    assert rep.width == 1 and rep.address.tolist() == [A + 2, A + 2, A + 3]
+    assert [s.tolist() for s in rep.stores] == [[0, 1, 0], [1, 2, 1]]
+    assert [e.tolist() for e in rep.elements] == [[0, 0, 0], [0, 0, 1]]
+    assert rep.differ.tolist() == [False, False, True]
+
+
+def test_the_quick_answer_never_hides_a_repeat():
+    """Stores whose addresses increase and whose spans are disjoint are answered without the sort; anything else
+    (an address twice in one store, addresses out of order, a span reaching into another's) is sorted."""
+    apart = StoreLog()
+    apart.add(u64(A, A + 4), np.array([1, 2], np.int32), program=0, site=0)
+    apart.add(u64(A + 8, A + 12), np.array([1, 2], np.int32), program=0, site=1)
+    assert apart.repeats() is None and apart.overlaps() == []
+    for addrs in [(A, A), (A + 4, A, A + 4), (A, A + 2)]:  # A + 2: inside the 4 bytes at A
+        log = StoreLog()
+        log.add(u64(*addrs), np.arange(len(addrs), dtype=np.int32), program=0, site=0)
+        assert log.repeats() is not None, addrs
+    touching = StoreLog()
+    touching.add(u64(A, A + 4), np.array([1, 2], np.int32), program=0, site=0)
+    touching.add(u64(A + 6), np.array([3], np.int16), program=0, site=1)  # inside the element at A + 4
+    assert touching.repeats().address.tolist() == [A + 6, A + 7]
+
+
 def arg(name: str, ptr: int, nbytes: int, *, data_ptr: int | None = None, esize: int = 4) -> Argument:
     return Argument(name, ptr if data_ptr is None else data_ptr, esize, nbytes // esize, "float32", ptr, nbytes)
 

@@ -256,13 +256,6 @@ def test_atomic_adds_of_several_programs_are_no_race(sanitizer):
     clean(sanitizer)
 
 
-def test_one_program_storing_one_address_twice_is_program_order(sanitizer):
-    y = torch.zeros(4, dtype=torch.int32)
-    K.store_broadcast_pointer[(1,)](y, BLOCK=8)
-    assert y[0].item() == 7  # the last lane's value: the interpreter stores lanes in order
-    clean(sanitizer)
-
-
 def test_a_race_warns_in_warn_mode(sanitizer):
     sanitizer.mode = "warn"
     with warnings.catch_warnings(record=True) as w:

@@ -260,6 +260,23 @@ def test_a_head_dim_of_one_may_come_from_a_strided_view(rng, device, harness_arc
     _assert_cache(_flat(cache), want, 1, "e4nv", tolerance)
 
 
+@pytest.mark.parametrize("d", [5, 13, 21])
+def test_value_bytes_ending_inside_a_word_leave_the_scale_to_its_own_store(d, rng, device, harness_arch, tolerance):
+    """An odd head_dim whose value bytes end inside the last value word (the byte path tiles words of 4): the
+    bytes of that word past (d + 1) // 2 are the scale's, which another thread of the program stores with no
+    barrier between on sm90. A store of the word's unused bytes there leaves the right bytes on the interpreter
+    (it runs the stores in program order) and a race on the GPU, which the lane's sanitizer fails; random values
+    give the scale bytes that differ from the unused ones (0)."""
+    key, value = _inputs(rng, 3, 2, d)
+    cache = torch.full((2, 2, 2, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([2, 0, 3])
+    tq_store_k8v4(key.to(device), value.to(device), cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    assert bool((want[slots, :, d + (d + 1) // 2] != 0).all()), "every scale's low byte must differ from 0"
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
+
+
 # --- slots the host did not validate ---------------------------------------------------------------------
 
 
@@ -402,6 +419,24 @@ def test_word_and_general_store_kernels_write_the_same_bytes(kd, vd, fmt, d, rng
         got[shift] = cache.cpu()
     assert torch.equal(got[0], got[1]), "the int64-word kernel and the general kernel wrote different bytes"
     _assert_cache(_flat(got[0]), _expect(key, value, before, slots, fmt, harness_arch), d, fmt, tolerance)
+
+
+def test_the_general_word_path_past_head_dim_128_writes_the_reference_bytes(rng, device, harness_arch, tolerance):
+    """Sources off an 8-byte boundary with a word-aligned cache take the general kernel's word path, which past
+    head_dim 128 runs one warp per program. There the value-word store and the scale/zero word's store after it
+    have no barrier between them in the sm90 PTX of Triton 3.6 and 3.9 (at head_dim <= 128, two warps, 3.9 puts
+    one there), so a value-word mask that reached the scale/zero word would be a race between two threads, which
+    the lane's sanitizer fails."""
+    d = 160
+    key, value = _inputs(rng, 3, 2, d)
+    cache = torch.full((2, 2, 2, slot_bytes(d)), POISON, dtype=torch.uint8, device=device)
+    before = cache.clone()
+    slots = torch.tensor([2, 0, 3])
+    k, v = _shifted(key.to(device), 1), _shifted(value.to(device), 1)
+    assert not store_mod.src_words_ok(k) and store_mod.words_ok(d, cache) and store_mod.launch_config(d)[1] == 1
+    tq_store_k8v4(k, v, cache, slots.to(device), fp8_format="e4nv")
+    want = _expect(key, value, before, slots, "e4nv", harness_arch)
+    _assert_cache(_flat(cache), want, d, "e4nv", tolerance)
 
 
 @triton.jit
