@@ -14,13 +14,18 @@ them in numpy; this shim asks it once per launch and computes each matched op th
   ``create_fsub`` whose position and tagged operand are a fused pair of the facts compute one ``fma``
   (:func:`harness.lowering.numeric.fma`); a pair the compiler left apart keeps the interpreter's two roundings,
   which is what the GPU computes then;
+- an add of a loop whose previous iteration's multiply ptxas contracted into it (the facts' ``carried``: the
+  multiply tags its result, the add reads the iteration and trip count from the kernel's frame,
+  :func:`harness.lowering.sites.loop_iteration`) computes one ``fma`` where that iteration is not the first of its
+  unrolled block (:func:`harness.lowering.fma.unrolled_position`);
 - ``ReduceOps.apply_impl`` / ``ScanOps.apply_impl`` at a position the facts know combine in the compiled order
   (:func:`harness.lowering.reduce_order.reduce`, :func:`harness.lowering.scan_order.scan`), a sum of products
   with the in-thread fma the compiler made. The combine is the compiled one (``tt.reduce``'s region), so a user
   combine that lowers to ``arith.addf`` is modelled like ``tl.sum``.
 
 What it cannot model keeps warning through :mod:`harness.interp.differences`, with the reason: no compiled
-kernel for the target, lines where ptxas contracted beyond the PTX, reverse scans, layouts the order model does
+kernel for the target, lines where ptxas contracted beyond the PTX in a way not read (a loop whose unrolling or
+iteration cannot be read among them), reverse scans, layouts the order model does
 not read (MMA / dot operands), a fused product the interpreter could not trace (broadcast or converted between
 the multiply and the add). A failure inside the shim costs one warning and the interpreter's own op, never the
 launch. ``bf16`` 16-bit packed reductions (Triton 3.9) are derived from sm90's PTX only: other targets keep the
@@ -58,6 +63,7 @@ _ELEM = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float": "fp32", "bfloat"
 _PRODUCT = "harness_lowering_product"  # TensorHandle.attr key: (mul position or None, lhs data, rhs data[, _MASKED])
 _MASKED = "masked"  # the product's tag came through tl.where(mask, product, 0)
 _QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: (scaled numerator, MUFU.RCP of the denominator)
+_CARRIED = "harness_lowering_carried"  # TensorHandle.attr key: (mul position, lhs data, rhs data) of a loop's multiply
 _SCAN_KINDS = ("add", "mul", "max", "min")
 #: the arch the 16-bit packed reduction order (Triton 3.9) was derived on (harness.lowering.reduce_order)
 _PACKED_ARCH = "sm90"
@@ -85,6 +91,10 @@ class _Launch:
     #: contracted ``a ± x / y`` results by (op, side, quotient tag, other operand's data), with those objects kept
     #: alive: the same expression elsewhere in the kernel is the same value in the compiled one (LLVM's GVN)
     contracted: dict = field(default_factory=dict)
+    #: loop-carried pairs ptxas contracts (:class:`harness.lowering.compiled.Carried`) by add position, and their
+    #: multiplies' positions
+    carried: dict = field(default_factory=dict)
+    carried_muls: frozenset = frozenset()
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_lowering_launch", default=None)
@@ -110,6 +120,8 @@ def _launch_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], arch: st
     for f in facts.fused:
         if f.add is not None:
             launch.by_add.setdefault(f.add, []).append(f)
+    launch.carried = {c.add: c for c in facts.carried if c.add is not None and c.mul is not None}
+    launch.carried_muls = frozenset(c.mul for c in launch.carried.values())
     for r in facts.reductions:
         launch.reductions.setdefault(r.where, []).append(r)
     for s in facts.scans:
@@ -127,7 +139,7 @@ def _warn_once_per_kernel(launch: _Launch) -> None:
         differences.warn("lowering", "*", f"{launch.why}: fma contraction, reduction and scan order stay the "
                                           "interpreter's")
         return
-    unmodelled = [w for w in launch.facts.ptxas_lines if w not in set(launch.facts.quotient_lines)]
+    unmodelled = launch.facts.unmodelled_ptxas_lines()
     if unmodelled:
         lines = ", ".join(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n in unmodelled)
         differences.warn("fma_contraction", "fp32",
@@ -265,6 +277,39 @@ def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
                      np.float32)
     launch.contracted[key] = (out, tags[side], other)
     return type(lhs)(out, lhs.dtype)
+
+
+def _carried(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
+    """The add of a loop iteration that ptxas contracted with the previous iteration's multiply (a pair of the
+    facts' ``carried``): ``fma`` of that multiply's factors and the other operand where the iteration is not the
+    first of its unrolled block (:func:`harness.lowering.fma.unrolled_position`); ``None`` elsewhere."""
+    from harness.lowering import numeric
+    from harness.lowering.fma import unrolled_position
+    from harness.lowering.sites import interpreter_position, loop_iteration
+
+    c = launch.carried.get(interpreter_position())
+    if c is None or differences.dtype_name(lhs.dtype) != "fp32":
+        return None
+    tags = (lhs.attr.get(_CARRIED), rhs.attr.get(_CARRIED))
+    sides = (c.operand, 1 - c.operand) if op == "fadd" else (c.operand,)
+    side = next((k for k in sides if tags[k] is not None and tags[k][0] == c.mul), None)
+    if side is None:
+        return None
+    it = loop_iteration()
+    if isinstance(it, str):
+        differences.warn("fma_contraction", "fp32", f"ptxas contracts the {op} at line {c.add[1]} with the previous "
+                                                    f"iteration's multiply in unrolled blocks of {c.unroll}, but {it}: "
+                                                    "not modelled there")
+        return None
+    if unrolled_position(*it, c.unroll) == 0:
+        return None  # the first add of an unrolled block: FADD, after the previous block's FMUL
+    a, b = tags[side][1], tags[side][2]
+    other = np.asarray((rhs if side == 0 else lhs).data, np.float32)
+    if op == "fsub":  # fsub(a*b, c) = fma(a, b, -c); fsub(c, a*b) = fma(-a, b, c)
+        a, other = (a, -other) if side == 0 else (-np.asarray(a, np.float32), other)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), other.shape)
+    out = numeric.fma(np.broadcast_to(a, shape), np.broadcast_to(b, shape), np.broadcast_to(other, shape), "fp32")
+    return type(lhs)(np.asarray(out, np.float32), lhs.dtype)
 
 
 def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]:
@@ -439,7 +484,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         _warn_once_per_kernel(launch)
         if launch.facts is None:
             out.attr[_PRODUCT] = (None, lhs.data, rhs.data)
-        elif launch.mul_keys:
+        elif launch.mul_keys or launch.carried_muls:
             from harness.lowering.sites import interpreter_position
 
             try:
@@ -449,6 +494,8 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
                 return out
             if key in launch.mul_keys:
                 out.attr[_PRODUCT] = (key, lhs.data, rhs.data)
+            if key in launch.carried_muls:
+                out.attr[_CARRIED] = (key, lhs.data, rhs.data)
         return out
 
     def create_fdiv(self: Any, lhs: Any, rhs: Any) -> Any:
@@ -500,6 +547,14 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         def fn(self: Any, lhs: Any, rhs: Any) -> Any:
             launch = _CURRENT.get()
             if launch is not None:
+                if launch.carried and (_CARRIED in lhs.attr or _CARRIED in rhs.attr):
+                    try:
+                        out = _carried(launch, op, lhs, rhs)
+                    except Exception as e:  # noqa: BLE001
+                        _failed(f"an {op}", e)
+                        out = None
+                    if out is not None:
+                        return _nan_as_interpreter(out, orig(self, lhs, rhs)) if np.isnan(out.data).any() else out
                 tags = (lhs.attr.get(_PRODUCT), rhs.attr.get(_PRODUCT))
                 if tags == (None, None) and (_QUOTIENT in lhs.attr or _QUOTIENT in rhs.attr):
                     try:

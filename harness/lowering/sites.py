@@ -19,7 +19,7 @@ Triton writes an op's location differently per version (``CodeGenerator.visit``)
 :func:`node_key` turns a compiled position into the interpreter's (line, absolute column) of the node by these
 rules, reading the kernel file's AST.
 
-Public API: :func:`interpreter_position`, :func:`node_key`.
+Public API: :func:`interpreter_position`, :func:`loop_iteration`, :func:`node_key`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+import operator
 import os
 import sys
 from types import CodeType, FrameType
 
-__all__ = ["interpreter_position", "node_key"]
+__all__ = ["interpreter_position", "loop_iteration", "node_key"]
 
 
 #: the harness package's own directory: its shims' frames are never the kernel's
@@ -91,13 +92,10 @@ def _interpreted_codes() -> dict[CodeType, bool]:
     return _CODES
 
 
-def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int] | None:
-    """(file, line, absolute 0-based column) of the instruction the innermost interpreted ``@jit`` function
-    outside Triton's own library is executing (the user's kernel or helper; ``tl.sum``'s own body is skipped),
-    or ``None`` when no such frame is on the stack. Frames of shims and wrappers are never taken: only code the
-    interpreter compiled for a ``@jit`` function counts."""
+def _kernel_frame(f: FrameType | None) -> tuple[FrameType, tuple[str, int, int] | None] | None:
+    """The innermost interpreted ``@jit`` frame outside Triton's library from ``f`` outwards, with the position of
+    the instruction it is executing (``None`` where CPython gives none)."""
     codes = _interpreted_codes()
-    f = frame or sys._getframe(1)
     while f is not None:
         code = f.f_code
         dedented = codes.get(code)
@@ -107,17 +105,111 @@ def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int]
                 try:
                     positions = _POSITIONS[code] = tuple(code.co_positions())
                 except AttributeError:
-                    return None
+                    return f, None
             try:
                 pos = positions[f.f_lasti // 2]
             except IndexError:
-                return None
+                return f, None
             line, _end, col, _endcol = pos
             if line is None or col is None:
-                return None
-            return code.co_filename, line, col + (_def_indent(code.co_filename, code.co_firstlineno) if dedented else 0)
+                return f, None
+            return f, (code.co_filename, line,
+                       col + (_def_indent(code.co_filename, code.co_firstlineno) if dedented else 0))
         f = f.f_back
     return None
+
+
+def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int] | None:
+    """(file, line, absolute 0-based column) of the instruction the innermost interpreted ``@jit`` function
+    outside Triton's own library is executing (the user's kernel or helper; ``tl.sum``'s own body is skipped),
+    or ``None`` when no such frame is on the stack. Frames of shims and wrappers are never taken: only code the
+    interpreter compiled for a ``@jit`` function counts."""
+    found = _kernel_frame(frame or sys._getframe(1))
+    return None if found is None else found[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _enclosing_range(path: str, line: int, col: int) -> tuple[str, tuple[tuple[str, object], ...]] | str:
+    """The innermost ``for NAME in range(...)`` whose body holds the node at (line, col), as (loop variable, the
+    range's arguments as ``("name", id)`` / ``("const", value)``), or why it cannot be read."""
+    tree = _tree(path)
+    if tree is None:
+        return "the kernel's source cannot be parsed"
+    func = None
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno):
+            func = n  # the innermost wins: walk visits outer functions first
+    if func is None:
+        return "no function encloses it"
+
+    def inside(n: ast.AST) -> bool:
+        return any(b.lineno <= line <= (b.end_lineno or b.lineno) for b in n.body)  # type: ignore[attr-defined]
+
+    loops = [n for n in ast.walk(func) if isinstance(n, ast.For) and inside(n)]
+    if not loops:
+        return "no for loop encloses it in its function"
+    loop = max(loops, key=lambda n: (n.lineno, n.col_offset))
+    it = loop.iter
+    if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+            and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
+        return f"the loop at line {loop.lineno} is no `for name in range(...)`"
+    args: list[tuple[str, object]] = []
+    for a in it.args:
+        if isinstance(a, ast.Name):
+            args.append(("name", a.id))
+        elif isinstance(a, ast.Constant) and isinstance(a.value, int):
+            args.append(("const", a.value))
+        else:
+            return f"the range of the loop at line {loop.lineno} has an argument that is no name or integer"
+    names = {loop.target.id} | {str(v) for k, v in args if k == "name"}
+    for n in ast.walk(loop):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+            n, (ast.AugAssign, ast.AnnAssign, ast.For)) and n is not loop else []
+        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+            return f"the loop at line {loop.lineno} assigns its variable or its range's arguments"
+    return loop.target.id, tuple(args)
+
+
+def _integer(v: object) -> int:
+    """A range argument as the interpreter holds it (a Python int, or a scalar ``tl.tensor``) as an int."""
+    handle = getattr(v, "handle", None)
+    if handle is not None:
+        import numpy as np
+
+        data = np.asarray(handle.data)
+        if data.size != 1 or data.dtype.kind not in "iu":
+            raise TypeError(f"a range argument of shape {data.shape} and dtype {data.dtype}")
+        return int(data.reshape(-1)[0])
+    return operator.index(v)  # type: ignore[arg-type]
+
+
+def loop_iteration(frame: FrameType | None = None) -> tuple[int, int] | str:
+    """(iteration index from 0, trip count) of the innermost ``for name in range(...)`` around the instruction the
+    interpreted kernel is executing (:func:`interpreter_position`'s frame), or why it cannot be read.
+
+    Why: the interpreter runs a kernel's loop as a Python ``for``, while ptxas unrolls the compiled one and rounds
+    differently at each place of an unrolled block (:func:`harness.lowering.fma.unrolled_position`), which needs
+    both the iteration and the trip count. They are read from the frame: the loop variable and the ``range``'s
+    arguments (names or integer literals, none assigned in the loop)."""
+    found = _kernel_frame(frame or sys._getframe(1))
+    if found is None or found[1] is None:
+        return "no interpreted kernel frame"
+    f, (path, line, col) = found
+    loop = _enclosing_range(path, line, col)
+    if isinstance(loop, str):
+        return loop
+    var, args = loop
+    scope = f.f_locals
+    try:
+        vals = [int(v) if k == "const" else _integer(scope[v] if v in scope else f.f_globals[v])  # type: ignore[index]
+                for k, v in args]
+        rng = range(*vals)
+        i = (_integer(scope[var]) - rng.start) // rng.step
+    except (KeyError, TypeError, ValueError) as e:
+        return f"the loop's range or variable cannot be read ({type(e).__name__}: {e})"
+    if not 0 <= i < len(rng):
+        return f"the loop variable {var} is not an iteration of range{tuple(vals)}"
+    return i, len(rng)
 
 
 @functools.lru_cache(maxsize=64)

@@ -373,3 +373,54 @@ def test_a_quotient_contracted_on_the_line_of_its_sum_of_squares_is_seen():
     src, first = inspect.getsourcelines(k.rms_norm.fn)
     line = first + next(i for i, s in enumerate(src) if "tl.math.rsqrt" in s)
     assert any(n == line and f.endswith("kernels.py") for f, n in facts.quotient_lines), facts.quotient_lines
+
+
+def _scaled_loop_sass(x: np.ndarray, y: np.ndarray, s: float, k: int) -> np.ndarray:
+    """``scaled_loop`` as its sm90 SASS runs it, transcribed (Triton 3.6.0 with ptxas 12.8 and 3.9.0 with ptxas 13.4
+    give the same code for BLOCK 128 to 1024, one chain per element; ``nvdisasm -g``): ``p = FMUL x, s``; while
+    more than 3 iterations remain ``FADD``, 3 ``FFMA acc, 0.75, p``, ``FMUL``; if more than 1 remains ``FADD``,
+    ``FFMA``, ``FMUL``; then ``FADD``, ``FMUL`` per iteration left. K = 1 compiles to another kernel (below)."""
+    q = np.float32(0.75)
+    if k == 1:  # Triton's JIT makes K = 1 a constexpr: one unrolled body, where LLVM contracts `x * s + y`
+        return np.asarray(numeric.fma(x, np.full_like(x, s), y, "fp32"), np.float32) * q
+    p = x.astype(np.float32) * np.float32(s)
+    acc = y.astype(np.float32).copy()
+
+    def fma(a: np.ndarray) -> np.ndarray:
+        return np.asarray(numeric.fma(a, np.full_like(a, q), p, "fp32"), np.float32)
+
+    left = max(k, 0)
+    while left > 3:
+        left -= 4
+        acc = fma(fma(fma(acc + p))) * q
+    if left > 1:
+        left -= 2
+        acc = fma(acc + p) * q
+    while left:
+        left -= 1
+        acc = (acc + p) * q
+    return acc
+
+
+@pytest.mark.parametrize(("n", "k"), [(128, 0), (128, 1), (128, 6), (128, 7), (128, 16), (512, 13)])
+def test_a_loop_carried_product_is_contracted_as_ptxas_unrolled_it(n, k):
+    """``acc = (acc + p) * 0.75`` in a loop: ptxas unrolls it 4, 2, 1 and contracts each multiply with the next
+    iteration's add inside an unrolled block (:func:`harness.lowering.fma.ptxas_unrolled`). The shim computes the
+    transcribed SASS bit for bit, with no warning, for trip counts that leave every remainder."""
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    k_ = _k()
+    g = torch.Generator().manual_seed(n + k)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    want = _scaled_loop_sass(x.numpy(), y.numpy(), 0.9, k)
+    out = y.clone()
+    said = _run(k_.scaled_loop, (1,), (x, out, 0.9, k), {"BLOCK": n, "num_warps": 4})
+    assert said == []
+    assert np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32)), \
+        f"{int((out.numpy() != want).sum())} of {n} outputs differ from the transcribed SASS"
+    if k >= 6:  # the contraction shows: two roundings per pair differ somewhere
+        plain = y.clone()
+        _run(k_.scaled_loop, (1,), (x, plain, 0.9, k), {"BLOCK": n, "num_warps": 4}, plain=True)
+        assert not np.array_equal(plain.numpy(), want)

@@ -315,7 +315,15 @@ def test_ptxas_contraction_is_detected(compile_sm90):
     if fma_mod.nvdisasm() is None:
         pytest.skip("this Triton ships no nvdisasm")
     lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
-    assert lines == {next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc = acc + p")}
+    add_line = next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc = acc + p")
+    assert lines == {add_line}
+    (pair,) = fma_mod.carried_pairs(asm["llir"])
+    assert (pair.add[1], pair.mul[1], pair.op) == (add_line, add_line + 1, "fadd")
+    assert fma_mod.ptxas_unrolled(asm["cubin"], pair.add[:2], pair.mul[:2]) == (4, 2, 1)
+    assert fma_mod.ptxas_unrolled(asm["cubin"], pair.add[:2], (pair.mul[0], add_line + 2)) is None  # no such pair
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=k.__file__)
+    assert [(c.add[1], c.mul[1], c.unroll) for c in facts.carried] == [(add_line, add_line + 1, (4, 2, 1))]
+    assert facts.unmodelled_ptxas_lines() == ()
     sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
     asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
     lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
@@ -465,3 +473,12 @@ def test_fused_steps_fuse_only_the_adds_named():
     with pytest.raises(ValueError, match="fused_steps= is for a sequential in-thread sum of products"):
         reduce_order.reduce(sq, 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"]), "add", "fp16",
                             factors=(x, x), fused_steps=steps)
+
+
+@pytest.mark.parametrize(("n", "places"), [(1, [0]), (3, [0, 1, 0]), (4, [0, 1, 2, 3]), (6, [0, 1, 2, 3, 0, 1]),
+                                           (7, [0, 1, 2, 3, 0, 1, 0]), (9, [0, 1, 2, 3, 0, 1, 2, 3, 0])])
+def test_unrolled_position_follows_the_branches_of_a_4_2_1_unroll(n, places):
+    """4 per pass while more than 3 remain, 2 if more than 1 remains, then 1 at a time (scaled_loop's sm90 SASS)."""
+    assert [fma_mod.unrolled_position(i, n, (4, 2, 1)) for i in range(n)] == places
+    with pytest.raises(ValueError, match="iteration"):
+        fma_mod.unrolled_position(n, n, (4, 2, 1))
