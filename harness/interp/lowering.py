@@ -62,7 +62,7 @@ _DTYPES = ("fp32", "bf16", "fp16")
 _ELEM = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float": "fp32", "bfloat": "bf16", "half": "fp16"}
 _PRODUCT = "harness_lowering_product"  # TensorHandle.attr key: (mul position or None, lhs data, rhs data[, _MASKED])
 _MASKED = "masked"  # the product's tag came through tl.where(mask, product, 0)
-_QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: (scaled numerator, MUFU.RCP of the denominator)
+_QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: a _Quotient
 _CARRIED = "harness_lowering_carried"  # TensorHandle.attr key: (mul position, lhs data, rhs data) of a loop's multiply
 _SCAN_KINDS = ("add", "mul", "max", "min")
 #: the arch the 16-bit packed reduction order (Triton 3.9) was derived on (harness.lowering.reduce_order)
@@ -95,6 +95,7 @@ class _Launch:
     #: multiplies' positions
     carried: dict = field(default_factory=dict)
     carried_muls: frozenset = frozenset()
+    quotient_lines: frozenset = frozenset()
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_lowering_launch", default=None)
@@ -120,6 +121,7 @@ def _launch_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], arch: st
     for f in facts.fused:
         if f.add is not None:
             launch.by_add.setdefault(f.add, []).append(f)
+    launch.quotient_lines = frozenset(facts.quotient_lines)
     launch.carried = {c.add: c for c in facts.carried if c.add is not None and c.mul is not None}
     launch.carried_muls = frozenset(c.mul for c in launch.carried.values())
     for r in facts.reductions:
@@ -237,16 +239,28 @@ def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) 
     return None
 
 
-def _quotient(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``div.full.f32``'s factors as its closing multiply sees them
-    (:func:`harness.interp.approx_math.div_full_operands`), as numpy arrays."""
-    import torch
+class _Quotient:
+    """A division's operands, and on first use ``div.full.f32``'s factors as its closing multiply sees them
+    (:func:`harness.interp.approx_math.div_full_operands`, as numpy arrays). Lazy: most quotients of a kernel
+    never meet an add ptxas contracted them into, and the factors cost a torch round trip per program."""
 
-    from harness.interp import approx_math
+    __slots__ = ("_ops", "_factors")
 
-    xs, r = approx_math.div_full_operands(torch.from_numpy(np.asarray(x, np.float32).copy()),
-                                          torch.from_numpy(np.asarray(y, np.float32).copy()))
-    return xs.numpy(), r.numpy()
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self._ops: tuple[np.ndarray, np.ndarray] | None = (x, y)
+        self._factors: tuple[np.ndarray, np.ndarray] | None = None
+
+    def factors(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._factors is None:
+            import torch
+
+            from harness.interp import approx_math
+
+            x, y = self._ops  # type: ignore[misc]
+            xs, r = approx_math.div_full_operands(torch.from_numpy(np.asarray(x, np.float32).copy()),
+                                                  torch.from_numpy(np.asarray(y, np.float32).copy()))
+            self._factors, self._ops = (xs.numpy(), r.numpy()), None
+        return self._factors
 
 
 def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
@@ -267,9 +281,9 @@ def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     if seen is not None:
         return type(lhs)(seen[0], lhs.dtype)
     where = interpreter_position()
-    if where is None or (where[0], where[1]) not in set(launch.facts.quotient_lines):
+    if where is None or (where[0], where[1]) not in launch.quotient_lines:
         return None
-    xs, r = tags[side]
+    xs, r = tags[side].factors()
     c = np.asarray(other, np.float32)
     if op == "fsub":  # q - c = fma(x', r, -c); c - q = fma(-x', r, c)
         xs, c = (xs, -c) if side == 0 else (-xs, c)
@@ -287,29 +301,29 @@ def _carried(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     from harness.lowering.fma import unrolled_position
     from harness.lowering.sites import interpreter_position, loop_iteration
 
-    c = launch.carried.get(interpreter_position())
-    if c is None or differences.dtype_name(lhs.dtype) != "fp32":
+    if differences.dtype_name(lhs.dtype) != "fp32":
+        return None
+    it = loop_iteration()  # the position with it: one walk of the stack
+    c = launch.carried.get(interpreter_position() if isinstance(it, str) else it[0])
+    if c is None:
         return None
     tags = (lhs.attr.get(_CARRIED), rhs.attr.get(_CARRIED))
     sides = (c.operand, 1 - c.operand) if op == "fadd" else (c.operand,)
     side = next((k for k in sides if tags[k] is not None and tags[k][0] == c.mul), None)
     if side is None:
         return None
-    it = loop_iteration()
     if isinstance(it, str):
         differences.warn("fma_contraction", "fp32", f"ptxas contracts the {op} at line {c.add[1]} with the previous "
                                                     f"iteration's multiply in unrolled blocks of {c.unroll}, but {it}: "
                                                     "not modelled there")
         return None
-    if unrolled_position(*it, c.unroll) == 0:
+    if unrolled_position(it[1], it[2], c.unroll) == 0:
         return None  # the first add of an unrolled block: FADD, after the previous block's FMUL
     a, b = tags[side][1], tags[side][2]
-    other = np.asarray((rhs if side == 0 else lhs).data, np.float32)
+    other = (rhs if side == 0 else lhs).data
     if op == "fsub":  # fsub(a*b, c) = fma(a, b, -c); fsub(c, a*b) = fma(-a, b, c)
-        a, other = (a, -other) if side == 0 else (-np.asarray(a, np.float32), other)
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b), other.shape)
-    out = numeric.fma(np.broadcast_to(a, shape), np.broadcast_to(b, shape), np.broadcast_to(other, shape), "fp32")
-    return type(lhs)(np.asarray(out, np.float32), lhs.dtype)
+        a, other = (a, -np.asarray(other)) if side == 0 else (-np.asarray(a), other)
+    return type(lhs)(numeric.fma(a, b, other, "fp32"), lhs.dtype)  # broadcasts as the interpreter's add would
 
 
 def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]:
@@ -503,10 +517,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         launch = _CURRENT.get()
         if launch is not None and launch.facts is not None and launch.facts.quotient_lines and \
                 np.asarray(out.data).dtype == np.float32:
-            try:
-                out.attr[_QUOTIENT] = _quotient(lhs.data, rhs.data)
-            except Exception as e:  # noqa: BLE001
-                _failed("a division", e)
+            out.attr[_QUOTIENT] = _Quotient(lhs.data, rhs.data)
         return out
 
     create_fdiv.__wrapped__ = fdiv_orig  # type: ignore[attr-defined]  # approximate math, when on, stays in effect

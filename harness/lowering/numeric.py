@@ -57,18 +57,36 @@ def from_f32(f: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(np.isnan(f), np.uint32(0x7FFFFFFF).view(np.float32), f).astype(np.float32)
 
 
+_CANONICAL_F32 = np.uint32(0x7FFFFFFF).view(np.float32)
+
+
+def _canonical_f32(f: np.ndarray) -> np.ndarray:
+    """:func:`from_f32` to fp32 of a fresh float32 result (no copy): shims call these per program on small blocks,
+    where each numpy call's overhead is the cost, and a NaN is rare."""
+    nan = np.isnan(f)
+    if nan.any():
+        return np.where(nan, _CANONICAL_F32, f).astype(np.float32)
+    return np.asarray(f, dtype=np.float32)
+
+
 def add(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "fp32":
+            return _canonical_f32(np.asarray(a, dtype=np.float32) + np.asarray(b, dtype=np.float32))
         return from_f32(to_f32(a, dtype) + to_f32(b, dtype), dtype)
 
 
 def mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "fp32":
+            return _canonical_f32(np.asarray(a, dtype=np.float32) * np.asarray(b, dtype=np.float32))
         return from_f32(to_f32(a, dtype) * to_f32(b, dtype), dtype)
 
 
 def _odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
     """``s`` (float64) nudged to round-to-odd of ``s + err`` when ``err`` is the exact remainder."""
+    if not (err != 0).any():  # exact sums (the common case of like magnitudes): nothing to nudge
+        return s
     finite = np.isfinite(s) & np.isfinite(err)
     even = (s.view(np.uint64) & np.uint64(1)) == 0
     nudge = finite & (err != 0) & even
@@ -87,16 +105,19 @@ def _odd_f32(x: np.ndarray) -> np.ndarray:
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
     """``fma.rn``: ``a * b + c`` with one rounding to ``dtype``."""
     with np.errstate(over="ignore", invalid="ignore"):
-        p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
-        cc = to_f32(c, dtype).astype(np.float64)
+        if dtype == "fp32":
+            p = np.asarray(a, dtype=np.float32).astype(np.float64) * np.asarray(b, dtype=np.float32).astype(np.float64)
+            cc = np.asarray(c, dtype=np.float32).astype(np.float64)
+        else:
+            p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
+            cc = to_f32(c, dtype).astype(np.float64)
         s = p + cc
         bb = s - p
         err = (p - (s - bb)) + (cc - bb)
         s = _odd(s, err)
         if dtype == "fp32":
-            out = s.astype(np.float32)
-        else:
-            out = _odd_f32(s)
+            return _canonical_f32(s.astype(np.float32))
+        out = _odd_f32(s)
     return from_f32(out, dtype)
 
 

@@ -183,9 +183,10 @@ def _integer(v: object) -> int:
     return operator.index(v)  # type: ignore[arg-type]
 
 
-def loop_iteration(frame: FrameType | None = None) -> tuple[int, int] | str:
-    """(iteration index from 0, trip count) of the innermost ``for name in range(...)`` around the instruction the
-    interpreted kernel is executing (:func:`interpreter_position`'s frame), or why it cannot be read.
+def loop_iteration(frame: FrameType | None = None) -> tuple[tuple[str, int, int], int, int] | str:
+    """(the instruction's :func:`interpreter_position`, iteration index from 0, trip count) of the innermost
+    ``for name in range(...)`` around the instruction the interpreted kernel is executing, or why it cannot be
+    read.
 
     Why: the interpreter runs a kernel's loop as a Python ``for``, while ptxas unrolls the compiled one and rounds
     differently at each place of an unrolled block (:func:`harness.lowering.fma.unrolled_position`), which needs
@@ -194,8 +195,8 @@ def loop_iteration(frame: FrameType | None = None) -> tuple[int, int] | str:
     found = _kernel_frame(frame or sys._getframe(1))
     if found is None or found[1] is None:
         return "no interpreted kernel frame"
-    f, (path, line, col) = found
-    loop = _enclosing_range(path, line, col)
+    f, where = found
+    loop = _enclosing_range(*where)
     if isinstance(loop, str):
         return loop
     var, args = loop
@@ -209,7 +210,7 @@ def loop_iteration(frame: FrameType | None = None) -> tuple[int, int] | str:
         return f"the loop's range or variable cannot be read ({type(e).__name__}: {e})"
     if not 0 <= i < len(rng):
         return f"the loop variable {var} is not an iteration of range{tuple(vals)}"
-    return i, len(rng)
+    return where, i, len(rng)
 
 
 @functools.lru_cache(maxsize=64)
