@@ -544,6 +544,9 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
 
         def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
             out = orig(self, *args, **kwargs)
+            launch = _CURRENT.get()
+            if launch is None or not launch.quotient_lines:
+                return out  # no quotient of this kernel is contracted: no tag to carry
             tagged = [a for a in (*args, *kwargs.values()) if _QUOTIENT in getattr(a, "attr", ())]
             if tagged:
                 out.attr[_QUOTIENT] = tagged[0].attr[_QUOTIENT]

@@ -181,6 +181,23 @@ def _butterfly(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine
     return vals
 
 
+#: combines whose result does not depend on the operands' order, bit for bit (NaN canonical; max/min pick +0 over
+#: -0 either way): the partner of a butterfly step computes the same value, so only the half that holds lane 0
+#: needs computing. argmax/argmin break ties by position and let a NaN win as the right operand: not these.
+_SYMMETRIC = frozenset({"add", "max", "min"})
+
+
+def _halving(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine) -> tuple[np.ndarray, ...]:
+    """:func:`_butterfly`'s value at index 0 of ``dim`` for a symmetric combine: at xor bit ``k`` (highest
+    first) the indices with bit ``k`` clear, the array's first half, combine with their partners, the second."""
+    for k in reversed(range(nbits)):
+        half = 1 << k
+        lo = (Ellipsis, slice(0, half)) + (slice(None),) * (-1 - dim)
+        hi = (Ellipsis, slice(half, 2 * half)) + (slice(None),) * (-1 - dim)
+        vals = comb(tuple(v[lo] for v in vals), tuple(v[hi] for v in vals))
+    return vals
+
+
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
            factors: tuple[np.ndarray, np.ndarray] | None = None, sides: tuple[int, ...] | None = None,
            fused_steps: tuple[bool, ...] | None = None
@@ -273,6 +290,7 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     lane_order = sorted(range(len(bits.lanes)), key=lambda j: bits.lanes[j][0])
     if lane_order != list(range(len(bits.lanes))):
         raise ValueError("reduce: lane bits along the axis are not in increasing order: not modelled")
-    acc = _butterfly(acc, -2, len(bits.lanes), comb)
-    acc = _butterfly(acc, -1, len(bits.warps), comb)
+    exchange = _halving if kind in _SYMMETRIC else _butterfly
+    acc = exchange(acc, -2, len(bits.lanes), comb)
+    acc = exchange(acc, -1, len(bits.warps), comb)
     return tuple(v[..., 0, 0] for v in acc)

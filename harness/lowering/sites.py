@@ -31,6 +31,7 @@ import operator
 import os
 import sys
 from types import CodeType, FrameType
+from typing import Any
 
 __all__ = ["interpreter_position", "loop_iteration", "node_key"]
 
@@ -72,17 +73,21 @@ def _def_indent(path: str, first_line: int) -> int:
 _CODES: dict[CodeType, bool] = {}  # code of an interpreted function -> compiled from dedented source
 _SEEN = [0]
 _POSITIONS: dict[CodeType, tuple[tuple[int | None, int | None, int | None, int | None], ...]] = {}
+_WHERE: dict[tuple[CodeType, int], tuple[str, int, int] | None] = {}  # (code, instruction) -> its position
+_INTERPRETED: list[Any] = []  # InterpretedFunction, once imported: a shim asks at every op of a launch
 
 
 def _interpreted_codes() -> dict[CodeType, bool]:
     """The code objects the interpreter runs for ``@jit`` functions (``InterpretedFunction.rewritten_fn``, Triton
     3.6 and 3.9), each with whether it was compiled from the dedented source (a function whose source Triton
     could not read runs as it is)."""
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:
-        return _CODES
-    fns = getattr(InterpretedFunction, "rewritten_fn", {})
+    if not _INTERPRETED:
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+        except ImportError:
+            return _CODES
+        _INTERPRETED.append(InterpretedFunction)
+    fns = getattr(_INTERPRETED[0], "rewritten_fn", {})
     if len(fns) != _SEEN[0]:
         for orig, new in list(fns.items()):
             code = getattr(new, "__code__", None)
@@ -100,23 +105,31 @@ def _kernel_frame(f: FrameType | None) -> tuple[FrameType, tuple[str, int, int] 
         code = f.f_code
         dedented = codes.get(code)
         if dedented is not None and not _library(code.co_filename):
-            positions = _POSITIONS.get(code)
-            if positions is None:  # one list per code object: a shim asks at every op of a launch
-                try:
-                    positions = _POSITIONS[code] = tuple(code.co_positions())
-                except AttributeError:
-                    return f, None
-            try:
-                pos = positions[f.f_lasti // 2]
-            except IndexError:
-                return f, None
-            line, _end, col, _endcol = pos
-            if line is None or col is None:
-                return f, None
-            return f, (code.co_filename, line,
-                       col + (_def_indent(code.co_filename, code.co_firstlineno) if dedented else 0))
+            key = (code, f.f_lasti)
+            if key in _WHERE:
+                return f, _WHERE[key]
+            _WHERE[key] = where = _position(code, f.f_lasti, dedented)
+            return f, where
         f = f.f_back
     return None
+
+
+def _position(code: CodeType, lasti: int, dedented: bool) -> tuple[str, int, int] | None:
+    """The (file, line, absolute column) of ``code``'s instruction at ``lasti``."""
+    positions = _POSITIONS.get(code)
+    if positions is None:  # one list per code object
+        try:
+            positions = _POSITIONS[code] = tuple(code.co_positions())
+        except AttributeError:
+            return None
+    try:
+        pos = positions[lasti // 2]
+    except IndexError:
+        return None
+    line, _end, col, _endcol = pos
+    if line is None or col is None:
+        return None
+    return code.co_filename, line, col + (_def_indent(code.co_filename, code.co_firstlineno) if dedented else 0)
 
 
 def interpreter_position(frame: FrameType | None = None) -> tuple[str, int, int] | None:
