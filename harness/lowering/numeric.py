@@ -69,18 +69,33 @@ def _canonical_f32(f: np.ndarray) -> np.ndarray:
     return np.asarray(f, dtype=np.float32)
 
 
-def add(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+def add(a: np.ndarray, b: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
+    """``add``: one rounding. ``checked=False``: the caller already holds ``np.errstate(over="ignore",
+    invalid="ignore")`` (a reduction's loop), which saves numpy's error-state switch per call."""
+    if not checked:
+        return _add(a, b, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        if dtype == "fp32":
-            return _canonical_f32(np.asarray(a, dtype=np.float32) + np.asarray(b, dtype=np.float32))
-        return from_f32(to_f32(a, dtype) + to_f32(b, dtype), dtype)
+        return _add(a, b, dtype)
 
 
-def mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+def _add(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        return _canonical_f32(np.asarray(a, dtype=np.float32) + np.asarray(b, dtype=np.float32))
+    return from_f32(to_f32(a, dtype) + to_f32(b, dtype), dtype)
+
+
+def mul(a: np.ndarray, b: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
+    """``mul``: one rounding; ``checked`` as for :func:`add`."""
+    if not checked:
+        return _mul(a, b, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        if dtype == "fp32":
-            return _canonical_f32(np.asarray(a, dtype=np.float32) * np.asarray(b, dtype=np.float32))
-        return from_f32(to_f32(a, dtype) * to_f32(b, dtype), dtype)
+        return _mul(a, b, dtype)
+
+
+def _mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        return _canonical_f32(np.asarray(a, dtype=np.float32) * np.asarray(b, dtype=np.float32))
+    return from_f32(to_f32(a, dtype) * to_f32(b, dtype), dtype)
 
 
 def _odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
@@ -112,28 +127,33 @@ def _maybe_double_rounded(s: np.ndarray) -> np.ndarray:
     return ((bits & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) | (np.abs(s) < 2.0**-126)
 
 
-def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
-    """``fma.rn``: ``a * b + c`` with one rounding to ``dtype``."""
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
+    """``fma.rn``: ``a * b + c`` with one rounding to ``dtype``; ``checked`` as for :func:`add`."""
+    if not checked:
+        return _fma(a, b, c, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        if dtype == "fp32":
-            p = np.asarray(a, dtype=np.float32).astype(np.float64) * np.asarray(b, dtype=np.float32).astype(np.float64)
-            cc = np.asarray(c, dtype=np.float32).astype(np.float64)
-        else:
-            p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
-            cc = to_f32(c, dtype).astype(np.float64)
-        s = p + cc
-        maybe = _maybe_double_rounded(s) if dtype == "fp32" else None
-        if maybe is not None and not maybe.any():
-            return _canonical_f32(s.astype(np.float32))
-        bb = s - p
-        err = (p - (s - bb)) + (cc - bb)
-        if maybe is not None and not (maybe & (err != 0)).any():  # the sums at risk are exact
-            return _canonical_f32(s.astype(np.float32))
-        s = _odd(s, err)
-        if dtype == "fp32":
-            return _canonical_f32(s.astype(np.float32))
-        out = _odd_f32(s)
-    return from_f32(out, dtype)
+        return _fma(a, b, c, dtype)
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        p = np.asarray(a, dtype=np.float32).astype(np.float64) * np.asarray(b, dtype=np.float32).astype(np.float64)
+        cc = np.asarray(c, dtype=np.float32).astype(np.float64)
+    else:
+        p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
+        cc = to_f32(c, dtype).astype(np.float64)
+    s = p + cc
+    maybe = _maybe_double_rounded(s) if dtype == "fp32" else None
+    if maybe is not None and not maybe.any():
+        return _canonical_f32(s.astype(np.float32))
+    bb = s - p
+    err = (p - (s - bb)) + (cc - bb)
+    if maybe is not None and not (maybe & (err != 0)).any():  # the sums at risk are exact
+        return _canonical_f32(s.astype(np.float32))
+    s = _odd(s, err)
+    if dtype == "fp32":
+        return _canonical_f32(s.astype(np.float32))
+    return from_f32(_odd_f32(s), dtype)
 
 
 def _pick(a: np.ndarray, b: np.ndarray, dtype: str, larger: bool) -> np.ndarray:

@@ -198,6 +198,12 @@ def _halving(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine) 
     return vals
 
 
+#: the combines :func:`reduce` runs inside its one ``np.errstate`` (numpy's error-state switch per add was a
+#: tenth of a shim's reduction on small blocks)
+_IN_ERRSTATE: dict[str, Callable[[str], Combine]] = {**COMBINES, "add": _binary(
+    lambda a, b, dtype: numeric.add(a, b, dtype, checked=False))}
+
+
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
            factors: tuple[np.ndarray, np.ndarray] | None = None, sides: tuple[int, ...] | None = None,
            fused_steps: tuple[bool, ...] | None = None
@@ -229,7 +235,14 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         if len(fused_steps) != plan.thread_combines():
             raise ValueError(f"reduce: fused_steps= has {len(fused_steps)} flags, the thread adds "
                              f"{plan.thread_combines()} times")
-    comb = COMBINES[kind](dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _reduce(ops, axis, plan, kind, dtype, factors, sides, fused_steps)
+
+
+def _reduce(ops: tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
+            factors: tuple[np.ndarray, np.ndarray] | None, sides: tuple[int, ...] | None,
+            fused_steps: tuple[bool, ...] | None) -> tuple[np.ndarray, ...]:
+    comb = _IN_ERRSTATE[kind](dtype)
     bits = plan.bits
     g = tuple(_gather(v, axis, bits) for v in ops)  # (..., R, L, W)
     fa = fb = None
@@ -248,13 +261,14 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             first = True
             while len(level) > 1:
                 if first and prods0 is not None:
-                    level = [(numeric.fma(*prods0[idx[i]], level[i + 1][0], dtype),) for i in range(0, len(level), 2)]
+                    level = [(numeric.fma(*prods0[idx[i]], level[i + 1][0], dtype, checked=False),)
+                             for i in range(0, len(level), 2)]
                 else:
                     level = [comb(level[i], level[i + 1]) for i in range(0, len(level), 2)]
                 first = False
             halves.append(level[0])
         if prods0 is not None and nr == 1:
-            regs = [(numeric.fma(*prods0[0], halves[1][0], dtype),)]
+            regs = [(numeric.fma(*prods0[0], halves[1][0], dtype, checked=False),)]
         else:
             regs = [comb(halves[0], halves[1])]
         nr = 0
@@ -266,8 +280,8 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             fuse = fused_steps is None or fused_steps[r - 1]
             if prods is not None and fuse:
                 left = prods[0] if r == 1 else None  # fadd(fmul, fmul): the left product is folded
-                acc = ((numeric.fma(*left, regs[r][0], dtype),) if left is not None
-                       else (numeric.fma(*prods[r], acc[0], dtype),))
+                acc = ((numeric.fma(*left, regs[r][0], dtype, checked=False),) if left is not None
+                       else (numeric.fma(*prods[r], acc[0], dtype, checked=False),))
             else:
                 acc = comb(acc, regs[r])
     else:
@@ -278,9 +292,9 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             for i in range(0, len(level), 2):
                 if first and prods is not None:
                     if sides is not None and sides[i // 2]:
-                        nxt.append((numeric.fma(*prods[i + 1], level[i][0], dtype),))
+                        nxt.append((numeric.fma(*prods[i + 1], level[i][0], dtype, checked=False),))
                     else:
-                        nxt.append((numeric.fma(*prods[i], level[i + 1][0], dtype),))
+                        nxt.append((numeric.fma(*prods[i], level[i + 1][0], dtype, checked=False),))
                 else:
                     nxt.append(comb(level[i], level[i + 1]))
             level = nxt
