@@ -64,7 +64,7 @@ def _canonical_f32(f: np.ndarray) -> np.ndarray:
     """:func:`from_f32` to fp32 of a fresh float32 result (no copy): shims call these per program on small blocks,
     where each numpy call's overhead is the cost, and a NaN is rare."""
     nan = np.isnan(f)
-    if nan.any():
+    if np.count_nonzero(nan):  # the cheapest "any" numpy has for a small block
         return np.where(nan, _CANONICAL_F32, f).astype(np.float32)
     return np.asarray(f, dtype=np.float32)
 
@@ -100,7 +100,7 @@ def _mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
 
 def _odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
     """``s`` (float64) nudged to round-to-odd of ``s + err`` when ``err`` is the exact remainder."""
-    if not (err != 0).any():  # exact sums (the common case of like magnitudes): nothing to nudge
+    if not np.count_nonzero(err):  # exact sums (the common case of like magnitudes): nothing to nudge
         return s
     finite = np.isfinite(s) & np.isfinite(err)
     even = (s.view(np.uint64) & np.uint64(1)) == 0
@@ -123,8 +123,11 @@ def _maybe_double_rounded(s: np.ndarray) -> np.ndarray:
     range, whose midpoints sit lower; there only if ``s`` is inexact. Why: every fp32 midpoint is a float64, so the
     float64 rounding of an exact sum on one side of a midpoint stays on that side or lands on it; elsewhere the
     round-to-odd repair (a dozen numpy calls per fma on a shim's small blocks) changes nothing and is skipped."""
-    bits = np.ascontiguousarray(s, dtype=np.float64).view(np.uint64)
-    return ((bits & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) | (np.abs(s) < 2.0**-126)
+    bits = (s if s.flags.c_contiguous else np.ascontiguousarray(s)).view(np.uint64)
+    return ((bits & _BELOW_F32) == _F32_MIDPOINT) | (np.abs(s) < 2.0**-126)
+
+
+_BELOW_F32, _F32_MIDPOINT = np.uint64(0x1FFFFFFF), np.uint64(0x10000000)  # a float64's 29 bits under fp32's last
 
 
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
@@ -137,18 +140,22 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str, *, checked: boo
 
 def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "fp32":
-        p = np.asarray(a, dtype=np.float32).astype(np.float64) * np.asarray(b, dtype=np.float32).astype(np.float64)
-        cc = np.asarray(c, dtype=np.float32).astype(np.float64)
+        a, b, c = (x if type(x) is np.ndarray and x.dtype == np.float32 else np.asarray(x, dtype=np.float32)
+                   for x in (a, b, c))
+        p = np.multiply(a, b, dtype=np.float64)  # exact: 48 significant bits
+        s = p + c  # c promoted to float64, exactly
+        maybe = _maybe_double_rounded(s)
+        if not np.count_nonzero(maybe):
+            return _canonical_f32(s.astype(np.float32))
+        cc = c.astype(np.float64)
     else:
         p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
         cc = to_f32(c, dtype).astype(np.float64)
-    s = p + cc
-    maybe = _maybe_double_rounded(s) if dtype == "fp32" else None
-    if maybe is not None and not maybe.any():
-        return _canonical_f32(s.astype(np.float32))
+        s = p + cc
+        maybe = None
     bb = s - p
     err = (p - (s - bb)) + (cc - bb)
-    if maybe is not None and not (maybe & (err != 0)).any():  # the sums at risk are exact
+    if maybe is not None and not np.count_nonzero(maybe & (err != 0)):  # the sums at risk are exact
         return _canonical_f32(s.astype(np.float32))
     s = _odd(s, err)
     if dtype == "fp32":

@@ -165,7 +165,8 @@ def _positions(bits: AxisBits) -> np.ndarray:
 
 def _gather(x: np.ndarray, axis: int, bits: AxisBits) -> np.ndarray:
     pos = _positions(bits)
-    moved = np.moveaxis(np.asarray(x), axis, -1)
+    x = np.asarray(x)
+    moved = x if axis in (-1, x.ndim - 1) else np.moveaxis(x, axis, -1)
     if moved.shape[-1] != bits.size:
         raise ValueError(f"reduce: the axis has {moved.shape[-1]} elements, the layout {bits.size}")
     return moved[..., pos]
