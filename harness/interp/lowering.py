@@ -49,6 +49,9 @@ from harness.interp import differences
 from harness.interp.patch import Patch, lift
 from harness.interp.patch import installed as patch_installed
 from harness.interp.shims import missing_methods
+from harness.lowering import numeric
+from harness.lowering.fma import unrolled_position
+from harness.lowering.sites import interpreter_position, loop_iteration
 
 __all__ = ["MODELLED", "TAG", "applies_to", "install", "installed", "suspended"]
 
@@ -96,6 +99,8 @@ class _Launch:
     carried: dict = field(default_factory=dict)
     carried_muls: frozenset = frozenset()
     quotient_lines: frozenset = frozenset()
+    #: the ranges of the loops running in this launch (:func:`harness.lowering.sites.loop_iteration`'s cache)
+    loops: dict = field(default_factory=dict)
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_lowering_launch", default=None)
@@ -199,9 +204,6 @@ def _neg(x: np.ndarray, dtype: str) -> np.ndarray:
 
 def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) -> Any:
     """The fma of a fused pair at this add, or ``None`` for the interpreter's own add."""
-    from harness.lowering import numeric
-    from harness.lowering.sites import interpreter_position
-
     dt = differences.dtype_name(lhs.dtype)
     if dt not in _DTYPES:
         return None
@@ -266,9 +268,6 @@ class _Quotient:
 def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     """``a ± x / y`` where ptxas contracted the quotient's multiply into this add (fp32, a line of the facts'
     ``quotient_lines``): ``fma(x', rcp(y'), ±a)`` with one rounding; ``None`` elsewhere."""
-    from harness.lowering import numeric
-    from harness.lowering.sites import interpreter_position
-
     if launch.facts is None or not launch.facts.quotient_lines or differences.dtype_name(lhs.dtype) != "fp32":
         return None
     tags = (lhs.attr.get(_QUOTIENT), rhs.attr.get(_QUOTIENT))
@@ -297,13 +296,9 @@ def _carried(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     """The add of a loop iteration that ptxas contracted with the previous iteration's multiply (a pair of the
     facts' ``carried``): ``fma`` of that multiply's factors and the other operand where the iteration is not the
     first of its unrolled block (:func:`harness.lowering.fma.unrolled_position`); ``None`` elsewhere."""
-    from harness.lowering import numeric
-    from harness.lowering.fma import unrolled_position
-    from harness.lowering.sites import interpreter_position, loop_iteration
-
     if differences.dtype_name(lhs.dtype) != "fp32":
         return None
-    it = loop_iteration()  # the position with it: one walk of the stack
+    it = loop_iteration(cache=launch.loops)  # the position with it: one walk of the stack
     c = launch.carried.get(interpreter_position() if isinstance(it, str) else it[0])
     if c is None:
         return None
@@ -341,8 +336,6 @@ def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]
 
 def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> Any:
     from harness.lowering import reduce_order
-    from harness.lowering.sites import interpreter_position
-
     first = inputs[0]
     dt = differences.dtype_name(first.dtype)
     if dt not in _DTYPES:
@@ -416,8 +409,6 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
 
 def _scan(launch: _Launch, ops: Any, inputs: tuple[Any, ...]) -> Any:
     from harness.lowering import scan_order
-    from harness.lowering.sites import interpreter_position
-
     first = inputs[0]
     dt = differences.dtype_name(first.dtype)
     if dt not in _DTYPES or len(inputs) != 1:
@@ -499,8 +490,6 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         if launch.facts is None:
             out.attr[_PRODUCT] = (None, lhs.data, rhs.data)
         elif launch.mul_keys or launch.carried_muls:
-            from harness.lowering.sites import interpreter_position
-
             try:
                 key = interpreter_position()
             except Exception as e:  # noqa: BLE001

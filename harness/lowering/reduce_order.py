@@ -156,10 +156,26 @@ COMBINES: dict[str, Callable[[str], Combine]] = {
 
 
 @functools.lru_cache(maxsize=256)
-def _positions(bits: AxisBits) -> np.ndarray:
-    """``bits.positions()`` as an array, once per layout: an interpreter shim reduces every program's block."""
+def _positions_of(bits: AxisBits) -> np.ndarray:
     pos = np.asarray(bits.positions(), dtype=np.int64)  # (R, L, W)
     pos.flags.writeable = False
+    return pos
+
+
+_BY_ID: dict[int, tuple[AxisBits, np.ndarray]] = {}
+
+
+def _positions(bits: AxisBits) -> np.ndarray:
+    """``bits.positions()`` as an array, once per layout: an interpreter shim reduces every program's block with
+    the same (long-lived) facts object, so it is found by identity first (hashing the frozen dataclass's tuples
+    cost more than the lookup saved)."""
+    hit = _BY_ID.get(id(bits))
+    if hit is not None and hit[0] is bits:
+        return hit[1]
+    pos = _positions_of(bits)
+    if len(_BY_ID) > 256:
+        _BY_ID.clear()
+    _BY_ID[id(bits)] = (bits, pos)
     return pos
 
 
