@@ -243,8 +243,8 @@ def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) 
 
 class _Quotient:
     """A division's operands, and on first use ``div.full.f32``'s factors as its closing multiply sees them
-    (:func:`harness.interp.approx_math.div_full_operands`, as numpy arrays). Lazy: most quotients of a kernel
-    never meet an add ptxas contracted them into, and the factors cost a torch round trip per program."""
+    (:func:`harness.interp.approx_math.div_full_operands_numpy`). Lazy: a quotient that meets no add ptxas
+    contracted it into costs nothing."""
 
     __slots__ = ("_ops", "_factors")
 
@@ -254,14 +254,9 @@ class _Quotient:
 
     def factors(self) -> tuple[np.ndarray, np.ndarray]:
         if self._factors is None:
-            import torch
-
             from harness.interp import approx_math
 
-            x, y = self._ops  # type: ignore[misc]
-            xs, r = approx_math.div_full_operands(torch.from_numpy(np.asarray(x, np.float32).copy()),
-                                                  torch.from_numpy(np.asarray(y, np.float32).copy()))
-            self._factors, self._ops = (xs.numpy(), r.numpy()), None
+            self._factors, self._ops = approx_math.div_full_operands_numpy(*self._ops), None  # type: ignore[misc]
         return self._factors
 
 
