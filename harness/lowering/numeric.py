@@ -30,12 +30,12 @@ def _check(dtype: str) -> None:
 
 
 def to_f32(x: np.ndarray, dtype: str) -> np.ndarray:
-    """The values as float32, exactly."""
+    """The values as float32, exactly (fp32 input: the array itself, not a copy)."""
     _check(dtype)
     x = np.asarray(x)
     if dtype == "bf16":
         return (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    return x.astype(np.float32)
+    return x if x.dtype == np.float32 else x.astype(np.float32)  # fp32: no copy (read-only use)
 
 
 def _f32_to_bf16(f: np.ndarray) -> np.ndarray:
@@ -164,17 +164,21 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _pick(a: np.ndarray, b: np.ndarray, dtype: str, larger: bool) -> np.ndarray:
-    """PTX ``max``/``min`` (``arith.maxnumf``/``minnumf``): a NaN operand loses to a number; -0 < +0."""
+    """PTX ``max``/``min`` (``arith.maxnumf``/``minnumf``): a NaN operand loses to a number; -0 < +0. Equal values
+    other than zeros have equal bits, so only ties read the signs, and only NaN operands the NaN selects."""
     fa, fb = to_f32(a, dtype), to_f32(b, dtype)
+    take_a = (fa > fb) if larger else (fa < fb)
+    eq = fa == fb
+    if np.count_nonzero(eq):
+        sa, sb = np.signbit(fa), np.signbit(fb)
+        take_a |= eq & ((~sa | sb) if larger else (sa | ~sb))
     na, nb = np.isnan(fa), np.isnan(fb)
-    sa, sb = np.signbit(fa), np.signbit(fb)
-    if larger:
-        take_a = (fa > fb) | ((fa == fb) & (~sa | sb))
-    else:
-        take_a = (fa < fb) | ((fa == fb) & (sa | ~sb))
+    dt = np.asarray(a).dtype
+    if not (np.count_nonzero(na) or np.count_nonzero(nb)):
+        return np.asarray(np.where(take_a, a, b), dtype=dt)
     take_a = np.where(nb, True, np.where(na, False, take_a))
     out = np.where(take_a, a, b)
-    return np.where(na & nb, from_f32(np.float32(np.nan), dtype), out).astype(np.asarray(a).dtype)
+    return np.where(na & nb, from_f32(np.float32(np.nan), dtype), out).astype(dt)
 
 
 def maximum(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:

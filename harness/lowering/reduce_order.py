@@ -123,18 +123,22 @@ class ReducePlan:
 Combine = Callable[[tuple[np.ndarray, ...], tuple[np.ndarray, ...]], tuple[np.ndarray, ...]]
 
 
-def _argbest(larger: bool) -> Callable[[str], Combine]:
+def _argbest(larger: bool, checked: bool = True) -> Callable[[str], Combine]:
     # Triton's _argmax_combine / _argmin_combine with tie_break_left (standard.py), as its TTGIR shows:
     # tie = v1 == v2 and i1 < i2; gt = v1 > v2 or tie; select(gt, (v1, i1), (v2, i2)). A NaN compares false,
-    # so the right operand wins against it and it wins as the right operand.
+    # so the right operand wins against it and it wins as the right operand. checked=False: inside reduce's
+    # np.errstate.
     def make(dtype: str) -> Combine:
-        def comb(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        def pick(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
             fa, fb = numeric.to_f32(a[0], dtype), numeric.to_f32(b[0], dtype)
-            with np.errstate(invalid="ignore"):
-                better = (fa > fb) if larger else (fa < fb)
-                take = better | ((fa == fb) & (a[1] < b[1]))
+            better = (fa > fb) if larger else (fa < fb)
+            take = better | ((fa == fb) & (a[1] < b[1]))
             return np.where(take, a[0], b[0]), np.where(take, a[1], b[1])
-        return comb
+
+        def comb(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+            with np.errstate(invalid="ignore"):
+                return pick(a, b)
+        return comb if checked else pick
     return make
 
 
@@ -218,7 +222,8 @@ def _halving(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine) 
 #: the combines :func:`reduce` runs inside its one ``np.errstate`` (numpy's error-state switch per add was a
 #: tenth of a shim's reduction on small blocks)
 _IN_ERRSTATE: dict[str, Callable[[str], Combine]] = {**COMBINES, "add": _binary(
-    lambda a, b, dtype: numeric.add(a, b, dtype, checked=False))}
+    lambda a, b, dtype: numeric.add(a, b, dtype, checked=False)), "argmax": _argbest(True, checked=False),
+    "argmin": _argbest(False, checked=False)}
 
 
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
