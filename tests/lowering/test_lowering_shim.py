@@ -424,3 +424,32 @@ def test_a_loop_carried_product_is_contracted_as_ptxas_unrolled_it(n, k):
         plain = y.clone()
         _run(k_.scaled_loop, (1,), (x, plain, 0.9, k), {"BLOCK": n, "num_warps": 4}, plain=True)
         assert not np.array_equal(plain.numpy(), want)
+
+
+@triton.jit
+def _loop_with_computed_range(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offs).to(tl.float32) * s
+    acc = tl.load(y_ptr + offs).to(tl.float32)
+    for _ in range(K + 0):
+        acc = acc + p
+        acc = acc * 0.75
+    tl.store(y_ptr + offs, acc)
+
+
+def test_a_loop_whose_range_cannot_be_read_warns_and_keeps_two_roundings():
+    """The same loop as scaled_loop (ptxas contracts it alike) with a range the shim does not evaluate (``K + 0``):
+    it says so, naming the line, and computes the interpreter's two roundings there."""
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(128, generator=g), torch.randn(128, generator=g)
+    facts = _facts(_loop_with_computed_range, (x, y.clone(), 0.9, 7), {"BLOCK": 128})
+    assert [c.unroll for c in facts.carried] == [(4, 2, 1)]
+    out, plain = y.clone(), y.clone()
+    said = _run(_loop_with_computed_range, (1,), (x, out, 0.9, 7), {"BLOCK": 128})
+    _run(_loop_with_computed_range, (1,), (x, plain, 0.9, 7), {"BLOCK": 128}, plain=True)
+    assert any("fma_contraction" in w and "no name or integer" in w and "not modelled" in w for w in said), said
+    assert np.array_equal(out.numpy().view(np.uint32), plain.numpy().view(np.uint32))
