@@ -99,8 +99,6 @@ class _Launch:
     carried: dict = field(default_factory=dict)
     carried_muls: frozenset = frozenset()
     quotient_lines: frozenset = frozenset()
-    #: the ranges of the loops running in this launch (:func:`harness.lowering.sites.loop_iteration`'s cache)
-    loops: dict = field(default_factory=dict)
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_lowering_launch", default=None)
@@ -293,7 +291,7 @@ def _carried(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     first of its unrolled block (:func:`harness.lowering.fma.unrolled_position`); ``None`` elsewhere."""
     if differences.dtype_name(lhs.dtype) != "fp32":
         return None
-    it = loop_iteration(cache=launch.loops)  # the position with it: one walk of the stack
+    it = loop_iteration()  # the position with it: one walk of the stack
     c = launch.carried.get(interpreter_position() if isinstance(it, str) else it[0])
     if c is None:
         return None

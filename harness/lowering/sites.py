@@ -185,6 +185,8 @@ def _enclosing_range(path: str, line: int, col: int) -> tuple[str, tuple[tuple[s
 
 def _integer(v: object) -> int:
     """A range argument as the interpreter holds it (a Python int, or a scalar ``tl.tensor``) as an int."""
+    if type(v) is int:
+        return v
     handle = getattr(v, "handle", None)
     if handle is not None:
         import numpy as np
@@ -196,17 +198,16 @@ def _integer(v: object) -> int:
     return operator.index(v)  # type: ignore[arg-type]
 
 
-def loop_iteration(frame: FrameType | None = None,
-                   cache: dict[Any, Any] | None = None) -> tuple[tuple[str, int, int], int, int] | str:
+def loop_iteration(frame: FrameType | None = None) -> tuple[tuple[str, int, int], int, int] | str:
     """(the instruction's :func:`interpreter_position`, iteration index from 0, trip count) of the innermost
     ``for name in range(...)`` around the instruction the interpreted kernel is executing, or why it cannot be
-    read. ``cache``: a dict the caller keeps for one launch, where the range of each running loop is kept (its
-    arguments are not assigned in the loop, so it is read once per loop and frame).
+    read.
 
     Why: the interpreter runs a kernel's loop as a Python ``for``, while ptxas unrolls the compiled one and rounds
     differently at each place of an unrolled block (:func:`harness.lowering.fma.unrolled_position`), which needs
-    both the iteration and the trip count. They are read from the frame: the loop variable and the ``range``'s
-    arguments (names or integer literals, none assigned in the loop)."""
+    both the iteration and the trip count. They are read from the frame at every call: the loop variable and the
+    ``range``'s arguments (names or integer literals, none assigned in the loop; code around the loop may
+    reassign them between two runs of it)."""
     found = _kernel_frame(frame or sys._getframe(1))
     if found is None or found[1] is None:
         return "no interpreted kernel frame"
@@ -216,18 +217,10 @@ def loop_iteration(frame: FrameType | None = None,
         return loop
     var, args = loop
     scope = f.f_locals
-    key = (id(f), loop)
-    hit = None if cache is None else cache.get(key)
     try:
-        if hit is not None and hit[0] is f:
-            rng = hit[1]
-        else:
-            rng = range(*[int(v) if k == "const" else _integer(scope[v] if v in scope else f.f_globals[v])  # type: ignore[index]
-                          for k, v in args])
-            if cache is not None:
-                cache[key] = (f, rng)
-        v = scope[var]
-        i = ((v if type(v) is int else _integer(v)) - rng.start) // rng.step
+        rng = range(*[v if k == "const" else _integer(scope[v] if v in scope else f.f_globals[v])  # type: ignore[index]
+                      for k, v in args])
+        i = (_integer(scope[var]) - rng.start) // rng.step
     except (KeyError, TypeError, ValueError) as e:
         return f"the loop's range or variable cannot be read ({type(e).__name__}: {e})"
     if not 0 <= i < len(rng):
