@@ -329,6 +329,7 @@ def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]
 
 def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> Any:
     from harness.lowering import reduce_order
+
     first = inputs[0]
     dt = differences.dtype_name(first.dtype)
     if dt not in _DTYPES:
@@ -402,6 +403,7 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
 
 def _scan(launch: _Launch, ops: Any, inputs: tuple[Any, ...]) -> Any:
     from harness.lowering import scan_order
+
     first = inputs[0]
     dt = differences.dtype_name(first.dtype)
     if dt not in _DTYPES or len(inputs) != 1:
