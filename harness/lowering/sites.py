@@ -75,6 +75,8 @@ _SEEN = [0]
 _POSITIONS: dict[CodeType, tuple[tuple[int | None, int | None, int | None, int | None], ...]] = {}
 _WHERE: dict[tuple[CodeType, int], tuple[str, int, int] | None] = {}  # (code, instruction) -> its position
 _INTERPRETED: list[Any] = []  # InterpretedFunction, once imported: a shim asks at every op of a launch
+#: (frame id, file, line) -> (a loop's range arguments as objects, its range): read again when any is another object
+_RANGES: dict[tuple[int, str, int], tuple[tuple[Any, ...], range]] = {}
 
 
 def _interpreted_codes() -> dict[CodeType, bool]:
@@ -194,7 +196,7 @@ def _integer(v: object) -> int:
         data = np.asarray(handle.data)
         if data.size != 1 or data.dtype.kind not in "iu":
             raise TypeError(f"a range argument of shape {data.shape} and dtype {data.dtype}")
-        return int(data.reshape(-1)[0])
+        return int(data.item())
     return operator.index(v)  # type: ignore[arg-type]
 
 
@@ -205,9 +207,9 @@ def loop_iteration(frame: FrameType | None = None) -> tuple[tuple[str, int, int]
 
     Why: the interpreter runs a kernel's loop as a Python ``for``, while ptxas unrolls the compiled one and rounds
     differently at each place of an unrolled block (:func:`harness.lowering.fma.unrolled_position`), which needs
-    both the iteration and the trip count. They are read from the frame at every call: the loop variable and the
-    ``range``'s arguments (names or integer literals, none assigned in the loop; code around the loop may
-    reassign them between two runs of it)."""
+    both the iteration and the trip count. They are read from the frame: the loop variable and the ``range``'s
+    arguments (names or integer literals, none assigned in the loop; code around the loop may reassign them
+    between two runs of it, which makes them other objects)."""
     found = _kernel_frame(frame or sys._getframe(1))
     if found is None or found[1] is None:
         return "no interpreted kernel frame"
@@ -218,8 +220,16 @@ def loop_iteration(frame: FrameType | None = None) -> tuple[tuple[str, int, int]
     var, args = loop
     scope = f.f_locals
     try:
-        rng = range(*[v if k == "const" else _integer(scope[v] if v in scope else f.f_globals[v])  # type: ignore[index]
-                      for k, v in args])
+        objs = tuple(v if k == "const" else scope[v] if v in scope else f.f_globals[v] for k, v in args)
+        key = (id(f), where[0], where[1])
+        hit = _RANGES.get(key)
+        if hit is not None and len(hit[0]) == len(objs) and all(a is b for a, b in zip(hit[0], objs, strict=True)):
+            rng = hit[1]  # the same argument objects (kept alive here, so no other object has their ids)
+        else:
+            rng = range(*map(_integer, objs))
+            if len(_RANGES) > 64:
+                _RANGES.clear()
+            _RANGES[key] = (objs, rng)
         i = (_integer(scope[var]) - rng.start) // rng.step
     except (KeyError, TypeError, ValueError) as e:
         return f"the loop's range or variable cannot be read ({type(e).__name__}: {e})"

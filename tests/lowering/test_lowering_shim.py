@@ -453,3 +453,35 @@ def test_a_loop_whose_range_cannot_be_read_warns_and_keeps_two_roundings():
     _run(_loop_with_computed_range, (1,), (x, plain, 0.9, 7), {"BLOCK": 128}, plain=True)
     assert any("fma_contraction" in w and "no name or integer" in w and "not modelled" in w for w in said), said
     assert np.array_equal(out.numpy().view(np.uint32), plain.numpy().view(np.uint32))
+
+
+@triton.jit
+def _loop_in_a_loop(x_ptr, y_ptr, s, K, M, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offs).to(tl.float32) * s
+    acc = tl.load(y_ptr + offs).to(tl.float32)
+    for j in range(M):
+        n = K - j * 3
+        for _ in range(n):
+            acc = acc + p
+            acc = acc * 0.75
+    tl.store(y_ptr + offs, acc)
+
+
+def test_a_loop_inside_a_loop_is_not_read_and_warns():
+    """ptxas contracts the inner loop's pair too, but its SASS is not the one shape read (the inner loop sits in
+    the outer one's blocks): reported at the add's line, the interpreter's two roundings kept."""
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    g = torch.Generator().manual_seed(6)
+    x, y = torch.randn(128, generator=g), torch.randn(128, generator=g)
+    facts = _facts(_loop_in_a_loop, (x, y.clone(), 0.9, 7, 2), {"BLOCK": 128})
+    assert facts.carried == () and len(facts.unmodelled_ptxas_lines()) == 1
+    out, plain = y.clone(), y.clone()
+    said = _run(_loop_in_a_loop, (1,), (x, out, 0.9, 7, 2), {"BLOCK": 128})
+    _run(_loop_in_a_loop, (1,), (x, plain, 0.9, 7, 2), {"BLOCK": 128}, plain=True)
+    line = facts.unmodelled_ptxas_lines()[0][1]
+    assert any("fma_contraction" in w and f":{line}" in w and "not modelled" in w for w in said), said
+    assert np.array_equal(out.numpy().view(np.uint32), plain.numpy().view(np.uint32))
