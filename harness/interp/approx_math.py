@@ -48,9 +48,9 @@ from harness.interp.patch import Patch, lift
 from harness.interp.patch import installed as patch_installed
 
 __all__ = [
-    "LOWERING", "TABLE_FILE", "div_full", "div_full_operands", "rcp_approx", "sqrt_approx", "rsqrt_approx",
-    "ex2_approx", "exp_approx", "log2_libdevice", "log_libdevice", "table_meta", "use_tables", "install",
-    "installed", "suspended", "TAG",
+    "LOWERING", "TABLE_FILE", "div_full", "div_full_operands", "div_full_operands_numpy", "rcp_approx",
+    "sqrt_approx", "rsqrt_approx", "ex2_approx", "exp_approx", "log2_libdevice", "log_libdevice", "table_meta",
+    "use_tables", "install", "installed", "suspended", "TAG",
 ]
 
 #: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
@@ -84,6 +84,7 @@ def use_tables(path: str | Path | None) -> None:
     _table_path = TABLE_FILE if path is None else Path(path)
     _raw.cache_clear()
     _values.cache_clear()
+    _values_numpy.cache_clear()
 
 
 @functools.cache
@@ -181,6 +182,37 @@ def div_full_operands(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, t
     x = torch.where(big, x * 0.25, torch.where(small, x * 16777216.0, x))
     y = torch.where(big, y * 0.25, torch.where(small, y * 16777216.0, y))
     return x, rcp_approx(y)
+
+
+def div_full_operands_numpy(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`div_full_operands` on float32 numpy arrays, bit for bit. Why: the lowering shim asks for the factors
+    of a kernel's scalar quotients once per program, where torch's per-op overhead (a few hundred microseconds per
+    quotient) was a fifth of a layernorm's interpretation."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x, y = np.broadcast_arrays(np.asarray(x, np.float32), np.asarray(y, np.float32))
+        ay = np.abs(y)
+        big = ay > np.float32(2.0**126)
+        small = ~(ay >= np.float32(2.0**-126))  # NaN too
+        x = np.where(big, x * np.float32(0.25), np.where(small, x * np.float32(16777216.0), x))
+        y = np.where(big, y * np.float32(0.25), np.where(small, y * np.float32(16777216.0), y))
+        b = y.view(np.int32)  # a fresh np.where result: contiguous, any ndim
+        s, e, m = b & np.int32(_SIGN), (b >> 23) & 0xFF, b & _MANT
+        t = _values_numpy("rcp")
+        tb = t[np.clip(m, 0, t.size - 1)]
+        e2 = ((tb >> 23) & 0xFF) + (127 - e)
+        v = (tb & _MANT) | (np.clip(e2, 1, 254) << 23)
+        v = np.where(e2 < 1, 0, v)
+        v = np.where(e == 0, 0x7F800000, v)
+        v = np.where(e == 255, np.where(m == 0, 0, _NAN), v)
+        r = np.where(v == _NAN, v, v | s).astype(np.int32).view(np.float32)
+    return x.astype(np.float32), r
+
+
+@functools.cache
+def _values_numpy(name: str) -> np.ndarray:
+    t = _values(name, "cpu").numpy()
+    t.flags.writeable = False
+    return t
 
 
 def div_full(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

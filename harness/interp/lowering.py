@@ -14,13 +14,18 @@ them in numpy; this shim asks it once per launch and computes each matched op th
   ``create_fsub`` whose position and tagged operand are a fused pair of the facts compute one ``fma``
   (:func:`harness.lowering.numeric.fma`); a pair the compiler left apart keeps the interpreter's two roundings,
   which is what the GPU computes then;
+- an add of a loop whose previous iteration's multiply ptxas contracted into it (the facts' ``carried``: the
+  multiply tags its result, the add reads the iteration and trip count from the kernel's frame,
+  :func:`harness.lowering.sites.loop_iteration`) computes one ``fma`` where that iteration is not the first of its
+  unrolled block (:func:`harness.lowering.fma.unrolled_position`);
 - ``ReduceOps.apply_impl`` / ``ScanOps.apply_impl`` at a position the facts know combine in the compiled order
   (:func:`harness.lowering.reduce_order.reduce`, :func:`harness.lowering.scan_order.scan`), a sum of products
   with the in-thread fma the compiler made. The combine is the compiled one (``tt.reduce``'s region), so a user
   combine that lowers to ``arith.addf`` is modelled like ``tl.sum``.
 
 What it cannot model keeps warning through :mod:`harness.interp.differences`, with the reason: no compiled
-kernel for the target, lines where ptxas contracted beyond the PTX, reverse scans, layouts the order model does
+kernel for the target, lines where ptxas contracted beyond the PTX in a way not read (a loop whose unrolling or
+iteration cannot be read among them), reverse scans, layouts the order model does
 not read (MMA / dot operands), a fused product the interpreter could not trace (broadcast or converted between
 the multiply and the add). A failure inside the shim costs one warning and the interpreter's own op, never the
 launch. ``bf16`` 16-bit packed reductions (Triton 3.9) are derived from sm90's PTX only: other targets keep the
@@ -44,6 +49,9 @@ from harness.interp import differences
 from harness.interp.patch import Patch, lift
 from harness.interp.patch import installed as patch_installed
 from harness.interp.shims import missing_methods
+from harness.lowering import numeric
+from harness.lowering.fma import unrolled_position
+from harness.lowering.sites import interpreter_position, loop_iteration
 
 __all__ = ["MODELLED", "TAG", "applies_to", "install", "installed", "suspended"]
 
@@ -57,7 +65,8 @@ _DTYPES = ("fp32", "bf16", "fp16")
 _ELEM = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float": "fp32", "bfloat": "bf16", "half": "fp16"}
 _PRODUCT = "harness_lowering_product"  # TensorHandle.attr key: (mul position or None, lhs data, rhs data[, _MASKED])
 _MASKED = "masked"  # the product's tag came through tl.where(mask, product, 0)
-_QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: (scaled numerator, MUFU.RCP of the denominator)
+_QUOTIENT = "harness_lowering_quotient"  # TensorHandle.attr key: a _Quotient
+_CARRIED = "harness_lowering_carried"  # TensorHandle.attr key: (mul position, lhs data, rhs data) of a loop's multiply
 _SCAN_KINDS = ("add", "mul", "max", "min")
 #: the arch the 16-bit packed reduction order (Triton 3.9) was derived on (harness.lowering.reduce_order)
 _PACKED_ARCH = "sm90"
@@ -85,6 +94,11 @@ class _Launch:
     #: contracted ``a ± x / y`` results by (op, side, quotient tag, other operand's data), with those objects kept
     #: alive: the same expression elsewhere in the kernel is the same value in the compiled one (LLVM's GVN)
     contracted: dict = field(default_factory=dict)
+    #: loop-carried pairs ptxas contracts (:class:`harness.lowering.compiled.Carried`) by add position, and their
+    #: multiplies' positions
+    carried: dict = field(default_factory=dict)
+    carried_muls: frozenset = frozenset()
+    quotient_lines: frozenset = frozenset()
 
 
 _CURRENT: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("harness_lowering_launch", default=None)
@@ -110,6 +124,9 @@ def _launch_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], arch: st
     for f in facts.fused:
         if f.add is not None:
             launch.by_add.setdefault(f.add, []).append(f)
+    launch.quotient_lines = frozenset(facts.quotient_lines)
+    launch.carried = {c.add: c for c in facts.carried if c.add is not None and c.mul is not None}
+    launch.carried_muls = frozenset(c.mul for c in launch.carried.values())
     for r in facts.reductions:
         launch.reductions.setdefault(r.where, []).append(r)
     for s in facts.scans:
@@ -127,7 +144,7 @@ def _warn_once_per_kernel(launch: _Launch) -> None:
         differences.warn("lowering", "*", f"{launch.why}: fma contraction, reduction and scan order stay the "
                                           "interpreter's")
         return
-    unmodelled = [w for w in launch.facts.ptxas_lines if w not in set(launch.facts.quotient_lines)]
+    unmodelled = launch.facts.unmodelled_ptxas_lines()
     if unmodelled:
         lines = ", ".join(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n in unmodelled)
         differences.warn("fma_contraction", "fp32",
@@ -185,9 +202,6 @@ def _neg(x: np.ndarray, dtype: str) -> np.ndarray:
 
 def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) -> Any:
     """The fma of a fused pair at this add, or ``None`` for the interpreter's own add."""
-    from harness.lowering import numeric
-    from harness.lowering.sites import interpreter_position
-
     dt = differences.dtype_name(lhs.dtype)
     if dt not in _DTYPES:
         return None
@@ -225,24 +239,28 @@ def _fused(launch: _Launch, op: str, lhs: Any, rhs: Any, tags: tuple[Any, Any]) 
     return None
 
 
-def _quotient(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``div.full.f32``'s factors as its closing multiply sees them
-    (:func:`harness.interp.approx_math.div_full_operands`), as numpy arrays."""
-    import torch
+class _Quotient:
+    """A division's operands, and on first use ``div.full.f32``'s factors as its closing multiply sees them
+    (:func:`harness.interp.approx_math.div_full_operands_numpy`). Lazy: a quotient that meets no add ptxas
+    contracted it into costs nothing."""
 
-    from harness.interp import approx_math
+    __slots__ = ("_ops", "_factors")
 
-    xs, r = approx_math.div_full_operands(torch.from_numpy(np.asarray(x, np.float32).copy()),
-                                          torch.from_numpy(np.asarray(y, np.float32).copy()))
-    return xs.numpy(), r.numpy()
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self._ops: tuple[np.ndarray, np.ndarray] | None = (x, y)
+        self._factors: tuple[np.ndarray, np.ndarray] | None = None
+
+    def factors(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._factors is None:
+            from harness.interp import approx_math
+
+            self._factors, self._ops = approx_math.div_full_operands_numpy(*self._ops), None  # type: ignore[misc]
+        return self._factors
 
 
 def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     """``a ± x / y`` where ptxas contracted the quotient's multiply into this add (fp32, a line of the facts'
     ``quotient_lines``): ``fma(x', rcp(y'), ±a)`` with one rounding; ``None`` elsewhere."""
-    from harness.lowering import numeric
-    from harness.lowering.sites import interpreter_position
-
     if launch.facts is None or not launch.facts.quotient_lines or differences.dtype_name(lhs.dtype) != "fp32":
         return None
     tags = (lhs.attr.get(_QUOTIENT), rhs.attr.get(_QUOTIENT))
@@ -255,9 +273,9 @@ def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
     if seen is not None:
         return type(lhs)(seen[0], lhs.dtype)
     where = interpreter_position()
-    if where is None or (where[0], where[1]) not in set(launch.facts.quotient_lines):
+    if where is None or (where[0], where[1]) not in launch.quotient_lines:
         return None
-    xs, r = tags[side]
+    xs, r = tags[side].factors()
     c = np.asarray(other, np.float32)
     if op == "fsub":  # q - c = fma(x', r, -c); c - q = fma(-x', r, c)
         xs, c = (xs, -c) if side == 0 else (-xs, c)
@@ -265,6 +283,35 @@ def _contracted_quotient(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
                      np.float32)
     launch.contracted[key] = (out, tags[side], other)
     return type(lhs)(out, lhs.dtype)
+
+
+def _carried(launch: _Launch, op: str, lhs: Any, rhs: Any) -> Any:
+    """The add of a loop iteration that ptxas contracted with the previous iteration's multiply (a pair of the
+    facts' ``carried``): ``fma`` of that multiply's factors and the other operand where the iteration is not the
+    first of its unrolled block (:func:`harness.lowering.fma.unrolled_position`); ``None`` elsewhere."""
+    if differences.dtype_name(lhs.dtype) != "fp32":
+        return None
+    it = loop_iteration()  # the position with it: one walk of the stack
+    c = launch.carried.get(interpreter_position() if isinstance(it, str) else it[0])
+    if c is None:
+        return None
+    tags = (lhs.attr.get(_CARRIED), rhs.attr.get(_CARRIED))
+    sides = (c.operand, 1 - c.operand) if op == "fadd" else (c.operand,)
+    side = next((k for k in sides if tags[k] is not None and tags[k][0] == c.mul), None)
+    if side is None:
+        return None
+    if isinstance(it, str):
+        differences.warn("fma_contraction", "fp32", f"ptxas contracts the {op} at line {c.add[1]} with the previous "
+                                                    f"iteration's multiply in unrolled blocks of {c.unroll}, but {it}: "
+                                                    "not modelled there")
+        return None
+    if unrolled_position(it[1], it[2], c.unroll) == 0:
+        return None  # the first add of an unrolled block: FADD, after the previous block's FMUL
+    a, b = tags[side][1], tags[side][2]
+    other = (rhs if side == 0 else lhs).data
+    if op == "fsub":  # fsub(a*b, c) = fma(a, b, -c); fsub(c, a*b) = fma(-a, b, c)
+        a, other = (a, -np.asarray(other)) if side == 0 else (-np.asarray(a), other)
+    return type(lhs)(numeric.fma(a, b, other, "fp32"), lhs.dtype)  # broadcasts as the interpreter's add would
 
 
 def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]:
@@ -283,7 +330,6 @@ def _one(found: list[Any], shape: tuple[int, ...], axis: int) -> tuple[Any, str]
 
 def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> Any:
     from harness.lowering import reduce_order
-    from harness.lowering.sites import interpreter_position
 
     first = inputs[0]
     dt = differences.dtype_name(first.dtype)
@@ -360,7 +406,6 @@ def _reduce(launch: _Launch, ops: Any, inputs: tuple[Any, ...], arch: str) -> An
 
 def _scan(launch: _Launch, ops: Any, inputs: tuple[Any, ...]) -> Any:
     from harness.lowering import scan_order
-    from harness.lowering.sites import interpreter_position
 
     first = inputs[0]
     dt = differences.dtype_name(first.dtype)
@@ -443,9 +488,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         _warn_once_per_kernel(launch)
         if launch.facts is None:
             out.attr[_PRODUCT] = (None, lhs.data, rhs.data)
-        elif launch.mul_keys:
-            from harness.lowering.sites import interpreter_position
-
+        elif launch.mul_keys or launch.carried_muls:
             try:
                 key = interpreter_position()
             except Exception as e:  # noqa: BLE001
@@ -453,6 +496,8 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
                 return out
             if key in launch.mul_keys:
                 out.attr[_PRODUCT] = (key, lhs.data, rhs.data)
+            if key in launch.carried_muls:
+                out.attr[_CARRIED] = (key, lhs.data, rhs.data)
         return out
 
     def create_fdiv(self: Any, lhs: Any, rhs: Any) -> Any:
@@ -460,10 +505,7 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         launch = _CURRENT.get()
         if launch is not None and launch.facts is not None and launch.facts.quotient_lines and \
                 np.asarray(out.data).dtype == np.float32:
-            try:
-                out.attr[_QUOTIENT] = _quotient(lhs.data, rhs.data)
-            except Exception as e:  # noqa: BLE001
-                _failed("a division", e)
+            out.attr[_QUOTIENT] = _Quotient(lhs.data, rhs.data)
         return out
 
     create_fdiv.__wrapped__ = fdiv_orig  # type: ignore[attr-defined]  # approximate math, when on, stays in effect
@@ -490,6 +532,9 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
 
         def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
             out = orig(self, *args, **kwargs)
+            launch = _CURRENT.get()
+            if launch is None or not launch.quotient_lines:
+                return out  # no quotient of this kernel is contracted: no tag to carry
             tagged = [a for a in (*args, *kwargs.values()) if _QUOTIENT in getattr(a, "attr", ())]
             if tagged:
                 out.attr[_QUOTIENT] = tagged[0].attr[_QUOTIENT]
@@ -504,6 +549,14 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         def fn(self: Any, lhs: Any, rhs: Any) -> Any:
             launch = _CURRENT.get()
             if launch is not None:
+                if launch.carried and (_CARRIED in lhs.attr or _CARRIED in rhs.attr):
+                    try:
+                        out = _carried(launch, op, lhs, rhs)
+                    except Exception as e:  # noqa: BLE001
+                        _failed(f"an {op}", e)
+                        out = None
+                    if out is not None:
+                        return _nan_as_interpreter(out, orig(self, lhs, rhs)) if np.isnan(out.data).any() else out
                 tags = (lhs.attr.get(_PRODUCT), rhs.attr.get(_PRODUCT))
                 if tags == (None, None) and (_QUOTIENT in lhs.attr or _QUOTIENT in rhs.attr):
                     try:

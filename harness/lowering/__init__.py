@@ -32,5 +32,8 @@ How an interpreter shim uses it (per launch, then per op):
 3. a matched reduction runs ``reduce_order.reduce(values, axis, ReducePlan(r.bits, rule_for(facts.triton)), kind,
    dtype, factors=...)``, a scan ``scan_order.scan(x, axis, scan_order.plan(s.bits), kind, dtype)``, a fused add
    ``numeric.fma(a, b, c, dtype)`` (the product's factors carried from the matched multiply);
-4. ``facts.ptxas_lines`` are lines whose rounding ptxas chose: warn there, they are not modelled.
+4. ``facts.ptxas_lines`` are lines whose rounding ptxas chose; ``facts.quotient_lines`` and ``facts.carried``
+   (a loop's multiply contracted into the next iteration's add, per place in ptxas's unrolled block:
+   ``fma.unrolled_position(i, trip, c.unroll)`` with ``sites.loop_iteration()``) are modelled, the rest
+   (``facts.unmodelled_ptxas_lines()``): warn there.
 """

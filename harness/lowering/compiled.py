@@ -16,9 +16,9 @@ address is a multiple of 16 and an integer that is are compiled as divisible by 
 lets loads vectorize and so changes the layout (``sizePerThread`` 1 → 4 for an fp32 row) and with it the whole
 reduction order; an integer equal to 1 becomes the constexpr 1.
 
-Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`KernelLowering`, :class:`Specialization`,
-:func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`, :func:`relocator`, :func:`cached_facts` (the
-cache, for other facts of the same compiled kernel: :mod:`harness.lowering.stores`).
+Public API: :class:`Reduction`, :class:`Scan`, :class:`Fused`, :class:`Carried`, :class:`KernelLowering`,
+:class:`Specialization`, :func:`specialize`, :func:`lowering_for`, :func:`facts_from_asm`, :func:`relocator`,
+:func:`cached_facts` (the cache, for other facts of the same compiled kernel: :mod:`harness.lowering.stores`).
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ from harness.lowering.layout import AxisBits, axis_bits
 from harness.lowering.reduce_order import rule_for
 from harness.lowering.sites import node_key
 
-__all__ = ["FORMAT", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "cached_facts",
+__all__ = ["FORMAT", "Carried", "Fused", "KernelLowering", "Reduction", "Scan", "Specialization", "cached_facts",
            "facts_from_asm", "lowering_for", "relocator", "specialize"]
 
 #: Bumped when what a lowering cache entry holds changes.
 #: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma; 11: quotient lines
-#: beside a sum's own multiply
-FORMAT = "harness-lowering-12"
+#: beside a sum's own multiply; 12: carried; 13: a reduction or scan in a @jit helper at the helper's own line
+FORMAT = "harness-lowering-13"
 
 Key = tuple[str, int, int]
 
@@ -99,6 +99,21 @@ class Fused:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """A multiply at ``mul`` whose product a loop carries into the add at ``add`` of its next iteration (as operand
+    ``operand``; ``op``: fadd or fsub), which ptxas contracts where unrolling puts the two in one block:
+    ``unroll`` is the iterations per unrolled block (:func:`harness.lowering.fma.ptxas_unrolled`), iteration ``i``'s
+    add is one fma with iteration ``i - 1``'s multiply where :func:`harness.lowering.fma.unrolled_position` is not
+    0."""
+
+    mul: Key | None
+    add: Key | None
+    op: str
+    operand: int
+    unroll: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class KernelLowering:
     triton: str
     arch: str
@@ -114,6 +129,13 @@ class KernelLowering:
     #: of those, the lines where the FFMA is a ``div.full`` quotient's multiply contracted into the add that reads
     #: it (:func:`harness.lowering.fma.ptxas_quotient_lines`): modelled
     quotient_lines: tuple[tuple[str, int], ...] = ()
+    #: of those, the loop-carried pairs whose unrolling was read from the SASS: modelled
+    carried: tuple[Carried, ...] = ()
+
+    def unmodelled_ptxas_lines(self) -> tuple[tuple[str, int], ...]:
+        """:attr:`ptxas_lines` that neither :attr:`quotient_lines` nor :attr:`carried` explains."""
+        known = set(self.quotient_lines) | {(c.add[0], c.add[1]) for c in self.carried if c.add is not None}
+        return tuple(w for w in self.ptxas_lines if w not in known)
 
 
 _KIND = {"arith.addf": "add", "arith.mulf": "mul", "arith.maxnumf": "max", "arith.minnumf": "min",
@@ -220,10 +242,19 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, fp_fusion:
     sass = fp_fusion and isinstance(cubin, (bytes, bytearray)) and "ptx" in asm  # fusion on, SASS readable
     raw_ptxas = fma_mod.ptxas_contracted_lines(cubin, asm["ptx"]) if sass else set()
     quotients = fma_mod.ptxas_quotient_lines(cubin, asm["ptx"]) if sass else set()
+    carried = []
+    for c in fma_mod.carried_pairs(asm["llir"]) if raw_ptxas else ():
+        if c.add is None or c.mul is None or (c.add[0], c.add[1]) not in raw_ptxas:
+            continue
+        unroll = fma_mod.ptxas_unrolled(cubin, (c.add[0], c.add[1]), (c.mul[0], c.mul[1]))
+        if unroll is not None:
+            carried.append(Carried(_where(moved(c.mul), "mul", version), _where(moved(c.add), "add", version), c.op,
+                                   c.operand, unroll))
     return KernelLowering(version, arch, num_warps, tuple(reds), tuple(scans), fused,
                           sources={"reduce": rule_for(version).source, "fma": fma_mod.RULE_SOURCE},
                           ptxas_lines=tuple(sorted((move(f), n) for f, n in raw_ptxas)),
-                          quotient_lines=tuple(sorted((move(f), n) for f, n in quotients)))
+                          quotient_lines=tuple(sorted((move(f), n) for f, n in quotients)),
+                          carried=tuple(carried))
 
 
 def _with_sides(reds: list[Reduction], fused: tuple[Fused, ...], ptx: str | None, version: str) -> list[Reduction]:
@@ -311,7 +342,9 @@ def _load(text: str) -> KernelLowering | None:
             tuple(Fused(key(f["mul"]), key(f["add"]), f["op"], f["operand"], f["elem"], f["count"])
                   for f in d["fused"]),
             d["error"], d["sources"], tuple((str(f), int(n)) for f, n in d.get("ptxas_lines", ())),
-            tuple((str(f), int(n)) for f, n in d.get("quotient_lines", ())))
+            tuple((str(f), int(n)) for f, n in d.get("quotient_lines", ())),
+            tuple(Carried(key(c["mul"]), key(c["add"]), c["op"], int(c["operand"]), tuple(int(s) for s in c["unroll"]))
+                  for c in d.get("carried", ())))
     except (ValueError, KeyError, TypeError):
         return None
 

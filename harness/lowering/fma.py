@@ -12,7 +12,9 @@ The LLVM IR Triton hands the backend (``asm["llir"]``) still has the separate ``
 ``!dbg`` source locations, so :func:`fused_sites` applies that rule to it and checks the count against the
 ``fma.rn`` instructions of the PTX (a mismatch raises: the rule no longer describes the compiler). What is left
 in the PTX as ``mul.f32`` / ``add.f32`` without ``.rn`` may still be contracted by ptxas (Triton passes no
-``--fmad=false`` when fusion is on); :func:`ptxas_candidates` lists such pairs, which only SASS settles.
+``--fmad=false`` when fusion is on); :func:`ptxas_candidates` lists such pairs, which only SASS settles. A loop
+that carries a product into the next iteration's add (:func:`carried_pairs`) is one ptxas contracts wherever its
+unrolling puts the two in one block (:func:`ptxas_unrolled`, :func:`unrolled_position`).
 
 An operand that is a product only through a ``shufflevector`` (LLVM's VectorCombine moving a lane of a product
 vector) is folded where the backend's split of the vector into legal pieces makes it a plain use of the product
@@ -20,7 +22,8 @@ vector) is folded where the backend's split of the vector into legal pieces make
 :func:`thread_chains` applies the rule to each add of a reduction's in-thread chain.
 
 Public API: :class:`Site`, :func:`fused_sites`, :func:`thread_chains`, :func:`ptx_fma_count`,
-:func:`ptxas_candidates`, :func:`ptxas_contracted_lines`, :func:`nvdisasm`, :func:`fma` (re-exported from
+:func:`ptxas_candidates`, :func:`ptxas_contracted_lines`, :class:`CarriedPair`, :func:`carried_pairs`,
+:func:`ptxas_unrolled`, :func:`unrolled_position`, :func:`nvdisasm`, :func:`fma` (re-exported from
 :mod:`harness.lowering.numeric`).
 """
 
@@ -35,8 +38,9 @@ from dataclasses import dataclass
 from harness.lowering.numeric import fma
 from harness.lowering.sites import triton_library
 
-__all__ = ["RULE_SOURCE", "Site", "fma", "fused_sites", "nvdisasm", "ptx_fma_count", "ptxas_candidates",
-           "ptxas_contracted_lines", "thread_chains"]
+__all__ = ["READ_UNROLLS", "RULE_SOURCE", "CarriedPair", "Site", "carried_pairs", "fma", "fused_sites", "nvdisasm",
+           "ptx_fma_count", "ptxas_candidates", "ptxas_contracted_lines", "ptxas_unrolled", "thread_chains",
+           "unrolled_position"]
 
 RULE_SOURCE = ("LLVM DAGCombiner::visitFADDForFMACombine / visitFSUBForFMACombine with AllowFPOpFusion=Fast and "
                "NVPTX enableAggressiveFMAFusion=true, applied to Triton's LLIR; count checked against the PTX's "
@@ -360,19 +364,28 @@ def _ptx_lines(ptx: str) -> dict[tuple[str, int], set[str]]:
     return out
 
 
-@functools.lru_cache(maxsize=8)  # both ptxas_* functions read one kernel's SASS: disassembled once (read-only)
-def _sass_lines(cubin: bytes, tool: str) -> dict[tuple[str, int], list[str]]:
+@functools.lru_cache(maxsize=8)  # every ptxas_* function reads one kernel's SASS: disassembled once (read-only)
+def _sass_text(cubin: bytes, tool: str) -> str:
+    """``nvdisasm -g -c``: the SASS with the source line (``//## File ..., line N``) above each run of
+    instructions."""
     import subprocess
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        text = subprocess.run([tool, "-g", "-c", f.name], capture_output=True, text=True, timeout=120).stdout
+        return subprocess.run([tool, "-g", "-c", f.name], capture_output=True, text=True, timeout=120).stdout
+
+
+_SASS_FILE = re.compile(r'^\s*//## File "([^"]*)", line (\d+)')
+
+
+@functools.lru_cache(maxsize=8)
+def _sass_lines(cubin: bytes, tool: str) -> dict[tuple[str, int], list[str]]:
     out: dict[tuple[str, int], list[str]] = {}
     cur: tuple[str, int] | None = None
-    for ln in text.splitlines():
-        m = re.match(r'^\s*//## File "([^"]*)", line (\d+)', ln)
+    for ln in _sass_text(cubin, tool).splitlines():
+        m = _SASS_FILE.match(ln)
         if m:
             cur = (m.group(1), int(m.group(2)))
             continue
@@ -404,8 +417,9 @@ def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> s
 
     Why: Triton does not pass ``--fmad=false`` to ptxas when fp fusion is on, and ptxas contracts what LLVM left,
     e.g. across a loop's back edge (``acc = (acc + p) * 0.75`` unrolled: ``FFMA acc, 0.75, p``; seen on Triton
-    3.6.0 and 3.9.0, sm90). Such a kernel's rounding is ptxas's choice per unrolled iteration: the lowering
-    model does not reproduce it, so these lines are reported, not modelled. Empty when no ``nvdisasm``."""
+    3.6.0 and 3.9.0, sm90). Such a kernel's rounding is ptxas's choice per unrolled iteration: a line is
+    modelled only where that choice is read (:func:`ptxas_unrolled`, :func:`ptxas_quotient_lines`), the others are
+    reported. Empty when no ``nvdisasm``."""
     if not _CONTRACTIBLE_MUL.search(ptx):
         return set()  # ptxas fuses only a contractible multiply: without one, nothing to disassemble
     tool = tool or nvdisasm()
@@ -424,6 +438,145 @@ def ptxas_contracted_lines(cubin: bytes, ptx: str, tool: str | None = None) -> s
         elif "mul.f32" in p or "add.f32" in p or "sub.f32" in p:
             out.add(where)  # the pair's halves sit on two lines: this line holds an FFMA the PTX does not
     return out
+
+
+_PHI = re.compile(r"^\s*(%[\w.]+)\s*=\s*phi\s+(?:float|<\d+ x float>)\s+(.*)$")
+_FMUL_DBG = re.compile(r"^\s*(%[\w.]+)\s*=\s*fmul\b.*!dbg\s+(!\d+)")
+_INCOMING = re.compile(r"\[\s*(%[\w.]+|[-\w.+]+)\s*,\s*%[\w.]+\s*\]")
+
+
+@dataclass(frozen=True)
+class CarriedPair:
+    """A multiply whose product the loop carries (an LLIR ``phi``) into the next iteration's add: their source
+    positions, the add's kind and which of its operands the carried product is (0 left, 1 right)."""
+
+    mul: Where | None
+    add: Where | None
+    op: str
+    operand: int
+
+
+def carried_pairs(llir: str) -> list[CarriedPair]:
+    """The fp32 adds of a one-block loop that read, through the loop header's ``phi``, a multiply of the same
+    block: LLVM cannot contract them (the multiply is the previous iteration's), ptxas may
+    (:func:`ptxas_unrolled`)."""
+    p = _parse(llir)
+    phis = {m.group(1): _INCOMING.findall(m.group(2)) for ln in llir.splitlines() for m in [_PHI.match(ln)] if m}
+    # a vector multiply by a constant (`fmul <4 x float> %x, splat (float 7.5e-01)`) has an operand _DEF does not
+    # read through, so its !dbg is read here
+    mul_dbg = {m.group(1): m.group(2) for ln in llir.splitlines() for m in [_FMUL_DBG.match(ln)] if m}
+    out = []
+    for _name, op, ty, a, b, dbg, blk in p.adds:
+        if ty.split(" x ")[-1].rstrip(">") != "float":
+            continue
+        for side, x in enumerate((a, b)):
+            muls = [v for v in phis.get(x, ()) if p.defs.get(v, ("",))[0] == "fmul" and p.block_of.get(v) == blk]
+            if len(muls) == 1:
+                where = mul_dbg.get(muls[0])
+                out.append(CarriedPair(p.locs.get(where) if where else None, p.locs.get(dbg) if dbg else None,
+                                       op, side))
+    return out
+
+
+_SASS_LABEL = re.compile(r"^(\.L_x_\d+):")
+_SASS_OP = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@(!?)(U?P\w+)\s+)?([A-Z][\w.]*)([^;]*);")
+_SASS_BRA = re.compile(r"`\((\.L_x_\d+)\)")
+_UNSIGNED_NONZERO = re.compile(r"^\s*(P\d),\s*PT,\s*R\d+,\s*RZ,\s*PT\s*$")
+
+#: The unrolled shapes whose control flow has been read (sm90 SASS of ``tests/lowering/kernels.py::scaled_loop``,
+#: Triton 3.6.0 with ptxas 12.8 and Triton 3.9.0 with ptxas 13.4, identical): a 4-iteration loop while at least 4
+#: remain, then 2 iterations if at least 2 remain, then a 1-iteration loop for the rest.
+READ_UNROLLS = frozenset({(4, 2, 1)})
+
+
+def ptxas_unrolled(cubin: bytes, add: tuple[str, int], mul: tuple[str, int],
+                   tool: str | None = None) -> tuple[int, ...] | None:
+    """How ptxas unrolled the loop of a carried pair (:func:`carried_pairs`; ``add``, ``mul``: their (file, line)),
+    as the iterations per unrolled block in code order, e.g. ``(4, 2, 1)``; ``None`` where its SASS is not a shape
+    of :data:`READ_UNROLLS`.
+
+    Why: ptxas contracts the multiply of one iteration with the add of the next where unrolling puts them in one
+    block, so which iterations' adds are ``FFMA`` depends on the unroll: per block of ``s`` iterations (sm90 SASS,
+    ``nvdisasm -g``, one chain per element a thread holds) the first add stays ``FADD``, the next ``s - 1`` are
+    ``FFMA`` with the previous multiply and the last multiply stays ``FMUL``: ``s`` adds and ``s`` multiplies in
+    one ``FADD``, one ``FMUL`` and ``s - 1`` ``FFMA`` per chain, the counts this reads. The main loop runs while
+    ``s`` iterations remain, the smaller blocks take the remainder from the largest down (read from the branch
+    conditions of :data:`READ_UNROLLS`' shape). A block before the main loop whose pair runs only where an
+    unsigned ``trip > 0`` fails (``ISETP.GT.U32 P, PT, R, RZ``, then ``@!P`` or behind ``@P BRA``) is ptxas's
+    peel for a trip count that wrapped to 0, unreachable behind the PTX's own ``trip < 1`` exit, and is skipped.
+    Any other ``FADD``/``FFMA``/``FMUL`` on the two lines, or any other block shape: ``None``."""
+    tool = tool or nvdisasm()
+    if tool is None:
+        return None
+    blocks: list[dict] = [{"label": None, "word": [], "loop": False, "preds": set(), "guard": ""}]
+    nonzero: set[str] = set()
+    line: tuple[str, int] | None = None
+    for ln in _sass_text(bytes(cubin), tool).splitlines():
+        lab = _SASS_LABEL.match(ln)
+        if lab:
+            blocks.append({"label": lab.group(1), "word": [], "loop": False, "preds": set(), "guard": ""})
+            continue
+        m = _SASS_FILE.match(ln)
+        if m:
+            line = (m.group(1), int(m.group(2)))
+            continue
+        m = _SASS_OP.match(ln)
+        if not m:
+            continue
+        neg, pred, op, rest = m.groups()
+        blk = blocks[-1]
+        if op.startswith("ISETP.GT.U32.AND"):
+            u = _UNSIGNED_NONZERO.match(rest)
+            if u:
+                nonzero.add(u.group(1))
+        if op == "BRA":
+            b = _SASS_BRA.search(rest)
+            blk["loop"] |= bool(b and b.group(1) == blk["label"])
+            if pred and not neg and pred in nonzero:
+                blk["guard"] = "!" + pred  # what follows in the block runs only where the branch is not taken
+        if op not in ("FADD", "FFMA", "FMUL") or line not in (add, mul):
+            continue
+        sym = {"FADD": "A", "FFMA": "F", "FMUL": "M"}[op]
+        if (sym == "M") != (line == mul) and add != mul:
+            return None  # an add on the multiply's line or the reverse: not the pair read here
+        blk["word"].append(sym)
+        blk["preds"].add((neg or "") + pred if pred else blk["guard"])
+    shape = []
+    for blk in blocks:
+        w = blk["word"]
+        if not w:
+            continue
+        na, nf, nm = w.count("A"), w.count("F"), w.count("M")
+        if na != nm or nf % na or w[0] != "A" or w[-1] != "M":
+            return None
+        shape.append((nf // na + 1, blk["loop"], blk["preds"]))
+    if shape and shape[0][0] == 1 and not shape[0][1] and len(shape[0][2]) == 1:
+        (p,) = shape[0][2]
+        if p.startswith("!") and p[1:] in nonzero:
+            shape = shape[1:]
+    sizes = tuple(s for s, _, _ in shape)
+    if sizes not in READ_UNROLLS or not shape[0][1] or not shape[-1][1] or any(lp for _, lp, _ in shape[1:-1]):
+        return None
+    return sizes
+
+
+def unrolled_position(i: int, n: int, unroll: tuple[int, ...]) -> int:
+    """Iteration ``i``'s place (0: first) in its unrolled block, of a loop of ``n`` iterations that ptxas unrolled
+    as ``unroll`` (:func:`ptxas_unrolled`): the main loop's blocks while ``unroll[0]`` remain, then each smaller
+    block where that many remain. Iteration ``i``'s add is contracted with iteration ``i - 1``'s multiply where
+    this is not 0."""
+    if not 0 <= i < n:
+        raise ValueError(f"unrolled_position: iteration {i} of a loop of {n}")
+    main = n // unroll[0] * unroll[0]
+    if i < main:
+        return i % unroll[0]
+    j, left = i - main, n - main
+    for s in unroll[1:]:
+        if left >= s:
+            if j < s:
+                return j
+            j, left = j - s, left - s
+    raise ValueError(f"unrolled_position: blocks {unroll} do not cover {n} iterations")
 
 
 _DIV_FULL = re.compile(r"^\s*(?:@!?%p\d+\s+)?div\.full\.f32\s+(%r\d+),", re.M)

@@ -30,12 +30,12 @@ def _check(dtype: str) -> None:
 
 
 def to_f32(x: np.ndarray, dtype: str) -> np.ndarray:
-    """The values as float32, exactly."""
+    """The values as float32, exactly (fp32 input: the array itself, not a copy)."""
     _check(dtype)
     x = np.asarray(x)
     if dtype == "bf16":
         return (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    return x.astype(np.float32)
+    return x if x.dtype == np.float32 else x.astype(np.float32)  # fp32: no copy (read-only use)
 
 
 def _f32_to_bf16(f: np.ndarray) -> np.ndarray:
@@ -57,18 +57,51 @@ def from_f32(f: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(np.isnan(f), np.uint32(0x7FFFFFFF).view(np.float32), f).astype(np.float32)
 
 
-def add(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return from_f32(to_f32(a, dtype) + to_f32(b, dtype), dtype)
+_CANONICAL_F32 = np.uint32(0x7FFFFFFF).view(np.float32)
 
 
-def mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+def _canonical_f32(f: np.ndarray) -> np.ndarray:
+    """:func:`from_f32` to fp32 of a fresh float32 result (no copy): shims call these per program on small blocks,
+    where each numpy call's overhead is the cost, and a NaN is rare."""
+    nan = np.isnan(f)
+    if np.count_nonzero(nan):  # the cheapest "any" numpy has for a small block
+        return np.where(nan, _CANONICAL_F32, f).astype(np.float32)
+    return np.asarray(f, dtype=np.float32)
+
+
+def add(a: np.ndarray, b: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
+    """``add``: one rounding. ``checked=False``: the caller already holds ``np.errstate(over="ignore",
+    invalid="ignore")`` (a reduction's loop), which saves numpy's error-state switch per call."""
+    if not checked:
+        return _add(a, b, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        return from_f32(to_f32(a, dtype) * to_f32(b, dtype), dtype)
+        return _add(a, b, dtype)
+
+
+def _add(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        return _canonical_f32(np.asarray(a, dtype=np.float32) + np.asarray(b, dtype=np.float32))
+    return from_f32(to_f32(a, dtype) + to_f32(b, dtype), dtype)
+
+
+def mul(a: np.ndarray, b: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
+    """``mul``: one rounding; ``checked`` as for :func:`add`."""
+    if not checked:
+        return _mul(a, b, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _mul(a, b, dtype)
+
+
+def _mul(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        return _canonical_f32(np.asarray(a, dtype=np.float32) * np.asarray(b, dtype=np.float32))
+    return from_f32(to_f32(a, dtype) * to_f32(b, dtype), dtype)
 
 
 def _odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
     """``s`` (float64) nudged to round-to-odd of ``s + err`` when ``err`` is the exact remainder."""
+    if not np.count_nonzero(err):  # exact sums (the common case of like magnitudes): nothing to nudge
+        return s
     finite = np.isfinite(s) & np.isfinite(err)
     even = (s.view(np.uint64) & np.uint64(1)) == 0
     nudge = finite & (err != 0) & even
@@ -84,34 +117,68 @@ def _odd_f32(x: np.ndarray) -> np.ndarray:
         return np.where(inexact & even, np.nextafter(r, toward), r).astype(np.float32)
 
 
-def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
-    """``fma.rn``: ``a * b + c`` with one rounding to ``dtype``."""
+def _maybe_double_rounded(s: np.ndarray) -> np.ndarray:
+    """Where rounding the float64 sum ``s`` to fp32 may differ from rounding the exact sum: where ``s`` is an fp32
+    midpoint (its 29 bits below fp32's last are 1000...0; the overflow threshold is one) or in fp32's subnormal
+    range, whose midpoints sit lower; there only if ``s`` is inexact. Why: every fp32 midpoint is a float64, so the
+    float64 rounding of an exact sum on one side of a midpoint stays on that side or lands on it; elsewhere the
+    round-to-odd repair (a dozen numpy calls per fma on a shim's small blocks) changes nothing and is skipped."""
+    bits = (s if s.flags.c_contiguous else np.ascontiguousarray(s)).view(np.uint64)
+    return ((bits & _BELOW_F32) == _F32_MIDPOINT) | (np.abs(s) < 2.0**-126)
+
+
+_BELOW_F32, _F32_MIDPOINT = np.uint64(0x1FFFFFFF), np.uint64(0x10000000)  # a float64's 29 bits under fp32's last
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str, *, checked: bool = True) -> np.ndarray:
+    """``fma.rn``: ``a * b + c`` with one rounding to ``dtype``; ``checked`` as for :func:`add`."""
+    if not checked:
+        return _fma(a, b, c, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
+        return _fma(a, b, c, dtype)
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        a, b, c = (x if type(x) is np.ndarray and x.dtype == np.float32 else np.asarray(x, dtype=np.float32)
+                   for x in (a, b, c))
+        p = np.multiply(a, b, dtype=np.float64)  # exact: 48 significant bits
+        s = p + c  # c promoted to float64, exactly
+        maybe = _maybe_double_rounded(s)
+        if not np.count_nonzero(maybe):
+            return _canonical_f32(s.astype(np.float32))
+        cc = c.astype(np.float64)
+    else:
         p = to_f32(a, dtype).astype(np.float64) * to_f32(b, dtype).astype(np.float64)
         cc = to_f32(c, dtype).astype(np.float64)
         s = p + cc
-        bb = s - p
-        err = (p - (s - bb)) + (cc - bb)
-        s = _odd(s, err)
-        if dtype == "fp32":
-            out = s.astype(np.float32)
-        else:
-            out = _odd_f32(s)
-    return from_f32(out, dtype)
+        maybe = None
+    bb = s - p
+    err = (p - (s - bb)) + (cc - bb)
+    if maybe is not None and not np.count_nonzero(maybe & (err != 0)):  # the sums at risk are exact
+        return _canonical_f32(s.astype(np.float32))
+    s = _odd(s, err)
+    if dtype == "fp32":
+        return _canonical_f32(s.astype(np.float32))
+    return from_f32(_odd_f32(s), dtype)
 
 
 def _pick(a: np.ndarray, b: np.ndarray, dtype: str, larger: bool) -> np.ndarray:
-    """PTX ``max``/``min`` (``arith.maxnumf``/``minnumf``): a NaN operand loses to a number; -0 < +0."""
+    """PTX ``max``/``min`` (``arith.maxnumf``/``minnumf``): a NaN operand loses to a number; -0 < +0. Equal values
+    other than zeros have equal bits, so only ties read the signs, and only NaN operands the NaN selects."""
     fa, fb = to_f32(a, dtype), to_f32(b, dtype)
+    take_a = (fa > fb) if larger else (fa < fb)
+    eq = fa == fb
+    if np.count_nonzero(eq):
+        sa, sb = np.signbit(fa), np.signbit(fb)
+        take_a |= eq & ((~sa | sb) if larger else (sa | ~sb))
     na, nb = np.isnan(fa), np.isnan(fb)
-    sa, sb = np.signbit(fa), np.signbit(fb)
-    if larger:
-        take_a = (fa > fb) | ((fa == fb) & (~sa | sb))
-    else:
-        take_a = (fa < fb) | ((fa == fb) & (sa | ~sb))
+    dt = np.asarray(a).dtype
+    if not (np.count_nonzero(na) or np.count_nonzero(nb)):
+        return np.asarray(np.where(take_a, a, b), dtype=dt)
     take_a = np.where(nb, True, np.where(na, False, take_a))
     out = np.where(take_a, a, b)
-    return np.where(na & nb, from_f32(np.float32(np.nan), dtype), out).astype(np.asarray(a).dtype)
+    return np.where(na & nb, from_f32(np.float32(np.nan), dtype), out).astype(dt)
 
 
 def maximum(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:

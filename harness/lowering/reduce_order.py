@@ -123,18 +123,22 @@ class ReducePlan:
 Combine = Callable[[tuple[np.ndarray, ...], tuple[np.ndarray, ...]], tuple[np.ndarray, ...]]
 
 
-def _argbest(larger: bool) -> Callable[[str], Combine]:
+def _argbest(larger: bool, checked: bool = True) -> Callable[[str], Combine]:
     # Triton's _argmax_combine / _argmin_combine with tie_break_left (standard.py), as its TTGIR shows:
     # tie = v1 == v2 and i1 < i2; gt = v1 > v2 or tie; select(gt, (v1, i1), (v2, i2)). A NaN compares false,
-    # so the right operand wins against it and it wins as the right operand.
+    # so the right operand wins against it and it wins as the right operand. checked=False: inside reduce's
+    # np.errstate.
     def make(dtype: str) -> Combine:
-        def comb(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        def pick(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
             fa, fb = numeric.to_f32(a[0], dtype), numeric.to_f32(b[0], dtype)
-            with np.errstate(invalid="ignore"):
-                better = (fa > fb) if larger else (fa < fb)
-                take = better | ((fa == fb) & (a[1] < b[1]))
+            better = (fa > fb) if larger else (fa < fb)
+            take = better | ((fa == fb) & (a[1] < b[1]))
             return np.where(take, a[0], b[0]), np.where(take, a[1], b[1])
-        return comb
+
+        def comb(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+            with np.errstate(invalid="ignore"):
+                return pick(a, b)
+        return comb if checked else pick
     return make
 
 
@@ -156,16 +160,33 @@ COMBINES: dict[str, Callable[[str], Combine]] = {
 
 
 @functools.lru_cache(maxsize=256)
-def _positions(bits: AxisBits) -> np.ndarray:
-    """``bits.positions()`` as an array, once per layout: an interpreter shim reduces every program's block."""
+def _positions_of(bits: AxisBits) -> np.ndarray:
     pos = np.asarray(bits.positions(), dtype=np.int64)  # (R, L, W)
     pos.flags.writeable = False
     return pos
 
 
+_BY_ID: dict[int, tuple[AxisBits, np.ndarray]] = {}
+
+
+def _positions(bits: AxisBits) -> np.ndarray:
+    """``bits.positions()`` as an array, once per layout: an interpreter shim reduces every program's block with
+    the same (long-lived) facts object, so it is found by identity first (hashing the frozen dataclass's tuples
+    cost more than the lookup saved)."""
+    hit = _BY_ID.get(id(bits))
+    if hit is not None and hit[0] is bits:
+        return hit[1]
+    pos = _positions_of(bits)
+    if len(_BY_ID) > 256:
+        _BY_ID.clear()
+    _BY_ID[id(bits)] = (bits, pos)
+    return pos
+
+
 def _gather(x: np.ndarray, axis: int, bits: AxisBits) -> np.ndarray:
     pos = _positions(bits)
-    moved = np.moveaxis(np.asarray(x), axis, -1)
+    x = np.asarray(x)
+    moved = x if axis in (-1, x.ndim - 1) else np.moveaxis(x, axis, -1)
     if moved.shape[-1] != bits.size:
         raise ValueError(f"reduce: the axis has {moved.shape[-1]} elements, the layout {bits.size}")
     return moved[..., pos]
@@ -179,6 +200,30 @@ def _butterfly(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine
         partner = tuple(np.take(v, perm, axis=dim) for v in vals)
         vals = comb(vals, partner)
     return vals
+
+
+#: combines whose result does not depend on the operands' order, bit for bit (NaN canonical; max/min pick +0 over
+#: -0 either way): the partner of a butterfly step computes the same value, so only the half that holds lane 0
+#: needs computing. argmax/argmin break ties by position and let a NaN win as the right operand: not these.
+_SYMMETRIC = frozenset({"add", "max", "min"})
+
+
+def _halving(vals: tuple[np.ndarray, ...], dim: int, nbits: int, comb: Combine) -> tuple[np.ndarray, ...]:
+    """:func:`_butterfly`'s value at index 0 of ``dim`` for a symmetric combine: at xor bit ``k`` (highest
+    first) the indices with bit ``k`` clear, the array's first half, combine with their partners, the second."""
+    for k in reversed(range(nbits)):
+        half = 1 << k
+        lo = (Ellipsis, slice(0, half)) + (slice(None),) * (-1 - dim)
+        hi = (Ellipsis, slice(half, 2 * half)) + (slice(None),) * (-1 - dim)
+        vals = comb(tuple(v[lo] for v in vals), tuple(v[hi] for v in vals))
+    return vals
+
+
+#: the combines :func:`reduce` runs inside its one ``np.errstate`` (numpy's error-state switch per add was a
+#: tenth of a shim's reduction on small blocks)
+_IN_ERRSTATE: dict[str, Callable[[str], Combine]] = {**COMBINES, "add": _binary(
+    lambda a, b, dtype: numeric.add(a, b, dtype, checked=False)), "argmax": _argbest(True, checked=False),
+    "argmin": _argbest(False, checked=False)}
 
 
 def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
@@ -212,7 +257,14 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
         if len(fused_steps) != plan.thread_combines():
             raise ValueError(f"reduce: fused_steps= has {len(fused_steps)} flags, the thread adds "
                              f"{plan.thread_combines()} times")
-    comb = COMBINES[kind](dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _reduce(ops, axis, plan, kind, dtype, factors, sides, fused_steps)
+
+
+def _reduce(ops: tuple[np.ndarray, ...], axis: int, plan: ReducePlan, kind: str, dtype: str,
+            factors: tuple[np.ndarray, np.ndarray] | None, sides: tuple[int, ...] | None,
+            fused_steps: tuple[bool, ...] | None) -> tuple[np.ndarray, ...]:
+    comb = _IN_ERRSTATE[kind](dtype)
     bits = plan.bits
     g = tuple(_gather(v, axis, bits) for v in ops)  # (..., R, L, W)
     fa = fb = None
@@ -231,13 +283,14 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             first = True
             while len(level) > 1:
                 if first and prods0 is not None:
-                    level = [(numeric.fma(*prods0[idx[i]], level[i + 1][0], dtype),) for i in range(0, len(level), 2)]
+                    level = [(numeric.fma(*prods0[idx[i]], level[i + 1][0], dtype, checked=False),)
+                             for i in range(0, len(level), 2)]
                 else:
                     level = [comb(level[i], level[i + 1]) for i in range(0, len(level), 2)]
                 first = False
             halves.append(level[0])
         if prods0 is not None and nr == 1:
-            regs = [(numeric.fma(*prods0[0], halves[1][0], dtype),)]
+            regs = [(numeric.fma(*prods0[0], halves[1][0], dtype, checked=False),)]
         else:
             regs = [comb(halves[0], halves[1])]
         nr = 0
@@ -249,8 +302,8 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             fuse = fused_steps is None or fused_steps[r - 1]
             if prods is not None and fuse:
                 left = prods[0] if r == 1 else None  # fadd(fmul, fmul): the left product is folded
-                acc = ((numeric.fma(*left, regs[r][0], dtype),) if left is not None
-                       else (numeric.fma(*prods[r], acc[0], dtype),))
+                acc = ((numeric.fma(*left, regs[r][0], dtype, checked=False),) if left is not None
+                       else (numeric.fma(*prods[r], acc[0], dtype, checked=False),))
             else:
                 acc = comb(acc, regs[r])
     else:
@@ -261,9 +314,9 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
             for i in range(0, len(level), 2):
                 if first and prods is not None:
                     if sides is not None and sides[i // 2]:
-                        nxt.append((numeric.fma(*prods[i + 1], level[i][0], dtype),))
+                        nxt.append((numeric.fma(*prods[i + 1], level[i][0], dtype, checked=False),))
                     else:
-                        nxt.append((numeric.fma(*prods[i], level[i + 1][0], dtype),))
+                        nxt.append((numeric.fma(*prods[i], level[i + 1][0], dtype, checked=False),))
                 else:
                     nxt.append(comb(level[i], level[i + 1]))
             level = nxt
@@ -273,6 +326,7 @@ def reduce(values: np.ndarray | tuple[np.ndarray, ...], axis: int, plan: ReduceP
     lane_order = sorted(range(len(bits.lanes)), key=lambda j: bits.lanes[j][0])
     if lane_order != list(range(len(bits.lanes))):
         raise ValueError("reduce: lane bits along the axis are not in increasing order: not modelled")
-    acc = _butterfly(acc, -2, len(bits.lanes), comb)
-    acc = _butterfly(acc, -1, len(bits.warps), comb)
+    exchange = _halving if kind in _SYMMETRIC else _butterfly
+    acc = exchange(acc, -2, len(bits.lanes), comb)
+    acc = exchange(acc, -1, len(bits.warps), comb)
     return tuple(v[..., 0, 0] for v in acc)

@@ -104,11 +104,17 @@ def scan(x: np.ndarray, axis: int, p: ScanPlan, kind: str, dtype: str) -> np.nda
     """Inclusive scan of ``x`` along ``axis`` in the compiled order (``kind``: add, mul, max, min)."""
     if kind not in _KINDS:
         raise ValueError(f"scan: kind must be one of {sorted(_KINDS)}, got {kind!r}")
+    with np.errstate(over="ignore", invalid="ignore"):  # once, not per combine (numeric's checked=False)
+        return _scan(x, axis, p, kind, dtype)
+
+
+def _scan(x: np.ndarray, axis: int, p: ScanPlan, kind: str, dtype: str) -> np.ndarray:
     op = _KINDS[kind]
     S, L, W, B = p.S, p.L, p.W, p.B
+    unchecked = kind in ("add", "mul")
 
     def comb(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return op(a, b, dtype)
+        return op(a, b, dtype, checked=False) if unchecked else op(a, b, dtype)
 
     moved = np.moveaxis(np.asarray(x), axis, -1)
     if moved.shape[-1] != S * L * W * B:

@@ -215,7 +215,10 @@ PATTERNS: dict[str, list[tuple[str, dict]]] = {
                    for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8), (128, 1))],
     "row_cumprod": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
                     for dt in ("fp32", "bf16") for n, w in ((1024, 4), (128, 1))],
-    "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})],
+    # ptxas unrolls the loop 4, 2, 1: trip counts leaving each remainder, K = 1 (a constexpr: no loop) and K = 0
+    "scaled_loop": [("fp32", {"dtype": "fp32", "n": 128, "warps": 4, "k": 16})] +
+                   [(f"fp32_n{n}_k{k}", {"dtype": "fp32", "n": n, "warps": 4, "k": k})
+                    for n, k in ((128, 7), (128, 6), (128, 3), (128, 1), (128, 0), (512, 13))],
     "sum_of_squares": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})
                        for dt in ("fp32", "bf16", "fp16") for n, w in ((1024, 4), (4096, 8))],
     "masked_variance": [(f"{dt}_n{n}_w{w}", {"dtype": dt, "n": n, "warps": w})

@@ -373,3 +373,115 @@ def test_a_quotient_contracted_on_the_line_of_its_sum_of_squares_is_seen():
     src, first = inspect.getsourcelines(k.rms_norm.fn)
     line = first + next(i for i, s in enumerate(src) if "tl.math.rsqrt" in s)
     assert any(n == line and f.endswith("kernels.py") for f, n in facts.quotient_lines), facts.quotient_lines
+
+
+def _scaled_loop_sass(x: np.ndarray, y: np.ndarray, s: float, k: int) -> np.ndarray:
+    """``scaled_loop`` as its sm90 SASS runs it, transcribed (Triton 3.6.0 with ptxas 12.8 and 3.9.0 with ptxas 13.4
+    give the same code for BLOCK 128 to 1024, one chain per element; ``nvdisasm -g``): ``p = FMUL x, s``; while
+    more than 3 iterations remain ``FADD``, 3 ``FFMA acc, 0.75, p``, ``FMUL``; if more than 1 remains ``FADD``,
+    ``FFMA``, ``FMUL``; then ``FADD``, ``FMUL`` per iteration left. K = 1 compiles to another kernel (below)."""
+    q = np.float32(0.75)
+    if k == 1:  # Triton's JIT makes K = 1 a constexpr: one unrolled body, where LLVM contracts `x * s + y`
+        return np.asarray(numeric.fma(x, np.full_like(x, s), y, "fp32"), np.float32) * q
+    p = x.astype(np.float32) * np.float32(s)
+    acc = y.astype(np.float32).copy()
+
+    def fma(a: np.ndarray) -> np.ndarray:
+        return np.asarray(numeric.fma(a, np.full_like(a, q), p, "fp32"), np.float32)
+
+    left = max(k, 0)
+    while left > 3:
+        left -= 4
+        acc = fma(fma(fma(acc + p))) * q
+    if left > 1:
+        left -= 2
+        acc = fma(acc + p) * q
+    while left:
+        left -= 1
+        acc = (acc + p) * q
+    return acc
+
+
+@pytest.mark.parametrize(("n", "k"), [(128, 0), (128, 1), (128, 6), (128, 7), (128, 16), (512, 13)])
+def test_a_loop_carried_product_is_contracted_as_ptxas_unrolled_it(n, k):
+    """``acc = (acc + p) * 0.75`` in a loop: ptxas unrolls it 4, 2, 1 and contracts each multiply with the next
+    iteration's add inside an unrolled block (:func:`harness.lowering.fma.ptxas_unrolled`). The shim computes the
+    transcribed SASS bit for bit, with no warning, for trip counts that leave every remainder."""
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    k_ = _k()
+    g = torch.Generator().manual_seed(n + k)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    want = _scaled_loop_sass(x.numpy(), y.numpy(), 0.9, k)
+    out = y.clone()
+    said = _run(k_.scaled_loop, (1,), (x, out, 0.9, k), {"BLOCK": n, "num_warps": 4})
+    assert said == []
+    assert np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32)), \
+        f"{int((out.numpy() != want).sum())} of {n} outputs differ from the transcribed SASS"
+    if k >= 6:  # the contraction shows: two roundings per pair differ somewhere
+        plain = y.clone()
+        _run(k_.scaled_loop, (1,), (x, plain, 0.9, k), {"BLOCK": n, "num_warps": 4}, plain=True)
+        assert not np.array_equal(plain.numpy(), want)
+
+
+@triton.jit
+def _loop_with_computed_range(x_ptr, y_ptr, s, K, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offs).to(tl.float32) * s
+    acc = tl.load(y_ptr + offs).to(tl.float32)
+    for _ in range(K + 0):
+        acc = acc + p
+        acc = acc * 0.75
+    tl.store(y_ptr + offs, acc)
+
+
+def test_a_loop_whose_range_cannot_be_read_warns_and_keeps_two_roundings():
+    """The same loop as scaled_loop (ptxas contracts it alike) with a range the shim does not evaluate (``K + 0``):
+    it says so, naming the line, and computes the interpreter's two roundings there."""
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(128, generator=g), torch.randn(128, generator=g)
+    facts = _facts(_loop_with_computed_range, (x, y.clone(), 0.9, 7), {"BLOCK": 128})
+    assert [c.unroll for c in facts.carried] == [(4, 2, 1)]
+    out, plain = y.clone(), y.clone()
+    said = _run(_loop_with_computed_range, (1,), (x, out, 0.9, 7), {"BLOCK": 128})
+    _run(_loop_with_computed_range, (1,), (x, plain, 0.9, 7), {"BLOCK": 128}, plain=True)
+    assert any("fma_contraction" in w and "no name or integer" in w and "not modelled" in w for w in said), said
+    assert np.array_equal(out.numpy().view(np.uint32), plain.numpy().view(np.uint32))
+
+
+@triton.jit
+def _loop_in_a_loop(x_ptr, y_ptr, s, K, M, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offs).to(tl.float32) * s
+    acc = tl.load(y_ptr + offs).to(tl.float32)
+    for j in range(M):
+        n = K - j * 3
+        for _ in range(n):
+            acc = acc + p
+            acc = acc * 0.75
+    tl.store(y_ptr + offs, acc)
+
+
+def test_a_loop_inside_a_loop_is_not_read_and_warns():
+    """ptxas contracts the inner loop's pair too, but its SASS is not the one shape read (the inner loop sits in
+    the outer one's blocks): reported at the add's line, the interpreter's two roundings kept."""
+    from harness.lowering.fma import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("no nvdisasm with this Triton: the SASS cannot be read")
+    g = torch.Generator().manual_seed(6)
+    x, y = torch.randn(128, generator=g), torch.randn(128, generator=g)
+    facts = _facts(_loop_in_a_loop, (x, y.clone(), 0.9, 7, 2), {"BLOCK": 128})
+    assert facts.carried == () and len(facts.unmodelled_ptxas_lines()) == 1
+    out, plain = y.clone(), y.clone()
+    said = _run(_loop_in_a_loop, (1,), (x, out, 0.9, 7, 2), {"BLOCK": 128})
+    _run(_loop_in_a_loop, (1,), (x, plain, 0.9, 7, 2), {"BLOCK": 128}, plain=True)
+    line = facts.unmodelled_ptxas_lines()[0][1]
+    assert any("fma_contraction" in w and f":{line}" in w and "not modelled" in w for w in said), said
+    assert np.array_equal(out.numpy().view(np.uint32), plain.numpy().view(np.uint32))

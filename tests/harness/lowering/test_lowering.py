@@ -315,7 +315,15 @@ def test_ptxas_contraction_is_detected(compile_sm90):
     if fma_mod.nvdisasm() is None:
         pytest.skip("this Triton ships no nvdisasm")
     lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
-    assert lines == {next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc = acc + p")}
+    add_line = next(i + 1 for i, ln in enumerate(src) if ln.strip() == "acc = acc + p")
+    assert lines == {add_line}
+    (pair,) = fma_mod.carried_pairs(asm["llir"])
+    assert (pair.add[1], pair.mul[1], pair.op) == (add_line, add_line + 1, "fadd")
+    assert fma_mod.ptxas_unrolled(asm["cubin"], pair.add[:2], pair.mul[:2]) == (4, 2, 1)
+    assert fma_mod.ptxas_unrolled(asm["cubin"], pair.add[:2], (pair.mul[0], add_line + 2)) is None  # no such pair
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=k.__file__)
+    assert [(c.add[1], c.mul[1], c.unroll) for c in facts.carried] == [(add_line, add_line + 1, (4, 2, 1))]
+    assert facts.unmodelled_ptxas_lines() == ()
     sig = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32", "eps": "fp32"}
     asm = compile_sm90(k.layernorm, sig, {"BLOCK_N": 1024}, 4)
     lines = {ln for _, ln in fma_mod.ptxas_contracted_lines(asm["cubin"], asm["ptx"])}
@@ -465,3 +473,51 @@ def test_fused_steps_fuse_only_the_adds_named():
     with pytest.raises(ValueError, match="fused_steps= is for a sequential in-thread sum of products"):
         reduce_order.reduce(sq, 1, reduce_order.ReducePlan(bits, reduce_order.RULES["3.9"]), "add", "fp16",
                             factors=(x, x), fused_steps=steps)
+
+
+@pytest.mark.parametrize(("n", "places"), [(1, [0]), (3, [0, 1, 0]), (4, [0, 1, 2, 3]), (6, [0, 1, 2, 3, 0, 1]),
+                                           (7, [0, 1, 2, 3, 0, 1, 0]), (9, [0, 1, 2, 3, 0, 1, 2, 3, 0])])
+def test_unrolled_position_follows_the_branches_of_a_4_2_1_unroll(n, places):
+    """4 per pass while more than 3 remain, 2 if more than 1 remains, then 1 at a time (scaled_loop's sm90 SASS)."""
+    assert [fma_mod.unrolled_position(i, n, (4, 2, 1)) for i in range(n)] == places
+    with pytest.raises(ValueError, match="iteration"):
+        fma_mod.unrolled_position(n, n, (4, 2, 1))
+
+
+
+def _rne_f32(q) -> float:  # noqa: ANN001 - a Fraction in fp32's normal range
+    import math
+    from fractions import Fraction
+
+    e = math.floor(math.log2(abs(q)))
+    e += 1 if abs(q) >= Fraction(2) ** (e + 1) else -1 if abs(q) < Fraction(2) ** e else 0
+    ulp = Fraction(2) ** (e - 23)
+    n = q / ulp
+    r = math.floor(n)
+    if n - r > Fraction(1, 2) or (n - r == Fraction(1, 2) and r % 2):
+        r += 1
+    return float(r * ulp)
+
+
+def test_fp32_fma_is_one_rounding_next_to_fp32_midpoints():
+    """``a * b + c`` just below the fp32 midpoint ``1 + 3 * 2^-24`` (``a = 1.5 + 3t 2^-23``, ``b = 2^-23 (1 - 4t
+    2^-24)``: ``a * b = 3 * 2^-24 - 12 t^2 2^-70``), which float64 rounds onto the midpoint and a second rounding
+    then rounds to even, up: ``fma.rn.f32`` rounds once, down. Alone, and in a batch whose other sums are exact
+    midpoints (``0.75 * 0.75 + 2^-24``... exact ties, rounded to even)."""
+    from fractions import Fraction
+
+    t = np.arange(1, 101, dtype=np.float64)
+    a = np.r_[1.5 + 3 * t * 2.0**-23, -(1.5 + 3 * t * 2.0**-23)].astype(np.float32)
+    b = np.r_[2.0**-23 * (1 - 4 * t * 2.0**-24), 2.0**-23 * (1 - 4 * t * 2.0**-24)].astype(np.float32)
+    c = np.r_[np.ones(100), -np.ones(100)].astype(np.float32)
+    exact = np.array([_rne_f32(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))
+                      for x, y, z in zip(a, b, c, strict=True)], np.float32)
+    naive = (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+    assert (naive != exact).all()  # every case is one two roundings get wrong
+    assert np.array_equal(numeric.fma(a, b, c, "fp32"), exact)
+    ties = np.array([0.75, 1.25, 3.0], np.float32)
+    for i in (0, 57, 150):
+        assert numeric.fma(a[i:i + 1], b[i:i + 1], c[i:i + 1], "fp32")[0] == exact[i]
+        mixed = numeric.fma(np.r_[a[i], ties], np.r_[b[i], ties], np.r_[c[i], np.full(3, 2.0**-24, np.float32)],
+                            "fp32")
+        assert mixed[0] == exact[i]
