@@ -4,7 +4,9 @@ unmutated), then one child pytest per mutant over the tests that launched its ke
 Why a child process per mutant: Triton, the interpreter and the harness keep per-process caches keyed by a
 kernel's function object and file; a fresh process is the one copy of the module that cannot leak into the next
 mutant. Children run with ``-x`` (a mutant is killed by its first failing test), ``-p no:cacheprovider`` (no
-``.pytest_cache`` of the user's rewritten by mutants) and ``-p harness.mutate.plugin``.
+``.pytest_cache`` of the user's rewritten by mutants) and ``-p harness.mutate.plugin``. Each is forked from a
+server process that imported torch once (multiprocessing's fork server: about a second of every child's start), and
+then runs as ``python -m pytest`` would, in its own session; ``HARNESS_MUTATE_FRESH=1`` starts fresh interpreters.
 
 Outcomes: ``killed`` (a test failed, or collection failed on the mutant), ``timeout`` (counted killed: the
 mutant hangs a test), ``survived`` (every test passed, or no test launched the kernel), ``declared`` (an
@@ -117,6 +119,94 @@ def _pytest_cmd(pytest_args: Sequence[str], *extra: str) -> list[str]:
             *pytest_args]
 
 
+#: Set to 1 to start every child as a fresh interpreter (``python -m pytest``) instead of forking it from a
+#: process that has imported torch once.
+FRESH_ENV = "HARNESS_MUTATE_FRESH"
+#: what the fork server imports before it forks: torch alone (about a second of each child's start). Not Triton:
+#: ``triton.language``'s own ``@jit`` functions are made interpreted or compiled by ``TRITON_INTERPRET`` at import
+_PRELOAD = ["torch"]
+_FORK_LOCK = threading.Lock()
+_FORK: list[Any] = []
+
+
+def _fork_context() -> Any:
+    """multiprocessing's fork server, preloading :data:`_PRELOAD`; ``None`` where there is none (not POSIX) or
+    :data:`FRESH_ENV` asks for fresh interpreters."""
+    if os.environ.get(FRESH_ENV, "") not in ("", "0"):
+        return None
+    import multiprocessing
+
+    with _FORK_LOCK:
+        if not _FORK:
+            if "forkserver" not in multiprocessing.get_all_start_methods():
+                _FORK.append(None)
+            else:
+                ctx = multiprocessing.get_context("forkserver")
+                ctx.set_forkserver_preload(_PRELOAD)
+                _FORK.append(ctx)
+        return _FORK[0]
+
+
+def _pytest_child(argv: list[str], env: dict[str, str], cwd: str, out: str) -> None:
+    """A child's body in a process forked from the server: a session of its own (its xdist workers die with it),
+    the child's environment and directory, its output to ``out``, then ``python -m pytest argv`` as a fresh
+    interpreter would run it (the directory first on ``sys.path``), exiting with pytest's code."""
+    os.setsid()
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.path.insert(0, cwd)
+    code = 3
+    try:
+        import pytest
+
+        code = int(pytest.main(argv))
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed stream: nothing more to write
+                pass
+        os._exit(code)
+
+
+def _run_pytest(cmd: list[str], env: dict[str, str], timeout: float | None) -> tuple[int | None, str]:
+    """Run ``cmd`` (a :func:`_pytest_cmd`): pytest's exit code (``None`` if killed after ``timeout`` seconds, with
+    the children it started) and its output, stdout and stderr together."""
+    ctx = _fork_context()
+    if ctx is None:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child's own process group (its xdist workers too)
+            proc.communicate()
+            return None, ""
+        return proc.returncode, out
+    fd, path = tempfile.mkstemp(prefix="mutate-child-", suffix=".log")
+    os.close(fd)
+    try:
+        child = ctx.Process(target=_pytest_child, args=(cmd[3:], env, os.getcwd(), path), daemon=False)
+        child.start()
+        child.join(timeout)
+        if child.exitcode is None:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            child.join()
+            return None, ""
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return child.exitcode, fh.read()
+    finally:
+        os.unlink(path)
+
+
 @dataclass
 class Record:
     """The user's tests once, unmutated: pytest's exit code, nodeid -> launched (kernel, file), each test's
@@ -133,8 +223,7 @@ def record(pytest_args: Sequence[str], workdir: Path) -> Record:
     """Run the user's tests once, unmutated, recording which test launched which kernel."""
     path = workdir / "record.json"
     t0 = time.monotonic()
-    p = subprocess.run(_pytest_cmd(pytest_args, f"--harness-mutate-record={path}", "-q"), env=_child_env({}),
-                       capture_output=True, text=True)
+    code, out = _run_pytest(_pytest_cmd(pytest_args, f"--harness-mutate-record={path}", "-q"), _child_env({}), None)
     seconds = time.monotonic() - t0
     launched: dict[str, list[tuple[str, str]]] = {}
     test_seconds: dict[str, float] = {}
@@ -143,7 +232,7 @@ def record(pytest_args: Sequence[str], workdir: Path) -> Record:
         for test, ks in data["launched"].items():
             launched.setdefault(test, []).extend((k, fl) for k, fl in ks)
         test_seconds.update(data["seconds"])
-    return Record(p.returncode, launched, test_seconds, seconds, (p.stdout + p.stderr)[-3000:])
+    return Record(3 if code is None else code, launched, test_seconds, seconds, out[-3000:])
 
 
 def _callers(path: str, name: str) -> set[str]:
@@ -182,26 +271,21 @@ def run_mutant(m: Mutant, tests: Sequence[str], pytest_args: Sequence[str], time
                                                "loaded": str(loaded)}))
     env = _child_env({MUTANT_ENV: str(d / "mutant.json"), "HARNESS_MUTATE_TESTS": str(d / "tests.json")})
     t0 = time.monotonic()
-    proc = subprocess.Popen(_pytest_cmd(pytest_args, "-x", "-q", "--tb=line"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the child's own process group (its xdist workers too)
-        proc.communicate()
+    returncode, out = _run_pytest(_pytest_cmd(pytest_args, "-x", "-q", "--tb=line"), env, timeout)
+    if returncode is None:
         return Outcome(m, "timeout", len(tests), time.monotonic() - t0, f"no result after {timeout:.0f} s")
     seconds = time.monotonic() - t0
     tail = out.strip().splitlines()[-1] if out.strip() else ""
     if not loaded.exists():
         return Outcome(m, "error", len(tests), seconds, f"the mutated module was never imported (pytest exit "
-                                                        f"{proc.returncode}: {tail})")
-    if proc.returncode == 0:
+                                                        f"{returncode}: {tail})")
+    if returncode == 0:
         return Outcome(m, "survived", len(tests), seconds)
-    if proc.returncode in (1, 2):
+    if returncode in (1, 2):
         failed = next((ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))), tail)
         by = failed.split(" ", 1)[1].split(" - ", 1)[0] if failed.startswith(("FAILED ", "ERROR ")) else ""
         return Outcome(m, "killed", len(tests), seconds, failed[:300], by if by in tests else "")
-    return Outcome(m, "error", len(tests), seconds, f"pytest exit {proc.returncode}: {tail}")
+    return Outcome(m, "error", len(tests), seconds, f"pytest exit {returncode}: {tail}")
 
 
 def run_all(mutants: Sequence[tuple[Mutant, Sequence[str]]], pytest_args: Sequence[str], *, jobs: int,
