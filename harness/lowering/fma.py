@@ -111,6 +111,7 @@ def _locations(llir: str) -> dict[str, Where | None]:
     return out
 
 
+_EXTRACT = re.compile(r"^\s*(%[\w.]+)\s*=\s*extractelement\s+<\d+ x float>\s+(%[\w.]+),")
 _SHUFFLE = re.compile(r"^\s*(%[\w.]+)\s*=\s*shufflevector\s+<\d+ x (?:float|bfloat|half)>\s+(%[\w.]+),\s*<[^>]*>\s+"
                       r"[^,]+,\s*<\d+ x i32>\s+<([^>]*)>")
 
@@ -123,6 +124,7 @@ class _Parsed:
     block_of: dict[str, int]
     adds: list[tuple[str, str, str, str, str, str | None, int]]
     shuffles: dict[str, tuple[str, tuple[int | None, ...]]]  # name -> (source vector, mask; None: poison)
+    extracts: dict[str, str]  # name -> the vector an ``extractelement`` reads a lane of
 
 
 def _parse(llir: str) -> _Parsed:
@@ -130,6 +132,7 @@ def _parse(llir: str) -> _Parsed:
     uses: Counter[str] = Counter()
     block_of: dict[str, int] = {}
     shuffles: dict[str, tuple[str, tuple[int | None, ...]]] = {}
+    extracts: dict[str, str] = {}
     block = 0
     adds: list[tuple[str, str, str, str, str, str | None, int]] = []
     for ln in llir.splitlines():
@@ -140,6 +143,10 @@ def _parse(llir: str) -> _Parsed:
         lhs = body.split("=", 1)
         for u in _USE.findall(lhs[1] if len(lhs) == 2 else body):
             uses[u] += 1
+        ex = _EXTRACT.match(ln)
+        if ex:
+            extracts[ex.group(1)] = ex.group(2)
+            block_of[ex.group(1)] = block
         sh = _SHUFFLE.match(ln)
         if sh:
             mask = tuple(None if x.strip() in ("i32 poison", "i32 undef") else int(x.split()[-1])
@@ -153,7 +160,7 @@ def _parse(llir: str) -> _Parsed:
         block_of[name] = block
         if op in ("fadd", "fsub"):
             adds.append((name, op, ty, a, b, dbg, block))
-    return _Parsed(_locations(llir), defs, uses, block_of, adds, shuffles)
+    return _Parsed(_locations(llir), defs, uses, block_of, adds, shuffles, extracts)
 
 
 def _legal_lanes(elem: str, arch: str) -> int:
@@ -185,8 +192,21 @@ def _product(p: _Parsed, operand: str, blk: int, elem: str, arch: str | None) ->
             return None
         lanes = int(d[1][1:].split(" x ")[0]) if d[1].startswith("<") else 1
         return d, lanes
+    if arch is None:
+        return None
+    vec = p.extracts.get(operand)
+    if vec is not None:
+        # an fp32 lane read out of a product vector (LLVM's SLP vectorizer pairs two squares of a sum: Triton 3.6's
+        # `fmul <2 x float>` then `extractelement`): where the backend splits the vector into scalars (fp32 on
+        # sm90) the lane is a plain use of its own multiply, which the combiner folds (3.6.0's PTX: the QSA cache
+        # kernel's sum of squares, 3 fma.rn.f32 for 3 such adds)
+        d = p.defs.get(vec)
+        if (_legal_lanes(elem, arch) != 1 or d is None or d[0] != "fmul" or p.block_of.get(vec) != blk
+                or p.block_of.get(operand) != blk):
+            return None
+        return d, 1
     s = p.shuffles.get(operand)
-    if s is None or arch is None:
+    if s is None:
         return None
     live = [(dst, src) for dst, src in enumerate(s[1]) if src is not None]
     width = _legal_lanes(elem, arch)

@@ -521,3 +521,21 @@ def test_fp32_fma_is_one_rounding_next_to_fp32_midpoints():
         mixed = numeric.fma(np.r_[a[i], ties], np.r_[b[i], ties], np.r_[c[i], np.full(3, 2.0**-24, np.float32)],
                             "fp32")
         assert mixed[0] == exact[i]
+
+
+def test_an_fp32_product_read_out_of_a_vector_is_folded_on_sm90(compile_sm90):
+    """The QSA cache kernel's RMS norm (in a helper, over a pooled row): Triton 3.6's SLP vectorizer pairs two squares
+    into ``fmul <2 x float>`` and feeds each lane to the in-thread sum through ``extractelement``. sm90 splits the
+    vector into scalars, so the combiner folds both lanes' adds: the PTX has those fma, and the rule must count
+    them (fused_sites raises on a count the PTX does not have)."""
+    from kernels.qsa.cache import _compress_store_kernel
+
+    sig = {"keys_ptr": "*bf16", "w_ptr": "*bf16", "slot_ptr": "*i32", "kv_ptr": "*bf16", "stride_kt": "i32",
+           "stride_kvb": "i32", "stride_kvp": "i32", "D": "i32", "eps": "fp32"}
+    consts = {"RATIO": 3, "BLOCK_R": 4, "BLOCK_D": 128, "PAGE": 7, "IS_FP8": False, "FP8_LIM": 448.0,
+              "EMULATE_ROUND": True}
+    asm = compile_sm90(_compress_store_kernel, sig, consts, 4, frozenset(k for k in sig if k != "eps"))
+    sites_ = fma_mod.fused_sites(asm["llir"], asm["ptx"])  # raises where the rule misses the PTX's count
+    if "fadd <" not in asm["llir"]:  # scalar adds (3.6): the count is exact; vector adds (3.9) bound it by lanes
+        assert "extractelement <2 x float>" in asm["llir"]
+        assert sum(s.count for s in sites_) == fma_mod.ptx_fma_count(asm["ptx"]) == 3
