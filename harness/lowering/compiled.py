@@ -44,8 +44,8 @@ __all__ = ["FORMAT", "Carried", "Fused", "KernelLowering", "Reduction", "Scan", 
 #: Bumped when what a lowering cache entry holds changes.
 #: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma; 11: quotient lines
 #: beside a sum's own multiply; 12: carried; 13: a reduction or scan in a @jit helper at the helper's own line;
-#: 14: an fp32 product read out of a vector by extractelement fuses on sm90
-FORMAT = "harness-lowering-14"
+#: 14: an fp32 product read out of a vector by extractelement fuses on sm90; 15: a vector tl.fma counts its lanes
+FORMAT = "harness-lowering-15"
 
 Key = tuple[str, int, int]
 

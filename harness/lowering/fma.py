@@ -263,7 +263,7 @@ def fused_sites(llir: str, ptx: str | None = None, arch: str = "sm90") -> list[S
         # all lanes' (plus explicit fma calls); for purely scalar IR the count is exact.
         want = ptx_fma_count(ptx)
         got = sum(s.count for s in sites)
-        explicit = len(_EXPLICIT.findall(llir))
+        explicit = _explicit_lanes(llir)
         low = got if scalar == got else scalar
         if not low <= want <= got + explicit:
             raise ValueError(f"fused_sites: the rule predicts {got} contracted fma (+ up to {explicit} explicit "
@@ -332,6 +332,17 @@ def pair_sides(ptx: str) -> tuple[int, ...]:
 
 #: fma calls already in the LLIR (``tl.fma``, libdevice's polynomial steps): PTX fma that are no contraction.
 _EXPLICIT = re.compile(r"call\s+[^@]*@llvm\.(?:fma\.|nvvm\.fma\.rn\.(?:f|bf16|f16|bf16x2|f16x2)\()")
+
+
+def _explicit_lanes(llir: str) -> int:
+    """The element operations of the LLIR's explicit fma calls (``tl.fma``): a vector call counts each lane
+    (``@llvm.fma.v8f32``: 8, as the backend scalarizes it into 8 ``fma.rn.f32``; Triton 3.9's LLIR of the
+    turboquant store's reciprocal division), an ``x2`` intrinsic two."""
+    n = 0
+    for m in _EXPLICIT.finditer(llir):
+        width = re.match(r"v(\d+)", llir[m.end():])
+        n += int(width.group(1)) if width else 2 if m.group(0).endswith("x2(") else 1
+    return n
 
 
 def ptx_fma_count(ptx: str) -> int:

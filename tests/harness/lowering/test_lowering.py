@@ -539,3 +539,17 @@ def test_an_fp32_product_read_out_of_a_vector_is_folded_on_sm90(compile_sm90):
     if "fadd <" not in asm["llir"]:  # scalar adds (3.6): the count is exact; vector adds (3.9) bound it by lanes
         assert "extractelement <2 x float>" in asm["llir"]
         assert sum(s.count for s in sites_) == fma_mod.ptx_fma_count(asm["ptx"]) == 3
+
+
+def test_explicit_fma_calls_count_their_lanes():
+    """``tl.fma`` on a vector that LLVM's SLP vectorizer packs is one ``@llvm.fma.v8f32`` call, which the backend
+    scalarizes into 8 ``fma.rn.f32`` (Triton 3.9's LLIR and PTX of the turboquant store's reciprocal division):
+    the explicit bound of the PTX count check counts lanes, not calls."""
+    llir = "\\n".join([
+        "  %260 = tail call <8 x float> @llvm.fma.v8f32(<8 x float> %259, <8 x float> %257, <8 x float> %254)",
+        "  %261 = tail call float @llvm.fma.f32(float %1, float %2, float %3)",
+        "  %262 = call <2 x bfloat> @llvm.nvvm.fma.rn.bf16x2(<2 x bfloat> %4, <2 x bfloat> %5, <2 x bfloat> %6)",
+        "  %263 = call half @llvm.nvvm.fma.rn.f16(half %7, half %8, half %9)",
+        "declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
+    ])
+    assert fma_mod._explicit_lanes(llir) == 8 + 1 + 2 + 1
