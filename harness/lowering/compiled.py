@@ -409,12 +409,13 @@ _MEMO: dict[tuple[Any, ...], Any] = {}
 
 def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None, *, num_warps: int,
                  arch: str, fp_fusion: bool | None, divisible: frozenset[str] | set[str] | tuple[str, ...],
-                 directory: Path | None, kind: str, build: Callable[[Any, str, str, int], Any],
-                 dump: Callable[[Any], str], load: Callable[[str], Any], keep_errors: bool = True,
-                 options: Mapping[str, int] | None = None) -> Any:
-    """What ``build(compiled_or_exception, triton_version, source_file, fp_fusion_on)`` reads from one launch
-    configuration's compiled kernel, from memory, else the disk cache (``<cache_dir>/<kind>/``, as ``dump`` /
-    ``load`` write and read it; ``load`` gives ``None`` for an entry of another format), else compiled. The key is
+                 directory: Path | None, kind: str, read: Callable[[dict[str, str], str, str, bool], Any],
+                 failed: Callable[[str, str], Any], dump: Callable[[Any], str], load: Callable[[str], Any],
+                 keep_errors: bool = True, options: Mapping[str, int] | None = None) -> Any:
+    """What ``read(asm, triton_version, source_file, fp_fusion_on)`` reads from one launch configuration's
+    compiled kernel, from memory, else the disk cache (``<cache_dir>/<kind>/``, as ``dump`` / ``load`` write and
+    read it; ``load`` gives ``None`` for an entry of another format), else compiled; ``failed(triton_version,
+    why)`` when it does not compile or ``read`` raises ``ValueError`` / ``KeyError``. The key is
     launch capture's (:func:`harness.compile.disk_cache.cache_key`) plus the options that change the lowering.
     ``keep_errors=False``: facts with ``error`` set stay in memory only (a compile that failed for a reason of the
     process, e.g. ``triton.language`` left patched by a script without the interpreter fixes, is tried again by
@@ -465,7 +466,16 @@ def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         over_budget = isinstance(res, BaseException) and error_kind(res) == BUDGET
         meta = getattr(getattr(res, "kernel", None), "metadata", None)
         fused_on = bool(getattr(meta, "enable_fp_fusion", True if fp_fusion is None else fp_fusion))
-        hit = build(res, triton_version(), source, fused_on)
+        version = triton_version()
+        if over_budget:
+            hit = failed(version, f"could not be compiled: {res}")
+        elif isinstance(res, BaseException):
+            hit = failed(version, f"does not compile ({type(res).__name__}: {str(res)[:300]})")
+        else:
+            try:
+                hit = read(res.asm, version, source, fused_on)
+            except (ValueError, KeyError) as e:
+                hit = failed(version, f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
         try:
             if over_budget or (getattr(hit, "error", "") and not keep_errors):
                 raise OSError("not kept")  # a later run may find ptxas faster; a write failure costs a recompile
@@ -491,20 +501,9 @@ def lowering_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     back, so the facts follow whatever Triton chose). ``divisible``: the arguments Triton's JIT compiles as
     divisible by 16 for this launch (:func:`specialize` gives all of these from the launch's arguments).
     ``options``: the launch's other options (:func:`cached_facts`)."""
-    from harness.compile.errors import BUDGET, error_kind
-
-    def build(res: Any, version: str, source: str, fused_on: bool) -> KernelLowering:
-        if isinstance(res, BaseException) and error_kind(res) == BUDGET:
-            return KernelLowering(version, arch, num_warps, error=f"could not be compiled: {res}")
-        if isinstance(res, BaseException):
-            return KernelLowering(version, arch, num_warps,
-                                  error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")
-        try:
-            return facts_from_asm(res.asm, version, arch, num_warps, fused_on, source=source)
-        except (ValueError, KeyError) as e:
-            return KernelLowering(version, arch, num_warps,
-                                  error=f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
-
     return cached_facts(fn, signature, constexprs, num_warps=num_warps, arch=arch, fp_fusion=fp_fusion,
-                        divisible=divisible, directory=directory, kind="lowering", build=build, dump=_dump,
-                        load=_load, options=options)
+                        divisible=divisible, directory=directory, kind="lowering",
+                        read=lambda asm, version, source, fused_on: facts_from_asm(asm, version, arch, num_warps,
+                                                                                   fused_on, source=source),
+                        failed=lambda version, why: KernelLowering(version, arch, num_warps, error=why),
+                        dump=_dump, load=_load, options=options)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -326,21 +327,14 @@ def _load(text: str) -> StoreFacts | None:
 def stores_for(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
                num_warps: int = 4, arch: str = "sm90", fp_fusion: bool | None = None,
                divisible: frozenset[str] | set[str] | tuple[str, ...] = (),
-               directory: Path | None = None) -> StoreFacts:
+               directory: Path | None = None, options: Mapping[str, int] | None = None) -> StoreFacts:
     """The :class:`StoreFacts` of ``fn`` for one launch configuration (the arguments of
-    :func:`harness.lowering.compiled.lowering_for`), from memory, else the disk cache (``<cache_dir>/stores/``),
-    else compiled; ``error`` set when it does not compile or its code is not read."""
-
-    def build(res: Any, version: str, source: str, fused_on: bool) -> StoreFacts:
-        if isinstance(res, BaseException):
-            return StoreFacts(version, arch, num_warps,
-                              error=f"does not compile ({type(res).__name__}: {str(res)[:300]})")
-        try:
-            return facts_from_asm(res.asm, version, arch, num_warps, source=source)
-        except (ValueError, KeyError) as e:
-            return StoreFacts(version, arch, num_warps,
-                              error=f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
-
+    :func:`harness.lowering.compiled.lowering_for`, whose compile of the launch this reads too), from memory, else
+    the disk cache (``<cache_dir>/stores/``), else compiled; ``error`` set when it does not compile or its code is
+    not read."""
     return cached_facts(fn, signature, constexprs, num_warps=num_warps, arch=arch, fp_fusion=fp_fusion,
-                        divisible=divisible, directory=directory, kind="stores", build=build, dump=_dump,
-                        load=_load, keep_errors=False)
+                        divisible=divisible, directory=directory, kind="stores",
+                        read=lambda asm, version, source, fused_on: facts_from_asm(asm, version, arch, num_warps,
+                                                                                   source=source),
+                        failed=lambda version, why: StoreFacts(version, arch, num_warps, error=why),
+                        dump=_dump, load=_load, keep_errors=False, options=options)

@@ -283,7 +283,7 @@ def _compiled_stores(L: _Launch) -> tuple[Any, str]:
     try:
         spec = specialize(fn, args, kwargs)
         facts = stores_for(fn, spec.signature, spec.constexprs, num_warps=spec.num_warps, arch=L.target,
-                           fp_fusion=spec.fp_fusion, divisible=spec.divisible)
+                           fp_fusion=spec.fp_fusion, divisible=spec.divisible, options=spec.options)
     except Exception as e:  # noqa: BLE001 - no compiled kernel means not judged, never a failed launch
         return None, f"its compiled kernel for {L.target} could not be had ({type(e).__name__}: {e})"
     if facts.error:
