@@ -549,32 +549,26 @@ def install(patch: Patch, arch: Any = "sm90") -> bool:
         def fn(self: Any, lhs: Any, rhs: Any) -> Any:
             launch = _CURRENT.get()
             if launch is not None:
-                if launch.carried and (_CARRIED in lhs.attr or _CARRIED in rhs.attr):
-                    try:
-                        out = _carried(launch, op, lhs, rhs)
-                    except Exception as e:  # noqa: BLE001
-                        _failed(f"an {op}", e)
-                        out = None
-                    if out is not None:
-                        return _nan_as_interpreter(out, orig(self, lhs, rhs)) if np.isnan(out.data).any() else out
                 tags = (lhs.attr.get(_PRODUCT), rhs.attr.get(_PRODUCT))
+                # the first model that applies and computes: a loop-carried product, a contracted quotient,
+                # a fused product; each failure is said and the interpreter's own op runs
+                models = []
+                if launch.carried and (_CARRIED in lhs.attr or _CARRIED in rhs.attr):
+                    models.append(lambda: _carried(launch, op, lhs, rhs))
                 if tags == (None, None) and (_QUOTIENT in lhs.attr or _QUOTIENT in rhs.attr):
-                    try:
-                        out = _contracted_quotient(launch, op, lhs, rhs)
-                    except Exception as e:  # noqa: BLE001
-                        _failed(f"an {op}", e)
-                        out = None
-                    if out is not None:
-                        return _nan_as_interpreter(out, orig(self, lhs, rhs)) if np.isnan(out.data).any() else out
+                    models.append(lambda: _contracted_quotient(launch, op, lhs, rhs))
                 if tags != (None, None):
+                    models.append(lambda: _fused(launch, op, lhs, rhs, tags))
+                for model in models:
                     try:
-                        out = _fused(launch, op, lhs, rhs, tags)
+                        out = model()
                     except Exception as e:  # noqa: BLE001
                         _failed(f"an {op}", e)
                         out = None
                     if out is not None:
-                        return _nan_as_interpreter(out, orig(self, lhs, rhs)) if out.data.dtype.kind == "f" and \
-                            np.isnan(out.data).any() else out
+                        if out.data.dtype.kind == "f" and np.isnan(out.data).any():
+                            return _nan_as_interpreter(out, orig(self, lhs, rhs))
+                        return out
             return orig(self, lhs, rhs)
 
         fn.__name__ = fn.__qualname__ = f"create_{op}"
