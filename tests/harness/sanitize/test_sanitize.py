@@ -15,6 +15,7 @@ import torch
 from harness.interp.patch import Patch
 from harness.sanitize import SanitizerError, SanitizerWarning, State, install
 from tests.harness.sanitize import sanitize_kernels as K
+from tests.harness.sanitize.pins import line_of as pinned_line
 from tests.harness.sanitize.sanitize_layout import apart
 
 pytestmark = pytest.mark.interp_only
@@ -23,19 +24,7 @@ KERNELS = "tests/harness/sanitize/sanitize_kernels.py"
 
 
 def line_of(fn_name: str, text: str) -> int:
-    """The line of ``text`` in the body of ``fn_name`` in kernels.py (so the pins follow edits of the file)."""
-    lines = open(KERNELS, encoding="utf-8").read().splitlines()
-    start = next(i for i, s in enumerate(lines) if s.startswith(f"def {fn_name}("))
-    return next(i for i in range(start, len(lines)) if text in lines[i]) + 1
-
-
-@pytest.fixture
-def sanitizer():
-    """A sanitizer of the test's own, in fail mode (set ``.mode`` to change it)."""
-    with Patch.context() as p:
-        st = State("fail")
-        assert install(p, st)
-        yield st
+    return pinned_line(KERNELS, fn_name, text)
 
 
 def only(st: State, kind: str, op: str | None = None):

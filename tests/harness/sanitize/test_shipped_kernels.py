@@ -11,18 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.interp.patch import Patch
-from harness.sanitize import State, install
+from harness.sanitize import State
 
 pytestmark = pytest.mark.interp_only
 
 
-@pytest.fixture
-def sanitizer():
-    with Patch.context() as p:
-        st = State("fail")
-        assert install(p, st)
-        yield st
 
 
 def clean(st: State, launches: int) -> None:

@@ -12,24 +12,15 @@ import torch
 from harness.interp.patch import Patch
 from harness.sanitize import SanitizerError, State, install
 from tests.harness.sanitize import thread_kernels as T
+from tests.harness.sanitize.pins import line_of as pinned_line
 
 pytestmark = pytest.mark.interp_only
 
 KERNELS = "tests/harness/sanitize/thread_kernels.py"
 
 
-def line_of(fn_name: str, text: str, path: str = KERNELS) -> int:
-    lines = open(path, encoding="utf-8").read().splitlines()
-    start = next(i for i, s in enumerate(lines) if s.startswith(f"def {fn_name}("))
-    return next(i for i in range(start, len(lines)) if text in lines[i]) + 1
-
-
-@pytest.fixture
-def sanitizer():
-    with Patch.context() as p:
-        st = State("fail")
-        assert install(p, st)
-        yield st
+def line_of(fn_name: str, text: str) -> int:
+    return pinned_line(KERNELS, fn_name, text)
 
 
 def clean(st: State) -> None:
