@@ -80,7 +80,9 @@ def _def_indent(path: str, first_line: int) -> int:
 _CODES: dict[CodeType, bool] = {}  # code of an interpreted function -> compiled from dedented source
 _SEEN = [0]
 _POSITIONS: dict[CodeType, tuple[tuple[int | None, int | None, int | None, int | None], ...]] = {}
-_WHERE: dict[tuple[CodeType, int], tuple[str, int, int] | None] = {}  # (code, instruction) -> its position
+#: (code, its file, instruction) -> its position. The file is part of the key because code objects compare equal
+#: without it (CPython's ``code_richcompare``): two checkouts of one kernel run equal code from two files
+_WHERE: dict[tuple[CodeType, str, int], tuple[str, int, int] | None] = {}
 _INTERPRETED: list[Any] = []  # InterpretedFunction, once imported: a shim asks at every op of a launch
 #: (frame id, file, line) -> (a loop's range arguments as objects, its range): read again when any is another object
 _RANGES: dict[tuple[int, str, int], tuple[tuple[Any, ...], range]] = {}
@@ -114,7 +116,7 @@ def _kernel_frame(f: FrameType | None) -> tuple[FrameType, tuple[str, int, int] 
         code = f.f_code
         dedented = codes.get(code)
         if dedented is not None and not _library(code.co_filename):
-            key = (code, f.f_lasti)
+            key = (code, code.co_filename, f.f_lasti)
             if key in _WHERE:
                 return f, _WHERE[key]
             _WHERE[key] = where = _position(code, f.f_lasti, dedented)
