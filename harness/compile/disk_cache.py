@@ -12,7 +12,7 @@ only, a path under a regular file, a full disk) is compiled around. Either probl
 process (``RuntimeWarning``) and never fails a test.
 
 Public API: :func:`cache_dir`, :class:`Outcome`, :func:`launch_outcome`, :func:`compile_launch`,
-:func:`fresh_process_compiles`, :func:`cache_key`.
+:func:`fresh_process_compiles`, :func:`cache_key`, :func:`helper_files`, :func:`source_hash`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from harness.compile.targets import frontend_class, parse_target
 from harness.versions import triton_at_least, triton_version
 
 __all__ = ["BACKEND_OPTIONS", "Outcome", "cache_dir", "cache_key", "compile_launch", "fresh_process_compiles",
-           "launch_outcome", "outcome_target", "representative"]
+           "helper_files", "launch_outcome", "outcome_target", "representative", "source_hash"]
 
 #: Bumped when what a cache entry holds (or how its error line is written) changes.
 CACHE_FORMAT = "harness-launch-6"  # 4: the tl.dot_scaled lowering; 5: guard / type-rule kinds; 6: ptxas budget
@@ -60,7 +60,9 @@ def cache_dir() -> Path:
 _SRC_HASH: dict[str, str] = {}  # a module's source is read once per process
 
 
-def _source_hash(path: str) -> str:
+def source_hash(path: str) -> str:
+    """sha256 of a module's source as this process runs it (a mutant's text in a mutant's process), ``"?"`` when
+    the file cannot be read; read once per path per process."""
     hit = _SRC_HASH.get(path)
     if hit is None:
         from harness.mutate.hook import mutated_source  # a mutant's process: its module is not the file on disk
@@ -157,9 +159,9 @@ def cache_key(launch: Launch, target: str, frontend: bool = False) -> str:
     opts = tuple(o for o in launch.options if not (frontend and o[0] in BACKEND_OPTIONS))
     h = hashlib.sha256()
     for path in helper_files(launch.fn) if launch.fn is not None else ():
-        h.update(_source_hash(path).encode())
+        h.update(source_hash(path).encode())
         h.update(b"\0")
-    for part in (CACHE_FORMAT, _source_hash(launch.file), launch.kernel, repr(launch.signature),
+    for part in (CACHE_FORMAT, source_hash(launch.file), launch.kernel, repr(launch.signature),
                  repr([(k, constexpr_text(v)) for k, v in launch.constexprs]), repr(opts),
                  outcome_target(target, frontend), triton_version()):
         h.update(part.encode())
@@ -357,7 +359,7 @@ def representative(launch: Launch, directory: Path | None = None) -> Launch:
         return launch
     d = directory or cache_dir()
     h = hashlib.sha256()
-    for part in (CACHE_FORMAT, "group", _source_hash(launch.file), repr(launch.config_key()), triton_version()):
+    for part in (CACHE_FORMAT, "group", source_hash(launch.file), repr(launch.config_key()), triton_version()):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()[:32]

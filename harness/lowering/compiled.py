@@ -44,8 +44,9 @@ __all__ = ["FORMAT", "Carried", "Fused", "KernelLowering", "Reduction", "Scan", 
 #: Bumped when what a lowering cache entry holds changes.
 #: 7: Reduction.reorder; 8: error says whether the kernel compiled; 9: sides; 10: thread_fma; 11: quotient lines
 #: beside a sum's own multiply; 12: carried; 13: a reduction or scan in a @jit helper at the helper's own line;
-#: 14: an fp32 product read out of a vector by extractelement fuses on sm90; 15: a vector tl.fma counts its lanes
-FORMAT = "harness-lowering-15"
+#: 14: an fp32 product read out of a vector by extractelement fuses on sm90; 15: a vector tl.fma counts its lanes;
+#: 16: keyed by the kernel's content, in an entry that names the files it was read with (:func:`cached_facts`)
+FORMAT = "harness-lowering-16"
 
 Key = tuple[str, int, int]
 
@@ -179,16 +180,12 @@ def relocator(source: str) -> Callable[[str], str]:
         if path in memo:
             return memo[path]
         p = os.path.abspath(path)
-        tail = p.split(os.sep)
         best, score = p, 0
         if p != src:
             files = [src] + [f for m in list(sys.modules.values()) for f in [getattr(m, "__file__", None)]
                              if isinstance(f, str)]
             for c in files:
-                parts = os.path.abspath(c).split(os.sep) if c else []
-                k = 0
-                while k < min(len(parts), len(tail)) and parts[-1 - k] == tail[-1 - k]:
-                    k += 1
+                k = _tail(os.path.abspath(c), p) if c else 0
                 if k > score:
                     best, score = os.path.abspath(c), k
         memo[path] = best if score else p
@@ -313,13 +310,15 @@ def reorder_of(src: str, dst: str, shape: tuple[int, ...], axis: int, aliases: d
     return tuple(perm)
 
 
-def _dump(k: KernelLowering) -> str:
-    return json.dumps({"format": FORMAT, **asdict(k)})
+def _dump(k: KernelLowering) -> dict[str, Any]:
+    return {"format": FORMAT, **asdict(k)}
 
 
-def _load(text: str) -> KernelLowering | None:
+def _load(d: dict[str, Any], move: Callable[[str], str]) -> KernelLowering | None:
+    """The facts :func:`_dump` wrote, every position's file passed through ``move`` (:func:`cached_facts`);
+    ``None`` for an entry of another format."""
     try:
-        d = json.loads(text)
+        d = dict(d)
         if d.pop("format", None) != FORMAT:
             return None
 
@@ -329,7 +328,7 @@ def _load(text: str) -> KernelLowering | None:
                                                      bool(b.get("first_register_on_axis", True)))
 
         def key(w: Any) -> Key | None:
-            return None if w is None else (w[0], int(w[1]), int(w[2]))
+            return None if w is None else (move(str(w[0])), int(w[1]), int(w[2]))
 
         return KernelLowering(
             d["triton"], d["arch"], d["num_warps"],
@@ -342,8 +341,8 @@ def _load(text: str) -> KernelLowering | None:
                   for s in d["scans"]),
             tuple(Fused(key(f["mul"]), key(f["add"]), f["op"], f["operand"], f["elem"], f["count"])
                   for f in d["fused"]),
-            d["error"], d["sources"], tuple((str(f), int(n)) for f, n in d.get("ptxas_lines", ())),
-            tuple((str(f), int(n)) for f, n in d.get("quotient_lines", ())),
+            d["error"], d["sources"], tuple((move(str(f)), int(n)) for f, n in d.get("ptxas_lines", ())),
+            tuple((move(str(f)), int(n)) for f, n in d.get("quotient_lines", ())),
             tuple(Carried(key(c["mul"]), key(c["add"]), c["op"], int(c["operand"]), tuple(int(s) for s in c["unroll"]))
                   for c in d.get("carried", ())))
     except (ValueError, KeyError, TypeError):
@@ -407,16 +406,60 @@ def specialize(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Specia
 _MEMO: dict[tuple[Any, ...], Any] = {}
 
 
+def _tail(a: str, b: str) -> int:
+    """How many trailing path components ``a`` and ``b`` share."""
+    pa, pb = a.split(os.sep), b.split(os.sep)
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[-1 - k] == pb[-1 - k]:
+        k += 1
+    return k
+
+
+def _files(fn: Any, source: str) -> dict[str, str]:
+    """The files a kernel's facts can place positions in, by absolute path, with their content hashes
+    (:func:`harness.compile.disk_cache.source_hash`): its own file first, then its ``@jit`` helpers'
+    (:func:`harness.compile.disk_cache.helper_files`)."""
+    from harness.compile.disk_cache import helper_files, source_hash
+
+    out = {os.path.abspath(source): source_hash(source)}
+    for path in helper_files(fn):
+        out.setdefault(os.path.abspath(path), source_hash(path))
+    return out
+
+
+def _mover(stored_source: str, stored: Mapping[str, str], source: str,
+           here: Mapping[str, str]) -> Callable[[str], str] | None:
+    """How a cache entry's positions move to this checkout: ``stored`` (absolute path → content hash of the files
+    the entry was read with, ``stored_source`` the kernel's) onto ``here`` (the same for this checkout, ``source``
+    the kernel's). The kernel's file goes to the kernel's file; a helper's to this checkout's file of the same
+    content (of several, the one sharing the longest path tail); any other path as :func:`relocator` moves it.
+    ``None`` where the kernel's content differs: the entry is not this kernel's."""
+    if stored.get(stored_source) != here.get(source):
+        return None
+    exact = {stored_source: source}
+    for path, digest in stored.items():
+        same = [p for p, d in here.items() if d == digest and p != source]
+        if path not in exact and same:
+            exact[path] = path if path in same else max(same, key=lambda p, path=path: _tail(p, path))
+    other = relocator(source)
+    return lambda p: exact[p] if p in exact else other(p)
+
+
 def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None, *, num_warps: int,
                  arch: str, fp_fusion: bool | None, divisible: frozenset[str] | set[str] | tuple[str, ...],
                  directory: Path | None, kind: str, read: Callable[[dict[str, str], str, str, bool], Any],
-                 failed: Callable[[str, str], Any], dump: Callable[[Any], str], load: Callable[[str], Any],
+                 failed: Callable[[str, str], Any], dump: Callable[[Any], dict[str, Any]],
+                 load: Callable[[dict[str, Any], Callable[[str], str]], Any],
                  keep_errors: bool = True, options: Mapping[str, int] | None = None) -> Any:
     """What ``read(asm, triton_version, source_file, fp_fusion_on)`` reads from one launch configuration's
     compiled kernel, from memory, else the disk cache (``<cache_dir>/<kind>/``, as ``dump`` / ``load`` write and
     read it; ``load`` gives ``None`` for an entry of another format), else compiled; ``failed(triton_version,
     why)`` when it does not compile or ``read`` raises ``ValueError`` / ``KeyError``. The key is
-    launch capture's (:func:`harness.compile.disk_cache.cache_key`) plus the options that change the lowering.
+    launch capture's (:func:`harness.compile.disk_cache.cache_key`: the content of the kernel's file and of its
+    ``@jit`` helpers', never their paths or module names) plus the options that change the lowering, so another
+    checkout of the same files reads the entry too: the entry names the files it was read with, and ``load`` gets
+    ``move``, which takes each position's file to this checkout's (:func:`_mover`). In memory, the facts are kept
+    per checkout (two checkouts of one kernel in one process each get their own positions).
     ``keep_errors=False``: facts with ``error`` set stay in memory only (a compile that failed for a reason of the
     process, e.g. ``triton.language`` left patched by a script without the interpreter fixes, is tried again by
     the next process). ``options``: the launch's other options (``num_stages``...), compiled with as the GPU's JIT
@@ -440,22 +483,25 @@ def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
         options["enable_fp_fusion"] = bool(fp_fusion)
     default = os.environ.get("TRITON_DEFAULT_FP_FUSION", "") + os.environ.get("TRITON_FORCE_DISABLE_FP_FUSION", "")
     source = inspect.getsourcefile(pyfn) or ""
-    # the facts hold absolute source paths (the interpreter's keys): the path is part of the key, so two
-    # checkouts of one kernel file sharing a cache directory each get their own positions
-    launch = Launch(f"{pyfn.__module__}.{pyfn.__qualname__}", source,
-                    tuple(signature.items()), tuple(consts.items()),
+    here = _files(fn, source)
+    # the qualified name without the module: a copy of the file imported under another name is the same kernel
+    launch = Launch(pyfn.__qualname__, source, tuple(signature.items()), tuple(consts.items()),
                     tuple(sorted(options.items())) + (("fp_fusion_env", default),
-                                                      ("divisible", ",".join(sorted(divisible))),
-                                                      ("source", os.path.abspath(source))), fn)
+                                                      ("divisible", ",".join(sorted(divisible)))), fn)
     key = cache_key(launch, arch)
-    memo = (kind, key)
+    memo = (kind, key, tuple(here))
     if memo in _MEMO:
         return _MEMO[memo]
     d = (directory or cache_dir()) / kind / key[:2]
     path = d / f"{key}.json"
+    # a file that cannot be read has no content to key by: its facts stay in memory
+    on_disk = bool(source) and "?" not in here.values()
+    hit = None
     try:
-        hit = load(path.read_text())
-    except OSError:
+        entry = json.loads(path.read_text()) if on_disk else None
+        move = None if entry is None else _mover(entry["source"], entry["files"], os.path.abspath(source), here)
+        hit = None if move is None else load(entry["facts"], move)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         hit = None
     if hit is None:
         # bounded as capture's compiles are: Triton's FMA fallback (an fp64 tl.dot) kept ptxas busy for over 10
@@ -477,11 +523,11 @@ def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
             except (ValueError, KeyError) as e:
                 hit = failed(version, f"compiles, but its code does not give the facts ({type(e).__name__}: {e})")
         try:
-            if over_budget or (getattr(hit, "error", "") and not keep_errors):
+            if not on_disk or over_budget or (getattr(hit, "error", "") and not keep_errors):
                 raise OSError("not kept")  # a later run may find ptxas faster; a write failure costs a recompile
             d.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(dump(hit))
+            tmp.write_text(json.dumps({"source": os.path.abspath(source), "files": here, "facts": dump(hit)}))
             os.replace(tmp, path)
         except OSError:
             pass

@@ -37,9 +37,8 @@ Public API: :class:`StoreSite`, :class:`StoreFacts`, :func:`facts_from_asm`, :fu
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +52,9 @@ from harness.lowering.sites import node_key
 
 __all__ = ["FORMAT", "StoreFacts", "StoreSite", "facts_from_asm", "stores_for", "thread_table"]
 
-#: Bumped when what a cache entry holds changes.
-FORMAT = "harness-stores-2"
+#: Bumped when what a cache entry holds changes. 3: keyed by the kernel's content, positions moved on load
+#: (:func:`harness.lowering.compiled.cached_facts`)
+FORMAT = "harness-stores-3"
 
 Key = tuple[str, int, int]
 
@@ -301,19 +301,21 @@ def facts_from_asm(asm: Any, version: str, arch: str, num_warps: int, source: st
                       **{k: tuple(v) for k, v in kinds.items()})
 
 
-def _dump(f: StoreFacts) -> str:
+def _dump(f: StoreFacts) -> dict[str, Any]:
     d = asdict(f)
     d.pop("_by_where", None)
     d.pop("_tables", None)
-    return json.dumps({"format": FORMAT, **d})
+    return {"format": FORMAT, **d}
 
 
-def _load(text: str) -> StoreFacts | None:
+def _load(d: dict[str, Any], move: Callable[[str], str]) -> StoreFacts | None:
+    """The facts :func:`_dump` wrote, each site's file passed through ``move``
+    (:func:`harness.lowering.compiled.cached_facts`); ``None`` for an entry of another format."""
     try:
-        d = json.loads(text)
+        d = dict(d)
         if d.pop("format", None) != FORMAT:
             return None
-        sites = tuple(StoreSite(None if s["where"] is None else (s["where"][0], int(s["where"][1]),
+        sites = tuple(StoreSite(None if s["where"] is None else (move(str(s["where"][0])), int(s["where"][1]),
                                                                    int(s["where"][2])),
                                 tuple(s["shape"]), s["bases"], s["error"], s["first"], s["last"], s["looped"],
                                 s["count"]) for s in d["sites"])
