@@ -122,9 +122,11 @@ def _rows() -> torch.Tensor:
     return torch.randn(ROWS, N, generator=g) * torch.logspace(-3, 3, N)
 
 
-def test_another_checkout_of_the_kernel_reads_the_facts_without_compiling(tmp_path, monkeypatch, compiles):
+@pytest.mark.parametrize("name", ["k", "renamed"])
+def test_another_checkout_of_the_kernel_reads_the_facts_without_compiling(tmp_path, monkeypatch, compiles, name):
+    """``name``: the copy's file name (a checkout where the kernel file has another name)."""
     a = _package(tmp_path / "a", "ckey_a", {"k": ROW_SUM}, monkeypatch)["k"]
-    b = _package(tmp_path / "b", "ckey_b", {"k": ROW_SUM}, monkeypatch)["k"]
+    b = _package(tmp_path / "b", "ckey_b", {name: ROW_SUM}, monkeypatch)[name]
     x = _rows()
     ya, _ = _run(a.row_sum, x)
     _facts(a.row_sum, x, "stores")
