@@ -18,6 +18,8 @@ import functools
 import gc
 import io
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -32,8 +34,8 @@ from harness.compile.targets import Target, parse_target, target_supported
 from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
 
-__all__ = ["Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized", "latch_e5m2",
-           "specialized", "stats"]
+__all__ = ["FRESH_ENV", "FRESH_MARK", "Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized",
+           "latch_e5m2", "specialized", "stats"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ def compile_memoized(
         )
     except Exception as e:  # compile errors are results here, not crashes
         result = e
+    if isinstance(result, BaseException) and _latched(result, target) and not divisible:
+        result = _recompiled_fresh(jit, sig, consts, target, opts, compile_opts, result)
     dt = time.perf_counter() - t0
     with _CACHE_LOCK:
         _STATS.compiles += 1
@@ -172,6 +176,78 @@ def compile_memoized(
         if not (isinstance(result, BaseException) and error_kind(result) == BUDGET):
             _CACHE[key] = result  # not an over-budget one: a later call may give ptxas a bigger budget
     return result
+
+
+#: Set in the process :func:`_recompiled_fresh` (and capture's confirmation) starts: that process *is* the fresh
+#: one, so its own ptxas failure stands (asking yet another process made an endless chain of them on Triton 3.6,
+#: 2026-12-04).
+FRESH_ENV = "HARNESS_FRESH_PROCESS"
+#: Set on a failure a fresh process repeated already (:func:`_recompiled_fresh`): not asked again.
+FRESH_MARK = "harness_failed_in_fresh_process"
+#: ptxas refusing an instruction of a later target than the one compiled for (``Feature 'cvt with .bf16.f16'
+#: requires .target sm_90 or higher`` in an sm89 compile).
+_LATER_TARGET = re.compile(r"requires \.target sm_(\d+)")
+#: The launch options ``python -m harness compile`` takes: a compile with others cannot be repeated there.
+_CLI_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
+
+
+def _latched(result: BaseException, target: Target) -> bool:
+    """Whether ``result`` may be Triton 3.6's FP8 lowering latched by an earlier compile of this process: ptxas
+    refusing an instruction of a later target. Measured on Triton 3.6.0 (2026-12-06, this box): after one
+    ``triton.compile`` of an FP8 round trip for sm90 that did not go through :func:`compile_memoized` (so before
+    :class:`E5m2Latch`), the same kernel for sm75-sm86 emits e5m2 ``cvt ... e5m2x2`` and for sm89 ``cvt.bf16.f16``
+    and ``mul.bf16x2``, all refused by ptxas, where a fresh process compiles each; fixed by 3.9."""
+    if triton_at_least(3, 7) or target.cc is None or os.environ.get(FRESH_ENV) or error_kind(result) != "ptxas":
+        return False
+    m = _LATER_TARGET.search(str(result))
+    return m is not None and int(m.group(1)) > target.cc
+
+
+def _recompiled_fresh(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target,
+                      opts: Mapping[str, Any], compile_opts: Mapping[str, Any],
+                      failed: BaseException) -> Compiled | BaseException:
+    """The compile a fresh process makes of this kernel for ``target``, which stores it in Triton's cache, read
+    back by compiling again here (a cache hit: no lowering in this process); ``failed`` when the fresh process
+    fails too, or the compile cannot be repeated there (options it does not take, a kernel without a source
+    file), or the result is not found. Why: a false failure is the worst defect a harness can have, and
+    ``assert_compiles`` over several targets after a user's own compile would give one
+    (:func:`_latched`)."""
+    import inspect
+
+    import triton
+    from triton.compiler import ASTSource
+
+    from harness.compile.launches import constexpr_text
+
+    fn = getattr(jit, "fn", None)
+    path = inspect.getsourcefile(fn) if fn is not None else None
+    if not path or any(k not in _CLI_OPTIONS for k in opts):
+        return failed
+    args = [sys.executable, "-m", "harness", "compile", f"{path}::{fn.__qualname__}", "--targets", target.name,
+            "--no-widen", "--sig", ",".join(f"{k}={v}" for k, v in sig.items() if v != "constexpr")]
+    for k, v in consts.items():
+        args += ["--const", f"{k}={constexpr_text(v)}"]
+    for k, v in opts.items():
+        args += [f"--{k.replace('_', '-')}", str(v)]
+    env = {**os.environ, FRESH_ENV: "1"}
+    with tempfile.TemporaryDirectory(prefix="harness-fresh-") as own:
+        env["HARNESS_COMPILE_CACHE"] = own  # Triton's cache stays shared: that is where the result comes back
+        try:
+            done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+        except (OSError, subprocess.TimeoutExpired):
+            return failed
+    if done.returncode != 0:
+        setattr(failed, FRESH_MARK, True)
+        return failed
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            ck = triton.compile(ASTSource(jit, sig, consts), target=target.gpu_target(),
+                                options=dict(compile_opts) or None)
+    except Exception:  # not a cache hit after all (another key): the failure stands
+        return failed
+    return Compiled(target=target.name, name=jit.__name__, asm=dict(ck.asm), seconds=time.perf_counter() - t0,
+                    kernel=ck)
 
 
 #: Triton's own defaults of the launch options for CUDA (``CUDAOptions``, Triton 3.6 and 3.9): a compile that names

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compile.budget import ptxas_budget
-from harness.compile.cache import specialized
+from harness.compile.cache import FRESH_ENV, FRESH_MARK, specialized
 from harness.compile.errors import BUDGET, NOT_APPLICABLE, error_kind, error_line
 from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
 from harness.compile.lowering import ptx_lowering
@@ -190,9 +190,6 @@ class Outcome:
         return self.kind == BUDGET and (not budget or budget > self.budget)
 
 
-#: Set in the process :func:`fresh_process_compiles` starts: that process *is* the fresh one, so its own ptxas
-#: failure stands (asking yet another process made an endless chain of them on Triton 3.6, 2026-12-04).
-FRESH_ENV = "HARNESS_FRESH_PROCESS"
 
 
 def compile_launch(launch: Launch, target: str, frontend: bool = False, budget: float | None = None) -> Outcome:
@@ -213,7 +210,7 @@ def compile_launch(launch: Launch, target: str, frontend: bool = False, budget: 
         if out.kind == BUDGET:
             return Outcome(False, BUDGET, out.line, budget=float(budget or 0.0))
         if (out.kind == "ptxas" and not triton_at_least(3, 7) and not os.environ.get(FRESH_ENV)
-                and fresh_process_compiles(launch, target)):
+                and not getattr(res, FRESH_MARK, False) and fresh_process_compiles(launch, target)):
             return Outcome(True, lowering=_lowering(launch, None))
         return out
     return Outcome(True, lowering=_lowering(launch, res))

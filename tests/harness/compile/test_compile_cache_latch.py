@@ -6,10 +6,15 @@ cast table no longer matched the hardware. On a process that runs kernels on a G
 target. Checked here on CPU by faking the device and recording what the latch compiles.
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import harness.compile.cache as cc
+from harness.arch import supports_format
 from harness.compile.targets import parse_target
 
 pytestmark = pytest.mark.lane_independent  # fakes the device; the same on every lane
@@ -93,3 +98,80 @@ def test_aot_compiles_do_not_print_the_fp_fusion_warning(monkeypatch):
                                   constexprs={"BLOCK": 32}, target="sm90")
     assert not [w for w in caught if "FP_FUSION" in str(w.message)]
     assert "fma.rn.f32" in compiled.ptx  # fusion still on, as Triton's default
+
+
+LATCHED_AFTER_A_USERS_COMPILE = '''
+import sys
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from harness.compile.matrix import compile_matrix, error_line
+
+sys.path.insert(0, sys.argv[1])
+from probe import roundtrip, sm90_only
+
+SIG = {"a_ptr": "*fp16", "b_ptr": "*fp32", "c_ptr": "*bf16", "codes_ptr": "*u8", "da_ptr": "*fp16",
+       "db_ptr": "*fp32", "dc_ptr": "*bf16"}
+# the user's own compile first, for sm90, not through the harness: it fixes Triton 3.6's FP8 lowering
+triton.compile(ASTSource(roundtrip, {**SIG, "FMT": "constexpr"}, {"FMT": tl.float8e4nv}),
+               target=GPUTarget("cuda", 90, 32))
+for fmt, targets in (("float8e5", ["sm75", "sm80", "sm86", "sm89"]), ("float8e4nv", ["sm80", "sm89"])):
+    res = compile_matrix(roundtrip, signature=SIG, constexprs={"FMT": getattr(tl, fmt)}, targets=targets)
+    for t, r in res.items():
+        print(fmt, t, "ok" if not isinstance(r, BaseException) else "FAIL " + error_line(r))
+res = compile_matrix(sm90_only, signature={"x_ptr": "*bf16"}, targets=["sm80"])["sm80"]
+print("sm90_only sm80", "ok" if not isinstance(res, BaseException) else "FAIL " + error_line(res))
+'''
+
+PROBE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def roundtrip(a_ptr, b_ptr, c_ptr, codes_ptr, da_ptr, db_ptr, dc_ptr, FMT: tl.constexpr):
+    o = tl.arange(0, 64)
+    tl.store(codes_ptr + o, tl.load(a_ptr + o).to(FMT).to(tl.uint8, bitcast=True))
+    tl.store(codes_ptr + 64 + o, tl.load(b_ptr + o).to(FMT).to(tl.uint8, bitcast=True))
+    tl.store(codes_ptr + 128 + o, tl.load(c_ptr + o).to(FMT).to(tl.uint8, bitcast=True))
+    q = tl.load(codes_ptr + o).to(FMT, bitcast=True)
+    tl.store(da_ptr + o, q.to(tl.float16))
+    tl.store(db_ptr + o, q.to(tl.float32))
+    tl.store(dc_ptr + o, q.to(tl.bfloat16))
+
+
+@triton.jit
+def sm90_only(x_ptr):
+    o = tl.arange(0, 64)
+    x = tl.load(x_ptr + o)
+    y = tl.inline_asm_elementwise("mul.rn.bf16x2 $0, $1, $1;", "=r,r", [x], dtype=tl.bfloat16, is_pure=True,
+                                  pack=2)
+    tl.store(x_ptr + o, y)
+'''
+
+
+def test_a_users_own_compile_first_does_not_make_other_targets_fail(tmp_path):
+    """Triton 3.6 fixes its FP8 lowering at the process's first FP8 compile. When that is the user's own
+    ``triton.compile`` for sm90 (before the harness could latch), the same kernels then come out with sm90's
+    instructions for sm75-sm89 and ptxas refuses them: ``compile_matrix`` (and so ``assert_compiles``) failed
+    where a fresh process compiles. Such a failure is now compiled again in a fresh process, and read back from
+    Triton's cache. A failure the fresh process repeats (an sm90 instruction in the kernel's own inline asm)
+    stands. Found in a cold-cache run of this suite on Triton 3.6 (tests/harness/test_arch.py). In a process of
+    its own: the latch is process state."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    script = tmp_path / "latched.py"
+    script.write_text(LATCHED_AFTER_A_USERS_COMPILE)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), HARNESS_COMPILE_CACHE=str(tmp_path / "harness"))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = {" ".join(ln.split(" ", 2)[:2]): ln.split(" ", 2)[2] for ln in done.stdout.splitlines()}
+    # every target the arch model says takes the format compiles (Triton 3.9 has no e5m2 for sm75: min.f16)
+    want_ok = [f"float8e5 {t}" for t in ("sm75", "sm80", "sm86", "sm89") if supports_format(t, "e5m2")[0]]
+    want_ok.append("float8e4nv sm89")
+    assert len(want_ok) >= 4 and {k: lines[k] for k in want_ok} == dict.fromkeys(want_ok, "ok"), done.stdout
+    assert "not supported in this architecture" in lines["float8e4nv sm80"], done.stdout  # the model's refusal
+    assert lines["sm90_only sm80"].startswith("FAIL ptxas") and "sm_90" in lines["sm90_only sm80"], done.stdout
