@@ -32,6 +32,10 @@ from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
 __all__ = ["quantize_fp4", "launch_config"]
 
 
+_B22 = tl.constexpr(0x4A800000)  # bits of 2^22, whose fp32 ulp is 0.5 (e2m1's step below 2)
+_B14 = tl.constexpr(0x46800000)  # bits of 2^14, whose fp32 ulp is 2^-9 (ue4m3's step below 2^-6)
+
+
 @triton.jit
 def _e8m0_code(amax, RULE: tl.constexpr):
     """The e8m0 scale code (int32) of a block of absolute maximum ``amax`` (fp32, >= 0 or NaN) for e2m1."""
@@ -60,27 +64,25 @@ def _e8m0_code(amax, RULE: tl.constexpr):
 
 @triton.jit
 def _ue4m3_code(q):
-    """ue4m3 code (int32) of ``q`` (fp32, >= 0, inf or NaN): round to nearest even, saturate to 448, NaN -> 0x7F."""
+    """ue4m3 code (int32) of ``q`` (fp32, >= 0, inf or NaN): round to nearest even, saturate to 448, NaN -> 0x7F.
+    Adding C = 2^(20 + max(e, -6)) (e: q's binade) rounds q to C's ulp, ue4m3's step there (3 mantissa bits; the
+    fixed 2^-9 below 2^-6), ties to even; the sum's bits minus C's count the steps, 8 * (max(e, -6) + 6) more is the
+    code (as ``_e2m1_pow2_code``). For q >= 2^109 the exponent sum wraps, C is 2^14 and the count is huge: saturated
+    like inf."""
     qb = q.to(tl.int32, bitcast=True)
-    qe = (qb >> 23) & 0xFF
-    m24 = (qb & 0x7FFFFF) | 0x800000
-    e = qe - 127
-    # normal results (q >= 2^-6): keep 3 of the 23 mantissa bits; subnormal ones: a fixed 2^-9 grid
-    d = tl.where(e >= -6, 20, 14 - e)
-    d = tl.minimum(d, 25)  # beyond 24 dropped bits everything rounds to 0
-    n = (m24 + (1 << (d - 1)) - 1 + ((m24 >> d) & 1)) >> d
-    code = tl.where(e >= -6, (e + 7) * 8 + n - 8, n)
-    code = tl.where(qe == 0, 0, tl.minimum(code, 0x7E))  # fp32 subnormal q (< 2^-126) rounds to 0
+    cb = tl.maximum((qb & 0x7F800000) + (20 << 23), _B14)
+    t = q + cb.to(tl.float32, bitcast=True)
+    code = tl.minimum(t.to(tl.int32, bitcast=True) - cb + ((cb - _B14) >> 20), 0x7E)
     return tl.where(q != q, 0x7F, code)
 
 
 @triton.jit
-def _ue4m3_value(code):
-    c = code.to(tl.int32)
-    e = c >> 3
-    m = (c & 7).to(tl.float32)
-    v = tl.where(e == 0, m * 0.001953125, (8.0 + m) * tl.exp2((e - 10).to(tl.float32)))
-    return tl.where(c == 0x7F, float("nan"), v)
+def _ue4m3_value64(c):
+    """The value (fp64, exact) of ue4m3 code ``c`` (int32, 0..0x7E), from bits: (1 + m/8) * 2^(e - 7) is the fp64
+    of high word ``(c << 17) + (1016 << 20)``; a subnormal code's m * 2^-9 is (1 + m/8) * 2^-6 - 2^-6."""
+    sub = c < 8
+    hi = (c << 17) + (1016 << 20) + tl.where(sub, 1 << 20, 0)
+    return (hi.to(tl.int64) << 32).to(tl.float64, bitcast=True) - tl.where(sub, 0.015625, 0.0)
 
 
 @triton.jit
@@ -106,7 +108,6 @@ def _fp32_threshold(t, ok, AT_LEAST: tl.constexpr):
     return tl.where(ok, tl.where(step, bits - 1, bits).to(tl.float32, bitcast=True), float("inf"))
 
 
-_B22 = tl.constexpr(0x4A800000)  # bits of 2^22, whose fp32 ulp is 0.5
 # global scales in [_G_LO, _G_HI) make every NVFP4 threshold a normal fp32: 0.25 * 2^-9 * g >= 2^-126 and
 # 5 * 448 * g < 2^128
 _G_LO = tl.constexpr(2.0**-115)
@@ -139,13 +140,13 @@ def _fp32_below(t, AT_LEAST: tl.constexpr):
 
 @triton.jit
 def _nvfp4_thresholds(v, g):
-    """The seven e2m1 decision thresholds of NVFP4 blocks of ue4m3 scale value ``v`` (fp32, > 0) and global scale
+    """The seven e2m1 decision thresholds of NVFP4 blocks of ue4m3 scale value ``v`` (fp64, > 0) and global scale
     ``g`` in [2^-115, 2^116), as int32 fp32 bits to compare |x|'s bits with: |x| > u_k exactly when |x| / (v * g) is
     above (at or above, for 0.75, 1.75, 3.5: ties to even) the k-th midpoint 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.
     s = v * g and m * s are exact in fp64 (4 + 24 + 3 significant bits) and, in that range of g, normal fp32 values
     (0.25 * 2^-9 * g >= 2^-126, 5 * 448 * g < 2^128), so each threshold is s's bits truncated and a double is one
     more exponent: 2.5 = 2 * 1.25, 3.5 = 2 * 1.75, 5 = 4 * 1.25, 0.25 = 1 / 4."""
-    s = v.to(tl.float64) * g.to(tl.float64)
+    s = v * g.to(tl.float64)
     u0 = _fp32_below(s, False) - (2 << 23)
     u1 = _fp32_below(0.75 * s, True)
     u2 = _fp32_below(1.25 * s, False)
@@ -179,17 +180,17 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     if RULE == 4:
         g = tl.load(gs_ptr).to(tl.float32)
         scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
-        v = _ue4m3_value(scode)
+        v = _ue4m3_value64(scode)
         # x / s (s = v * g) is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 4 + 24 + 3
         # significant bits), each turned into the fp32 threshold that decides alike: no division. The reference's
         # rounded fp64 quotient lies on the same side of each midpoint m as the exact one: |x| and m * s (24 and
         # 31 significant bits) are equal or differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or
         # NaN codes its block 0.
-        ok = v > 0
+        ok = (scode != 0) & (scode != 0x7F)
         if (g >= _G_LO) & (g < _G_HI):
             u0, u1, u2, u3, u4, u5, u6 = _nvfp4_thresholds(v, g)
         else:
-            sd = v.to(tl.float64) * g.to(tl.float64)
+            sd = v * g.to(tl.float64)
             u0 = _fp32_threshold(0.25 * sd, ok, False).to(tl.int32, bitcast=True)
             u1 = _fp32_threshold(0.75 * sd, ok, True).to(tl.int32, bitcast=True)
             u2 = _fp32_threshold(1.25 * sd, ok, False).to(tl.int32, bitcast=True)

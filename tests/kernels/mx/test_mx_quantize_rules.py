@@ -1,6 +1,7 @@
 """quantize_fp4's element rules, run on the interpreter over every case they can meet, against harness.mx: the
 MXFP4 code by one add (every bf16 value, every fp32 exponent beside each rounding boundary, every e8m0 scale) and
-the NVFP4 thresholds built from fp64 bits (every ue4m3 scale code, global scales across the range they serve).
+the NVFP4 block scale by one add and its value from bits, the NVFP4 thresholds built from fp64 bits (every ue4m3
+scale code, global scales across the range they serve).
 These are the kernel's own jit helpers, so a wrong rule fails here on any input, not only on the ones the
 end-to-end tests happen to draw."""
 
@@ -13,7 +14,7 @@ import triton
 import triton.language as tl
 
 from harness.mx.formats import decode, encode
-from kernels.mx.quantize import _e2m1_pow2_code, _nvfp4_thresholds
+from kernels.mx.quantize import _e2m1_pow2_code, _nvfp4_thresholds, _ue4m3_code, _ue4m3_value64
 
 pytestmark = [pytest.mark.harness_op("mx.quantize"), pytest.mark.lane_independent]
 
@@ -29,6 +30,14 @@ def _pow2_code_kernel(x_ptr, e_ptr, out_ptr, N: tl.constexpr):
     inv = ((127 - e) << 23).to(tl.float32, bitcast=True)
     kc = 0x4A800000 - 0x3F800000 - (e << 23)
     tl.store(out_ptr + i, _e2m1_pow2_code(x, xb, inv, kc))
+
+
+@triton.jit
+def _ue4m3_kernel(q_ptr, code_ptr, value_ptr, N: tl.constexpr):
+    i = tl.program_id(0) * N + tl.arange(0, N)
+    code = _ue4m3_code(tl.load(q_ptr + i))
+    tl.store(code_ptr + i, code)
+    tl.store(value_ptr + i, _ue4m3_value64(tl.minimum(code, 0x7E)))
 
 
 @triton.jit
@@ -125,7 +134,7 @@ def _want_thresholds(v: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 def test_nvfp4_thresholds_for_every_scale_code():
     codes = torch.arange(1, 0x7F, dtype=torch.uint8)  # every positive finite ue4m3 scale
-    v = decode(codes, "ue4m3").float()
+    v = decode(codes, "ue4m3").double()
     g = _global_scales()
     vs, gs = (t.flatten().contiguous() for t in torch.broadcast_tensors(v[:, None], g[None, :]))
     n = vs.numel()
@@ -138,3 +147,33 @@ def test_nvfp4_thresholds_for_every_scale_code():
     assert bad.numel() == 0, (f"{bad.numel()} of {n} (scale, global scale) pairs differ; first: "
                               f"v={vs[bad[0]].item()!r} g={gs[bad[0]].item()!r} got {got[bad[0]].tolist()} "
                               f"want {want[bad[0]].tolist()}")
+
+
+def _fp32_beside_boundaries(cut: int, seed: int) -> torch.Tensor:
+    """Every fp32 exponent (inf and NaN included) with the mantissas that decide rounding to ``23 - cut`` mantissa
+    bits: 0, the half step (1 << (cut - 1)) and its neighbours, the kept bit's parity, the binade's end; random."""
+    h = 1 << (cut - 1)
+    edges = [0, 1, h - 1, h, h + 1, 3 * h - 1, 3 * h, 3 * h + 1, 2 * h, (1 << 23) - 1, (1 << 23) - h, (1 << 23) - h - 1]
+    rand = torch.randint(0, 1 << 23, (20,), generator=torch.Generator().manual_seed(seed))
+    mant = torch.cat((torch.tensor(edges), rand))
+    bits = ((torch.arange(0, 256)[:, None] << 23) | mant[None, :]).flatten().to(torch.int32)
+    return bits.view(torch.float32)
+
+
+def test_ue4m3_code_and_value_beside_every_boundary():
+    every = decode(torch.arange(0, 0x7F, dtype=torch.uint8), "ue4m3").float()
+    q = torch.cat((_fp32_beside_boundaries(20, 11), every))
+    n = q.numel()
+    qp = _padded(q, 0.0)
+    code, value = torch.empty(qp.numel(), dtype=torch.int32), torch.empty(qp.numel(), dtype=torch.float64)
+    _ue4m3_kernel[(qp.numel() // _CHUNK,)](qp, code, value, N=_CHUNK)
+    code, value = code[:n], value[:n]
+    # harness.mx.quantize_nvfp4's block scale: encode(amax / 6 / g, "ue4m3"), RNE, saturating, NaN kept
+    want = encode(q, "ue4m3").int()
+    bad = (code != want).nonzero()
+    assert bad.numel() == 0, (f"{bad.numel()} of {n} codes differ; first: q={q[bad[0]].item()!r} "
+                              f"got {code[bad[0]].item()} want {want[bad[0]].item()}")
+    finite = want != 0x7F
+    want_v = decode(want[finite].to(torch.uint8), "ue4m3").double()
+    assert torch.equal(value[finite], want_v), "ue4m3 values from bits"
+    assert set(want[finite].tolist()) == set(range(0x7F)), "every finite code is met"
