@@ -7,14 +7,21 @@ H200), computed so that no step depends on a GPU's approximate arithmetic:
   target's float max does with NaN.
 * MXFP4 scale: the e8m0 rule on amax's fp32 bits (floor/ceil/even read exponent and mantissa; rceil divides by 6
   with ``div_rn``, IEEE); a NaN or inf amax gives the NaN scale 0xFF, whose whole block is coded +max (0x7).
-  Elements are x * 2^-scale, exact (a power of two; the only inexact products are fp32 subnormals, far below
-  e2m1's smallest step).
-* NVFP4 scale: ue4m3 of ``amax / 6 / global_scale`` (two ``div_rn``), rounded to nearest even and saturated to
-  448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements are coded as the
-  reference codes x / (scale * global_scale) in fp64, by comparing |x| with the e2m1 midpoints times the scale
-  (exact products, each turned into the fp32 threshold that decides alike: ``_fp32_threshold``), which costs no
-  division; a block whose scale is 0 or NaN is coded 0.
-* e2m1 rounding: comparisons against the midpoints of its grid (a binary search), ties to even, saturating.
+  Elements: y = |x| * 2^-scale (exact; the only inexact products are fp32 subnormals, far below e2m1's smallest
+  step) rounded to e2m1 by one fp32 add of a power of two whose ulp is e2m1's step in y's binade
+  (``_e2m1_pow2_code``): round to nearest even and saturation, with no comparison.
+* NVFP4 scale: ue4m3 of ``amax / 6 / global_scale`` (two ``div_rn``), rounded to nearest even by the same kind of
+  add and saturated to 448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements
+  are coded as the reference codes x / (scale * global_scale) in fp64, by comparing |x|'s bits with the e2m1
+  midpoints times the scale (exact fp64 products, each turned into the fp32 threshold that decides alike: their
+  bits truncated, ``_nvfp4_thresholds``, for global scales in [2^-115, 2^116); a rounding round trip,
+  ``_fp32_threshold``, beyond), a binary search of three comparisons, ties to even, saturating, no division; a
+  block whose scale is 0 or NaN is coded 0.
+* Each thread holds whole blocks (16-byte loads of each block's vectors), so a block's amax, scale and thresholds
+  are computed once, without shuffles between threads.
+
+The element rules are checked against ``harness.mx`` on every bf16 value and every fp32 exponent beside each
+rounding boundary (``tests/kernels/mx/test_mx_quantize_rules.py``).
 
 Every bad input is a ``ValueError``/``TypeError`` naming the argument, raised before anything is launched; stores
 are masked to the rows and blocks that exist, so ``out=`` buffers are written exactly where the layout says.
