@@ -180,9 +180,14 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     x = tl.load(x_ptr + x_off, mask=real[:, :, None, None], other=0.0).to(tl.float32)
     xb = x.to(tl.int32, bitcast=True)
     a = xb & 0x7FFFFFFF
-    # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block holds
-    # one (a float max's NaN propagation differs between targets)
-    amax = tl.max(tl.max(a, axis=3), axis=2).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
+    if RULE == 0:
+        # the floor rule reads amax's exponent alone (inf and NaN share 0xFF, 0 and subnormals 0): the max of the
+        # exponent fields, which the element code computes anyway
+        amax = tl.max(tl.max(xb & 0x7F800000, axis=3), axis=2).to(tl.float32, bitcast=True)
+    else:
+        # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block
+        # holds one (a float max's NaN propagation differs between targets)
+        amax = tl.max(tl.max(a, axis=3), axis=2).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
         g = tl.load(gs_ptr).to(tl.float32)
@@ -218,7 +223,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         codes = tl.where((scode == 0xFF)[:, :, None, None], 7, mag | sign)
     pairs = tl.reshape(codes, (ROWS, BLOCKS, Q, VEC // 2, 2))
     lo, hi = tl.split(pairs)
-    packed = (lo | (hi << 4)).to(tl.uint8)
+    packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
     jj = tl.arange(0, VEC // 2)
     c_off = (r64[:, None] * stride_c + b * (BLOCK // 2))[:, :, None, None] + (q * (VEC // 2))[:, None] + jj
     tl.store(codes_ptr + c_off, packed, mask=real[:, :, None, None])
