@@ -3,8 +3,8 @@
 Usage: ``python benchmarks/bench_mx.py [--json PATH] [--quantize-only] [--baseline QUANTIZE_PY] [--sweep]``. Not a
 test: nothing asserts a time. ``--quantize-only`` skips the gemm table; ``--baseline`` times another tree's
 ``kernels/mx/quantize.py`` beside this one's, in the same process (rows "baseline"), to compare two versions on one
-card; ``--sweep`` times launch configurations (rows x elements x warps per program) of the quantize kernel, linear
-layout.
+card; ``--sweep`` times launch configurations (rows x elements x warps per program, whole blocks per thread or
+split between threads) of the quantize kernel, linear layout.
 
 quantize: bytes = activations read + codes and scales written; ``floor ms`` = bytes / copy bandwidth, ``% copy`` =
 floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside cuBLAS's bf16 dense matmul of the same shape (``%
@@ -30,7 +30,7 @@ QUANT_SHAPES = [(8192, 4096, torch.bfloat16), (16384, 8192, torch.bfloat16), (16
                 (8192, 8192, torch.float32)]
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096),
                (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 8192)]
-SWEEP = [(16, 256, 4), (16, 256, 8), (32, 256, 4), (32, 256, 8)]
+SWEEP = [(16, 256, 4, True), (16, 256, 4, False), (16, 256, 8, True), (16, 256, 8, False)]
 Q_COLUMNS = [("op", ""), ("scheme", ""), ("layout", ""), ("shape", ""), ("MB", ".1f"), ("floor_ms", ".4f"),
              ("call_ms", ".4f"), ("call_pct_copy", ".1f"), ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")]
 G_COLUMNS = [("op", ""), ("scheme", ""), ("shape", ""), ("kernel_ms", ".4f"), ("kernel_tflops", ".1f"),
@@ -109,11 +109,12 @@ def main() -> None:
                 out = quantize_fp4(x, scheme, global_scale=g)
                 rule = "nvfp4" if scheme == "nvfp4" else "floor"
                 for cfg in SWEEP:
-                    def launch(x=x, s=scheme, g=g, o=out, c=(cfg[0], cfg[1] // block, cfg[2]), r=rule):
+                    def launch(x=x, s=scheme, g=g, o=out, c=(cfg[0], cfg[1] // block, *cfg[2:]), r=rule):
                         quantize_mod.launch(x, o[0], o[1], g, s, r, "linear", c)
 
                     graph = graph_ms(launch)
-                    rows.append({"op": "sweep {}x{} w{}".format(*cfg), "scheme": scheme, "layout": "linear",
+                    name = "sweep {}x{} w{} {}".format(*cfg[:3], "whole" if cfg[3] else "split")
+                    rows.append({"op": name, "scheme": scheme, "layout": "linear",
                                  "shape": shape, "MB": nbytes / 1e6, "floor_ms": floor, "call_ms": float("nan"),
                                  "call_pct_copy": float("nan"), "graph_ms": graph,
                                  "graph_pct_copy": 100 * floor / graph})

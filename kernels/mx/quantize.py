@@ -162,12 +162,43 @@ def _nvfp4_thresholds(v, g):
 
 
 @triton.jit
+def _elements(block_off, vec_off, j, WHOLE: tl.constexpr):
+    """Element offsets from a (ROWS, BLOCKS) block offset, a (Q,) vector offset and (VEC,) lanes, in the kernel's
+    element layout."""
+    if WHOLE:
+        return block_off[:, :, None, None] + vec_off[:, None] + j
+    else:
+        return vec_off[:, None, None, None] + block_off[None, :, :, None] + j
+
+
+@triton.jit
+def _per_block(t, WHOLE: tl.constexpr):
+    """A (ROWS, BLOCKS) value broadcast against the elements."""
+    if WHOLE:
+        return t[:, :, None, None]
+    else:
+        return t[None, :, :, None]
+
+
+@triton.jit
+def _block_max(t, WHOLE: tl.constexpr):
+    if WHOLE:
+        return tl.max(tl.max(t, axis=3), axis=2)
+    else:
+        return tl.max(tl.max(t, axis=3), axis=0)
+
+
+@triton.jit
 def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, stride_x, stride_c, stride_s,
                          scale_rows, scale_cols, ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr):
-    # x as (ROWS, BLOCKS, BLOCK / VEC, VEC): Triton spreads threads over the leading dims and keeps the third in one
-    # thread, one 16-byte load per vector, so that a thread holds whole blocks (amax and scale need no shuffle
-    # between threads, thresholds are built once per block); the L1 serves each sector's other half
+                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, WHOLE: tl.constexpr):
+    # x as (ROWS, BLOCKS, BLOCK / VEC, VEC) when WHOLE, else (BLOCK / VEC, ROWS, BLOCKS, VEC), one 16-byte load per
+    # vector. Triton spreads threads over the leading dims and keeps the third in one thread: WHOLE, a thread holds
+    # whole blocks (amax and scale need no shuffle, thresholds are built once per block) and each warp load reads
+    # 16 bytes of every block it touches, the L1 serving the rest to the next loads; else consecutive threads read
+    # a block's consecutive vectors (whole lines) and share its amax by shuffles. WHOLE is for 16-bit sources (32-
+    # or 64-byte blocks); fp32 blocks (64 or 128 bytes) read that way reached 48-58% of copy on an H100, 82-65%
+    # split (2026-12-06, docs/performance.md).
     Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
@@ -175,19 +206,19 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     j = tl.arange(0, VEC)
     r64 = r.to(tl.int64)
     real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
-    x_off = (r64[:, None] * stride_x + b * BLOCK)[:, :, None, None] + (q * VEC)[:, None] + j
+    x_off = _elements(r64[:, None] * stride_x + b * BLOCK, q * VEC, j, WHOLE)
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
-    x = tl.load(x_ptr + x_off, mask=real[:, :, None, None], other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + x_off, mask=_per_block(real, WHOLE), other=0.0).to(tl.float32)
     xb = x.to(tl.int32, bitcast=True)
     a = xb & 0x7FFFFFFF
     if RULE == 0:
         # the floor rule reads amax's exponent alone (inf and NaN share 0xFF, 0 and subnormals 0): the max of the
         # exponent fields, which the element code computes anyway
-        amax = tl.max(tl.max(xb & 0x7F800000, axis=3), axis=2).to(tl.float32, bitcast=True)
+        amax = _block_max(xb & 0x7F800000, WHOLE).to(tl.float32, bitcast=True)
     else:
         # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block
         # holds one (a float max's NaN propagation differs between targets)
-        amax = tl.max(tl.max(a, axis=3), axis=2).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
+        amax = _block_max(a, WHOLE).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
         g = tl.load(gs_ptr).to(tl.float32)
@@ -210,23 +241,26 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
             u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
             u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
             u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
-        mag = _e2m1_magnitude(a, u0[:, :, None, None], u1[:, :, None, None], u2[:, :, None, None],
-                              u3[:, :, None, None], u4[:, :, None, None], u5[:, :, None, None],
-                              u6[:, :, None, None])
-        codes = tl.where(ok[:, :, None, None], mag | sign, 0)
+        mag = _e2m1_magnitude(a, _per_block(u0, WHOLE), _per_block(u1, WHOLE), _per_block(u2, WHOLE),
+                              _per_block(u3, WHOLE), _per_block(u4, WHOLE), _per_block(u5, WHOLE),
+                              _per_block(u6, WHOLE))
+        codes = tl.where(_per_block(ok, WHOLE), mag | sign, 0)
     else:
         scode = _e8m0_code(amax, RULE)
         inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
         kc = _B22 - 0x3F800000 - ((scode - 127) << 23)
-        mag = _e2m1_pow2_code(x, xb, inv[:, :, None, None], kc[:, :, None, None])
+        mag = _e2m1_pow2_code(x, xb, _per_block(inv, WHOLE), _per_block(kc, WHOLE))
         # NaN and inf blocks have the NaN scale, coded +max
-        codes = tl.where((scode == 0xFF)[:, :, None, None], 7, mag | sign)
-    pairs = tl.reshape(codes, (ROWS, BLOCKS, Q, VEC // 2, 2))
+        codes = tl.where(_per_block(scode == 0xFF, WHOLE), 7, mag | sign)
+    if WHOLE:
+        pairs = tl.reshape(codes, (ROWS, BLOCKS, Q, VEC // 2, 2))
+    else:
+        pairs = tl.reshape(codes, (Q, ROWS, BLOCKS, VEC // 2, 2))
     lo, hi = tl.split(pairs)
     packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
     jj = tl.arange(0, VEC // 2)
-    c_off = (r64[:, None] * stride_c + b * (BLOCK // 2))[:, :, None, None] + (q * (VEC // 2))[:, None] + jj
-    tl.store(codes_ptr + c_off, packed, mask=real[:, :, None, None])
+    c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), q * (VEC // 2), jj, WHOLE)
+    tl.store(codes_ptr + c_off, packed, mask=_per_block(real, WHOLE))
     if SWIZZLED:
         # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
         tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
@@ -238,28 +272,29 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
 
 
-def launch_config(scheme: str) -> tuple[int, int, int]:
-    """(rows per program, blocks per program, num_warps): 4,096 elements per program, the fastest of a sweep on an
-    H100 (Triton 3.6, 2026-12-06: 16 x 256 on 4 warps; 2,048 per program was 8-9 points of copy bandwidth slower
-    from 16-bit sources, 8,192 or more slower still; ``docs/performance.md``)."""
-    return 16, 256 // BLOCK[scheme], 4
+def launch_config(scheme: str, element_size: int = 2) -> tuple[int, int, int, bool]:
+    """(rows per program, blocks per program, num_warps, whole blocks per thread) for a source of ``element_size``
+    bytes: 4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8
+    warps 6-17 points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``);
+    whole blocks per thread from 16-bit sources (the kernel's layout note)."""
+    return 16, 256 // BLOCK[scheme], 4, element_size < 4
 
 
 def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.Tensor | None, scheme: str, rule: str,
-           layout: str, config: tuple[int, int, int]) -> None:
-    """Launch the kernel on checked arguments (what :func:`quantize_fp4` does after its checks) with ``config`` =
-    (rows, blocks, warps) per program: for the launch-configuration sweep of ``benchmarks/bench_mx.py``."""
+           layout: str, config: tuple[int, int, int, bool]) -> None:
+    """Launch the kernel on checked arguments (what :func:`quantize_fp4` does after its checks) with ``config`` as
+    :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``."""
     rows, k = x.shape
     n_blocks = k // BLOCK[scheme]
     if not (rows and n_blocks):
         return
     srows, scols = swizzled_size(rows, n_blocks) if layout == "swizzled" else (rows, n_blocks)
-    rp, bp, warps = config
+    rp, bp, warps, whole = config
     grid = (cdiv(srows, rp), cdiv(scols, bp))
     _quantize_fp4_kernel[grid](
         x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0), scales.stride(0),
         srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=BLOCK[scheme], RULE=RULE_CODE[rule], SWIZZLED=layout == "swizzled",
-        VEC=16 // x.element_size(), num_warps=warps)
+        VEC=16 // x.element_size(), WHOLE=whole, num_warps=warps)
 
 
 def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,
@@ -287,5 +322,5 @@ def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | No
                                                               * swizzled_size(rows, n_blocks)[1],)
     g = _checks.global_scale(global_scale, scheme, x.device)
     codes, scales = _checks.outputs(out, (rows, k // 2), scale_shape, x.device, layout)
-    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme))
+    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme, x.element_size()))
     return (codes, scales) if g is None else (codes, scales, g.reshape(()))
