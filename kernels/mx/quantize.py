@@ -196,9 +196,10 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     # vector. Triton spreads threads over the leading dims and keeps the third in one thread: WHOLE, a thread holds
     # whole blocks (amax and scale need no shuffle, thresholds are built once per block) and each warp load reads
     # 16 bytes of every block it touches, the L1 serving the rest to the next loads; else consecutive threads read
-    # a block's consecutive vectors (whole lines) and share its amax by shuffles. WHOLE is for 16-bit sources (32-
-    # or 64-byte blocks); fp32 blocks (64 or 128 bytes) read that way reached 48-58% of copy on an H100, 82-65%
-    # split (2026-12-06, docs/performance.md).
+    # a block's consecutive vectors (whole lines) and share its amax by shuffles. Measured on an H100 (Triton 3.6,
+    # 2026-12-06, docs/performance.md): whole is 10-16 points of copy faster from 16-bit sources and for NVFP4 from
+    # fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their thresholds, 203 registers), but
+    # MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
     Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
@@ -276,8 +277,8 @@ def launch_config(scheme: str, element_size: int = 2) -> tuple[int, int, int, bo
     """(rows per program, blocks per program, num_warps, whole blocks per thread) for a source of ``element_size``
     bytes: 4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8
     warps 6-17 points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``);
-    whole blocks per thread from 16-bit sources (the kernel's layout note)."""
-    return 16, 256 // BLOCK[scheme], 4, element_size < 4
+    whole blocks per thread except MXFP4 from fp32 (the kernel's layout note)."""
+    return 16, 256 // BLOCK[scheme], 4, element_size < 4 or scheme == "nvfp4"
 
 
 def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.Tensor | None, scheme: str, rule: str,
