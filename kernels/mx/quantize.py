@@ -197,9 +197,9 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     # whole blocks (amax and scale need no shuffle, thresholds are built once per block) and each warp load reads
     # 16 bytes of every block it touches, the L1 serving the rest to the next loads; else consecutive threads read
     # a block's consecutive vectors (whole lines) and share its amax by shuffles. Measured on an H100 (Triton 3.6,
-    # 2026-12-06, docs/performance.md): whole is 10-16 points of copy faster from 16-bit sources and for NVFP4 from
-    # fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their thresholds, 203 registers), but
-    # MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
+    # 2026-12-06, docs/performance.md): whole is 2-6 points of copy faster for MXFP4 and 14-20 for NVFP4 from 16-bit
+    # sources, and for NVFP4 from fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their
+    # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
     Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
