@@ -1,6 +1,10 @@
 """Time quantize_fp4 (as % of measured copy bandwidth) and scaled_gemm (against torch's emulated path) on a GPU.
 
-Usage: ``python benchmarks/bench_mx.py [--json PATH]``. Not a test: nothing asserts a time.
+Usage: ``python benchmarks/bench_mx.py [--json PATH] [--quantize-only] [--baseline QUANTIZE_PY] [--sweep]``. Not a
+test: nothing asserts a time. ``--quantize-only`` skips the gemm table; ``--baseline`` times another tree's
+``kernels/mx/quantize.py`` beside this one's, in the same process (rows "baseline"), to compare two versions on one
+card; ``--sweep`` times launch configurations (rows x elements x warps per program, whole blocks per thread or
+split between threads) of the quantize kernel, linear layout.
 
 quantize: bytes = activations read + codes and scales written; ``floor ms`` = bytes / copy bandwidth, ``% copy`` =
 floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside cuBLAS's bf16 dense matmul of the same shape (``%
@@ -12,16 +16,21 @@ before Triton 3.9) is a row saying so. Rows "e4m3 x mxfp4": A in MXFP8 (e4m3, e8
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import torch
 from _common import check_larger_than_l2, copy_bandwidth_gbs, emit, graph_ms, parse_args, require_cuda, time_ms
 
-from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm  # noqa: E402  (after _common: repo root on sys.path)
+import kernels.mx.quantize as quantize_mod  # noqa: E402  (after _common: repo root on sys.path)
+from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm  # noqa: E402
 from kernels.mx.reference import E2M1_VALUES, nvfp4_global_scale  # noqa: E402
 
 QUANT_SHAPES = [(8192, 4096, torch.bfloat16), (16384, 8192, torch.bfloat16), (16384, 8192, torch.float16),
                 (8192, 8192, torch.float32)]
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096),
                (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 8192)]
+SWEEP = [(16, 256, 4, True), (16, 256, 4, False), (16, 256, 8, True), (16, 256, 8, False)]
 Q_COLUMNS = [("op", ""), ("scheme", ""), ("layout", ""), ("shape", ""), ("MB", ".1f"), ("floor_ms", ".4f"),
              ("call_ms", ".4f"), ("call_pct_copy", ".1f"), ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")]
 G_COLUMNS = [("op", ""), ("scheme", ""), ("shape", ""), ("kernel_ms", ".4f"), ("kernel_tflops", ".1f"),
@@ -54,10 +63,27 @@ def _emulated_fp8(q) -> torch.Tensor:
     return (q[0].float() * s.repeat_interleave(32, -1)).to(torch.bfloat16)
 
 
+def _options(p) -> None:
+    p.add_argument("--quantize-only", action="store_true", help="skip the scaled_gemm table")
+    p.add_argument("--baseline", type=Path, default=None, metavar="QUANTIZE_PY",
+                   help="another tree's kernels/mx/quantize.py, timed beside this one's (rows 'baseline')")
+    p.add_argument("--sweep", action="store_true", help="time quantize launch configurations (linear layout)")
+
+
+def _load_baseline(path: Path):
+    spec = importlib.util.spec_from_file_location("baseline_quantize", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.quantize_fp4
+
+
 def main() -> None:
-    args = parse_args(__doc__)
+    args = parse_args(__doc__, extra=_options)
     require_cuda("bench_mx.py")
     copy = copy_bandwidth_gbs()
+    versions = [("quantize", quantize_fp4)]
+    if args.baseline is not None:
+        versions.append(("baseline", _load_baseline(args.baseline)))
     rows = []
     for m, k, dtype in QUANT_SHAPES:
         x = torch.randn(m, k, device="cuda").to(dtype)
@@ -66,19 +92,36 @@ def main() -> None:
             block = 32 if scheme == "mxfp4" else 16
             nbytes = x.numel() * x.element_size() + x.numel() // 2 + x.numel() // block
             check_larger_than_l2(nbytes, f"quantize {m}x{k}")
+            floor = nbytes / copy / 1e6
+            shape = f"{m}x{k} {str(dtype)[6:]}"
             for layout in ("linear", "swizzled"):
-                out = quantize_fp4(x, scheme, global_scale=g, layout=layout)
-                bufs = (out[0], out[1])
-                def fn(x=x, s=scheme, g=g, lay=layout, b=bufs):
-                    return quantize_fp4(x, s, global_scale=g, layout=lay, out=b)
+                for op, quantize in versions:
+                    out = quantize(x, scheme, global_scale=g, layout=layout)
+                    bufs = (out[0], out[1])
+                    def fn(x=x, s=scheme, g=g, lay=layout, b=bufs, q=quantize):
+                        return q(x, s, global_scale=g, layout=lay, out=b)
 
-                floor = nbytes / copy / 1e6
-                call, graph = time_ms(fn), graph_ms(fn)
-                rows.append({"op": "quantize", "scheme": scheme, "layout": layout,
-                             "shape": f"{m}x{k} {str(dtype)[6:]}", "MB": nbytes / 1e6, "floor_ms": floor,
-                             "call_ms": call, "call_pct_copy": 100 * floor / call, "graph_ms": graph,
-                             "graph_pct_copy": 100 * floor / graph})
-    emit("quantize_fp4 vs copy bandwidth", Q_COLUMNS, rows, None)
+                    call, graph = time_ms(fn), graph_ms(fn)
+                    rows.append({"op": op, "scheme": scheme, "layout": layout, "shape": shape, "MB": nbytes / 1e6,
+                                 "floor_ms": floor, "call_ms": call, "call_pct_copy": 100 * floor / call,
+                                 "graph_ms": graph, "graph_pct_copy": 100 * floor / graph})
+            if args.sweep:
+                out = quantize_fp4(x, scheme, global_scale=g)
+                rule = "nvfp4" if scheme == "nvfp4" else "floor"
+                for cfg in SWEEP:
+                    def launch(x=x, s=scheme, g=g, o=out, c=(cfg[0], cfg[1] // block, *cfg[2:]), r=rule):
+                        quantize_mod.launch(x, o[0], o[1], g, s, r, "linear", c)
+
+                    graph = graph_ms(launch)
+                    name = "sweep {}x{} w{} {}".format(*cfg[:3], "whole" if cfg[3] else "split")
+                    rows.append({"op": name, "scheme": scheme, "layout": "linear",
+                                 "shape": shape, "MB": nbytes / 1e6, "floor_ms": floor, "call_ms": float("nan"),
+                                 "call_pct_copy": float("nan"), "graph_ms": graph,
+                                 "graph_pct_copy": 100 * floor / graph})
+    emit("quantize_fp4 vs copy bandwidth", Q_COLUMNS, rows, args.json if args.quantize_only else None,
+         extra={"copy_gbs": copy})
+    if args.quantize_only:
+        return
     grows = []
     cap = torch.cuda.get_device_capability()
     for m, n, k in GEMM_SHAPES:

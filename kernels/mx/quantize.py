@@ -7,14 +7,21 @@ H200), computed so that no step depends on a GPU's approximate arithmetic:
   target's float max does with NaN.
 * MXFP4 scale: the e8m0 rule on amax's fp32 bits (floor/ceil/even read exponent and mantissa; rceil divides by 6
   with ``div_rn``, IEEE); a NaN or inf amax gives the NaN scale 0xFF, whose whole block is coded +max (0x7).
-  Elements are x * 2^-scale, exact (a power of two; the only inexact products are fp32 subnormals, far below
-  e2m1's smallest step).
-* NVFP4 scale: ue4m3 of ``amax / 6 / global_scale`` (two ``div_rn``), rounded to nearest even and saturated to
-  448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements are coded as the
-  reference codes x / (scale * global_scale) in fp64, by comparing |x| with the e2m1 midpoints times the scale
-  (exact products, each turned into the fp32 threshold that decides alike: ``_fp32_threshold``), which costs no
-  division; a block whose scale is 0 or NaN is coded 0.
-* e2m1 rounding: comparisons against the midpoints of its grid (a binary search), ties to even, saturating.
+  Elements: y = |x| * 2^-scale (exact; the only inexact products are fp32 subnormals, far below e2m1's smallest
+  step) rounded to e2m1 by one fp32 add of a power of two whose ulp is e2m1's step in y's binade
+  (``_e2m1_pow2_code``): round to nearest even and saturation, with no comparison.
+* NVFP4 scale: ue4m3 of ``amax / 6 / global_scale`` (two ``div_rn``), rounded to nearest even by the same kind of
+  add and saturated to 448 in integer arithmetic (no FP8 cast, so every target computes it the same way). Elements
+  are coded as the reference codes x / (scale * global_scale) in fp64, by comparing |x|'s bits with the e2m1
+  midpoints times the scale (exact fp64 products, each turned into the fp32 threshold that decides alike: their
+  bits truncated, ``_nvfp4_thresholds``, for global scales in [2^-115, 2^116); a rounding round trip,
+  ``_fp32_threshold``, beyond), a binary search of three comparisons, ties to even, saturating, no division; a
+  block whose scale is 0 or NaN is coded 0.
+* Each thread holds whole blocks (16-byte loads of each block's vectors), so a block's amax, scale and thresholds
+  are computed once, without shuffles between threads.
+
+The element rules are checked against ``harness.mx`` on every bf16 value and every fp32 exponent beside each
+rounding boundary (``tests/kernels/mx/test_mx_quantize_rules.py``).
 
 Every bad input is a ``ValueError``/``TypeError`` naming the argument, raised before anything is launched; stores
 are masked to the rows and blocks that exist, so ``out=`` buffers are written exactly where the layout says.
@@ -30,6 +37,10 @@ from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
 
 __all__ = ["quantize_fp4", "launch_config"]
+
+
+_B22 = tl.constexpr(0x4A800000)  # bits of 2^22, whose fp32 ulp is 0.5 (e2m1's step below 2)
+_B14 = tl.constexpr(0x46800000)  # bits of 2^14, whose fp32 ulp is 2^-9 (ue4m3's step below 2^-6)
 
 
 @triton.jit
@@ -60,34 +71,32 @@ def _e8m0_code(amax, RULE: tl.constexpr):
 
 @triton.jit
 def _ue4m3_code(q):
-    """ue4m3 code (int32) of ``q`` (fp32, >= 0, inf or NaN): round to nearest even, saturate to 448, NaN -> 0x7F."""
+    """ue4m3 code (int32) of ``q`` (fp32, >= 0, inf or NaN): round to nearest even, saturate to 448, NaN -> 0x7F.
+    Adding C = 2^(20 + max(e, -6)) (e: q's binade) rounds q to C's ulp, ue4m3's step there (3 mantissa bits; the
+    fixed 2^-9 below 2^-6), ties to even; the sum's bits minus C's count the steps, 8 * (max(e, -6) + 6) more is the
+    code (as ``_e2m1_pow2_code``). For q >= 2^109 the exponent sum wraps, C is 2^14 and the count is huge: saturated
+    like inf."""
     qb = q.to(tl.int32, bitcast=True)
-    qe = (qb >> 23) & 0xFF
-    m24 = (qb & 0x7FFFFF) | 0x800000
-    e = qe - 127
-    # normal results (q >= 2^-6): keep 3 of the 23 mantissa bits; subnormal ones: a fixed 2^-9 grid
-    d = tl.where(e >= -6, 20, 14 - e)
-    d = tl.minimum(d, 25)  # beyond 24 dropped bits everything rounds to 0
-    n = (m24 + (1 << (d - 1)) - 1 + ((m24 >> d) & 1)) >> d
-    code = tl.where(e >= -6, (e + 7) * 8 + n - 8, n)
-    code = tl.where(qe == 0, 0, tl.minimum(code, 0x7E))  # fp32 subnormal q (< 2^-126) rounds to 0
+    cb = tl.maximum((qb & 0x7F800000) + (20 << 23), _B14)
+    t = q + cb.to(tl.float32, bitcast=True)
+    code = tl.minimum(t.to(tl.int32, bitcast=True) - cb + ((cb - _B14) >> 20), 0x7E)
     return tl.where(q != q, 0x7F, code)
 
 
 @triton.jit
-def _ue4m3_value(code):
-    c = code.to(tl.int32)
-    e = c >> 3
-    m = (c & 7).to(tl.float32)
-    v = tl.where(e == 0, m * 0.001953125, (8.0 + m) * tl.exp2((e - 10).to(tl.float32)))
-    return tl.where(c == 0x7F, float("nan"), v)
+def _ue4m3_value64(c):
+    """The value (fp64, exact) of ue4m3 code ``c`` (int32, 0..0x7E), from bits: (1 + m/8) * 2^(e - 7) is the fp64
+    of high word ``(c << 17) + (1016 << 20)``; a subnormal code's m * 2^-9 is (1 + m/8) * 2^-6 - 2^-6."""
+    sub = c < 8
+    hi = (c << 17) + (1016 << 20) + tl.where(sub, 1 << 20, 0)
+    return (hi.to(tl.int64) << 32).to(tl.float64, bitcast=True) - tl.where(sub, 0.015625, 0.0)
 
 
 @triton.jit
 def _e2m1_magnitude(a, u0, u1, u2, u3, u4, u5, u6):
-    """e2m1 magnitude code (int32, 0..7) of ``a`` (fp32, >= 0; NaN gives 0): how many of the increasing fp32
-    thresholds ``u0..u6`` it exceeds, found by a binary search of three comparisons (seven, summed, made this kernel
-    issue-bound on an H100)."""
+    """e2m1 magnitude code (int32, 0..7) of ``a`` (the int32 bits of an fp32 >= 0): how many of the increasing
+    thresholds ``u0..u6`` (fp32 bits too: for non-negative floats the bits order as the values) it exceeds, found by a
+    binary search of three comparisons (seven, summed, made this kernel issue-bound on an H100)."""
     c2 = a > u3
     c1 = a > tl.where(c2, u5, u1)
     c0 = a > tl.where(c2, tl.where(c1, u6, u4), tl.where(c1, u2, u0))
@@ -106,54 +115,153 @@ def _fp32_threshold(t, ok, AT_LEAST: tl.constexpr):
     return tl.where(ok, tl.where(step, bits - 1, bits).to(tl.float32, bitcast=True), float("inf"))
 
 
+# global scales in [_G_LO, _G_HI) make every NVFP4 threshold a normal fp32: 0.25 * 2^-9 * g >= 2^-126 and
+# 5 * 448 * g < 2^128
+_G_LO = tl.constexpr(2.0**-115)
+_G_HI = tl.constexpr(2.0**116)
+
+
+@triton.jit
+def _e2m1_pow2_code(x, xb, inv, kc):
+    """e2m1 magnitude code (int32, 0..7) of ``y = |x| * inv``, ``inv = 2^-E`` (``xb``: x's fp32 bits; ``kc`` =
+    ``bits(2^22) - bits(1.0) - (E << 23)``), rounded to nearest even and saturated, by one add instead of
+    comparisons. Adding C = 2^(22 + max(e, 0)) (e: y's binade) rounds y to C's ulp, 2^(max(e, 0) - 1): e2m1's step
+    in that binade (0.5 below 2, 1 in [2, 4), 2 in [4, 8)), ties to even (an even step count is an even code). The
+    sum's bits minus C's count the steps; 2 * max(e, 0) more is the code. The product is exact, or far below 0.25
+    and then lost in the add either way, so fusing it into an fma changes nothing."""
+    cb = tl.maximum((xb & 0x7F800000) + kc, _B22)
+    t = tl.abs(x) * inv + cb.to(tl.float32, bitcast=True)
+    return tl.minimum(t.to(tl.int32, bitcast=True) - cb + (cb >> 22) - (_B22 >> 22), 7)
+
+
+@triton.jit
+def _fp32_below(t, AT_LEAST: tl.constexpr):
+    """fp32 bits of the largest fp32 ``u`` with ``a > u`` exactly when ``a > t`` (``a >= t`` with ``AT_LEAST``) for
+    every fp32 ``a``, of an fp64 ``t`` in fp32's normal range: t's bits truncated to fp32's 23 mantissa bits are t
+    rounded down (positive t); for ``a >= t`` the fp64 just below t is truncated, the largest fp32 under t."""
+    b = t.to(tl.int64, bitcast=True)
+    if AT_LEAST:
+        b = b - 1
+    return ((b >> 29) - ((1023 - 127) << 23)).to(tl.int32)
+
+
+@triton.jit
+def _nvfp4_thresholds(v, g):
+    """The seven e2m1 decision thresholds of NVFP4 blocks of ue4m3 scale value ``v`` (fp64, > 0) and global scale
+    ``g`` in [2^-115, 2^116), as int32 fp32 bits to compare |x|'s bits with: |x| > u_k exactly when |x| / (v * g) is
+    above (at or above, for 0.75, 1.75, 3.5: ties to even) the k-th midpoint 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.
+    s = v * g and m * s are exact in fp64 (4 + 24 + 3 significant bits) and, in that range of g, normal fp32 values
+    (0.25 * 2^-9 * g >= 2^-126, 5 * 448 * g < 2^128), so each threshold is s's bits truncated and a double is one
+    more exponent: 2.5 = 2 * 1.25, 3.5 = 2 * 1.75, 5 = 4 * 1.25, 0.25 = 1 / 4."""
+    s = v * g.to(tl.float64)
+    u0 = _fp32_below(s, False) - (2 << 23)
+    u1 = _fp32_below(0.75 * s, True)
+    u2 = _fp32_below(1.25 * s, False)
+    u3 = _fp32_below(1.75 * s, True)
+    return u0, u1, u2, u3, u2 + (1 << 23), u3 + (1 << 23), u2 + (2 << 23)
+
+
+@triton.jit
+def _elements(block_off, vec_off, j, WHOLE: tl.constexpr):
+    """Element offsets from a (ROWS, BLOCKS) block offset, a (Q,) vector offset and (VEC,) lanes, in the kernel's
+    element layout."""
+    if WHOLE:
+        return block_off[:, :, None, None] + vec_off[:, None] + j
+    else:
+        return vec_off[:, None, None, None] + block_off[None, :, :, None] + j
+
+
+@triton.jit
+def _per_block(t, WHOLE: tl.constexpr):
+    """A (ROWS, BLOCKS) value broadcast against the elements."""
+    if WHOLE:
+        return t[:, :, None, None]
+    else:
+        return t[None, :, :, None]
+
+
+@triton.jit
+def _block_max(t, WHOLE: tl.constexpr):
+    if WHOLE:
+        return tl.max(tl.max(t, axis=3), axis=2)
+    else:
+        return tl.max(tl.max(t, axis=3), axis=0)
+
+
 @triton.jit
 def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, stride_x, stride_c, stride_s,
                          scale_rows, scale_cols, ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-                         RULE: tl.constexpr, SWIZZLED: tl.constexpr):
+                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, WHOLE: tl.constexpr):
+    # x as (ROWS, BLOCKS, BLOCK / VEC, VEC) when WHOLE, else (BLOCK / VEC, ROWS, BLOCKS, VEC), one 16-byte load per
+    # vector. Triton spreads threads over the leading dims and keeps the third in one thread: WHOLE, a thread holds
+    # whole blocks (amax and scale need no shuffle, thresholds are built once per block) and each warp load reads
+    # 16 bytes of every block it touches, the L1 serving the rest to the next loads; else consecutive threads read
+    # a block's consecutive vectors (whole lines) and share its amax by shuffles. Measured on an H100 (Triton 3.6,
+    # 2026-12-06, docs/performance.md): whole is 2-6 points of copy faster for MXFP4 and 14-20 for NVFP4 from 16-bit
+    # sources, and for NVFP4 from fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their
+    # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
+    Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
-    j = tl.arange(0, BLOCK)
+    q = tl.arange(0, Q)
+    j = tl.arange(0, VEC)
     r64 = r.to(tl.int64)
     real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
-    x_off = r64[:, None, None] * stride_x + (b * BLOCK)[None, :, None] + j[None, None, :]
+    x_off = _elements(r64[:, None] * stride_x + b * BLOCK, q * VEC, j, WHOLE)
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
-    x = tl.load(x_ptr + x_off, mask=real[:, :, None], other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + x_off, mask=_per_block(real, WHOLE), other=0.0).to(tl.float32)
     xb = x.to(tl.int32, bitcast=True)
-    # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block holds
-    # one (a float max's NaN propagation differs between targets)
-    amax = tl.max(xb & 0x7FFFFFFF, axis=2).to(tl.float32, bitcast=True)
+    a = xb & 0x7FFFFFFF
+    if RULE == 0:
+        # the floor rule reads amax's exponent alone (inf and NaN share 0xFF, 0 and subnormals 0): the max of the
+        # exponent fields, which the element code computes anyway
+        amax = _block_max(xb & 0x7F800000, WHOLE).to(tl.float32, bitcast=True)
+    else:
+        # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block
+        # holds one (a float max's NaN propagation differs between targets)
+        amax = _block_max(a, WHOLE).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
         g = tl.load(gs_ptr).to(tl.float32)
         scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
-        s = _ue4m3_value(scode).to(tl.float64) * g.to(tl.float64)  # exact in fp64 (4 + 24 significant bits)
-        # x / s is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 3 more bits), each turned
-        # into the fp32 threshold that decides alike: no division. The reference's rounded fp64 quotient lies on the
-        # same side of each midpoint m as the exact one: |x| and m * s (24 and 31 significant bits) are equal or
-        # differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or NaN codes its block 0.
-        ok = s > 0
-        u0 = _fp32_threshold(0.25 * s, ok, False)[:, :, None]
-        u1 = _fp32_threshold(0.75 * s, ok, True)[:, :, None]
-        u2 = _fp32_threshold(1.25 * s, ok, False)[:, :, None]
-        u3 = _fp32_threshold(1.75 * s, ok, True)[:, :, None]
-        u4 = _fp32_threshold(2.5 * s, ok, False)[:, :, None]
-        u5 = _fp32_threshold(3.5 * s, ok, True)[:, :, None]
-        u6 = _fp32_threshold(5.0 * s, ok, False)[:, :, None]
-        codes = _e2m1_magnitude(tl.abs(x), u0, u1, u2, u3, u4, u5, u6) | (sign & tl.where(ok, 8, 0)[:, :, None])
+        v = _ue4m3_value64(scode)
+        # x / s (s = v * g) is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 4 + 24 + 3
+        # significant bits), each turned into the fp32 threshold that decides alike: no division. The reference's
+        # rounded fp64 quotient lies on the same side of each midpoint m as the exact one: |x| and m * s (24 and
+        # 31 significant bits) are equal or differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or
+        # NaN codes its block 0.
+        ok = (scode != 0) & (scode != 0x7F)
+        if (g >= _G_LO) & (g < _G_HI):
+            u0, u1, u2, u3, u4, u5, u6 = _nvfp4_thresholds(v, g)
+        else:
+            sd = v * g.to(tl.float64)
+            u0 = _fp32_threshold(0.25 * sd, ok, False).to(tl.int32, bitcast=True)
+            u1 = _fp32_threshold(0.75 * sd, ok, True).to(tl.int32, bitcast=True)
+            u2 = _fp32_threshold(1.25 * sd, ok, False).to(tl.int32, bitcast=True)
+            u3 = _fp32_threshold(1.75 * sd, ok, True).to(tl.int32, bitcast=True)
+            u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
+            u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
+            u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
+        mag = _e2m1_magnitude(a, _per_block(u0, WHOLE), _per_block(u1, WHOLE), _per_block(u2, WHOLE),
+                              _per_block(u3, WHOLE), _per_block(u4, WHOLE), _per_block(u5, WHOLE),
+                              _per_block(u6, WHOLE))
+        codes = tl.where(_per_block(ok, WHOLE), mag | sign, 0)
     else:
         scode = _e8m0_code(amax, RULE)
         inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
-        # round to nearest even on e2m1's grid: > 0.25, >= 0.75, > 1.25, >= 1.75, > 2.5, >= 3.5, > 5 (a >= m is
-        # a > the fp32 just below m), saturating; NaN and inf blocks have the NaN scale, coded +max
-        mag = _e2m1_magnitude(tl.abs(x * inv[:, :, None]), 0.25, 0.7499999403953552, 1.25, 1.7499998807907104, 2.5,
-                              3.499999761581421, 5.0)
-        codes = tl.where((scode == 0xFF)[:, :, None], 7, mag | sign)
-    pairs = tl.reshape(codes, (ROWS, BLOCKS, BLOCK // 2, 2))
+        kc = _B22 - 0x3F800000 - ((scode - 127) << 23)
+        mag = _e2m1_pow2_code(x, xb, _per_block(inv, WHOLE), _per_block(kc, WHOLE))
+        # NaN and inf blocks have the NaN scale, coded +max
+        codes = tl.where(_per_block(scode == 0xFF, WHOLE), 7, mag | sign)
+    if WHOLE:
+        pairs = tl.reshape(codes, (ROWS, BLOCKS, Q, VEC // 2, 2))
+    else:
+        pairs = tl.reshape(codes, (Q, ROWS, BLOCKS, VEC // 2, 2))
     lo, hi = tl.split(pairs)
-    packed = (lo | (hi << 4)).to(tl.uint8)
-    jj = tl.arange(0, BLOCK // 2)
-    c_off = r64[:, None, None] * stride_c + (b * (BLOCK // 2))[None, :, None] + jj[None, None, :]
-    tl.store(codes_ptr + c_off, packed, mask=real[:, :, None])
+    packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
+    jj = tl.arange(0, VEC // 2)
+    c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), q * (VEC // 2), jj, WHOLE)
+    tl.store(codes_ptr + c_off, packed, mask=_per_block(real, WHOLE))
     if SWIZZLED:
         # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
         tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
@@ -165,11 +273,29 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
 
 
-def launch_config(scheme: str) -> tuple[int, int, int]:
-    """(rows per program, blocks per program, num_warps): 4,096 elements per program, the fastest of a sweep on an
-    H100 (Triton 3.6, 2026-12-06: 16 x 256 on 4 warps; 2,048 per program was 8-9 points of copy bandwidth slower
-    from 16-bit sources, 8,192 or more slower still; ``docs/performance.md``)."""
-    return 16, 256 // BLOCK[scheme], 4
+def launch_config(scheme: str, element_size: int = 2) -> tuple[int, int, int, bool]:
+    """(rows per program, blocks per program, num_warps, whole blocks per thread) for a source of ``element_size``
+    bytes: 4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8
+    warps 6-17 points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``);
+    whole blocks per thread except MXFP4 from fp32 (the kernel's layout note)."""
+    return 16, 256 // BLOCK[scheme], 4, element_size < 4 or scheme == "nvfp4"
+
+
+def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.Tensor | None, scheme: str, rule: str,
+           layout: str, config: tuple[int, int, int, bool]) -> None:
+    """Launch the kernel on checked arguments (what :func:`quantize_fp4` does after its checks) with ``config`` as
+    :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``."""
+    rows, k = x.shape
+    n_blocks = k // BLOCK[scheme]
+    if not (rows and n_blocks):
+        return
+    srows, scols = swizzled_size(rows, n_blocks) if layout == "swizzled" else (rows, n_blocks)
+    rp, bp, warps, whole = config
+    grid = (cdiv(srows, rp), cdiv(scols, bp))
+    _quantize_fp4_kernel[grid](
+        x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0), scales.stride(0),
+        srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=BLOCK[scheme], RULE=RULE_CODE[rule], SWIZZLED=layout == "swizzled",
+        VEC=16 // x.element_size(), WHOLE=whole, num_warps=warps)
 
 
 def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,
@@ -197,12 +323,5 @@ def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | No
                                                               * swizzled_size(rows, n_blocks)[1],)
     g = _checks.global_scale(global_scale, scheme, x.device)
     codes, scales = _checks.outputs(out, (rows, k // 2), scale_shape, x.device, layout)
-    if rows and n_blocks:
-        srows, scols = swizzled_size(rows, n_blocks) if layout == "swizzled" else (rows, n_blocks)
-        rp, bp, warps = launch_config(scheme)
-        grid = (cdiv(srows, rp), cdiv(scols, bp))
-        _quantize_fp4_kernel[grid](
-            x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0),
-            scales.stride(0), srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=block, RULE=RULE_CODE[rule],
-            SWIZZLED=layout == "swizzled", num_warps=warps)
+    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme, x.element_size()))
     return (codes, scales) if g is None else (codes, scales, g.reshape(()))
