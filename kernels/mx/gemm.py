@@ -38,6 +38,8 @@ BM, BN, BK = 128, 128, 128
 #: steps whatever the tile
 SPLIT_ALIGN = 256
 _SPLIT_ALIGN = tl.constexpr(SPLIT_ALIGN)
+#: programs k_splits aims for (two per SM of a 132-SM H100, rounded down to a power of two; k_splits says why)
+_SPLIT_PROGRAMS = 256
 
 
 @triton.jit
@@ -53,7 +55,7 @@ def _scale_offsets(rows, cols, stride, scale_cols, SWIZZLED: tl.constexpr):
 def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, N, K, stride_a, stride_b, stride_c,
                         stride_as, stride_bs, a_scale_cols, b_scale_cols, BM: tl.constexpr, BN: tl.constexpr,
                         BK: tl.constexpr, GROUP: tl.constexpr, NVFP4: tl.constexpr, SWIZZLED: tl.constexpr,
-                        GROUP_M: tl.constexpr, A_FORMAT: tl.constexpr, AK: tl.constexpr, SPLIT: tl.constexpr = 1):
+                        GROUP_M: tl.constexpr, A_FORMAT: tl.constexpr, AK: tl.constexpr, SPLIT: tl.constexpr):
     # A holds AK bytes of each BK-wide k step: BK // 2 for packed e2m1, BK for e4m3
     # GROUP_M row tiles walk the column tiles together, so the B tiles they share are read from L2, not HBM
     # SPLIT > 1: program (pid, s) sums split s's K range from zero into the s-th (M, N) plane of c (a workspace);
@@ -128,12 +130,19 @@ def k_splits(M: int, N: int, K: int) -> int:
     The split is part of the product's definition, not of its speed alone: split s sums K[s·KS, (s+1)·KS) from
     zero (KS = K / splits rounded up to a multiple of :data:`SPLIT_ALIGN`), and C is then the fp32 sum of the
     splits in order, ((C₀ + C₁) + C₂) + …, which rounds differently from one K walk. So it depends on the shape
-    alone, never on the GPU, and the interpreter lane splits exactly as a GPU does. Only skinny products
-    (M ≤ 64, K ≥ 2048) split: there a 16-row tile leaves most SMs idle and each program walks all of K, while
-    the (splits, M, N) fp32 workspace stays small beside the weights (PROVISIONAL: swept below)."""
-    if M > 64 or K < 2048:
-        return 1
-    splits = K // 1024
+    alone, never on the GPU or the tile, and the interpreter lane splits exactly as a GPU does.
+
+    The rule: enough splits for :data:`_SPLIT_PROGRAMS` programs of 16 x 64 output tiles (a power of two), each
+    range at least 1024 long. Why: the sm90 skinny tile (16 x 64 x 256 on 4 warps, :func:`launch_config`) takes
+    255 registers a thread (``cuobjdump --dump-resource-usage`` of Triton 3.6's sm90 build, 2026-12-06), so an SM
+    holds two such programs, and 256 are two on each of an H100's 132 SMs but 8. Unsplit, 16 x 4096 x 4096
+    launches 64 programs and 16 x 8192 x 8192 128, each walking all of K with one warp per scheduler. Derived from
+    that compiler output, not timed: the H100 sweep (``bench_mx.py --sweep-gemm``) got no device in the round
+    that added the split."""
+    tiles = cdiv(M, 16) * cdiv(N, 64)
+    splits = 1
+    while tiles * splits < _SPLIT_PROGRAMS and K // (2 * splits) >= 1024:
+        splits *= 2
     return splits if M * N * splits < 2**31 else 1
 
 
@@ -145,7 +154,9 @@ def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = N
     order whatever the tile. Skinny M (decode, MoE) reads the weights once per row tile, so its tiles are 16 rows
     and many columns' programs share the bandwidth. sm100 and newer, and the interpreter (which imitates whichever
     arch it is told): one 128 x 128 x 128 tile on 4 warps, the shape native block-scaled MMA takes (a tile of fewer
-    than 128 rows falls back to the emulation there)."""
+    than 128 rows falls back to the emulation there). How many K ranges a launch sums apart is not the tile's to
+    choose: it changes the bits, so :func:`k_splits` decides it from the shape alone; every BK here divides
+    :data:`SPLIT_ALIGN`."""
     if capability is None or capability >= (10, 0):
         return BM, BN, BK, 1, 4, 3
     if M <= 16 or (M <= 64 and N <= 4096):
