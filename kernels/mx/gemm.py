@@ -135,7 +135,7 @@ def k_splits(M: int, N: int, K: int) -> int:
     The rule: enough splits for :data:`_SPLIT_PROGRAMS` programs of 16 x 64 output tiles (a power of two), each
     range at least 1024 long. Why: the sm90 skinny tile (16 x 64 x 256 on 4 warps, :func:`launch_config`) takes
     255 registers a thread (``cuobjdump --dump-resource-usage`` of Triton 3.6's sm90 build, 2026-12-06), so an SM
-    holds two such programs, and 256 are two on each of an H100's 132 SMs but 8. Unsplit, 16 x 4096 x 4096
+    holds two such programs: 256 are two on each of an H100's 132 SMs, less 8. Unsplit, 16 x 4096 x 4096
     launches 64 programs and 16 x 8192 x 8192 128, each walking all of K with one warp per scheduler. Derived from
     that compiler output, not timed: the H100 sweep (``bench_mx.py --sweep-gemm``) got no device in the round
     that added the split."""
