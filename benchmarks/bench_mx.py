@@ -1,16 +1,20 @@
 """Time quantize_fp4 (as % of measured copy bandwidth) and scaled_gemm (against torch's emulated path) on a GPU.
 
-Usage: ``python benchmarks/bench_mx.py [--json PATH] [--quantize-only] [--baseline QUANTIZE_PY] [--sweep]``. Not a
-test: nothing asserts a time. ``--quantize-only`` skips the gemm table; ``--baseline`` times another tree's
-``kernels/mx/quantize.py`` beside this one's, in the same process (rows "baseline"), to compare two versions on one
-card; ``--sweep`` times launch configurations (rows x elements x warps per program, whole blocks per thread or
-split between threads) of the quantize kernel, linear layout.
+Usage: ``python benchmarks/bench_mx.py [--json PATH] [--quantize-only | --gemm-only] [--baseline QUANTIZE_PY]
+[--sweep] [--sweep-gemm]``. Not a test: nothing asserts a time. ``--quantize-only`` skips the gemm table,
+``--gemm-only`` the quantize table; ``--baseline`` times another tree's ``kernels/mx/quantize.py`` beside this
+one's, in the same process (rows "baseline"), to compare two versions on one card; ``--sweep`` times launch
+configurations (rows x elements x warps per program, whole blocks per thread or split between threads) of the
+quantize kernel, linear layout; ``--sweep-gemm`` times the skinny shapes' launch configurations and K splits
+(``kernels.mx.gemm.launch_config`` and ``k_splits``), compiling them first on every CPU core.
 
 quantize: bytes = activations read + codes and scales written; ``floor ms`` = bytes / copy bandwidth, ``% copy`` =
 floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside cuBLAS's bf16 dense matmul of the same shape (``%
 cuBLAS``) and "torch emulated": dequantize both operands to bf16 with torch ops and ``torch.matmul`` (what a model
 without an FP4 kernel runs), timed end to end. Skinny shapes (decode, MoE: M of 16 to 256) are bound by the bytes
-of the operands and C: ``% copy`` = those bytes / copy bandwidth / time. A refused combination (NVFP4 on sm90
+of the operands and C: ``% copy`` = those bytes / copy bandwidth / time; ``graph`` columns time the same call
+replayed from a CUDA graph (the kernels alone, without the Python launch, which at these sizes takes longer than the
+GPU: decode runs under graphs). A refused combination (NVFP4 on sm90
 before Triton 3.9) is a row saying so. Rows "e4m3 x mxfp4": A in MXFP8 (e4m3, e8m0 scales), B in MXFP4.
 """
 
@@ -34,7 +38,8 @@ SWEEP = [(16, 256, 4, True), (16, 256, 4, False), (16, 256, 8, True), (16, 256, 
 Q_COLUMNS = [("op", ""), ("scheme", ""), ("layout", ""), ("shape", ""), ("MB", ".1f"), ("floor_ms", ".4f"),
              ("call_ms", ".4f"), ("call_pct_copy", ".1f"), ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")]
 G_COLUMNS = [("op", ""), ("scheme", ""), ("shape", ""), ("kernel_ms", ".4f"), ("kernel_tflops", ".1f"),
-             ("cublas_bf16_tflops", ".1f"), ("pct_cublas", ".1f"), ("pct_copy", ".1f"), ("torch_emulated_ms", ".3f"),
+             ("cublas_bf16_tflops", ".1f"), ("pct_cublas", ".1f"), ("pct_copy", ".1f"), ("graph_ms", ".4f"),
+             ("graph_pct_copy", ".1f"), ("torch_emulated_ms", ".3f"),
              ("speedup", ".2f"), ("note", "")]
 
 
@@ -68,6 +73,8 @@ def _options(p) -> None:
     p.add_argument("--baseline", type=Path, default=None, metavar="QUANTIZE_PY",
                    help="another tree's kernels/mx/quantize.py, timed beside this one's (rows 'baseline')")
     p.add_argument("--sweep", action="store_true", help="time quantize launch configurations (linear layout)")
+    p.add_argument("--gemm-only", action="store_true", help="skip the quantize_fp4 table")
+    p.add_argument("--sweep-gemm", action="store_true", help="time the skinny shapes' configurations and K splits")
 
 
 def _load_baseline(path: Path):
@@ -77,6 +84,70 @@ def _load_baseline(path: Path):
     return mod.quantize_fp4
 
 
+def _sweep_configs() -> list[tuple[int, tuple[int, ...], int]]:
+    """(M, (BM, BN, BK, GROUP_M, warps, stages), splits) swept for each skinny M: the tiles whose sm90 SASS issues
+    the fewest instructions per weight element (Triton 3.6: 16x128x128 on 4 warps 0.44 warp-instructions, 16x64x256
+    0.56, 16x32x256 0.76), the shipped ones, and K splits of 1 to 8."""
+    out = []
+    for config in ((16, 64, 256, 1, 4, 4), (16, 128, 128, 1, 4, 4)):
+        out += [(16, config, splits) for splits in (1, 4, 8)]
+    for config in ((16, 128, 128, 1, 4, 4), (16, 64, 256, 1, 4, 4), (64, 128, 128, 1, 4, 4), (64, 64, 256, 1, 4, 4)):
+        out += [(64, config, splits) for splits in (1, 4, 8)]
+    for config in ((64, 128, 256, 1, 4, 4), (64, 128, 128, 1, 4, 4), (128, 128, 128, 1, 8, 4)):
+        out += [(256, config, splits) for splits in (1, 2)]
+    return out
+
+
+def _sweep_operands(m: int, n: int, k: int, a_format: str):
+    a, b = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
+    return (_mxfp8(a) if a_format == "e4m3" else quantize_fp4(a)), quantize_fp4(b)
+
+
+def _compile_some(jobs: list[tuple[int, tuple[int, ...], int]], a_format: str) -> None:
+    from kernels.mx.gemm import _launch
+
+    for m, config, splits in jobs:
+        qa, qb = _sweep_operands(m, 4096, 4096, a_format)
+        try:
+            _launch(qa, qb, torch.empty(m, 4096, device="cuda"), "mxfp4", "linear", a_format, config, splits)
+        except Exception as e:  # noqa: BLE001 - a config that fails to compile is reported, not fatal
+            print(f"compile failed: M={m} {config} splits={splits}: {type(e).__name__}: {str(e)[:200]}")
+    torch.cuda.synchronize()
+
+
+def sweep_gemm(copy: float, a_formats: tuple[str, ...] = ("e2m1",)) -> list[dict]:
+    """Every configuration of :func:`_sweep_configs` at N = K = 4096 and 8192, timed from a CUDA graph. MXFP4 A
+    alone by default: the skinny rows' cost is B's upcast, the same whatever A holds (e4m3 rows reuse the result)."""
+    import multiprocessing as mp
+    import os
+
+    from kernels.mx.gemm import _launch
+
+    configs = _sweep_configs()
+    procs = max(1, min(16, (os.cpu_count() or 2) - 1))
+    rows = []
+    for a_format in a_formats:
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(procs) as pool:
+            pool.starmap(_compile_some, [(configs[i::procs], a_format) for i in range(procs)])
+        for nk in (4096, 8192):
+            ops = {m: _sweep_operands(m, nk, nk, a_format) for m in (16, 64, 256)}
+            for m, config, splits in configs:
+                qa, qb = ops[m]
+                c = torch.empty(m, nk, device="cuda")
+                def fn(qa=qa, qb=qb, c=c, config=config, splits=splits, f=a_format):
+                    _launch(qa, qb, c, "mxfp4", "linear", f, config, splits)
+                try:
+                    ms = graph_ms(fn)
+                except Exception as e:  # noqa: BLE001
+                    print(f"failed: M={m} {config} splits={splits}: {type(e).__name__}")
+                    continue
+                nbytes = sum(t.numel() * t.element_size() for t in (*qa[:2], *qb[:2])) + m * nk * 4
+                rows.append({"a": a_format, "shape": f"{m}x{nk}x{nk}", "config": "x".join(map(str, config)),
+                             "splits": splits, "graph_ms": ms, "graph_pct_copy": 100 * nbytes / copy / 1e6 / ms})
+    return rows
+
+
 def main() -> None:
     args = parse_args(__doc__, extra=_options)
     require_cuda("bench_mx.py")
@@ -84,8 +155,20 @@ def main() -> None:
     versions = [("quantize", quantize_fp4)]
     if args.baseline is not None:
         versions.append(("baseline", _load_baseline(args.baseline)))
+    if args.sweep_gemm:
+        srows = sweep_gemm(copy)
+        emit("scaled_gemm skinny sweep (graph replay)", [("a", ""), ("shape", ""), ("config", ""), ("splits", "d"),
+             ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")], srows, None)
+        best = {}
+        for r in srows:
+            key = (r["a"], r["shape"])
+            if key not in best or r["graph_ms"] < best[key]["graph_ms"]:
+                best[key] = r
+        emit("scaled_gemm skinny sweep: the fastest per shape", [("a", ""), ("shape", ""), ("config", ""),
+             ("splits", "d"), ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")], list(best.values()),
+             args.json.with_suffix(".sweep.json") if args.json else None, extra={"all": srows, "copy_gbs": copy})
     rows = []
-    for m, k, dtype in QUANT_SHAPES:
+    for m, k, dtype in [] if args.gemm_only else QUANT_SHAPES:
         x = torch.randn(m, k, device="cuda").to(dtype)
         for scheme in ("mxfp4", "nvfp4"):
             g = nvfp4_global_scale(x) if scheme == "nvfp4" else None
@@ -118,8 +201,9 @@ def main() -> None:
                                  "shape": shape, "MB": nbytes / 1e6, "floor_ms": floor, "call_ms": float("nan"),
                                  "call_pct_copy": float("nan"), "graph_ms": graph,
                                  "graph_pct_copy": 100 * floor / graph})
-    emit("quantize_fp4 vs copy bandwidth", Q_COLUMNS, rows, args.json if args.quantize_only else None,
-         extra={"copy_gbs": copy})
+    if rows:
+        emit("quantize_fp4 vs copy bandwidth", Q_COLUMNS, rows, args.json if args.quantize_only else None,
+             extra={"copy_gbs": copy})
     if args.quantize_only:
         return
     grows = []
@@ -142,12 +226,17 @@ def main() -> None:
             row = {"op": "gemm", "scheme": name, "shape": f"{m}x{n}x{k}", "torch_emulated_ms": emu,
                    "cublas_bf16_tflops": 2 * m * n * k / cublas / 1e9, "kernel_ms": float("nan"),
                    "kernel_tflops": float("nan"), "pct_cublas": float("nan"), "pct_copy": float("nan"),
-                   "speedup": float("nan"), "note": why or ""}
+                   "graph_ms": float("nan"), "graph_pct_copy": float("nan"), "speedup": float("nan"),
+                   "note": why or ""}
             if why is None:
                 c = scaled_gemm(qa, qb, scheme, a_format=a_format)
-                ms = time_ms(lambda qa=qa, qb=qb, s=scheme, c=c, f=a_format: scaled_gemm(qa, qb, s, a_format=f, out=c))
+                def fn(qa=qa, qb=qb, s=scheme, c=c, f=a_format):
+                    return scaled_gemm(qa, qb, s, a_format=f, out=c)
+
+                ms, graph = time_ms(fn), graph_ms(fn)
                 row.update(kernel_ms=ms, kernel_tflops=2 * m * n * k / ms / 1e9, pct_cublas=100 * cublas / ms,
-                           pct_copy=100 * nbytes / copy / 1e6 / ms, speedup=emu / ms)
+                           pct_copy=100 * nbytes / copy / 1e6 / ms, graph_ms=graph,
+                           graph_pct_copy=100 * nbytes / copy / 1e6 / graph, speedup=emu / ms)
             grows.append(row)
     emit("scaled_gemm vs torch's emulated path (dequantize to bf16 + matmul)", G_COLUMNS, grows, args.json,
          extra={"quantize": rows, "copy_gbs": copy})

@@ -31,9 +31,15 @@ from kernels._interpreter import runs_on_interpreter
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, cdiv, swizzled_size
 
-__all__ = ["scaled_gemm", "gemm_refusal", "launch_config", "BM", "BN", "BK"]
+__all__ = ["scaled_gemm", "gemm_refusal", "launch_config", "k_splits", "BM", "BN", "BK", "SPLIT_ALIGN"]
 
 BM, BN, BK = 128, 128, 128
+#: a split's K range is a multiple of this (every BK of launch_config divides it), so a split holds the same k
+#: steps whatever the tile
+SPLIT_ALIGN = 256
+_SPLIT_ALIGN = tl.constexpr(SPLIT_ALIGN)
+#: programs k_splits aims for (two per SM of a 132-SM H100, rounded down to a power of two; k_splits says why)
+_SPLIT_PROGRAMS = 256
 
 
 @triton.jit
@@ -49,10 +55,19 @@ def _scale_offsets(rows, cols, stride, scale_cols, SWIZZLED: tl.constexpr):
 def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, N, K, stride_a, stride_b, stride_c,
                         stride_as, stride_bs, a_scale_cols, b_scale_cols, BM: tl.constexpr, BN: tl.constexpr,
                         BK: tl.constexpr, GROUP: tl.constexpr, NVFP4: tl.constexpr, SWIZZLED: tl.constexpr,
-                        GROUP_M: tl.constexpr, A_FORMAT: tl.constexpr, AK: tl.constexpr):
+                        GROUP_M: tl.constexpr, A_FORMAT: tl.constexpr, AK: tl.constexpr, SPLIT: tl.constexpr):
     # A holds AK bytes of each BK-wide k step: BK // 2 for packed e2m1, BK for e4m3
     # GROUP_M row tiles walk the column tiles together, so the B tiles they share are read from L2, not HBM
+    # SPLIT > 1: program (pid, s) sums split s's K range from zero into the s-th (M, N) plane of c (a workspace);
+    # _split_sum_kernel adds the planes
     pid = tl.program_id(0)
+    if SPLIT == 1:
+        k_lo = 0
+        k_hi = K
+    else:
+        tl.static_assert(_SPLIT_ALIGN % BK == 0)
+        k_lo = tl.program_id(1) * (tl.cdiv(tl.cdiv(K, SPLIT), _SPLIT_ALIGN) * _SPLIT_ALIGN)
+        k_hi = tl.minimum(k_lo + tl.cdiv(tl.cdiv(K, SPLIT), _SPLIT_ALIGN) * _SPLIT_ALIGN, K)
     per_group = GROUP_M * tl.cdiv(N, BN)
     first_m = pid // per_group * GROUP_M
     size_m = tl.minimum(tl.cdiv(M, BM) - first_m, GROUP_M)
@@ -62,7 +77,7 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
     ka = tl.arange(0, AK)
     ks = tl.arange(0, BK // GROUP)
     acc = tl.zeros((BM, BN), tl.float32)
-    for k0 in range(0, K, BK):
+    for k0 in range(k_lo, k_hi, BK):
         kb = k0 // 2 + kk
         kab = k0 // (BK // AK) + ka
         a = tl.load(a_ptr + rm.to(tl.int64)[:, None] * stride_a + kab[None, :],
@@ -86,10 +101,49 @@ def _scaled_gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, ga_ptr, gb_ptr, M, 
             sa = sa.to(tl.float8e4nv, bitcast=True)
             sb = sb.to(tl.float8e4nv, bitcast=True)
         acc = tl.dot_scaled(a, sa, A_FORMAT, b, sb, "e2m1", acc)
+    if NVFP4 and SPLIT == 1:
+        # harness: equivalent-mutant(drop-f32): the global scales are float32 (kernels.mx._checks.global_scale)
+        acc = acc * (tl.load(ga_ptr).to(tl.float32) * tl.load(gb_ptr).to(tl.float32))
+    if SPLIT > 1:
+        c_ptr += tl.program_id(1).to(tl.int64) * M * stride_c
+    tl.store(c_ptr + rm.to(tl.int64)[:, None] * stride_c + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def _split_sum_kernel(w_ptr, c_ptr, ga_ptr, gb_ptr, M, N, stride_c, SPLIT: tl.constexpr, NVFP4: tl.constexpr,
+                      BLOCK_E: tl.constexpr):
+    # c = ((w[0] + w[1]) + w[2]) + ...: the planes in split order, one fp32 add at a time, the same on every run
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
+    mask = offs < M * N
+    acc = tl.load(w_ptr + offs, mask=mask)
+    for s in tl.static_range(1, SPLIT):
+        acc += tl.load(w_ptr + s * M * N + offs, mask=mask)
     if NVFP4:
         # harness: equivalent-mutant(drop-f32): the global scales are float32 (kernels.mx._checks.global_scale)
         acc = acc * (tl.load(ga_ptr).to(tl.float32) * tl.load(gb_ptr).to(tl.float32))
-    tl.store(c_ptr + rm.to(tl.int64)[:, None] * stride_c + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(c_ptr + offs // N * stride_c + offs % N, acc, mask=mask)
+
+
+def k_splits(M: int, N: int, K: int) -> int:
+    """How many K ranges ``scaled_gemm`` sums separately for this shape (1: none), the same on every target.
+
+    The split is part of the product's definition, not of its speed alone: split s sums K[s·KS, (s+1)·KS) from
+    zero (KS = K / splits rounded up to a multiple of :data:`SPLIT_ALIGN`), and C is then the fp32 sum of the
+    splits in order, ((C₀ + C₁) + C₂) + …, which rounds differently from one K walk. So it depends on the shape
+    alone, never on the GPU or the tile, and the interpreter lane splits exactly as a GPU does.
+
+    The rule: enough splits for :data:`_SPLIT_PROGRAMS` programs of 16 x 64 output tiles (a power of two), each
+    range at least 1024 long. Why: the sm90 skinny tile (16 x 64 x 256 on 4 warps, :func:`launch_config`) takes
+    255 registers a thread (``cuobjdump --dump-resource-usage`` of Triton 3.6's sm90 build, 2026-12-06), so an SM
+    holds two such programs: 256 are two on each of an H100's 132 SMs, less 8. Unsplit, 16 x 4096 x 4096
+    launches 64 programs and 16 x 8192 x 8192 128, each walking all of K with one warp per scheduler. Derived from
+    that compiler output, not timed: the H100 sweep (``bench_mx.py --sweep-gemm``) got no device in the round
+    that added the split."""
+    tiles = cdiv(M, 16) * cdiv(N, 64)
+    splits = 1
+    while tiles * splits < _SPLIT_PROGRAMS and K // (2 * splits) >= 1024:
+        splits *= 2
+    return splits if M * N * splits < 2**31 else 1
 
 
 def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = None) -> tuple[int, ...]:
@@ -100,7 +154,9 @@ def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = N
     order whatever the tile. Skinny M (decode, MoE) reads the weights once per row tile, so its tiles are 16 rows
     and many columns' programs share the bandwidth. sm100 and newer, and the interpreter (which imitates whichever
     arch it is told): one 128 x 128 x 128 tile on 4 warps, the shape native block-scaled MMA takes (a tile of fewer
-    than 128 rows falls back to the emulation there)."""
+    than 128 rows falls back to the emulation there). How many K ranges a launch sums apart is not the tile's to
+    choose: it changes the bits, so :func:`k_splits` decides it from the shape alone; every BK here divides
+    :data:`SPLIT_ALIGN`."""
     if capability is None or capability >= (10, 0):
         return BM, BN, BK, 1, 4, 3
     if M <= 16 or (M <= 64 and N <= 4096):
@@ -205,17 +261,34 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
     if out is None:
         out = torch.empty((M, N), dtype=torch.float32, device=device)
     if M and N:
-        g_a = qa[2].reshape(1) if scheme == "nvfp4" else out
-        g_b = qb[2].reshape(1) if scheme == "nvfp4" else out
         if K == 0:
             out.zero_()
             return out
-        s_a = 0 if layout == "swizzled" else qa[1].stride(0)
-        s_b = 0 if layout == "swizzled" else qb[1].stride(0)
-        bm, bn, bk, group_m, warps, stages = launch_config(M, N, K, cap)
-        _scaled_gemm_kernel[(cdiv(M, bm) * cdiv(N, bn),)](
-            qa[0], qa[1], qb[0], qb[1], out, g_a, g_b, M, N, K, qa[0].stride(0), qb[0].stride(0), out.stride(0),
-            s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4, BM=bm, BN=bn, BK=bk, GROUP=group,
-            NVFP4=scheme == "nvfp4", SWIZZLED=layout == "swizzled", GROUP_M=group_m, A_FORMAT=a_format,
-            AK=bk if a_format == "e4m3" else bk // 2, num_warps=warps, num_stages=stages)
+        _launch(qa, qb, out, scheme, layout, a_format, launch_config(M, N, K, cap), k_splits(M, N, K))
     return out
+
+
+def _launch(qa: tuple, qb: tuple, out: torch.Tensor, scheme: str, layout: str, a_format: str,
+            config: tuple[int, ...], splits: int) -> None:
+    """The checked operands' product into ``out`` with a tile ``config`` of :func:`launch_config` and
+    ``splits`` K ranges (:func:`k_splits`; a sweep may pass others: the tile never changes the bits on sm90, the
+    split does)."""
+    (M, N), K = out.shape, qb[0].shape[1] * 2
+    group = BLOCK[scheme]
+    cols = K // group
+    nvfp4 = scheme == "nvfp4"
+    g_a = qa[2].reshape(1) if nvfp4 else out
+    g_b = qb[2].reshape(1) if nvfp4 else out
+    s_a = 0 if layout == "swizzled" else qa[1].stride(0)
+    s_b = 0 if layout == "swizzled" else qb[1].stride(0)
+    bm, bn, bk, group_m, warps, stages = config
+    c = out if splits == 1 else torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
+    _scaled_gemm_kernel[(cdiv(M, bm) * cdiv(N, bn), splits)](
+        qa[0], qa[1], qb[0], qb[1], c, g_a, g_b, M, N, K, qa[0].stride(0), qb[0].stride(0), c.stride(-2),
+        s_a, s_b, cdiv(cols, 4) * 4, cdiv(cols, 4) * 4, BM=bm, BN=bn, BK=bk, GROUP=group,
+        NVFP4=nvfp4, SWIZZLED=layout == "swizzled", GROUP_M=group_m, A_FORMAT=a_format,
+        AK=bk if a_format == "e4m3" else bk // 2, SPLIT=splits, num_warps=warps, num_stages=stages)
+    if splits > 1:
+        block = 1024
+        _split_sum_kernel[(cdiv(M * N, block),)](c, out, g_a, g_b, M, N, out.stride(0), SPLIT=splits, NVFP4=nvfp4,
+                                                 BLOCK_E=block, num_warps=4)

@@ -304,3 +304,76 @@ def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden, harness_lan
     differ = product.view(torch.int32) != want.view(torch.int32)
     assert not bool(differ.any()), (f"{int(differ.sum())} / {differ.numel()} product bits differ from the H200 "
                                     f"golden ({meta.get('arch')}, Triton {meta.get('triton_version')})")
+
+
+#: skinny products that scaled_gemm splits along K (kernels.mx.gemm.k_splits): M = 16 rows, K = 4096 in 4 ranges
+SPLIT_SHAPE = (16, 80, 4096)
+
+
+def _split_operands(rng, device, a_format, scheme="mxfp4"):
+    from kernels.mx import quantize_fp4
+    from kernels.mx.reference import nvfp4_global_scale
+
+    m, n, k = SPLIT_SHAPE
+    # block magnitudes 2^-8..2^8: many blocks reach the sum, so the order of the splits' adds shows in the bits
+    a, b = activations(m, k, rng, specials=False, max_exp=8), activations(n, k, rng, specials=False, max_exp=8)
+    if a_format == "e4m3":
+        return _mxfp8(a, device), quantize_fp4(b.to(device), "mxfp4")
+    return tuple(quantize_fp4(t.to(device), scheme, global_scale=nvfp4_global_scale(t).to(device)
+                              if scheme == "nvfp4" else None) for t in (a, b))
+
+
+def _gemm_or_skip(qa, qb, a_format, scheme="mxfp4"):
+    from kernels._interpreter import runs_on_interpreter
+    from kernels.mx import gemm_refusal, scaled_gemm
+    from kernels.mx.gemm import _scaled_gemm_kernel
+
+    interp = runs_on_interpreter(_scaled_gemm_kernel)
+    why = gemm_refusal(scheme, interpreter=interp, capability=None if interp else torch.cuda.get_device_capability(),
+                       a_format=a_format)
+    if why is not None:
+        pytest.skip(why)
+    return lambda x, y: scaled_gemm(x, y, scheme, a_format=a_format).cpu()
+
+
+@pytest.mark.parametrize(("scheme", "a_format"), [("mxfp4", "e2m1"), ("mxfp4", "e4m3"), ("nvfp4", "e2m1")],
+                         ids=["mxfp4", "e4m3-x-mxfp4", "nvfp4"])
+def test_split_k_is_the_in_order_fp32_sum_of_its_splits(scheme, a_format, rng, device, harness_arch, harness_lane):
+    """A split product is ((C₀ + C₁) + C₂) + C₃ of scaled_gemm over each K range alone, bit for bit, on every lane
+    (NVFP4: of the ranges' products with unit global scales, times the two global scales after the sum); the
+    inputs are such that another order of the adds gives other bits."""
+    from kernels.mx.gemm import SPLIT_ALIGN, k_splits
+
+    imitated = harness_arch.capability if harness_lane != "gpu" else None
+    if (a_format == "e4m3" or scheme == "nvfp4") and imitated is not None and imitated < (8, 9):
+        pytest.skip("FP8 operands or scales need sm89 (the imitated arch refuses them)")
+    m, n, k = SPLIT_SHAPE
+    splits = k_splits(m, n, k)
+    assert splits == 4 and k // splits % SPLIT_ALIGN == 0
+    qa, qb = _split_operands(rng, device, a_format, scheme)
+    gemm = _gemm_or_skip(qa, qb, a_format, scheme)
+    group = 16 if scheme == "nvfp4" else 32
+    unit = (torch.ones(1, device=device),) if scheme == "nvfp4" else ()
+    per, pack_a = k // splits, 1 if a_format == "e4m3" else 2
+    parts = []
+    for s in range(splits):
+        ca, cb = slice(s * per // pack_a, (s + 1) * per // pack_a), slice(s * per // 2, (s + 1) * per // 2)
+        cs = slice(s * per // group, (s + 1) * per // group)
+        assert k_splits(m, n, per) == 1
+        parts.append(gemm((qa[0][:, ca].contiguous(), qa[1][:, cs].contiguous(), *unit),
+                          (qb[0][:, cb].contiguous(), qb[1][:, cs].contiguous(), *unit)))
+    in_order = ((parts[0] + parts[1]) + parts[2]) + parts[3]
+    want = in_order * (qa[2].cpu().reshape(1) * qb[2].cpu().reshape(1)) if scheme == "nvfp4" else in_order
+    got = gemm(qa, qb)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (
+        f"{int((got.view(torch.int32) != want.view(torch.int32)).sum())} / {got.numel()} outputs differ from the "
+        f"in-order sum of the splits")
+    # the second pass writes out's rows at out's own stride, nothing past its columns
+    from kernels.mx import scaled_gemm
+
+    wide = torch.full((m, n + 8), -1.0, device=device)
+    scaled_gemm(qa, qb, scheme, a_format=a_format, out=wide[:, :n])
+    assert torch.equal(wide[:, :n].cpu().view(torch.int32), want.view(torch.int32))
+    assert bool((wide[:, n:] == -1.0).all()), "the split sum wrote past out's columns"
+    other = ((parts[3] + parts[2]) + parts[1]) + parts[0]
+    assert not torch.equal(other.view(torch.int32), in_order.view(torch.int32)), "the inputs cannot tell orders apart"

@@ -27,7 +27,8 @@ def _compile(scheme: str, target: str, swizzled: bool = False):
                M="i32", N="i32", K="i32", stride_a="i32", stride_b="i32", stride_c="i32", stride_as="i32",
                stride_bs="i32", a_scale_cols="i32", b_scale_cols="i32")
     consts = dict(BM=BM, BN=BN, BK=BK, GROUP=16 if scheme == "nvfp4" else 32, NVFP4=scheme == "nvfp4",
-                  SWIZZLED=swizzled, GROUP_M=1, A_FORMAT="e4m3" if e4m3 else "e2m1", AK=BK if e4m3 else BK // 2)
+                  SWIZZLED=swizzled, GROUP_M=1, A_FORMAT="e4m3" if e4m3 else "e2m1", AK=BK if e4m3 else BK // 2,
+                  SPLIT=1)
     return compile_kernel(_scaled_gemm_kernel, signature=sig, constexprs=consts, target=target)
 
 
