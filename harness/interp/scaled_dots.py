@@ -35,10 +35,14 @@ from harness.interp.dots import handle_dtype, handle_tensor, instruction, launch
 from harness.interp.patch import Patch
 from harness.interp.patch import installed as patch_installed
 
-__all__ = ["DECODES_SCALE_TYPES", "TAG", "install", "installed"]
+__all__ = ["DECODES_SCALE_TYPES", "ENV_IMITATED", "TAG", "install", "installed"]
 
 #: The tag of this shim's records in the patch layer (:mod:`harness.interp.patch`).
 TAG = "scaled_dots"
+#: The environment variable that names, while the shim is installed, the arch whose ``tl.dot_scaled`` the
+#: interpreter computes (``interp`` for the default sm90 models, ``sm100`` under ``--harness-arch=sm100``): what a
+#: launcher that picks its tiles by the GPU's capability reads on the interpreter (``kernels.mx.gemm``).
+ENV_IMITATED = "HARNESS_INTERP_ARCH"
 #: set on the installed method: its scales are decoded per their type (NVFP4's e4m3 too), which kernels may ask
 #: with ``getattr(InterpreterBuilder.create_dot_scaled, DECODES_SCALE_TYPES, False)``
 DECODES_SCALE_TYPES = "decodes_scale_types"
@@ -126,6 +130,9 @@ def install(patch: Patch, arch: Any) -> bool:
 
     create_dot_scaled.__dict__[DECODES_SCALE_TYPES] = True
     patch.setattr(cls, "create_dot_scaled", create_dot_scaled, tag=TAG)
+    # a launcher picks its tiles by the arch its kernels run on, and on sm90 a tile's height picks the MMA and so
+    # the bits (kernels/mx/gemm.py): on the interpreter that arch is the modelled one, named for launchers here
+    patch.setenv(ENV_IMITATED, str(name), tag=TAG)
     differences.mark_modelled(patch, TAG, "create_dot_scaled")
     if not had:
         _fix_front_end(patch, tl)

@@ -21,6 +21,8 @@ through bf16 MMA elsewhere. Refused here, with the reason, rather than left to f
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 import torch
@@ -150,12 +152,15 @@ def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = N
     """(BM, BN, BK, GROUP_M, num_warps, num_stages) of a launch of this shape on a GPU of ``capability``.
 
     sm80-sm90 (``tl.dot_scaled`` emulated): the fastest of a sweep on an H100 (Triton 3.6, 2026-12-06,
-    ``docs/performance.md``); every configuration swept gave the same bits there, the emulation accumulating K in
-    order whatever the tile. Skinny M (decode, MoE) reads the weights once per row tile, so its tiles are 16 rows
-    and many columns' programs share the bandwidth. sm100 and newer, and the interpreter (which imitates whichever
-    arch it is told): one 128 x 128 x 128 tile on 4 warps, the shape native block-scaled MMA takes (a tile of fewer
-    than 128 rows falls back to the emulation there). How many K ranges a launch sums apart is not the tile's to
-    choose: it changes the bits, so :func:`k_splits` decides it from the shape alone; every BK here divides
+    ``docs/performance.md``). Tiles of one height give the same bits (the emulation accumulates K in order); the
+    height picks the MMA, and so the bits: a 16 x 80 x 1024 MXFP4 product computed by the interpreter with the
+    128-row tile differs from the H100's 16-row launch at 1,037 of 1,280 outputs, and with the 16-row tile at none
+    (``scripts/check_split_k.py``, 2026-12-06). So the interpreter, which imitates sm90, takes sm90's tiles
+    (:func:`scaled_gemm`). Skinny M (decode, MoE) reads the weights once per row tile, so its tiles are 16 rows and
+    many columns' programs share the bandwidth. sm100 and newer: one 128 x 128 x 128 tile on 4 warps, the shape
+    native block-scaled MMA takes (a tile of fewer than 128 rows falls back to the emulation there). How many K
+    ranges a launch sums apart is not the tile's to choose: it changes the bits, so :func:`k_splits` decides it
+    from the shape alone; every BK here divides
     :data:`SPLIT_ALIGN`."""
     if capability is None or capability >= (10, 0):
         return BM, BN, BK, 1, 4, 3
@@ -166,6 +171,14 @@ def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = N
     if M <= 256:
         return 64, 128, 256, 1, 4, 4
     return BM, 2 * BN, BK, 8, 8, 3
+
+
+def _imitated_capability() -> tuple[int, int]:
+    """The capability whose tiles the interpreter takes: the arch the harness's ``tl.dot_scaled`` model computes,
+    which it names in ``HARNESS_INTERP_ARCH`` (``sm100`` under ``--harness-arch=sm100``), else sm90 (the
+    harness's default models, and the arch ``gemm_refusal`` holds Triton's own interpreter to)."""
+    m = re.fullmatch(r"sm(\d+)(\d)", os.environ.get("HARNESS_INTERP_ARCH", ""))
+    return (int(m.group(1)), int(m.group(2))) if m else (9, 0)
 
 
 def _triton_version() -> tuple[int, int]:
@@ -255,6 +268,8 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
     # every argument is checked before the refusal: a bad call is named as such wherever it runs
     interp = runs_on_interpreter(_scaled_gemm_kernel)
     cap = None if interp or device.type != "cuda" else torch.cuda.get_device_capability(device)
+    # on the interpreter: the imitated arch's tiles, whose row height decides the bits (launch_config)
+    tile_cap = _imitated_capability() if interp else cap
     why = gemm_refusal(scheme, interpreter=interp, capability=cap, a_format=a_format)
     if why is not None:
         raise NotImplementedError(f"scaled_gemm({scheme}{', a_format=e4m3' if a_format == 'e4m3' else ''}): {why}")
@@ -264,7 +279,7 @@ def scaled_gemm(a: Any, b: Any, scheme: str = "mxfp4", *, layout: str = "linear"
         if K == 0:
             out.zero_()
             return out
-        _launch(qa, qb, out, scheme, layout, a_format, launch_config(M, N, K, cap), k_splits(M, N, K))
+        _launch(qa, qb, out, scheme, layout, a_format, launch_config(M, N, K, tile_cap), k_splits(M, N, K))
     return out
 
 

@@ -377,3 +377,25 @@ def test_split_k_is_the_in_order_fp32_sum_of_its_splits(scheme, a_format, rng, d
     assert bool((wide[:, n:] == -1.0).all()), "the split sum wrote past out's columns"
     other = ((parts[3] + parts[2]) + parts[1]) + parts[0]
     assert not torch.equal(other.view(torch.int32), in_order.view(torch.int32)), "the inputs cannot tell orders apart"
+
+
+@pytest.mark.interp_only
+@pytest.mark.parametrize("a_format", ["e2m1", "e4m3"])
+def test_the_interpreter_takes_sm90s_tiles_whose_height_decides_the_bits(a_format, rng, device):
+    """On sm90 a 16-row tile (mma.sync) and a 128-row one (wgmma) give other bits; the H100 launches a skinny
+    product with 16 rows, and the interpreter, imitating sm90, must too: with the 128-row tile it differed from the
+    H100 at 1,037 of 1,280 outputs of a 16 x 80 x 1024 MXFP4 product, with sm90's at none, split or not
+    (``scripts/check_split_k.py --compare`` against that card's capture, 2026-12-06)."""
+    from kernels.mx.gemm import _launch, k_splits, launch_config, scaled_gemm
+
+    m, n, k = SPLIT_SHAPE
+    qa, qb = _split_operands(rng, device, a_format)
+    got = scaled_gemm(qa, qb, "mxfp4", a_format=a_format)
+    tiles = {}
+    for cap in ((9, 0), None):
+        out = torch.empty(m, n)
+        _launch(qa, qb, out, "mxfp4", "linear", a_format, launch_config(m, n, k, cap), k_splits(m, n, k))
+        tiles[cap] = out
+    assert launch_config(m, n, k, (9, 0))[0] == 16 and launch_config(m, n, k, None)[0] == 128
+    assert torch.equal(got.view(torch.int32), tiles[(9, 0)].view(torch.int32))
+    assert not torch.equal(tiles[(9, 0)].view(torch.int32), tiles[None].view(torch.int32))  # the height shows
