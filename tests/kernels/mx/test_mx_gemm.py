@@ -386,10 +386,13 @@ def test_the_interpreter_takes_sm90s_tiles_whose_height_decides_the_bits(a_forma
     product with 16 rows, and the interpreter, imitating sm90, must too: with the 128-row tile it differed from the
     H100 at 1,037 of 1,280 outputs of a 16 x 80 x 1024 MXFP4 product, with sm90's at none, split or not
     (``scripts/check_split_k.py --compare`` against that card's capture, 2026-12-06)."""
+    from kernels.mx import quantize_fp4
     from kernels.mx.gemm import _launch, k_splits, launch_config, scaled_gemm
 
-    m, n, k = SPLIT_SHAPE
-    qa, qb = _split_operands(rng, device, a_format)
+    m, n, k = 16, 80, 1024  # unsplit: the tile alone (test_split_k_* covers the split)
+    a, b = activations(m, k, rng, specials=False, max_exp=8), activations(n, k, rng, specials=False, max_exp=8)
+    qa = _mxfp8(a, device) if a_format == "e4m3" else quantize_fp4(a.to(device), "mxfp4")
+    qb = quantize_fp4(b.to(device), "mxfp4")
     got = scaled_gemm(qa, qb, "mxfp4", a_format=a_format)
     tiles = {}
     for cap in ((9, 0), None):
