@@ -7,7 +7,6 @@ compiles as before."""
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import pytest
@@ -25,6 +24,7 @@ from harness.compile.findings import Report, check
 from harness.compile.launches import Launch, launch_from_args
 from harness.compile.matrix import compile_matrix
 from harness.compile.targets import frontend_class, parse_target
+from tests.harness.compile.reported import run_reported
 
 pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
@@ -118,11 +118,8 @@ def test_copy():
 
 def _run(pytester, monkeypatch, tmp_path, *args):
     monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
-    report = tmp_path / "report.json"
-    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                "--harness-lane=interp", "-o", "harness_compile_launches=true",
-                                "--harness-targets=sm80,sm90", f"--harness-report={report}", *args)
-    return result, json.loads(report.read_text())["compile_launches"]
+    return run_reported(pytester, tmp_path, "-o", "harness_compile_launches=true", "--harness-targets=sm80,sm90",
+                        *args)
 
 
 def test_a_later_autotune_config_that_the_frontend_refuses_is_still_found(pytester, monkeypatch, tmp_path):

@@ -5,8 +5,6 @@ checked against the installed compiler, and the rule against failures it must no
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 # Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
@@ -20,6 +18,7 @@ from harness.compile.disk_cache import Outcome
 from harness.compile.findings import expected_reason
 from harness.compile.launches import Declarations, Launch
 from harness.compile.matrix import compile_matrix
+from tests.harness.compile.reported import run_reported
 
 pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
@@ -118,10 +117,7 @@ def test_idot():
 def test_capture_of_an_int8_dot_passes_with_sm75_expected(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
     pytester.makepyfile(kern=_KERNEL, test_kern=_TEST)
-    report = tmp_path / "report.json"
-    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                "--harness-lane=interp", "--harness-compile-launches", "--harness-targets=sm75,sm80",
-                                f"--harness-report={report}")
+    result, rep = run_reported(pytester, tmp_path, "--harness-compile-launches", "--harness-targets=sm75,sm80")
     result.assert_outcomes(passed=1)
-    cells = {c["target"]: c for c in json.loads(report.read_text())["compile_launches"]["cells"]}
+    cells = {c["target"]: c for c in rep["cells"]}
     assert (cells["sm75"]["expected"], cells["sm75"]["failed"], cells["sm80"]["ok"]) == (1, 0, 1)

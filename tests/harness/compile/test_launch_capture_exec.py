@@ -4,8 +4,6 @@ capture listed them ``not captured`` ("@jit functions should be defined in a Pyt
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 # Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
@@ -15,6 +13,7 @@ import triton.compiler  # noqa: F401
 import triton.language as tl  # noqa: F401
 
 from harness.interp import exec_source
+from tests.harness.compile.reported import run_reported
 
 pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
@@ -68,11 +67,7 @@ def test_through_e4b15():
 def test_an_exec_built_kernel_is_captured_compiled_and_its_finding_located(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
     pytester.makepyfile(kern=_KERNELS, test_kern=_TESTS)
-    report = tmp_path / "report.json"
-    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                "--harness-lane=interp", "--harness-compile-launches", "--harness-targets=sm80",
-                                f"--harness-report={report}")
-    rep = json.loads(report.read_text())["compile_launches"]
+    result, rep = run_reported(pytester, tmp_path, "--harness-compile-launches", "--harness-targets=sm80")
     assert "not captured" not in result.stdout.str()
     assert rep["captured_launches"] == {"test_kern.py::test_double": 1, "test_kern.py::test_through_e4b15": 1}
     # the doubling compiles; the e4b15 one fails as the seed regression does, in its bf16 variant, at the line of

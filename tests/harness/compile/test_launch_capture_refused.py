@@ -4,14 +4,14 @@ and reported the refusal the test expects as a finding)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 # Imported before any in-process pytester run: pytester restores sys.modules afterwards, and a second import of
 # triton's native extension in one process aborts.
 import triton  # noqa: F401
 import triton.compiler  # noqa: F401
+
+from tests.harness.compile.reported import run_reported
 
 pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
@@ -51,12 +51,8 @@ def test_int_or_is_captured():
 def test_a_launch_the_interpreter_refuses_is_not_compiled(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_COMPILE_CACHE", str(tmp_path / "cache"))
     pytester.makepyfile(kern=_KERNEL, test_kern=_TEST)
-    report = tmp_path / "report.json"
-    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                "--harness-lane=interp", "--harness-compile-launches", "--harness-targets=sm80",
-                                f"--harness-report={report}")
+    result, rep = run_reported(pytester, tmp_path, "--harness-compile-launches", "--harness-targets=sm80")
     result.assert_outcomes(passed=2)
-    rep = json.loads(report.read_text())["compile_launches"]
     assert rep["captured_launches"] == {"test_kern.py::test_float_or_is_refused": 0,
                                         "test_kern.py::test_int_or_is_captured": 1}
     assert rep["findings"] == []

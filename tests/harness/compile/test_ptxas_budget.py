@@ -8,7 +8,6 @@ before running the real one on a compile command and answers ``--version`` / ``-
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import tempfile
@@ -28,6 +27,7 @@ from harness.compile.budget import PtxasOverBudget, ptxas_budget
 from harness.compile.errors import error_kind
 from harness.compile.launches import Launch
 from harness.compile.matrix import compile_matrix
+from tests.harness.compile.reported import run_reported
 
 pytestmark = [pytest.mark.lane_independent, pytest.mark.filterwarnings("ignore::pytest.PytestConfigWarning")]
 
@@ -143,11 +143,8 @@ def test_double():
 
 
 def _run(pytester, tmp_path, *args):
-    report = tmp_path / "report.json"
-    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                "--harness-lane=interp", "--harness-compile-launches", "--harness-targets=sm80",
-                                "--harness-no-widen", f"--harness-report={report}", *args)
-    return result, json.loads(report.read_text())["compile_launches"]
+    return run_reported(pytester, tmp_path, "--harness-compile-launches", "--harness-targets=sm80",
+                        "--harness-no-widen", *args)
 
 
 def test_capture_marks_an_over_budget_compile_not_judged_never_failed(pytester, monkeypatch, tmp_path):
