@@ -35,7 +35,7 @@ from harness.interp.jit import jit_class, language_patched
 from harness.versions import triton_at_least
 
 __all__ = ["FRESH_ENV", "FRESH_MARK", "Compiled", "E5m2Latch", "clear_cache", "compile_frontend", "compile_memoized",
-           "latch_e5m2", "specialized", "stats"]
+           "compiles_in_fresh_process", "latch_e5m2", "specialized", "stats"]
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,35 @@ def _latched(result: BaseException, target: Target) -> bool:
     return m is not None and int(m.group(1)) > target.cc
 
 
+def compiles_in_fresh_process(path: str, qualname: str, signature: Mapping[str, str], constexprs: Mapping[str, Any],
+                              options: Mapping[str, Any], target: str) -> bool | None:
+    """Whether ``python -m harness compile PATH::QUALNAME`` compiles the kernel for ``target`` in a new Python
+    process (``None``: the process could not be run or timed out). That process is told it is the fresh one
+    (:data:`FRESH_ENV`) and gets a compile cache of its own; Triton's cache stays shared, so what it compiles can be
+    read back here. Why: Triton 3.6 keeps some FP8 lowering choices as process state (:func:`_latched`)."""
+    from harness.compile.launches import constexpr_text  # the launch records import this module
+
+    args = [sys.executable, "-m", "harness", "compile", f"{path}::{qualname}",
+            "--sig", ",".join(f"{k}={v}" for k, v in signature.items()), "--targets", target, "--no-widen"]
+    for k, v in constexprs.items():
+        args += ["--const", f"{k}={constexpr_text(v)}"]
+    for k, v in options.items():
+        args += [f"--{k.replace('_', '-')}", str(v)]
+    # TRITON_INTERPRET as this process has it: the kernel's module is imported as the test process imported it
+    # (Triton's test_core.py asks the active driver at import unless the interpreter runs; a CPU box has none);
+    # the compile is triton.compile for the target either way.
+    env = {**os.environ, FRESH_ENV: "1"}
+    # A compile cache of its own: a caller may hold this launch's lock in the shared one (launch_outcome), so a
+    # child reading it would wait for it forever, and a clean process must not read back anyway.
+    with tempfile.TemporaryDirectory(prefix="harness-fresh-") as own_cache:
+        env["HARNESS_COMPILE_CACHE"] = own_cache
+        try:
+            done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return done.returncode == 0
+
+
 def _recompiled_fresh(jit: Any, sig: dict[str, str], consts: dict[str, Any], target: Target,
                       opts: Mapping[str, Any], compile_opts: Mapping[str, Any],
                       failed: BaseException) -> Compiled | BaseException:
@@ -217,26 +246,15 @@ def _recompiled_fresh(jit: Any, sig: dict[str, str], consts: dict[str, Any], tar
     import triton
     from triton.compiler import ASTSource
 
-    from harness.compile.launches import constexpr_text
-
     fn = getattr(jit, "fn", None)
     path = inspect.getsourcefile(fn) if fn is not None else None
     if not path or any(k not in _CLI_OPTIONS for k in opts):
         return failed
-    args = [sys.executable, "-m", "harness", "compile", f"{path}::{fn.__qualname__}", "--targets", target.name,
-            "--no-widen", "--sig", ",".join(f"{k}={v}" for k, v in sig.items() if v != "constexpr")]
-    for k, v in consts.items():
-        args += ["--const", f"{k}={constexpr_text(v)}"]
-    for k, v in opts.items():
-        args += [f"--{k.replace('_', '-')}", str(v)]
-    env = {**os.environ, FRESH_ENV: "1"}
-    with tempfile.TemporaryDirectory(prefix="harness-fresh-") as own:
-        env["HARNESS_COMPILE_CACHE"] = own  # Triton's cache stays shared: that is where the result comes back
-        try:
-            done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
-        except (OSError, subprocess.TimeoutExpired):
-            return failed
-    if done.returncode != 0:
+    runtime = {k: v for k, v in sig.items() if v != "constexpr"}
+    done = compiles_in_fresh_process(path, fn.__qualname__, runtime, consts, opts, target.name)
+    if done is None:
+        return failed
+    if not done:
         setattr(failed, FRESH_MARK, True)
         return failed
     t0 = time.perf_counter()

@@ -22,9 +22,6 @@ import hashlib
 import inspect
 import json
 import os
-import subprocess
-import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -32,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compile.budget import ptxas_budget
-from harness.compile.cache import FRESH_ENV, FRESH_MARK, specialized
+from harness.compile.cache import FRESH_ENV, FRESH_MARK, compiles_in_fresh_process, specialized
 from harness.compile.errors import BUDGET, NOT_APPLICABLE, error_kind, error_line
 from harness.compile.launches import Launch, calls_dot_scaled, constexpr_text
 from harness.compile.lowering import ptx_lowering
@@ -245,26 +242,8 @@ def fresh_process_compiles(launch: Launch, target: str) -> bool:
     (an xdist worker's earlier tests) a cast that sm80 supports can come out as sm89 instructions and fail in
     ptxas: a false finding. A failure there is confirmed in a clean process before it is reported; findings
     are rare, so the extra process costs little."""
-    args = [sys.executable, "-m", "harness", "compile", f"{launch.file}::{_qualname(launch)}",
-            "--sig", ",".join(f"{k}={v}" for k, v in launch.signature), "--targets", target, "--no-widen"]
-    for k, v in launch.constexprs:
-        args += ["--const", f"{k}={constexpr_text(v)}"]
-    for k, v in launch.options:
-        args += [f"--{k.replace('_', '-')}", str(v)]
-    # TRITON_INTERPRET as this process has it: the kernel's module is imported as the test process imported it
-    # (Triton's test_core.py asks the active driver at import unless the interpreter runs; a CPU box has none);
-    # the compile is triton.compile for the target either way.
-    env = dict(os.environ)
-    env[FRESH_ENV] = "1"
-    # A cache of its own: the caller holds this launch's lock in the shared cache (launch_outcome), so a
-    # child reading the shared one would wait for it forever, and a clean process must not read back anyway.
-    with tempfile.TemporaryDirectory(prefix="harness-fresh-") as own_cache:
-        env["HARNESS_COMPILE_CACHE"] = own_cache
-        try:
-            r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-    return r.returncode == 0
+    return bool(compiles_in_fresh_process(launch.file, _qualname(launch), dict(launch.signature),
+                                          dict(launch.constexprs), dict(launch.options), target))
 
 
 def _qualname(launch: Launch) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -385,7 +386,7 @@ def test_the_fresh_process_never_waits_for_the_lock_its_caller_holds(tmp_path, m
         seen.append(kw["env"].get("HARNESS_COMPILE_CACHE"))
         return SimpleNamespace(returncode=0)
 
-    monkeypatch.setattr(dc.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
     assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is True
     assert seen and seen[0] and Path(seen[0]) != dc.cache_dir() and Path(seen[0]) != tmp_path / "shared"
 
@@ -395,7 +396,7 @@ def test_the_fresh_process_does_not_ask_another(monkeypatch):
     confirmed its own failure in yet another child (Triton 3.6, an FP8 tl.dot_scaled below sm89: ~140 processes
     until memory ran out)."""
     envs = []
-    monkeypatch.setattr(dc.subprocess, "run",
+    monkeypatch.setattr(subprocess, "run",
                         lambda args, **kw: envs.append(kw["env"]) or SimpleNamespace(returncode=1))
     assert dc.fresh_process_compiles(_probe_launch("fp16", "float8e5"), "sm80") is False
     assert envs and envs[0].get(dc.FRESH_ENV) == "1"
