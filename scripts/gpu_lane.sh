@@ -17,6 +17,10 @@ if [ -d .whl ]; then
         && export PYTHONPATH=/tmp/site  # tox (where carried), mmaemu, pytest-split; tox envs see HARNESS_GPU_SITE_PACKAGES
 fi
 export PYTHONUNBUFFERED=1
+# Python's default: bytecode written and reused (each of the lane's workers otherwise compiles the harness and
+# re-rewrites every test module it collects); the log says whether the image had turned it off.
+echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE-<unset>} (unset for the lane)" | tee "$out/env.txt"
+unset PYTHONDONTWRITEBYTECODE
 HARNESS_GPU_SITE_PACKAGES=$(python3 -c 'import site; print(":".join(site.getsitepackages()))')
 export HARNESS_GPU_SITE_PACKAGES
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
