@@ -17,8 +17,8 @@ H200), computed so that no step depends on a GPU's approximate arithmetic:
   bits truncated, ``_nvfp4_thresholds``, for global scales in [2^-115, 2^116); a rounding round trip,
   ``_fp32_threshold``, beyond), a binary search of three comparisons, ties to even, saturating, no division; a
   block whose scale is 0 or NaN is coded 0.
-* Each thread holds whole blocks (16-byte loads of each block's vectors), so a block's amax, scale and thresholds
-  are computed once, without shuffles between threads.
+* A block is held by 1, 2, 4 or all of its 16-byte vectors' threads (``block_layouts``; ``SHIPPED_LAYOUT`` says
+  which ships): whole blocks in a thread compute a block's amax, scale and thresholds once, without shuffles.
 
 The element rules are checked against ``harness.mx`` on every bf16 value and every fp32 exponent beside each
 rounding boundary (``tests/kernels/mx/test_mx_quantize_rules.py``).
@@ -36,7 +36,7 @@ import triton.language as tl
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
 
-__all__ = ["quantize_fp4", "launch_config"]
+__all__ = ["quantize_fp4", "launch_config", "block_layouts", "SHIPPED_LAYOUT"]
 
 
 _B22 = tl.constexpr(0x4A800000)  # bits of 2^22, whose fp32 ulp is 0.5 (e2m1's step below 2)
@@ -162,64 +162,59 @@ def _nvfp4_thresholds(v, g):
 
 
 @triton.jit
-def _elements(block_off, vec_off, j, WHOLE: tl.constexpr):
-    """Element offsets from a (ROWS, BLOCKS) block offset, a (Q,) vector offset and (VEC,) lanes, in the kernel's
-    element layout."""
-    if WHOLE:
-        return block_off[:, :, None, None] + vec_off[:, None] + j
-    else:
-        return vec_off[:, None, None, None] + block_off[None, :, :, None] + j
+def _elements(block_off, part_off, vec_off, j):
+    """Element offsets in the kernel's (LANES, ROWS, BLOCKS, Q / LANES, VEC) layout from a (ROWS, BLOCKS) block
+    offset, a (LANES,) part offset, a (Q / LANES,) vector offset and (VEC,) lanes."""
+    return block_off[None, :, :, None, None] + part_off[:, None, None, None, None] + vec_off[:, None] + j
 
 
 @triton.jit
-def _per_block(t, WHOLE: tl.constexpr):
+def _per_block(t):
     """A (ROWS, BLOCKS) value broadcast against the elements."""
-    if WHOLE:
-        return t[:, :, None, None]
-    else:
-        return t[None, :, :, None]
+    return t[None, :, :, None, None]
 
 
 @triton.jit
-def _block_max(t, WHOLE: tl.constexpr):
-    if WHOLE:
-        return tl.max(tl.max(t, axis=3), axis=2)
-    else:
-        return tl.max(tl.max(t, axis=3), axis=0)
+def _block_max(t):
+    return tl.max(tl.max(tl.max(t, axis=4), axis=3), axis=0)
 
 
 @triton.jit
 def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, stride_x, stride_c, stride_s,
                          scale_rows, scale_cols, ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, WHOLE: tl.constexpr):
-    # x as (ROWS, BLOCKS, BLOCK / VEC, VEC) when WHOLE, else (BLOCK / VEC, ROWS, BLOCKS, VEC), one 16-byte load per
-    # vector. Triton spreads threads over the leading dims and keeps the third in one thread: WHOLE, a thread holds
-    # whole blocks (amax and scale need no shuffle, thresholds are built once per block) and each warp load reads
-    # 16 bytes of every block it touches, the L1 serving the rest to the next loads; else consecutive threads read
-    # a block's consecutive vectors (whole lines) and share its amax by shuffles. Measured on an H100 (Triton 3.6,
+                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr):
+    # x as (LANES, ROWS, BLOCKS, Q / LANES, VEC), one 16-byte load per vector: a block's vector p + LANES * i sits at
+    # [p, ..., i, :]. Triton's coalescing orders the dims after the contiguous VEC by index, so threads go over LANES,
+    # then ROWS, then BLOCKS, and Q / LANES stays in one thread: LANES threads share a block, each holding Q / LANES
+    # vectors of it, and one warp load reads LANES consecutive vectors (whole 32-byte sectors from LANES = 2 on) of
+    # each block it touches. LANES = 1, whole blocks in a thread: amax and scale need no shuffle, the thresholds are
+    # built once per block, and each warp load reads 16 bytes of every block it touches (the L1 serves the rest to
+    # the next loads). LANES = Q, split: consecutive threads read a block's consecutive vectors (whole lines) and
+    # share its amax by shuffles; each computes the block's scale and thresholds. Measured on an H100 (Triton 3.6,
     # 2026-12-06, docs/performance.md): whole is 2-6 points of copy faster for MXFP4 and 14-20 for NVFP4 from 16-bit
     # sources, and for NVFP4 from fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their
     # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
     Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
-    q = tl.arange(0, Q)
+    p = tl.arange(0, LANES)
+    q = tl.arange(0, Q // LANES)
     j = tl.arange(0, VEC)
     r64 = r.to(tl.int64)
     real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
-    x_off = _elements(r64[:, None] * stride_x + b * BLOCK, q * VEC, j, WHOLE)
+    x_off = _elements(r64[:, None] * stride_x + b * BLOCK, p * VEC, q * (LANES * VEC), j)
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
-    x = tl.load(x_ptr + x_off, mask=_per_block(real, WHOLE), other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + x_off, mask=_per_block(real), other=0.0).to(tl.float32)
     xb = x.to(tl.int32, bitcast=True)
     a = xb & 0x7FFFFFFF
     if RULE == 0:
         # the floor rule reads amax's exponent alone (inf and NaN share 0xFF, 0 and subnormals 0): the max of the
         # exponent fields, which the element code computes anyway
-        amax = _block_max(xb & 0x7F800000, WHOLE).to(tl.float32, bitcast=True)
+        amax = _block_max(xb & 0x7F800000).to(tl.float32, bitcast=True)
     else:
         # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block
         # holds one (a float max's NaN propagation differs between targets)
-        amax = _block_max(a, WHOLE).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
+        amax = _block_max(a).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
         g = tl.load(gs_ptr).to(tl.float32)
@@ -242,26 +237,22 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
             u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
             u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
             u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
-        mag = _e2m1_magnitude(a, _per_block(u0, WHOLE), _per_block(u1, WHOLE), _per_block(u2, WHOLE),
-                              _per_block(u3, WHOLE), _per_block(u4, WHOLE), _per_block(u5, WHOLE),
-                              _per_block(u6, WHOLE))
-        codes = tl.where(_per_block(ok, WHOLE), mag | sign, 0)
+        mag = _e2m1_magnitude(a, _per_block(u0), _per_block(u1), _per_block(u2), _per_block(u3), _per_block(u4),
+                              _per_block(u5), _per_block(u6))
+        codes = tl.where(_per_block(ok), mag | sign, 0)
     else:
         scode = _e8m0_code(amax, RULE)
         inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
         kc = _B22 - 0x3F800000 - ((scode - 127) << 23)
-        mag = _e2m1_pow2_code(x, xb, _per_block(inv, WHOLE), _per_block(kc, WHOLE))
+        mag = _e2m1_pow2_code(x, xb, _per_block(inv), _per_block(kc))
         # NaN and inf blocks have the NaN scale, coded +max
-        codes = tl.where(_per_block(scode == 0xFF, WHOLE), 7, mag | sign)
-    if WHOLE:
-        pairs = tl.reshape(codes, (ROWS, BLOCKS, Q, VEC // 2, 2))
-    else:
-        pairs = tl.reshape(codes, (Q, ROWS, BLOCKS, VEC // 2, 2))
+        codes = tl.where(_per_block(scode == 0xFF), 7, mag | sign)
+    pairs = tl.reshape(codes, (LANES, ROWS, BLOCKS, Q // LANES, VEC // 2, 2))
     lo, hi = tl.split(pairs)
     packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
     jj = tl.arange(0, VEC // 2)
-    c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), q * (VEC // 2), jj, WHOLE)
-    tl.store(codes_ptr + c_off, packed, mask=_per_block(real, WHOLE))
+    c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), p * (VEC // 2), q * (LANES * VEC // 2), jj)
+    tl.store(codes_ptr + c_off, packed, mask=_per_block(real))
     if SWIZZLED:
         # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
         tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
@@ -273,16 +264,35 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
 
 
-def launch_config(scheme: str, element_size: int = 2) -> tuple[int, int, int, bool]:
-    """(rows per program, blocks per program, num_warps, whole blocks per thread) for a source of ``element_size``
-    bytes: 4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8
-    warps 6-17 points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``);
-    whole blocks per thread except MXFP4 from fp32 (the kernel's layout note)."""
-    return 16, 256 // BLOCK[scheme], 4, element_size < 4 or scheme == "nvfp4"
+#: The block layout that ships per (scheme, source element bytes): a name of :func:`block_layouts`. Measured on an
+#: H100 (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.
+SHIPPED_LAYOUT: dict[tuple[str, int], str] = {("mxfp4", 2): "whole", ("mxfp4", 4): "split", ("nvfp4", 2): "whole",
+                                              ("nvfp4", 4): "whole"}
+
+
+def block_layouts(scheme: str, element_size: int) -> dict[str, int]:
+    """Every legal block layout of a source of ``element_size`` bytes, name -> threads a block (the kernel's LANES,
+    a power of two dividing the block's 16-byte vectors): whole (1), half (2), quarter (4), split (all of them)."""
+    vectors = BLOCK[scheme] * element_size // 16
+    names = {1: "whole", 2: "half", 4: "quarter"}
+    return {("split" if n == vectors else names[n]): n for n in (1, 2, 4, 8) if n <= vectors}
+
+
+def launch_config(scheme: str, element_size: int = 2, block_layout: str | None = None) -> tuple[int, int, int, int]:
+    """(rows per program, blocks per program, num_warps, threads a block) for a source of ``element_size`` bytes:
+    4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8 warps 6-17
+    points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``); the block
+    layout ``block_layout`` of :func:`block_layouts`, by default the one :data:`SHIPPED_LAYOUT` names."""
+    layouts = block_layouts(scheme, element_size)
+    name = SHIPPED_LAYOUT[scheme, element_size] if block_layout is None else block_layout
+    if name not in layouts:
+        raise ValueError(f"block_layout: expected one of {', '.join(layouts)} for {scheme} from {element_size}-byte "
+                         f"elements; got {name!r}")
+    return 16, 256 // BLOCK[scheme], 4, layouts[name]
 
 
 def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.Tensor | None, scheme: str, rule: str,
-           layout: str, config: tuple[int, int, int, bool]) -> None:
+           layout: str, config: tuple[int, int, int, int]) -> None:
     """Launch the kernel on checked arguments (what :func:`quantize_fp4` does after its checks) with ``config`` as
     :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``."""
     rows, k = x.shape
@@ -290,12 +300,12 @@ def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.
     if not (rows and n_blocks):
         return
     srows, scols = swizzled_size(rows, n_blocks) if layout == "swizzled" else (rows, n_blocks)
-    rp, bp, warps, whole = config
+    rp, bp, warps, lanes = config
     grid = (cdiv(srows, rp), cdiv(scols, bp))
     _quantize_fp4_kernel[grid](
         x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0), scales.stride(0),
         srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=BLOCK[scheme], RULE=RULE_CODE[rule], SWIZZLED=layout == "swizzled",
-        VEC=16 // x.element_size(), WHOLE=whole, num_warps=warps)
+        VEC=16 // x.element_size(), LANES=lanes, num_warps=warps)
 
 
 def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,
