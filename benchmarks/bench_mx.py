@@ -98,11 +98,11 @@ def quantize_sweep_configs() -> list[dict]:
     out = []
     for scheme in ("mxfp4", "nvfp4"):
         for src, (m, k) in SWEEP_SHAPES.items():
-            size = getattr(torch, _TORCH_DTYPE[src]).itemsize
-            for name in block_layouts(scheme, size):
+            dtype = getattr(torch, _TORCH_DTYPE[src])
+            for name in block_layouts(scheme, dtype):
                 for layout in ("linear", "swizzled"):
                     out.append({"scheme": scheme, "src": src, "shape": (m, k), "block_layout": name,
-                                "layout": layout, "config": launch_config(scheme, size, name)})
+                                "layout": layout, "config": launch_config(scheme, dtype, name)})
     return out
 
 
@@ -162,7 +162,7 @@ def sweep_quantize(copy: float) -> list[dict]:
         except Exception as e:  # noqa: BLE001
             print(f"failed: {c['scheme']} {c['src']} {c['block_layout']} {c['layout']}: {type(e).__name__}")
             continue
-        shipped = quantize_mod.launch_config(c["scheme"], x.element_size()) == c["config"]
+        shipped = quantize_mod.launch_config(c["scheme"], x.dtype) == c["config"]
         rows.append({"op": f"sweep {c['block_layout']}" + (" (shipped)" if shipped else ""), "scheme": c["scheme"],
                      "layout": c["layout"], "shape": f"{m}x{k} {c['src']}", "MB": nbytes / 1e6, "floor_ms": floor,
                      "call_ms": float("nan"), "call_pct_copy": float("nan"), "graph_ms": ms,

@@ -27,36 +27,55 @@ import tempfile
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
+import torch
 import triton
 
 import kernels.mx.quantize as q
 from kernels.mx.layout import BLOCK, RULE_CODE
 
-_DTYPES = {"bf16": ("*bf16", 2), "fp16": ("*fp16", 2), "fp32": ("*fp32", 4)}
+_DTYPES = {"bf16": ("*bf16", torch.bfloat16), "fp16": ("*fp16", torch.float16), "fp32": ("*fp32", torch.float32)}
 _ARGS = ["x_ptr", "codes_ptr", "scales_ptr", "gs_ptr", "rows", "n_blocks", "stride_x", "stride_c", "stride_s",
          "scale_rows", "scale_cols"]
 _LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_]+)((?:\.[A-Z0-9_]+)*)")
 _BRA = re.compile(r"BRA\s+(?:`\(\S+\)\s*)?0x([0-9a-f]+)")
 
 
-def compile_cubin(scheme: str, src: str, lanes: int, arch: int, swizzled: bool = False) -> bytes:
-    """The sm``arch`` cubin of the kernel for ``scheme`` from ``src`` with ``lanes`` threads a block."""
+def compile_kernel(scheme: str, src: str, block_layout: str, arch: int, swizzled: bool = False):
+    """The kernel for ``scheme`` from ``src`` in ``block_layout`` compiled for sm``arch`` (its ``asm`` holds the
+    TTGIR and the cubin)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    ptr, size = _DTYPES[src]
+    ptr, dtype = _DTYPES[src]
     sig = dict.fromkeys(_ARGS, "i32")
     sig.update(x_ptr=ptr, codes_ptr="*u8", scales_ptr="*u8", gs_ptr="*fp32" if scheme == "nvfp4" else ptr)
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(_ARGS))}  # 16-byte pointers, ints divisible by 16
-    rows, blocks, warps, _ = q.launch_config(scheme, size)
+    rows, blocks, warps, lanes = q.launch_config(scheme, dtype, block_layout)
     consts = {"ROWS": rows, "BLOCKS": blocks, "BLOCK": BLOCK[scheme],
-              "RULE": RULE_CODE["nvfp4" if scheme == "nvfp4" else "floor"], "SWIZZLED": swizzled, "VEC": 16 // size,
-              "LANES": lanes}
+              "RULE": RULE_CODE["nvfp4" if scheme == "nvfp4" else "floor"], "SWIZZLED": swizzled,
+              "VEC": 16 // dtype.itemsize, "LANES": lanes}
     sig.update(dict.fromkeys(consts, "constexpr"))
     with contextlib.redirect_stdout(io.StringIO()):
         compiled = triton.compile(ASTSource(q._quantize_fp4_kernel, sig, consts, attrs),
                                   target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
-    return compiled.asm["cubin"]
+    return compiled
+
+
+_BLOCKED = re.compile(r"#ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], threadsPerWarp = \[([\d, ]+)\], "
+                      r"warpsPerCTA = \[([\d, ]+)\]")
+
+
+def threads_a_block(ttgir: str, vec: int) -> int:
+    """Threads that share a block in the layout Triton gave the source load: the (LANES, ROWS, BLOCKS, Q / LANES,
+    VEC) layout of ``vec`` elements a thread along VEC, whose threads and warps along LANES and Q / LANES hold
+    parts of one block. Triton's coalescing orders the dims after VEC by index in 3.6 (threads over LANES
+    first, Q / LANES in a thread, as the kernel intends) and by reverse index in 3.9 (threads over Q / LANES
+    first): the same LANES is another layout there."""
+    for m in _BLOCKED.finditer(ttgir):
+        spt, tpw, wpc = ([int(v) for v in g.split(",")] for g in m.groups())
+        if len(spt) == 5 and spt[4] == vec:
+            return tpw[0] * wpc[0] * tpw[3] * wpc[3]
+    raise RuntimeError("no 5-D blocked layout of the source load in the TTGIR")
 
 
 def _cuobjdump(cubin: bytes, *flags: str) -> str:
@@ -83,15 +102,17 @@ def common_path(sass: str) -> list[tuple[int, str]]:
     return [(a, op) for a, op, _, _ in ins if a <= end and not any(lo <= a < hi for lo, hi in skipped)]
 
 
-def measure(scheme: str, src: str, lanes: int, arch: int) -> dict:
-    cubin = compile_cubin(scheme, src, lanes, arch)
+def measure(scheme: str, src: str, block_layout: str, arch: int) -> dict:
+    compiled = compile_kernel(scheme, src, block_layout, arch)
+    cubin = compiled.asm["cubin"]
     path = common_path(_cuobjdump(cubin, "-sass"))
     regs = int(re.search(r"REG:(\d+)", _cuobjdump(cubin, "-res-usage")).group(1))
     rows, blocks, warps, _ = q.launch_config(scheme, _DTYPES[src][1])
     per_thread = rows * blocks * BLOCK[scheme] // (32 * warps)
     mem = collections.Counter(op for _, op in path if op.startswith(("LDG", "STG")))
     ops = collections.Counter(op.split(".")[0] for _, op in path)
-    return {"instructions": len(path), "per_element": len(path) / per_thread, "registers": regs,
+    return {"threads_a_block": threads_a_block(compiled.asm["ttgir"], 16 // _DTYPES[src][1].itemsize),
+            "instructions": len(path), "per_element": len(path) / per_thread, "registers": regs,
             "loads": {k: v for k, v in mem.items() if k.startswith("LDG")},
             "stores": {k: v for k, v in mem.items() if k.startswith("STG")}, "opcodes": dict(ops.most_common(6))}
 
@@ -105,17 +126,19 @@ def main() -> None:
     a = p.parse_args()
     rows = []
     print(f"quantize_fp4 kernel SASS, sm{a.arch}, Triton {triton.__version__}, common path (shipped layout: *)")
-    print(f"{'scheme':<6} {'src':<5} {'layout':<8} {'SASS':>5} {'/elem':>6} {'regs':>4}  loads; stores; top opcodes")
+    print(f"{'scheme':<6} {'src':<5} {'layout':<8} {'LANES':>5} {'got':>3} {'SASS':>5} {'/elem':>6} {'regs':>4}  "
+          "loads; stores; top opcodes  (got: threads a block in the layout Triton gave the load)")
     for scheme in a.scheme or ("mxfp4", "nvfp4"):
         for src in a.src or tuple(_DTYPES):
-            size = _DTYPES[src][1]
-            for name, lanes in q.block_layouts(scheme, size).items():
-                r = measure(scheme, src, lanes, a.arch)
-                mark = "*" if q.SHIPPED_LAYOUT[scheme, size] == name else " "
+            dtype = _DTYPES[src][1]
+            for name, lanes in q.block_layouts(scheme, dtype).items():
+                r = measure(scheme, src, name, a.arch)
+                mark = "*" if q.SHIPPED_LAYOUT[scheme, dtype] == name else " "
                 ld = " ".join(f"{k} x{v}" for k, v in sorted(r["loads"].items()))
                 st = " ".join(f"{k} x{v}" for k, v in sorted(r["stores"].items()))
                 top = ", ".join(f"{k} {v}" for k, v in r["opcodes"].items())
-                print(f"{scheme:<6} {src:<5} {name + mark:<8} {r['instructions']:>5} {r['per_element']:>6.1f} "
+                print(f"{scheme:<6} {src:<5} {name + mark:<8} {lanes:>5} {r['threads_a_block']:>3} "
+                      f"{r['instructions']:>5} {r['per_element']:>6.1f} "
                       f"{r['registers']:>4}  {ld}; {st}; {top}")
                 rows.append({"scheme": scheme, "src": src, "layout": name, "lanes": lanes,
                              "shipped": mark == "*", **r})

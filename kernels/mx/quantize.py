@@ -162,6 +162,40 @@ def _nvfp4_thresholds(v, g):
 
 
 @triton.jit
+def _nvfp4_block(amax, gs_ptr):
+    """(ue4m3 scale code, whether it codes elements, the seven thresholds of :func:`_e2m1_magnitude`) of NVFP4 blocks
+    of absolute maximum ``amax`` (fp32, >= 0 or NaN) under the global scale at ``gs_ptr``."""
+    g = tl.load(gs_ptr).to(tl.float32)
+    scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
+    v = _ue4m3_value64(scode)
+    # x / s (s = v * g) is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 4 + 24 + 3
+    # significant bits), each turned into the fp32 threshold that decides alike: no division. The reference's
+    # rounded fp64 quotient lies on the same side of each midpoint m as the exact one: |x| and m * s (24 and
+    # 31 significant bits) are equal or differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or
+    # NaN codes its block 0.
+    ok = (scode != 0) & (scode != 0x7F)
+    if (g >= _G_LO) & (g < _G_HI):
+        u0, u1, u2, u3, u4, u5, u6 = _nvfp4_thresholds(v, g)
+    else:
+        sd = v * g.to(tl.float64)
+        u0 = _fp32_threshold(0.25 * sd, ok, False).to(tl.int32, bitcast=True)
+        u1 = _fp32_threshold(0.75 * sd, ok, True).to(tl.int32, bitcast=True)
+        u2 = _fp32_threshold(1.25 * sd, ok, False).to(tl.int32, bitcast=True)
+        u3 = _fp32_threshold(1.75 * sd, ok, True).to(tl.int32, bitcast=True)
+        u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
+        u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
+        u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
+    return scode, ok, u0, u1, u2, u3, u4, u5, u6
+
+
+@triton.jit
+def _nvfp4_magnitude(a, u0, u1, u2, u3, u4, u5, u6):
+    """:func:`_e2m1_magnitude` of elements ``a`` with per-block thresholds."""
+    return _e2m1_magnitude(a, _per_block(u0), _per_block(u1), _per_block(u2), _per_block(u3), _per_block(u4),
+                           _per_block(u5), _per_block(u6))
+
+
+@triton.jit
 def _elements(block_off, part_off, vec_off, j):
     """Element offsets in the kernel's (LANES, ROWS, BLOCKS, Q / LANES, VEC) layout from a (ROWS, BLOCKS) block
     offset, a (LANES,) part offset, a (Q / LANES,) vector offset and (VEC,) lanes."""
@@ -202,6 +236,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     j = tl.arange(0, VEC)
     r64 = r.to(tl.int64)
     real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
+    jj = tl.arange(0, VEC // 2)
     x_off = _elements(r64[:, None] * stride_x + b * BLOCK, p * VEC, q * (LANES * VEC), j)
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
     x = tl.load(x_ptr + x_off, mask=_per_block(real), other=0.0).to(tl.float32)
@@ -217,29 +252,8 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         amax = _block_max(a).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
-        g = tl.load(gs_ptr).to(tl.float32)
-        scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
-        v = _ue4m3_value64(scode)
-        # x / s (s = v * g) is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 4 + 24 + 3
-        # significant bits), each turned into the fp32 threshold that decides alike: no division. The reference's
-        # rounded fp64 quotient lies on the same side of each midpoint m as the exact one: |x| and m * s (24 and
-        # 31 significant bits) are equal or differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or
-        # NaN codes its block 0.
-        ok = (scode != 0) & (scode != 0x7F)
-        if (g >= _G_LO) & (g < _G_HI):
-            u0, u1, u2, u3, u4, u5, u6 = _nvfp4_thresholds(v, g)
-        else:
-            sd = v * g.to(tl.float64)
-            u0 = _fp32_threshold(0.25 * sd, ok, False).to(tl.int32, bitcast=True)
-            u1 = _fp32_threshold(0.75 * sd, ok, True).to(tl.int32, bitcast=True)
-            u2 = _fp32_threshold(1.25 * sd, ok, False).to(tl.int32, bitcast=True)
-            u3 = _fp32_threshold(1.75 * sd, ok, True).to(tl.int32, bitcast=True)
-            u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
-            u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
-            u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
-        mag = _e2m1_magnitude(a, _per_block(u0), _per_block(u1), _per_block(u2), _per_block(u3), _per_block(u4),
-                              _per_block(u5), _per_block(u6))
-        codes = tl.where(_per_block(ok), mag | sign, 0)
+        scode, ok, u0, u1, u2, u3, u4, u5, u6 = _nvfp4_block(amax, gs_ptr)
+        codes = tl.where(_per_block(ok), _nvfp4_magnitude(a, u0, u1, u2, u3, u4, u5, u6) | sign, 0)
     else:
         scode = _e8m0_code(amax, RULE)
         inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
@@ -250,7 +264,6 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     pairs = tl.reshape(codes, (LANES, ROWS, BLOCKS, Q // LANES, VEC // 2, 2))
     lo, hi = tl.split(pairs)
     packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
-    jj = tl.arange(0, VEC // 2)
     c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), p * (VEC // 2), q * (LANES * VEC // 2), jj)
     tl.store(codes_ptr + c_off, packed, mask=_per_block(real))
     if SWIZZLED:
@@ -264,30 +277,33 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
 
 
-#: The block layout that ships per (scheme, source element bytes): a name of :func:`block_layouts`. Measured on an
-#: H100 (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.
-SHIPPED_LAYOUT: dict[tuple[str, int], str] = {("mxfp4", 2): "whole", ("mxfp4", 4): "split", ("nvfp4", 2): "whole",
-                                              ("nvfp4", 4): "whole"}
+#: The block layout that ships per (scheme, source dtype): a name of :func:`block_layouts`. Measured on an H100
+#: (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.
+SHIPPED_LAYOUT: dict[tuple[str, torch.dtype], str] = {
+    ("mxfp4", torch.bfloat16): "whole", ("mxfp4", torch.float16): "whole", ("mxfp4", torch.float32): "split",
+    ("nvfp4", torch.bfloat16): "whole", ("nvfp4", torch.float16): "whole", ("nvfp4", torch.float32): "whole",
+}
 
 
-def block_layouts(scheme: str, element_size: int) -> dict[str, int]:
-    """Every legal block layout of a source of ``element_size`` bytes, name -> threads a block (the kernel's LANES,
-    a power of two dividing the block's 16-byte vectors): whole (1), half (2), quarter (4), split (all of them)."""
-    vectors = BLOCK[scheme] * element_size // 16
+def block_layouts(scheme: str, dtype: torch.dtype) -> dict[str, int]:
+    """Every legal block layout of a ``dtype`` source, name -> threads a block (the kernel's LANES, a power of two
+    dividing the block's 16-byte vectors): whole (1), half (2), quarter (4), split (all of them)."""
+    vectors = BLOCK[scheme] * dtype.itemsize // 16
     names = {1: "whole", 2: "half", 4: "quarter"}
     return {("split" if n == vectors else names[n]): n for n in (1, 2, 4, 8) if n <= vectors}
 
 
-def launch_config(scheme: str, element_size: int = 2, block_layout: str | None = None) -> tuple[int, int, int, int]:
-    """(rows per program, blocks per program, num_warps, threads a block) for a source of ``element_size`` bytes:
-    4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8 warps 6-17
-    points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``); the block
-    layout ``block_layout`` of :func:`block_layouts`, by default the one :data:`SHIPPED_LAYOUT` names."""
-    layouts = block_layouts(scheme, element_size)
-    name = SHIPPED_LAYOUT[scheme, element_size] if block_layout is None else block_layout
+def launch_config(scheme: str, dtype: torch.dtype = torch.bfloat16,
+                  block_layout: str | None = None) -> tuple[int, int, int, int]:
+    """(rows per program, blocks per program, num_warps, threads a block) for a ``dtype`` source: 4,096 elements per
+    program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8 warps 6-17 points of copy
+    bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``); the block layout
+    ``block_layout`` of :func:`block_layouts`, by default the one :data:`SHIPPED_LAYOUT` names."""
+    layouts = block_layouts(scheme, dtype)
+    name = SHIPPED_LAYOUT[scheme, dtype] if block_layout is None else block_layout
     if name not in layouts:
-        raise ValueError(f"block_layout: expected one of {', '.join(layouts)} for {scheme} from {element_size}-byte "
-                         f"elements; got {name!r}")
+        raise ValueError(f"block_layout: expected one of {', '.join(layouts)} for {scheme} from {dtype}; "
+                         f"got {name!r}")
     return 16, 256 // BLOCK[scheme], 4, layouts[name]
 
 
@@ -333,5 +349,5 @@ def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | No
                                                               * swizzled_size(rows, n_blocks)[1],)
     g = _checks.global_scale(global_scale, scheme, x.device)
     codes, scales = _checks.outputs(out, (rows, k // 2), scale_shape, x.device, layout)
-    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme, x.element_size()))
+    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme, x.dtype))
     return (codes, scales) if g is None else (codes, scales, g.reshape(()))

@@ -52,11 +52,11 @@ def test_every_block_layout_is_bit_exact(mx_case, layout, shape, rng, device):
     want = _want(x, mx_case)
     rule = None if mx_case.fmt == "nvfp4" else mx_case.scale_rule
     scale_shape = want[1].shape if layout == "linear" else (math.prod(q.swizzled_size(*want[1].shape)),)
-    for name in q.block_layouts(mx_case.fmt, x.element_size()):
+    for name in q.block_layouts(mx_case.fmt, x.dtype):
         codes = torch.empty(want[0].shape, dtype=torch.uint8, device=device)
         scales = torch.empty(scale_shape, dtype=torch.uint8, device=device)
         q.launch(x, codes, scales, g, mx_case.fmt, q._checks.scheme_rule(mx_case.fmt, rule), layout,
-                 q.launch_config(mx_case.fmt, x.element_size(), name))
+                 q.launch_config(mx_case.fmt, x.dtype, name))
         got = (codes.cpu(), scales.cpu()) + (() if g is None else (g.cpu().reshape(()),))
         assert_mx_close(got, want, mx_case, layout=layout, nan_equal=True, msg=f"block layout {name!r}")
 
