@@ -53,7 +53,7 @@ def compile_kernel(scheme: str, src: str, block_layout: str, arch: int, swizzled
     rows, blocks, warps, lanes = q.launch_config(scheme, dtype, block_layout)
     consts = {"ROWS": rows, "BLOCKS": blocks, "BLOCK": BLOCK[scheme],
               "RULE": RULE_CODE["nvfp4" if scheme == "nvfp4" else "floor"], "SWIZZLED": swizzled,
-              "VEC": 16 // dtype.itemsize, "LANES": lanes}
+              "VEC": 16 // dtype.itemsize, "LANES": lanes, "MIRROR": q.MIRROR}
     sig.update(dict.fromkeys(consts, "constexpr"))
     with contextlib.redirect_stdout(io.StringIO()):
         compiled = triton.compile(ASTSource(q._quantize_fp4_kernel, sig, consts, attrs),
@@ -67,10 +67,9 @@ _BLOCKED = re.compile(r"#ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], threadsPe
 
 def threads_a_block(ttgir: str, vec: int) -> int:
     """Threads that share a block in the layout Triton gave the source load: the (LANES, ROWS, BLOCKS, Q / LANES,
-    VEC) layout of ``vec`` elements a thread along VEC, whose threads and warps along LANES and Q / LANES hold
-    parts of one block. Triton's coalescing orders the dims after VEC by index in 3.6 (threads over LANES
-    first, Q / LANES in a thread, as the kernel intends) and by reverse index in 3.9 (threads over Q / LANES
-    first): the same LANES is another layout there."""
+    VEC) layout (mirrored: (Q / LANES, BLOCKS, ROWS, LANES, VEC)) of ``vec`` elements a thread along VEC, whose
+    threads and warps along dims 0 and 3 hold parts of one block. It equals LANES when the kernel's MIRROR matches
+    the way this Triton's coalescing orders the other dims (3.6 by index, 3.9 by reverse index)."""
     for m in _BLOCKED.finditer(ttgir):
         spt, tpw, wpc = ([int(v) for v in g.split(",")] for g in m.groups())
         if len(spt) == 5 and spt[4] == vec:

@@ -36,7 +36,7 @@ import triton.language as tl
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
 
-__all__ = ["quantize_fp4", "launch_config", "block_layouts", "SHIPPED_LAYOUT"]
+__all__ = ["quantize_fp4", "launch_config", "block_layouts", "SHIPPED_LAYOUT", "MIRROR"]
 
 
 _B22 = tl.constexpr(0x4A800000)  # bits of 2^22, whose fp32 ulp is 0.5 (e2m1's step below 2)
@@ -196,10 +196,14 @@ def _nvfp4_magnitude(a, u0, u1, u2, u3, u4, u5, u6):
 
 
 @triton.jit
-def _elements(block_off, part_off, vec_off, j):
+def _elements(block_off, part_off, vec_off, j, MIRROR: tl.constexpr):
     """Element offsets in the kernel's (LANES, ROWS, BLOCKS, Q / LANES, VEC) layout from a (ROWS, BLOCKS) block
-    offset, a (LANES,) part offset, a (Q / LANES,) vector offset and (VEC,) lanes."""
-    return block_off[None, :, :, None, None] + part_off[:, None, None, None, None] + vec_off[:, None] + j
+    offset, a (LANES,) part offset, a (Q / LANES,) vector offset and (VEC,) lanes; with ``MIRROR`` in
+    (Q / LANES, BLOCKS, ROWS, LANES, VEC) from a (BLOCKS, ROWS) block offset."""
+    if MIRROR:
+        return block_off[None, :, :, None, None] + part_off[:, None] + vec_off[:, None, None, None, None] + j
+    else:
+        return block_off[None, :, :, None, None] + part_off[:, None, None, None, None] + vec_off[:, None] + j
 
 
 @triton.jit
@@ -216,7 +220,8 @@ def _block_max(t):
 @triton.jit
 def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, stride_x, stride_c, stride_s,
                          scale_rows, scale_cols, ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr):
+                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr,
+                         MIRROR: tl.constexpr):
     # x as (LANES, ROWS, BLOCKS, Q / LANES, VEC), one 16-byte load per vector: a block's vector p + LANES * i sits at
     # [p, ..., i, :]. Triton's coalescing orders the dims after the contiguous VEC by index, so threads go over LANES,
     # then ROWS, then BLOCKS, and Q / LANES stays in one thread: LANES threads share a block, each holding Q / LANES
@@ -228,16 +233,24 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     # 2026-12-06, docs/performance.md): whole is 2-6 points of copy faster for MXFP4 and 14-20 for NVFP4 from 16-bit
     # sources, and for NVFP4 from fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their
     # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
+    # MIRROR: the same layout for a Triton whose coalescing orders the dims after VEC by reverse index (3.9; 3.6
+    # by index): the dims mirrored, (Q / LANES, BLOCKS, ROWS, LANES, VEC), every per-block value (BLOCKS, ROWS).
     Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
     p = tl.arange(0, LANES)
     q = tl.arange(0, Q // LANES)
     j = tl.arange(0, VEC)
-    r64 = r.to(tl.int64)
-    real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
     jj = tl.arange(0, VEC // 2)
-    x_off = _elements(r64[:, None] * stride_x + b * BLOCK, p * VEC, q * (LANES * VEC), j)
+    if MIRROR:
+        rr = r[None, :]
+        bb = b[:, None]
+    else:
+        rr = r[:, None]
+        bb = b[None, :]
+    rr64 = rr.to(tl.int64)
+    real = (rr < rows) & (bb < n_blocks)  # (ROWS, BLOCKS), or (BLOCKS, ROWS) with MIRROR
+    x_off = _elements(rr64 * stride_x + bb * BLOCK, p * VEC, q * (LANES * VEC), j, MIRROR)
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
     x = tl.load(x_ptr + x_off, mask=_per_block(real), other=0.0).to(tl.float32)
     xb = x.to(tl.int32, bitcast=True)
@@ -261,21 +274,29 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
         mag = _e2m1_pow2_code(x, xb, _per_block(inv), _per_block(kc))
         # NaN and inf blocks have the NaN scale, coded +max
         codes = tl.where(_per_block(scode == 0xFF), 7, mag | sign)
-    pairs = tl.reshape(codes, (LANES, ROWS, BLOCKS, Q // LANES, VEC // 2, 2))
+    if MIRROR:
+        pairs = tl.reshape(codes, (Q // LANES, BLOCKS, ROWS, LANES, VEC // 2, 2))
+    else:
+        pairs = tl.reshape(codes, (LANES, ROWS, BLOCKS, Q // LANES, VEC // 2, 2))
     lo, hi = tl.split(pairs)
     packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
-    c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), p * (VEC // 2), q * (LANES * VEC // 2), jj)
+    c_off = _elements(rr64 * stride_c + bb * (BLOCK // 2), p * (VEC // 2), q * (LANES * VEC // 2), jj, MIRROR)
     tl.store(codes_ptr + c_off, packed, mask=_per_block(real))
     if SWIZZLED:
         # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
-        tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
-        s_off = tile * 512 + ((r % 32) * 16 + (r % 128 // 32) * 4)[:, None] + (b % 4)[None, :]
+        tile = rr64 // 128 * (scale_cols // 4) + bb // 4
+        s_off = tile * 512 + (rr % 32) * 16 + (rr % 128 // 32) * 4 + bb % 4
         # harness: equivalent-mutant(mask-compare@19): the grid spans scale_rows (128s) in ROWS: r < scale_rows
-        in_grid = (r[:, None] < scale_rows) & (b[None, :] < scale_cols)
+        in_grid = (rr < scale_rows) & (bb < scale_cols)
         tl.store(scales_ptr + s_off, tl.where(real, scode, 0).to(tl.uint8), mask=in_grid)
     else:
-        tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
+        tl.store(scales_ptr + rr64 * stride_s + bb, scode.to(tl.uint8), mask=real)
 
+
+#: Whether this Triton's coalescing orders a load's non-contiguous dims by reverse index, so that the kernel must
+#: mirror its dims to get the layout LANES names: the TTGIR of Triton 3.6 (by index) and 3.9 (by reverse index),
+#: 2026-12-06 (``benchmarks/quantize_sass.py``'s "got" column); the versions between were not read.
+MIRROR: bool = tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 9)
 
 #: The block layout that ships per (scheme, source dtype): a name of :func:`block_layouts`. Measured on an H100
 #: (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.
@@ -308,9 +329,10 @@ def launch_config(scheme: str, dtype: torch.dtype = torch.bfloat16,
 
 
 def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.Tensor | None, scheme: str, rule: str,
-           layout: str, config: tuple[int, int, int, int]) -> None:
+           layout: str, config: tuple[int, int, int, int], mirror: bool | None = None) -> None:
     """Launch the kernel on checked arguments (what :func:`quantize_fp4` does after its checks) with ``config`` as
-    :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``."""
+    :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``. ``mirror``:
+    the kernel's MIRROR, :data:`MIRROR` (this Triton's) unless given; either gives the same bits."""
     rows, k = x.shape
     n_blocks = k // BLOCK[scheme]
     if not (rows and n_blocks):
@@ -321,7 +343,7 @@ def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.
     _quantize_fp4_kernel[grid](
         x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0), scales.stride(0),
         srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=BLOCK[scheme], RULE=RULE_CODE[rule], SWIZZLED=layout == "swizzled",
-        VEC=16 // x.element_size(), LANES=lanes, num_warps=warps)
+        VEC=16 // x.element_size(), LANES=lanes, MIRROR=MIRROR if mirror is None else mirror, num_warps=warps)
 
 
 def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,
