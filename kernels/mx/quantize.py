@@ -223,7 +223,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
                          RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr,
                          MIRROR: tl.constexpr):
     # x as (LANES, ROWS, BLOCKS, Q / LANES, VEC), one 16-byte load per vector: a block's vector p + LANES * i sits at
-    # [p, ..., i, :]. Triton's coalescing orders the dims after the contiguous VEC by index, so threads go over LANES,
+    # [p, ..., i, :]. Triton 3.6's coalescing orders the dims after the contiguous VEC by index: threads go over LANES,
     # then ROWS, then BLOCKS, and Q / LANES stays in one thread: LANES threads share a block, each holding Q / LANES
     # vectors of it, and one warp load reads LANES consecutive vectors (whole 32-byte sectors from LANES = 2 on) of
     # each block it touches. LANES = 1, whole blocks in a thread: amax and scale need no shuffle, the thresholds are
@@ -262,7 +262,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     else:
         # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block
         # holds one (a float max's NaN propagation differs between targets)
-        amax = _block_max(a).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
+        amax = _block_max(a).to(tl.float32, bitcast=True)  # one per block
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
         scode, ok, u0, u1, u2, u3, u4, u5, u6 = _nvfp4_block(amax, gs_ptr)
