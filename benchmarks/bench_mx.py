@@ -1,12 +1,14 @@
 """Time quantize_fp4 (as % of measured copy bandwidth) and scaled_gemm (against torch's emulated path) on a GPU.
 
 Usage: ``python benchmarks/bench_mx.py [--json PATH] [--quantize-only | --gemm-only] [--baseline QUANTIZE_PY]
-[--sweep] [--sweep-gemm]``. Not a test: nothing asserts a time. ``--quantize-only`` skips the gemm table,
+[--sweep] [--dry-run] [--sweep-gemm]``. Not a test: nothing asserts a time. ``--quantize-only`` skips the gemm table,
 ``--gemm-only`` the quantize table; ``--baseline`` times another tree's ``kernels/mx/quantize.py`` beside this
-one's, in the same process (rows "baseline"), to compare two versions on one card; ``--sweep`` times launch
-configurations (rows x elements x warps per program, whole blocks per thread or split between threads) of the
-quantize kernel, linear layout; ``--sweep-gemm`` times the skinny shapes' launch configurations and K splits
-(``kernels.mx.gemm.launch_config`` and ``k_splits``), compiling them first on every CPU core.
+one's, in the same process (rows "baseline"), to compare two versions on one card; ``--sweep`` times every block
+layout of the quantize kernel (``kernels.mx.quantize.block_layouts``: threads a block, whole / half / quarter /
+split) for each scheme and source dtype, linear and swizzled scales, at the shipped rows and warps, compiling them
+first on every CPU core (``--dry-run`` lists them and exits, no GPU needed); ``--sweep-gemm`` times the skinny
+shapes' launch configurations and K splits (``kernels.mx.gemm.launch_config`` and ``k_splits``), compiling them
+first on every CPU core.
 
 quantize: bytes = activations read + codes and scales written; ``floor ms`` = bytes / copy bandwidth, ``% copy`` =
 floor / measured. gemm: TFLOP/s of ``scaled_gemm`` beside cuBLAS's bf16 dense matmul of the same shape (``%
@@ -34,7 +36,11 @@ QUANT_SHAPES = [(8192, 4096, torch.bfloat16), (16384, 8192, torch.bfloat16), (16
                 (8192, 8192, torch.float32)]
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096),
                (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 8192)]
-SWEEP = [(16, 256, 4, True), (16, 256, 4, False), (16, 256, 8, True), (16, 256, 8, False)]
+#: the source of each dtype in the quantize sweep: larger than an H100's or H200's L2, as the table's shapes
+SWEEP_SHAPES = {"bf16": (16384, 8192), "fp16": (16384, 8192), "fp32": (8192, 8192)}
+#: seconds a timing takes (do_bench's 25 ms warm-up and 100 ms of repetitions, a graph capture, the estimate
+#: runs), for the dry run's forecast
+_SECONDS_A_TIMING = 0.25
 Q_COLUMNS = [("op", ""), ("scheme", ""), ("layout", ""), ("shape", ""), ("MB", ".1f"), ("floor_ms", ".4f"),
              ("call_ms", ".4f"), ("call_pct_copy", ".1f"), ("graph_ms", ".4f"), ("graph_pct_copy", ".1f")]
 G_COLUMNS = [("op", ""), ("scheme", ""), ("shape", ""), ("kernel_ms", ".4f"), ("kernel_tflops", ".1f"),
@@ -72,7 +78,8 @@ def _options(p) -> None:
     p.add_argument("--quantize-only", action="store_true", help="skip the scaled_gemm table")
     p.add_argument("--baseline", type=Path, default=None, metavar="QUANTIZE_PY",
                    help="another tree's kernels/mx/quantize.py, timed beside this one's (rows 'baseline')")
-    p.add_argument("--sweep", action="store_true", help="time quantize launch configurations (linear layout)")
+    p.add_argument("--sweep", action="store_true", help="time every block layout of the quantize kernel")
+    p.add_argument("--dry-run", action="store_true", help="list the --sweep configurations and exit (no GPU)")
     p.add_argument("--gemm-only", action="store_true", help="skip the quantize_fp4 table")
     p.add_argument("--sweep-gemm", action="store_true", help="time the skinny shapes' configurations and K splits")
 
@@ -82,6 +89,95 @@ def _load_baseline(path: Path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.quantize_fp4
+
+
+def quantize_sweep_configs() -> list[dict]:
+    """Every (scheme, source dtype, block layout, scale layout) the quantize sweep times, on SWEEP_SHAPES."""
+    from kernels.mx.quantize import block_layouts, launch_config
+
+    out = []
+    for scheme in ("mxfp4", "nvfp4"):
+        for src, (m, k) in SWEEP_SHAPES.items():
+            dtype = getattr(torch, _TORCH_DTYPE[src])
+            for name in block_layouts(scheme, dtype):
+                for layout in ("linear", "swizzled"):
+                    out.append({"scheme": scheme, "src": src, "shape": (m, k), "block_layout": name,
+                                "layout": layout, "config": launch_config(scheme, dtype, name)})
+    return out
+
+
+_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _quantize_buffers(c: dict, m: int, k: int, device: str = "cuda"):
+    from kernels.mx.layout import BLOCK, swizzled_size
+
+    x = torch.randn(m, k, device=device).to(getattr(torch, _TORCH_DTYPE[c["src"]]))
+    g = nvfp4_global_scale(x).reshape(1) if c["scheme"] == "nvfp4" else None
+    cols = k // BLOCK[c["scheme"]]
+    n_s = (m, cols) if c["layout"] == "linear" else (swizzled_size(m, cols)[0] * swizzled_size(m, cols)[1],)
+    codes = torch.empty(m, k // 2, dtype=torch.uint8, device=device)
+    return x, g, codes, torch.empty(n_s, dtype=torch.uint8, device=device)
+
+
+def _quantize_launch(c: dict, x, g, codes, scales) -> None:
+    quantize_mod.launch(x, codes, scales, g, c["scheme"], "nvfp4" if c["scheme"] == "nvfp4" else "floor",
+                        c["layout"], c["config"])
+
+
+def _compile_quantize(configs: list[dict]) -> None:
+    """Launch each configuration once on a small source whose int arguments specialize as the sweep's do
+    (multiples of 16): Triton's cache then holds every kernel the sweep runs."""
+    for c in configs:
+        try:
+            _quantize_launch(c, *_quantize_buffers(c, 256, 4096))
+        except Exception as e:  # noqa: BLE001 - reported, and the sweep's own launch fails the same way
+            print(f"compile failed: {c['scheme']} {c['src']} {c['block_layout']} {c['layout']}: "
+                  f"{type(e).__name__}: {str(e)[:200]}")
+    torch.cuda.synchronize()
+
+
+def sweep_quantize(copy: float) -> list[dict]:
+    """Every configuration of :func:`quantize_sweep_configs`, timed from a CUDA graph, compiled first on every CPU
+    core."""
+    import multiprocessing as mp
+    import os
+
+    from kernels.mx.layout import BLOCK
+
+    configs = quantize_sweep_configs()
+    procs = max(1, min(16, (os.cpu_count() or 2) - 1))
+    with mp.get_context("spawn").Pool(procs) as pool:
+        pool.map(_compile_quantize, [configs[i::procs] for i in range(procs)])
+    rows = []
+    for c in configs:
+        m, k = c["shape"]
+        x, g, codes, scales = _quantize_buffers(c, m, k)
+        block = BLOCK[c["scheme"]]
+        nbytes = x.numel() * x.element_size() + x.numel() // 2 + x.numel() // block
+        check_larger_than_l2(nbytes, f"quantize sweep {m}x{k}")
+        floor = nbytes / copy / 1e6
+        try:
+            ms = graph_ms(lambda c=c, x=x, g=g, o=codes, s=scales: _quantize_launch(c, x, g, o, s))
+        except Exception as e:  # noqa: BLE001
+            print(f"failed: {c['scheme']} {c['src']} {c['block_layout']} {c['layout']}: {type(e).__name__}")
+            continue
+        shipped = quantize_mod.launch_config(c["scheme"], x.dtype) == c["config"]
+        rows.append({"op": f"sweep {c['block_layout']}" + (" (shipped)" if shipped else ""), "scheme": c["scheme"],
+                     "layout": c["layout"], "shape": f"{m}x{k} {c['src']}", "MB": nbytes / 1e6, "floor_ms": floor,
+                     "call_ms": float("nan"), "call_pct_copy": float("nan"), "graph_ms": ms,
+                     "graph_pct_copy": 100 * floor / ms})
+    return rows
+
+
+def dry_run() -> None:
+    configs = quantize_sweep_configs()
+    for c in configs:
+        m, k = c["shape"]
+        print(f"{c['scheme']:<6} {c['src']:<5} {m}x{k:<6} {c['block_layout']:<8} {c['layout']:<9} "
+              f"(rows, blocks, warps, threads a block) = {c['config']}")
+    print(f"{len(configs)} timings, about {len(configs) * _SECONDS_A_TIMING:.0f} s of GPU time after "
+          f"{len(configs)} compiles spread over the CPU cores")
 
 
 def _sweep_configs() -> list[tuple[int, tuple[int, ...], int]]:
@@ -150,6 +246,9 @@ def sweep_gemm(copy: float, a_formats: tuple[str, ...] = ("e2m1",)) -> list[dict
 
 def main() -> None:
     args = parse_args(__doc__, extra=_options)
+    if args.dry_run:
+        dry_run()
+        return
     require_cuda("bench_mx.py")
     copy = copy_bandwidth_gbs()
     versions = [("quantize", quantize_fp4)]
@@ -188,19 +287,8 @@ def main() -> None:
                     rows.append({"op": op, "scheme": scheme, "layout": layout, "shape": shape, "MB": nbytes / 1e6,
                                  "floor_ms": floor, "call_ms": call, "call_pct_copy": 100 * floor / call,
                                  "graph_ms": graph, "graph_pct_copy": 100 * floor / graph})
-            if args.sweep:
-                out = quantize_fp4(x, scheme, global_scale=g)
-                rule = "nvfp4" if scheme == "nvfp4" else "floor"
-                for cfg in SWEEP:
-                    def launch(x=x, s=scheme, g=g, o=out, c=(cfg[0], cfg[1] // block, *cfg[2:]), r=rule):
-                        quantize_mod.launch(x, o[0], o[1], g, s, r, "linear", c)
-
-                    graph = graph_ms(launch)
-                    name = "sweep {}x{} w{} {}".format(*cfg[:3], "whole" if cfg[3] else "split")
-                    rows.append({"op": name, "scheme": scheme, "layout": "linear",
-                                 "shape": shape, "MB": nbytes / 1e6, "floor_ms": floor, "call_ms": float("nan"),
-                                 "call_pct_copy": float("nan"), "graph_ms": graph,
-                                 "graph_pct_copy": 100 * floor / graph})
+    if args.sweep:
+        rows += sweep_quantize(copy)
     if rows:
         emit("quantize_fp4 vs copy bandwidth", Q_COLUMNS, rows, args.json if args.quantize_only else None,
              extra={"copy_gbs": copy})

@@ -17,8 +17,8 @@ H200), computed so that no step depends on a GPU's approximate arithmetic:
   bits truncated, ``_nvfp4_thresholds``, for global scales in [2^-115, 2^116); a rounding round trip,
   ``_fp32_threshold``, beyond), a binary search of three comparisons, ties to even, saturating, no division; a
   block whose scale is 0 or NaN is coded 0.
-* Each thread holds whole blocks (16-byte loads of each block's vectors), so a block's amax, scale and thresholds
-  are computed once, without shuffles between threads.
+* A block is held by 1, 2, 4 or all of its 16-byte vectors' threads (``block_layouts``; ``SHIPPED_LAYOUT`` says
+  which ships): whole blocks in a thread compute a block's amax, scale and thresholds once, without shuffles.
 
 The element rules are checked against ``harness.mx`` on every bf16 value and every fp32 exponent beside each
 rounding boundary (``tests/kernels/mx/test_mx_quantize_rules.py``).
@@ -36,7 +36,7 @@ import triton.language as tl
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
 
-__all__ = ["quantize_fp4", "launch_config"]
+__all__ = ["quantize_fp4", "launch_config", "block_layouts", "SHIPPED_LAYOUT", "MIRROR"]
 
 
 _B22 = tl.constexpr(0x4A800000)  # bits of 2^22, whose fp32 ulp is 0.5 (e2m1's step below 2)
@@ -162,140 +162,188 @@ def _nvfp4_thresholds(v, g):
 
 
 @triton.jit
-def _elements(block_off, vec_off, j, WHOLE: tl.constexpr):
-    """Element offsets from a (ROWS, BLOCKS) block offset, a (Q,) vector offset and (VEC,) lanes, in the kernel's
-    element layout."""
-    if WHOLE:
-        return block_off[:, :, None, None] + vec_off[:, None] + j
+def _nvfp4_block(amax, gs_ptr):
+    """(ue4m3 scale code, whether it codes elements, the seven thresholds of :func:`_e2m1_magnitude`) of NVFP4 blocks
+    of absolute maximum ``amax`` (fp32, >= 0 or NaN) under the global scale at ``gs_ptr``."""
+    g = tl.load(gs_ptr).to(tl.float32)
+    scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
+    v = _ue4m3_value64(scode)
+    # x / s (s = v * g) is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 4 + 24 + 3
+    # significant bits), each turned into the fp32 threshold that decides alike: no division. The reference's
+    # rounded fp64 quotient lies on the same side of each midpoint m as the exact one: |x| and m * s (24 and
+    # 31 significant bits) are equal or differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or
+    # NaN codes its block 0.
+    ok = (scode != 0) & (scode != 0x7F)
+    if (g >= _G_LO) & (g < _G_HI):
+        u0, u1, u2, u3, u4, u5, u6 = _nvfp4_thresholds(v, g)
     else:
-        return vec_off[:, None, None, None] + block_off[None, :, :, None] + j
+        sd = v * g.to(tl.float64)
+        u0 = _fp32_threshold(0.25 * sd, ok, False).to(tl.int32, bitcast=True)
+        u1 = _fp32_threshold(0.75 * sd, ok, True).to(tl.int32, bitcast=True)
+        u2 = _fp32_threshold(1.25 * sd, ok, False).to(tl.int32, bitcast=True)
+        u3 = _fp32_threshold(1.75 * sd, ok, True).to(tl.int32, bitcast=True)
+        u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
+        u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
+        u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
+    return scode, ok, u0, u1, u2, u3, u4, u5, u6
 
 
 @triton.jit
-def _per_block(t, WHOLE: tl.constexpr):
+def _nvfp4_magnitude(a, u0, u1, u2, u3, u4, u5, u6):
+    """:func:`_e2m1_magnitude` of elements ``a`` with per-block thresholds."""
+    return _e2m1_magnitude(a, _per_block(u0), _per_block(u1), _per_block(u2), _per_block(u3), _per_block(u4),
+                           _per_block(u5), _per_block(u6))
+
+
+@triton.jit
+def _elements(block_off, part_off, vec_off, j, MIRROR: tl.constexpr):
+    """Element offsets in the kernel's (LANES, ROWS, BLOCKS, Q / LANES, VEC) layout from a (ROWS, BLOCKS) block
+    offset, a (LANES,) part offset, a (Q / LANES,) vector offset and (VEC,) lanes; with ``MIRROR`` in
+    (Q / LANES, BLOCKS, ROWS, LANES, VEC) from a (BLOCKS, ROWS) block offset."""
+    if MIRROR:
+        return block_off[None, :, :, None, None] + part_off[:, None] + vec_off[:, None, None, None, None] + j
+    else:
+        return block_off[None, :, :, None, None] + part_off[:, None, None, None, None] + vec_off[:, None] + j
+
+
+@triton.jit
+def _per_block(t):
     """A (ROWS, BLOCKS) value broadcast against the elements."""
-    if WHOLE:
-        return t[:, :, None, None]
-    else:
-        return t[None, :, :, None]
+    return t[None, :, :, None, None]
 
 
 @triton.jit
-def _block_max(t, WHOLE: tl.constexpr):
-    if WHOLE:
-        return tl.max(tl.max(t, axis=3), axis=2)
-    else:
-        return tl.max(tl.max(t, axis=3), axis=0)
+def _block_max(t):
+    return tl.max(tl.max(tl.max(t, axis=4), axis=3), axis=0)
 
 
 @triton.jit
 def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, stride_x, stride_c, stride_s,
                          scale_rows, scale_cols, ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, WHOLE: tl.constexpr):
-    # x as (ROWS, BLOCKS, BLOCK / VEC, VEC) when WHOLE, else (BLOCK / VEC, ROWS, BLOCKS, VEC), one 16-byte load per
-    # vector. Triton spreads threads over the leading dims and keeps the third in one thread: WHOLE, a thread holds
-    # whole blocks (amax and scale need no shuffle, thresholds are built once per block) and each warp load reads
-    # 16 bytes of every block it touches, the L1 serving the rest to the next loads; else consecutive threads read
-    # a block's consecutive vectors (whole lines) and share its amax by shuffles. Measured on an H100 (Triton 3.6,
+                         RULE: tl.constexpr, SWIZZLED: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr,
+                         MIRROR: tl.constexpr):
+    # x as (LANES, ROWS, BLOCKS, Q / LANES, VEC), one 16-byte load per vector: a block's vector p + LANES * i sits at
+    # [p, ..., i, :]. Triton 3.6's coalescing orders the dims after the contiguous VEC by index: threads go over LANES,
+    # then ROWS, then BLOCKS, and Q / LANES stays in one thread: LANES threads share a block, each holding Q / LANES
+    # vectors of it, and one warp load reads LANES consecutive vectors (whole 32-byte sectors from LANES = 2 on) of
+    # each block it touches. LANES = 1, whole blocks in a thread: amax and scale need no shuffle, the thresholds are
+    # built once per block, and each warp load reads 16 bytes of every block it touches (the L1 serves the rest to
+    # the next loads). LANES = Q, split: consecutive threads read a block's consecutive vectors (whole lines) and
+    # share its amax by shuffles; each computes the block's scale and thresholds. Measured on an H100 (Triton 3.6,
     # 2026-12-06, docs/performance.md): whole is 2-6 points of copy faster for MXFP4 and 14-20 for NVFP4 from 16-bit
     # sources, and for NVFP4 from fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their
     # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
+    # MIRROR: the same layout for a Triton whose coalescing orders the dims after VEC by reverse index (3.9; 3.6
+    # by index): the dims mirrored, (Q / LANES, BLOCKS, ROWS, LANES, VEC), every per-block value (BLOCKS, ROWS).
     Q: tl.constexpr = BLOCK // VEC
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
-    q = tl.arange(0, Q)
+    p = tl.arange(0, LANES)
+    q = tl.arange(0, Q // LANES)
     j = tl.arange(0, VEC)
-    r64 = r.to(tl.int64)
-    real = (r[:, None] < rows) & (b[None, :] < n_blocks)  # (ROWS, BLOCKS)
-    x_off = _elements(r64[:, None] * stride_x + b * BLOCK, q * VEC, j, WHOLE)
+    jj = tl.arange(0, VEC // 2)
+    if MIRROR:
+        rr = r[None, :]
+        bb = b[:, None]
+    else:
+        rr = r[:, None]
+        bb = b[None, :]
+    rr64 = rr.to(tl.int64)
+    real = (rr < rows) & (bb < n_blocks)  # (ROWS, BLOCKS), or (BLOCKS, ROWS) with MIRROR
+    x_off = _elements(rr64 * stride_x + bb * BLOCK, p * VEC, q * (LANES * VEC), j, MIRROR)
     # harness: equivalent-mutant(other): a masked lane belongs to a block outside the tensor, never stored
-    x = tl.load(x_ptr + x_off, mask=_per_block(real, WHOLE), other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + x_off, mask=_per_block(real), other=0.0).to(tl.float32)
     xb = x.to(tl.int32, bitcast=True)
     a = xb & 0x7FFFFFFF
     if RULE == 0:
         # the floor rule reads amax's exponent alone (inf and NaN share 0xFF, 0 and subnormals 0): the max of the
         # exponent fields, which the element code computes anyway
-        amax = _block_max(xb & 0x7F800000, WHOLE).to(tl.float32, bitcast=True)
+        amax = _block_max(xb & 0x7F800000).to(tl.float32, bitcast=True)
     else:
         # |x|'s bits order as |x| does, with every NaN above inf: one integer max is the amax, NaN when the block
         # holds one (a float max's NaN propagation differs between targets)
-        amax = _block_max(a, WHOLE).to(tl.float32, bitcast=True)  # (ROWS, BLOCKS)
+        amax = _block_max(a).to(tl.float32, bitcast=True)  # one per block
     sign = (xb >> 28) & 8  # code bit 3; the scale is > 0, so the quotient's sign is x's (-0 too)
     if RULE == 4:
-        g = tl.load(gs_ptr).to(tl.float32)
-        scode = _ue4m3_code(tl.math.div_rn(tl.math.div_rn(amax, 6.0), g))
-        v = _ue4m3_value64(scode)
-        # x / s (s = v * g) is coded by comparing |x| with the e2m1 midpoints times s (exact in fp64: 4 + 24 + 3
-        # significant bits), each turned into the fp32 threshold that decides alike: no division. The reference's
-        # rounded fp64 quotient lies on the same side of each midpoint m as the exact one: |x| and m * s (24 and
-        # 31 significant bits) are equal or differ by 2^-32 of m * s, far beyond fp64's rounding. A scale of 0 or
-        # NaN codes its block 0.
-        ok = (scode != 0) & (scode != 0x7F)
-        if (g >= _G_LO) & (g < _G_HI):
-            u0, u1, u2, u3, u4, u5, u6 = _nvfp4_thresholds(v, g)
-        else:
-            sd = v * g.to(tl.float64)
-            u0 = _fp32_threshold(0.25 * sd, ok, False).to(tl.int32, bitcast=True)
-            u1 = _fp32_threshold(0.75 * sd, ok, True).to(tl.int32, bitcast=True)
-            u2 = _fp32_threshold(1.25 * sd, ok, False).to(tl.int32, bitcast=True)
-            u3 = _fp32_threshold(1.75 * sd, ok, True).to(tl.int32, bitcast=True)
-            u4 = _fp32_threshold(2.5 * sd, ok, False).to(tl.int32, bitcast=True)
-            u5 = _fp32_threshold(3.5 * sd, ok, True).to(tl.int32, bitcast=True)
-            u6 = _fp32_threshold(5.0 * sd, ok, False).to(tl.int32, bitcast=True)
-        mag = _e2m1_magnitude(a, _per_block(u0, WHOLE), _per_block(u1, WHOLE), _per_block(u2, WHOLE),
-                              _per_block(u3, WHOLE), _per_block(u4, WHOLE), _per_block(u5, WHOLE),
-                              _per_block(u6, WHOLE))
-        codes = tl.where(_per_block(ok, WHOLE), mag | sign, 0)
+        scode, ok, u0, u1, u2, u3, u4, u5, u6 = _nvfp4_block(amax, gs_ptr)
+        codes = tl.where(_per_block(ok), _nvfp4_magnitude(a, u0, u1, u2, u3, u4, u5, u6) | sign, 0)
     else:
         scode = _e8m0_code(amax, RULE)
         inv = ((254 - scode) << 23).to(tl.float32, bitcast=True)  # 2^-(scode - 127), normal for scode <= 253
         kc = _B22 - 0x3F800000 - ((scode - 127) << 23)
-        mag = _e2m1_pow2_code(x, xb, _per_block(inv, WHOLE), _per_block(kc, WHOLE))
+        mag = _e2m1_pow2_code(x, xb, _per_block(inv), _per_block(kc))
         # NaN and inf blocks have the NaN scale, coded +max
-        codes = tl.where(_per_block(scode == 0xFF, WHOLE), 7, mag | sign)
-    if WHOLE:
-        pairs = tl.reshape(codes, (ROWS, BLOCKS, Q, VEC // 2, 2))
+        codes = tl.where(_per_block(scode == 0xFF), 7, mag | sign)
+    if MIRROR:
+        pairs = tl.reshape(codes, (Q // LANES, BLOCKS, ROWS, LANES, VEC // 2, 2))
     else:
-        pairs = tl.reshape(codes, (Q, ROWS, BLOCKS, VEC // 2, 2))
+        pairs = tl.reshape(codes, (LANES, ROWS, BLOCKS, Q // LANES, VEC // 2, 2))
     lo, hi = tl.split(pairs)
     packed = (lo + hi * 16).to(tl.uint8)  # one shift-and-add
-    jj = tl.arange(0, VEC // 2)
-    c_off = _elements(r64[:, None] * stride_c + b * (BLOCK // 2), q * (VEC // 2), jj, WHOLE)
-    tl.store(codes_ptr + c_off, packed, mask=_per_block(real, WHOLE))
+    c_off = _elements(rr64 * stride_c + bb * (BLOCK // 2), p * (VEC // 2), q * (LANES * VEC // 2), jj, MIRROR)
+    tl.store(codes_ptr + c_off, packed, mask=_per_block(real))
     if SWIZZLED:
         # every byte of the padded tile grid is written (0 in the padding): the buffer is the layout, whole
-        tile = (r64 // 128)[:, None] * (scale_cols // 4) + (b // 4)[None, :]
-        s_off = tile * 512 + ((r % 32) * 16 + (r % 128 // 32) * 4)[:, None] + (b % 4)[None, :]
+        tile = rr64 // 128 * (scale_cols // 4) + bb // 4
+        s_off = tile * 512 + (rr % 32) * 16 + (rr % 128 // 32) * 4 + bb % 4
         # harness: equivalent-mutant(mask-compare@19): the grid spans scale_rows (128s) in ROWS: r < scale_rows
-        in_grid = (r[:, None] < scale_rows) & (b[None, :] < scale_cols)
+        in_grid = (rr < scale_rows) & (bb < scale_cols)
         tl.store(scales_ptr + s_off, tl.where(real, scode, 0).to(tl.uint8), mask=in_grid)
     else:
-        tl.store(scales_ptr + r64[:, None] * stride_s + b[None, :], scode.to(tl.uint8), mask=real)
+        tl.store(scales_ptr + rr64 * stride_s + bb, scode.to(tl.uint8), mask=real)
 
 
-def launch_config(scheme: str, element_size: int = 2) -> tuple[int, int, int, bool]:
-    """(rows per program, blocks per program, num_warps, whole blocks per thread) for a source of ``element_size``
-    bytes: 4,096 elements per program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8
-    warps 6-17 points of copy bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``);
-    whole blocks per thread except MXFP4 from fp32 (the kernel's layout note)."""
-    return 16, 256 // BLOCK[scheme], 4, element_size < 4 or scheme == "nvfp4"
+#: Whether this Triton's coalescing orders a load's non-contiguous dims by reverse index, so that the kernel must
+#: mirror its dims to get the layout LANES names: the TTGIR of Triton 3.6 (by index) and 3.9 (by reverse index),
+#: 2026-12-06 (``benchmarks/quantize_sass.py``'s "got" column); the versions between were not read.
+MIRROR: bool = tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 9)
+
+#: The block layout that ships per (scheme, source dtype): a name of :func:`block_layouts`. Measured on an H100
+#: (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.
+SHIPPED_LAYOUT: dict[tuple[str, torch.dtype], str] = {
+    ("mxfp4", torch.bfloat16): "whole", ("mxfp4", torch.float16): "whole", ("mxfp4", torch.float32): "split",
+    ("nvfp4", torch.bfloat16): "whole", ("nvfp4", torch.float16): "whole", ("nvfp4", torch.float32): "whole",
+}
+
+
+def block_layouts(scheme: str, dtype: torch.dtype) -> dict[str, int]:
+    """Every legal block layout of a ``dtype`` source, name -> threads a block (the kernel's LANES, a power of two
+    dividing the block's 16-byte vectors): whole (1), half (2), quarter (4), split (all of them)."""
+    vectors = BLOCK[scheme] * dtype.itemsize // 16
+    names = {1: "whole", 2: "half", 4: "quarter"}
+    return {("split" if n == vectors else names[n]): n for n in (1, 2, 4, 8) if n <= vectors}
+
+
+def launch_config(scheme: str, dtype: torch.dtype = torch.bfloat16,
+                  block_layout: str | None = None) -> tuple[int, int, int, int]:
+    """(rows per program, blocks per program, num_warps, threads a block) for a ``dtype`` source: 4,096 elements per
+    program on 4 warps, the fastest of sweeps on an H100 (Triton 3.6, 2026-12-06: 8 warps 6-17 points of copy
+    bandwidth slower, 8,192 elements per program half as fast; ``docs/performance.md``); the block layout
+    ``block_layout`` of :func:`block_layouts`, by default the one :data:`SHIPPED_LAYOUT` names."""
+    layouts = block_layouts(scheme, dtype)
+    name = SHIPPED_LAYOUT[scheme, dtype] if block_layout is None else block_layout
+    if name not in layouts:
+        raise ValueError(f"block_layout: expected one of {', '.join(layouts)} for {scheme} from {dtype}; "
+                         f"got {name!r}")
+    return 16, 256 // BLOCK[scheme], 4, layouts[name]
 
 
 def launch(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, g: torch.Tensor | None, scheme: str, rule: str,
-           layout: str, config: tuple[int, int, int, bool]) -> None:
+           layout: str, config: tuple[int, int, int, int], mirror: bool | None = None) -> None:
     """Launch the kernel on checked arguments (what :func:`quantize_fp4` does after its checks) with ``config`` as
-    :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``."""
+    :func:`launch_config` gives it: for the launch-configuration sweep of ``benchmarks/bench_mx.py``. ``mirror``:
+    the kernel's MIRROR, :data:`MIRROR` (this Triton's) unless given; either gives the same bits."""
     rows, k = x.shape
     n_blocks = k // BLOCK[scheme]
     if not (rows and n_blocks):
         return
     srows, scols = swizzled_size(rows, n_blocks) if layout == "swizzled" else (rows, n_blocks)
-    rp, bp, warps, whole = config
+    rp, bp, warps, lanes = config
     grid = (cdiv(srows, rp), cdiv(scols, bp))
     _quantize_fp4_kernel[grid](
         x, codes, scales, g if g is not None else x, rows, n_blocks, x.stride(0), codes.stride(0), scales.stride(0),
         srows, scols, ROWS=rp, BLOCKS=bp, BLOCK=BLOCK[scheme], RULE=RULE_CODE[rule], SWIZZLED=layout == "swizzled",
-        VEC=16 // x.element_size(), WHOLE=whole, num_warps=warps)
+        VEC=16 // x.element_size(), LANES=lanes, MIRROR=MIRROR if mirror is None else mirror, num_warps=warps)
 
 
 def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | None = None,
@@ -323,5 +371,5 @@ def quantize_fp4(x: torch.Tensor, scheme: str = "mxfp4", *, scale_rule: str | No
                                                               * swizzled_size(rows, n_blocks)[1],)
     g = _checks.global_scale(global_scale, scheme, x.device)
     codes, scales = _checks.outputs(out, (rows, k // 2), scale_shape, x.device, layout)
-    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme, x.element_size()))
+    launch(x, codes, scales, g, scheme, rule, layout, launch_config(scheme, x.dtype))
     return (codes, scales) if g is None else (codes, scales, g.reshape(()))

@@ -39,6 +39,31 @@ def test_quantize_is_bit_exact_against_harness_mx(mx_case, shape, rng, device, t
     assert_mx_close(got, _want(x, mx_case), mx_case, tol=tolerance(kind="codes"), source=x.float(), nan_equal=True)
 
 
+@pytest.mark.mx_cases(rule=["floor", "nvfp4"])
+@pytest.mark.parametrize("layout,shape", [("linear", "r37-k96"), ("swizzled", "r130-k160")])
+def test_every_block_layout_is_bit_exact(mx_case, layout, shape, rng, device):
+    """Each block layout the sweep of benchmarks/bench_mx.py times (threads a block: 1, 2, 4 or all) gives the bits
+    of harness.mx, so any of them can ship. The dims are in this Triton's order (the kernel's MIRROR): the lanes of
+    Triton 3.6 and 3.9 check one order each. The floor rule reduces exponent fields, the others |x|'s bits as
+    NVFP4 does."""
+    from kernels.mx import quantize as q
+    from kernels.mx.reference import nvfp4_global_scale
+
+    x = activations(*SHAPES[shape], rng).to(mx_case.src).to(device)
+    g = nvfp4_global_scale(x).reshape(1) if mx_case.fmt == "nvfp4" else None
+    want = _want(x, mx_case)
+    rule = None if mx_case.fmt == "nvfp4" else mx_case.scale_rule
+    scale_shape = want[1].shape if layout == "linear" else (math.prod(q.swizzled_size(*want[1].shape)),)
+    for name in q.block_layouts(mx_case.fmt, x.dtype):
+        codes = torch.empty(want[0].shape, dtype=torch.uint8, device=device)
+        scales = torch.empty(scale_shape, dtype=torch.uint8, device=device)
+        q.launch(x, codes, scales, g, mx_case.fmt, q._checks.scheme_rule(mx_case.fmt, rule), layout,
+                 q.launch_config(mx_case.fmt, x.dtype, name))
+        got = (codes.cpu(), scales.cpu()) + (() if g is None else (g.cpu().reshape(()),))
+        assert_mx_close(got, want, mx_case, layout=layout, nan_equal=True,
+                        msg=f"block layout {name!r}, MIRROR={q.MIRROR}")
+
+
 @pytest.mark.mx_cases(rule=["nvfp4"], src="fp32")
 @pytest.mark.parametrize("g", [1.0, 0.75, 0.3, 1e-3, 3e-39])
 def test_nvfp4_codes_at_and_beside_every_midpoint(mx_case, g, device):
