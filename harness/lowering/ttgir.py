@@ -83,11 +83,10 @@ _LOC = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
 _FILELOC = re.compile(r'^"([^"]*)":(\d+):(\d+)$')
 _CALLSITE = re.compile(r"^callsite\((#loc\d*|.+?)\s+at\s+(#loc\d*|.+)\)$")
 _NAMED = re.compile(r'^"[^"]*"\((#loc\d*|.*)\)$')
-_TENSOR = re.compile(r"tensor<([0-9x]+)x(\w+),\s*(#[\w.]+(?:<[^>]*>)?)>")
+_TENSOR_BODY = re.compile(r"([0-9x]+)x(\w+),\s*(#[\w.]+.*)", re.S)
 _OPLOC = re.compile(r"loc\((#loc\d*|\"[^\"]*\":\d+:\d+)\)\s*$")
 _AXIS = re.compile(r"axis\s*=\s*(-?\d+)")
-_RESHAPE = re.compile(r"^\s*(%[\w.$-]+)\s*=\s*tt\.reshape\s+(%[\w.$-]+)\s+allow_reorder\b[^:]*:\s*"
-                      r"(tensor<[^>]*>)\s*->\s*(tensor<[^>]*>)")
+_RESHAPE = re.compile(r"^\s*(%[\w.$-]+)\s*=\s*tt\.reshape\s+(%[\w.$-]+)\s+allow_reorder\b[^:]*:\s*(.*)$")
 _OPERAND = re.compile(r'"tt\.(?:reduce|scan)"\((%[\w.$-]+)\)')
 _REVERSE = re.compile(r"reverse\s*=\s*(true|false)")
 _BODY_OP = re.compile(r"=\s*((?:arith|math|tt)\.\w+(?: (?:oeq|ogt|olt|oge|ole|une|slt|sgt|ult|ugt)\b)?)")
@@ -127,10 +126,21 @@ def _resolve(text: str, locs: dict[str, str]) -> tuple[str, int, int] | None:
 
 
 def _tensors(text: str) -> tuple[TensorType, ...]:
+    """The ``tensor<SHAPExELEM, LAYOUT>`` types in ``text``, in order; a layout may nest to any depth (a reduction
+    of a reduction's result has ``#ttg.slice<{..., parent = #ttg.slice<{...}>}>``), so each type ends at its own
+    closing bracket. Tensors of pointers are left out (no reduction or scan takes one)."""
     out = []
-    for m in _TENSOR.finditer(text):
-        shape = tuple(int(s) for s in m.group(1).split("x"))
-        out.append(TensorType(shape, m.group(2), m.group(3)))
+    at = text.find("tensor<")
+    while at >= 0:
+        start = at + len("tensor<")
+        depth, end = 1, start
+        while end < len(text) and depth:
+            depth += {"<": 1, ">": -1}.get(text[end], 0)
+            end += 1
+        m = _TENSOR_BODY.fullmatch(text[start:end - 1]) if depth == 0 else None
+        if m:
+            out.append(TensorType(tuple(int(s) for s in m.group(1).split("x")), m.group(2), m.group(3).strip()))
+        at = text.find("tensor<", end)
     return tuple(out)
 
 
@@ -157,7 +167,7 @@ def parse(ttgir: str) -> Module:
     for ln in lines:
         m = _RESHAPE.match(ln)
         if m:
-            src, dst = _tensors(m.group(3)), _tensors(m.group(4))
+            src, dst = _tensors(m.group(3).split("->")[0]), _tensors(m.group(3).split("->", 1)[-1])
             if src and dst and src[0].layout != dst[0].layout:
                 reshaped[m.group(1)] = src[0].layout
     ops: list[Op] = []

@@ -15,6 +15,7 @@ from harness.lowering.layout import AxisBits
 
 triton = pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
+tl = pytest.importorskip("triton.language")
 
 pytestmark = pytest.mark.lane_independent  # compiles and evaluates on the CPU: the GPU lane adds nothing
 
@@ -109,6 +110,34 @@ def test_bf16_16_wide_sum_layout(compile_sm90):
     offs, _ = _first_reduce_ptx(asm["ptx"])
     assert offs[:4] == [8, 4, 2, 1]
     assert "add.bf16" in asm["ptx"] or "add.rn.bf16" in asm["ptx"]
+
+
+@triton.jit
+def _nested_sums(x_ptr, y_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
+    a = tl.arange(0, A)[:, None, None]
+    b = tl.arange(0, B)[None, :, None]
+    c = tl.arange(0, C)[None, None, :]
+    x = tl.load(x_ptr + (a * B + b) * C + c)
+    tl.store(y_ptr, tl.sum(tl.sum(tl.sum(x, axis=2), axis=1), axis=0))
+
+
+def test_a_reduction_of_a_reduction_reads_its_nested_slice_layout(compile_sm90):
+    """A sum over a sum's result has a ``#ttg.slice`` of a ``#ttg.slice`` operand (``tensor<4x8xf32,
+    #ttg.slice<{dim = 1, parent = #ttg.slice<{dim = 2, parent = #blocked}>}>>``): every reduction is read, each
+    with the bits of its axis, so none falls back to the interpreter's order (kernels/mx/quantize.py's block
+    amax is three such nested reductions)."""
+    asm = compile_sm90(_nested_sums, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"A": 4, "B": 8, "C": 16}, 4)
+    assert re.search(r"parent = #ttg\.slice<", asm["ttgir"]), "the kernel no longer makes a nested slice"
+    facts = facts_from_asm(asm, _version(), "sm90", 4, source=__file__)
+    got = [(r.kind, r.axis, r.elem, r.error, None if r.bits is None else r.bits.size) for r in facts.reductions]
+    assert got == [("add", 2, "f32", "", 16), ("add", 1, "f32", "", 8), ("add", 0, "f32", "", 4)]
+
+
+def test_tensor_types_with_nested_layouts_are_read_whole():
+    nested = "#ttg.slice<{dim = 0, parent = #ttg.slice<{dim = 3, parent = #ttg.slice<{dim = 4, parent = #b2}>}>}>"
+    text = f"(tensor<16x16xi32, {nested}>, tensor<8x!tt.ptr<f32>, #b2>, tensor<2x4xf16, #b1>) -> tensor<16xi32, #b1>"
+    assert ttgir._tensors(text) == (ttgir.TensorType((16, 16), "i32", nested), ttgir.TensorType((2, 4), "f16", "#b1"),
+                                    ttgir.TensorType((16,), "i32", "#b1"))
 
 
 @pytest.mark.parametrize("divisible", [(), ("x_ptr", "y_ptr")], ids=["unaligned", "aligned"])
