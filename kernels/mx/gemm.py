@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from kernels._interpreter import runs_on_interpreter
+from kernels._versions import triton_version
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, cdiv, swizzled_size
 
@@ -181,16 +182,11 @@ def _imitated_capability() -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (9, 0)
 
 
-def _triton_version() -> tuple[int, int]:
-    parts = triton.__version__.split(".")
-    return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
-
-
 def gemm_refusal(scheme: str, *, interpreter: bool, capability: tuple[int, int] | None,
                  version: tuple[int, int] | None = None, a_format: str = "e2m1") -> str | None:
     """Why ``scaled_gemm`` refuses ``scheme`` (with A in ``a_format``) here (module docstring), or None when it
     runs."""
-    v = _triton_version() if version is None else version
+    v = triton_version() if version is None else version
     vs = f"{v[0]}.{v[1]}"
     if interpreter:
         from triton.runtime import interpreter as interp

@@ -33,6 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._versions import triton_version
 from kernels.mx import _checks
 from kernels.mx.layout import BLOCK, RULE_CODE, cdiv, swizzled_size
 
@@ -296,7 +297,7 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
 #: Whether this Triton's coalescing orders a load's non-contiguous dims by reverse index, so that the kernel must
 #: mirror its dims to get the layout LANES names: the TTGIR of Triton 3.6 (by index) and 3.9 (by reverse index),
 #: 2026-12-06 (``benchmarks/quantize_sass.py``'s "got" column); the versions between were not read.
-MIRROR: bool = tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 9)
+MIRROR: bool = triton_version() >= (3, 9)
 
 #: The block layout that ships per (scheme, source dtype): a name of :func:`block_layouts`. Measured on an H100
 #: (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.

@@ -112,13 +112,13 @@ def test_nvfp4_on_the_interpreter_runs_only_where_its_scales_are_decoded_and_sm9
     sm90, whose Triton 3.6 refuses NVFP4: so the product runs on the Triton 3.9 interpreter lane only."""
     from triton.runtime import interpreter as itp
 
+    from kernels._versions import triton_version
     from kernels.mx import quantize_fp4, scaled_gemm
-    from kernels.mx.gemm import _triton_version
 
     g = torch.ones(1)
     q = quantize_fp4(torch.ones(4, 32), "nvfp4", global_scale=g)
     method = getattr(itp.InterpreterBuilder, "create_dot_scaled", None)
-    if getattr(method, "decodes_scale_types", False) and _triton_version() >= (3, 9):
+    if getattr(method, "decodes_scale_types", False) and triton_version() >= (3, 9):
         from kernels.mx.reference import scaled_gemm_reference
 
         # 32 products of 6 * 0.171875 (e4m3 0x23) squared: exact in fp32, and wrong if 0x23 were read as e8m0
