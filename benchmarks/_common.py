@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,3 +131,13 @@ def host_us(fn: Callable[[], Any], calls: int = 50, *, sync: bool = True) -> flo
         times.append(time.perf_counter() - t0)
     torch.cuda.synchronize()
     return 1e6 * statistics.median(times)
+
+
+def cuobjdump(cubin: bytes, *flags: str) -> str:
+    """What the ``cuobjdump`` bundled with Triton prints for ``cubin`` with ``flags`` (``-sass``, ``-res-usage``):
+    SASS read from an ahead-of-time compile on a box with no CUDA toolkit."""
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "k.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run([str(tool), *flags, str(path)], capture_output=True, text=True, check=True).stdout

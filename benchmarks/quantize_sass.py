@@ -20,15 +20,13 @@ import collections
 import contextlib
 import io
 import json
-import os
 import re
-import subprocess
-import tempfile
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import torch
 import triton
+from _common import cuobjdump
 
 import kernels.mx.quantize as q
 from kernels.mx.layout import BLOCK, RULE_CODE
@@ -77,14 +75,6 @@ def threads_a_block(ttgir: str, vec: int) -> int:
     raise RuntimeError("no 5-D blocked layout of the source load in the TTGIR")
 
 
-def _cuobjdump(cubin: bytes, *flags: str) -> str:
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.cubin")
-        Path(path).write_bytes(cubin)
-        return subprocess.run([str(tool), *flags, path], capture_output=True, text=True, check=True).stdout
-
-
 def common_path(sass: str) -> list[tuple[int, str]]:
     """(address, opcode with modifiers) of the instructions on the common path (module docstring)."""
     ins = []
@@ -104,8 +94,8 @@ def common_path(sass: str) -> list[tuple[int, str]]:
 def measure(scheme: str, src: str, block_layout: str, arch: int) -> dict:
     compiled = compile_kernel(scheme, src, block_layout, arch)
     cubin = compiled.asm["cubin"]
-    path = common_path(_cuobjdump(cubin, "-sass"))
-    regs = int(re.search(r"REG:(\d+)", _cuobjdump(cubin, "-res-usage")).group(1))
+    path = common_path(cuobjdump(cubin, "-sass"))
+    regs = int(re.search(r"REG:(\d+)", cuobjdump(cubin, "-res-usage")).group(1))
     rows, blocks, warps, _ = q.launch_config(scheme, _DTYPES[src][1])
     per_thread = rows * blocks * BLOCK[scheme] // (32 * warps)
     mem = collections.Counter(op for _, op in path if op.startswith(("LDG", "STG")))

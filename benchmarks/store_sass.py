@@ -25,14 +25,12 @@ import collections
 import contextlib
 import io
 import json
-import os
 import re
-import subprocess
-import tempfile
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repo root on sys.path)
 import triton
+from _common import cuobjdump
 
 import kernels.turboquant.load as load
 import kernels.turboquant.store as store
@@ -105,11 +103,7 @@ def sass_ops(head_dim: int, dtype: str, fmt: str, arch: int, op: str = "store", 
     with contextlib.redirect_stdout(io.StringIO()):
         compiled = triton.compile(ASTSource(kernel, sig, {**ones, **constexprs}, attrs),
                                   target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.TemporaryDirectory() as d:
-        cubin = os.path.join(d, "k.cubin")
-        Path(cubin).write_bytes(compiled.asm["cubin"])
-        sass = subprocess.run([str(tool), "-sass", cubin], capture_output=True, text=True, check=True).stdout
+    sass = cuobjdump(compiled.asm["cubin"], "-sass")
     ops = collections.Counter(m.group(1) for line in sass.splitlines() if (m := _LINE.match(line)))
     if not ops:
         raise RuntimeError(f"no SASS instructions parsed from cuobjdump output for d{head_dim} {dtype}")
