@@ -187,8 +187,6 @@ class Outcome:
         return self.kind == BUDGET and (not budget or budget > self.budget)
 
 
-
-
 def compile_launch(launch: Launch, target: str, frontend: bool = False, budget: float | None = None) -> Outcome:
     """Compile ``launch`` for ``target`` in this process (no disk cache); a Triton 3.6 ptxas failure stands
     only if a fresh process repeats it (:func:`fresh_process_compiles`). ``frontend``: Triton's frontend only

@@ -167,7 +167,8 @@ def parse(ttgir: str) -> Module:
     for ln in lines:
         m = _RESHAPE.match(ln)
         if m:
-            src, dst = _tensors(m.group(3).split("->")[0]), _tensors(m.group(3).split("->", 1)[-1])
+            before, _, after = m.group(3).partition("->")
+            src, dst = _tensors(before), _tensors(after)
             if src and dst and src[0].layout != dst[0].layout:
                 reshaped[m.group(1)] = src[0].layout
     ops: list[Op] = []
