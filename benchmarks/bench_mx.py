@@ -23,7 +23,9 @@ before Triton 3.9) is a row saying so. Rows "e4m3 x mxfp4": A in MXFP8 (e4m3, e8
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from _common import check_larger_than_l2, copy_bandwidth_gbs, emit, graph_ms, parse_args, require_cuda, time_ms
@@ -91,6 +93,17 @@ def _load_baseline(path: Path):
     return mod.quantize_fp4
 
 
+def _compile_on_every_core(compile_some: Callable[..., None], jobs: list, *args: Any) -> None:
+    """``compile_some(part, *args)`` over ``jobs`` cut into one part per CPU core (up to 16 spawned processes, one
+    core left to this one): Triton's disk cache then hands every kernel a sweep times to this process."""
+    import multiprocessing as mp
+    import os
+
+    procs = max(1, min(16, (os.cpu_count() or 2) - 1))
+    with mp.get_context("spawn").Pool(procs) as pool:
+        pool.starmap(compile_some, [(jobs[i::procs], *args) for i in range(procs)])
+
+
 def quantize_sweep_configs() -> list[dict]:
     """Every (scheme, source dtype, block layout, scale layout) the quantize sweep times, on SWEEP_SHAPES."""
     from kernels.mx.quantize import block_layouts, launch_config
@@ -140,15 +153,10 @@ def _compile_quantize(configs: list[dict]) -> None:
 def sweep_quantize(copy: float) -> list[dict]:
     """Every configuration of :func:`quantize_sweep_configs`, timed from a CUDA graph, compiled first on every CPU
     core."""
-    import multiprocessing as mp
-    import os
-
     from kernels.mx.layout import BLOCK
 
     configs = quantize_sweep_configs()
-    procs = max(1, min(16, (os.cpu_count() or 2) - 1))
-    with mp.get_context("spawn").Pool(procs) as pool:
-        pool.map(_compile_quantize, [configs[i::procs] for i in range(procs)])
+    _compile_on_every_core(_compile_quantize, configs)
     rows = []
     for c in configs:
         m, k = c["shape"]
@@ -214,18 +222,12 @@ def _compile_some(jobs: list[tuple[int, tuple[int, ...], int]], a_format: str) -
 def sweep_gemm(copy: float, a_formats: tuple[str, ...] = ("e2m1",)) -> list[dict]:
     """Every configuration of :func:`_sweep_configs` at N = K = 4096 and 8192, timed from a CUDA graph. MXFP4 A
     alone by default: the skinny rows' cost is B's upcast, the same whatever A holds (e4m3 rows reuse the result)."""
-    import multiprocessing as mp
-    import os
-
     from kernels.mx.gemm import _launch
 
     configs = _sweep_configs()
-    procs = max(1, min(16, (os.cpu_count() or 2) - 1))
     rows = []
     for a_format in a_formats:
-        ctx = mp.get_context("spawn")
-        with ctx.Pool(procs) as pool:
-            pool.starmap(_compile_some, [(configs[i::procs], a_format) for i in range(procs)])
+        _compile_on_every_core(_compile_some, configs, a_format)
         for nk in (4096, 8192):
             ops = {m: _sweep_operands(m, nk, nk, a_format) for m in (16, 64, 256)}
             for m, config, splits in configs:
