@@ -240,7 +240,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_plan_key] = None
     threads = _worker_threads()  # checked in every process: a bad value stops the run before workers start
     if hasattr(config, "workerinput"):
-        _share_cpu_threads(config.workerinput, threads)
+        _share_cpu_threads(config, threads)
         started = config.workerinput.get(_STARTED)
         if started is not None:  # the controller's clock: this worker's readings count from its session start
             clock = timeline.Worker(config.workerinput["workerid"], started)
@@ -268,18 +268,46 @@ def _worker_threads() -> int | None:
     return int(value)
 
 
-def _share_cpu_threads(workerinput: dict[str, Any], threads: int | None) -> None:
+def _share_cpu_threads(config: pytest.Config, threads: int | None) -> None:
     """Give an xdist worker's torch CPU ops its share of the cores, not every core each: N workers of
     ``cores`` threads oversubscribe the machine, and CPU-bound tests spin (on the H200 box's GPU lane, 8
     workers on 16 cores, CPU-model tests that take 2 s alone took 20-29 s each; docs/gpu-lane.md). Left to
-    torch where ``OMP_NUM_THREADS`` is set; ``threads`` (``HARNESS_WORKER_THREADS``) sets the count."""
-    import torch
+    torch where ``OMP_NUM_THREADS`` is set; ``threads`` (``HARNESS_WORKER_THREADS``) sets the count.
 
-    if threads is not None:
-        torch.set_num_threads(threads)
-    elif "OMP_NUM_THREADS" not in os.environ:
-        workers = int(workerinput.get("workercount", 1))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    Set once torch is imported (:class:`_ThreadShare`), never by importing it: a worker whose tests need no torch
+    (a pytester child's, a project's pure-Python tests) would otherwise pay its import, ~1 CPU-s, for nothing."""
+    if threads is None:
+        if "OMP_NUM_THREADS" in os.environ:
+            return
+        workers = int(config.workerinput.get("workercount", 1))
+        threads = max(1, (os.cpu_count() or 1) // max(1, workers))
+    share = _ThreadShare(threads)
+    if not share.apply():
+        config.pluginmanager.register(share, "harness-thread-share")
+
+
+class _ThreadShare:
+    """Sets torch's thread count at the first of: now, the end of collection, each test's setup, where torch is
+    imported by then (a test module's or conftest's import, or an earlier test's)."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.done = False
+
+    def apply(self) -> bool:
+        torch = sys.modules.get("torch")
+        if not self.done and torch is not None and hasattr(torch, "set_num_threads"):  # not a half-imported torch
+            torch.set_num_threads(self.threads)
+            self.done = True
+        return self.done
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self) -> None:
+        self.apply()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self) -> None:
+        self.apply()
 
 
 def session_of(config: pytest.Config) -> Session:

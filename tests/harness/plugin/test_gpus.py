@@ -286,6 +286,33 @@ def test_xdist_workers_share_the_cores_among_their_torch_threads(env, want, pyte
         assert threads == (max(1, cores // 2) if want == "share" else want), path.name
 
 
+LAZY_TORCH_TEST = """
+import os, sys
+def test_a_no_torch():
+    assert "torch" not in sys.modules  # the plugin shared the cores without importing torch
+def test_b_imports_torch_in_its_body():
+    import torch
+def test_c_threads():
+    import torch
+    with open(f"threads-{os.environ['PYTEST_XDIST_WORKER']}.txt", "w") as f:
+        f.write(f"{torch.get_num_threads()} {os.cpu_count()}")
+"""
+
+
+def test_a_worker_whose_tests_import_no_torch_is_not_made_to(pytester, monkeypatch):
+    """The share is set once the worker's tests import torch (here inside a test body: from the next test on),
+    never by importing it for them: ~1 CPU-s a worker saved where no test needs torch."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("HARNESS_WORKER_THREADS", raising=False)
+    pytester.makepyfile(test_lazy=LAZY_TORCH_TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--harness-lane=interp", "-p",
+                                           "no:randomly")
+    result.assert_outcomes(passed=3)
+    (seen,) = pytester.path.glob("threads-gw*.txt")
+    threads, cores = (int(v) for v in seen.read_text().split())
+    assert threads == max(1, cores // 2)
+
+
 def test_a_bad_worker_thread_count_is_refused(pytester, monkeypatch):
     monkeypatch.setenv("HARNESS_WORKER_THREADS", "0")
     pytester.makepyfile(test_a=THREADS_TEST)
