@@ -299,10 +299,12 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
 #: 2026-12-06 (``benchmarks/quantize_sass.py``'s "got" column); the versions between were not read.
 MIRROR: bool = triton_version() >= (3, 9)
 
-#: The block layout that ships per (scheme, source dtype): a name of :func:`block_layouts`. Measured on an H100
-#: (Triton 3.6, 2026-12-06, docs/performance.md): whole beats split except for MXFP4 from fp32.
+#: The block layout that ships per (scheme, source dtype): a name of :func:`block_layouts`, the fastest of
+#: ``bench_mx.py --sweep`` on an H100 (Triton 3.6, 2026-12-06 19:13 UTC, graph replay, docs/performance.md):
+#: whole for 16-bit sources and NVFP4; quarter for MXFP4 from fp32 (88.6 / 89.6% of copy linear / swizzled,
+#: against split's 81.8 / 86.2% and whole's 49.7 / 50.6%).
 SHIPPED_LAYOUT: dict[tuple[str, torch.dtype], str] = {
-    ("mxfp4", torch.bfloat16): "whole", ("mxfp4", torch.float16): "whole", ("mxfp4", torch.float32): "split",
+    ("mxfp4", torch.bfloat16): "whole", ("mxfp4", torch.float16): "whole", ("mxfp4", torch.float32): "quarter",
     ("nvfp4", torch.bfloat16): "whole", ("nvfp4", torch.float16): "whole", ("nvfp4", torch.float32): "whole",
 }
 
