@@ -47,7 +47,7 @@ tox_env() {
         TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} python3 -m harness golden regen "$@"
     else
         TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} \
-            python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --harness-lane=gpu "$@"
+            python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --dist worksteal --harness-lane=gpu "$@"
     fi
 }
 
