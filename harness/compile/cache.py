@@ -415,13 +415,16 @@ class E5m2Latch:
 
     def __init__(self) -> None:
         self.applied = False
+        self.runs_kernels = True  # False: declared by a process that only compiles (compile_only_process)
 
     def apply(self, first: Target) -> None:
         """Before the first CUDA compile of this latch: compile the e5m2 cast for :meth:`target`."""
         if self.applied or first.backend != "cuda":
             return
         self.applied = True
-        latch = self.target() if not triton_at_least(3, 7) else None
+        if triton_at_least(3, 7):
+            return
+        latch = self.target() if self.runs_kernels else parse_target("sm75")
         if latch is not None:
             latch_e5m2(latch)
 
@@ -443,6 +446,13 @@ class E5m2Latch:
 
 
 _E5M2_LATCH = E5m2Latch()
+
+
+def compile_only_process() -> None:
+    """Declare that this process compiles kernels and never launches one (``python -m harness compile``, the
+    fresh process that confirms a compile failure): its e5m2 latch is then sm75 without asking torch whether a
+    GPU is there, an import of ~1 CPU-s a process."""
+    _E5M2_LATCH.runs_kernels = False
 
 
 def latch_e5m2(target: Target) -> None:

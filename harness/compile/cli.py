@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.compile.cache import compile_only_process
 from harness.compile.disk_cache import cache_dir
 from harness.compile.findings import Report, check
 from harness.compile.launches import Launch
@@ -251,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
     if args.warm is not None:
         return run_warm(args)
+    compile_only_process()
     try:
         if args.kernel is None or not args.sig:
             raise UsageError("expected MODULE_OR_FILE::KERNEL and --sig NAME=TYPE,... (or --warm MANIFEST)")

@@ -71,6 +71,47 @@ def test_latch_compiles_for_the_chosen_target_on_triton_3_6(fake):
     assert seen == [90, 75]
 
 
+def test_a_compile_only_process_latches_the_software_path_even_beside_a_gpu(fake):
+    """``python -m harness compile`` launches nothing, so no real kernel can get the software lowering: sm75
+    whatever the device (faked sm90 here), decided without asking torch."""
+    import triton
+
+    seen = []
+    fake.setattr(cc, "triton_at_least", lambda major, minor: (major, minor) <= (3, 6))
+    fake.setattr(triton, "compile", lambda src, target=None, options=None: seen.append(target.arch))
+    fake.setattr(cc.E5m2Latch, "target", staticmethod(lambda: pytest.fail("asked torch about the device")))
+    latch = cc.E5m2Latch()
+    latch.runs_kernels = False
+    latch.apply(parse_target("sm90"))
+    assert seen == [75]
+
+
+CAST_KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def cast(x_ptr, y_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 32))
+    tl.store(y_ptr + tl.arange(0, 32), x.to(tl.float8e5))
+"""
+
+
+def test_the_compile_command_imports_no_torch(tmp_path):
+    """The CLI (and so each fresh process that confirms a compile failure) compiles an e5m2 cast for sm90 and
+    then sm80 (which an sm90 latch would break on Triton 3.6) without importing torch, ~1 CPU-s a process."""
+    (tmp_path / "probe.py").write_text(CAST_KERNEL)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), HARNESS_COMPILE_CACHE=str(tmp_path / "harness"))
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", "compile", "probe.py::cast",
+                           "--sig", "x_ptr=*fp16,y_ptr=*fp8e5", "--targets", "sm90,sm80", "--no-widen"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "probe.cast  ok        ok" in done.stdout, done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "triton" in imported and "torch" not in imported
+
+
 def test_aot_compiles_do_not_print_the_fp_fusion_warning(monkeypatch):
     """Triton 3.9 warns on every compile that leaves FP fusion unset; the harness passes Triton's own default, so
     an adopter's run does not print it (their TRITON_DEFAULT_FP_FUSION still decides the value)."""
