@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -445,6 +446,19 @@ def _mover(stored_source: str, stored: Mapping[str, str], source: str,
     return lambda p: exact[p] if p in exact else other(p)
 
 
+def _moved_error(entry: Mapping[str, Any], move: Callable[[str], str]) -> Any:
+    """A cache entry's facts with the paths in its compiler message (``error``: "does not compile (...
+    /path/k.py:57:13: error ...)") moved to this checkout as ``move`` moves positions: another checkout's warm
+    cache must not name files of a directory this one may not have."""
+    facts = entry["facts"]
+    error = facts.get("error") if isinstance(facts, Mapping) else None
+    paths = [p for p in {entry["source"], *entry["files"]} if isinstance(p, str) and p]
+    if not isinstance(error, str) or not error or not paths:
+        return facts
+    pattern = re.compile("|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True)))
+    return {**facts, "error": pattern.sub(lambda m: move(m.group(0)), error)}
+
+
 def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None, *, num_warps: int,
                  arch: str, fp_fusion: bool | None, divisible: frozenset[str] | set[str] | tuple[str, ...],
                  directory: Path | None, kind: str, read: Callable[[dict[str, str], str, str, bool], Any],
@@ -500,7 +514,7 @@ def cached_facts(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] 
     try:
         entry = json.loads(path.read_text()) if on_disk else None
         move = None if entry is None else _mover(entry["source"], entry["files"], os.path.abspath(source), here)
-        hit = None if move is None else load(entry["facts"], move)
+        hit = None if move is None else load(_moved_error(entry, move), move)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         hit = None
     if hit is None:

@@ -199,3 +199,30 @@ def test_the_interpreter_places_each_checkouts_op_in_its_own_file(tmp_path, monk
     for k in (a, b):
         k.row_sum[(1,)](x, torch.empty(ROWS), N=N, num_warps=4)
     assert [w[0] for w in seen] == [a.__file__, b.__file__]
+
+
+def test_a_cached_compile_failure_names_this_checkouts_file(tmp_path, monkeypatch, compiles):
+    """The stored reason a kernel has no facts ("does not compile (... k.py:9:5: error ...)") is read by another
+    checkout with its own path in it: a warning must not send a user to a file of another directory."""
+    from harness.compile import matrix
+
+    def failing(fn, **kwargs):
+        path = getattr(fn, "fn", fn).__code__.co_filename
+        compiles.append(path)
+        return {kwargs["targets"][0]: RuntimeError(f"{path}:9:5: error: a verifier failure")}
+
+    monkeypatch.setattr(matrix, "compile_matrix", failing)
+    a = _package(tmp_path / "a", "cerr_a", {"k": ROW_SUM}, monkeypatch)["k"]
+    b = _package(tmp_path / "b", "cerr_b", {"k": ROW_SUM}, monkeypatch)["k"]
+    x = _rows()
+    spec = compiled.specialize(a.row_sum, (x, torch.empty(ROWS)), {"N": N, "num_warps": 4})
+
+    def facts(fn):
+        return compiled.lowering_for(fn, spec.signature, spec.constexprs, num_warps=spec.num_warps,
+                                     fp_fusion=spec.fp_fusion, divisible=spec.divisible, options=spec.options)
+
+    assert f"{a.__file__}:9:5: error" in facts(a.row_sum).error
+    assert compiles == [a.__file__]
+    error = facts(b.row_sum).error
+    assert compiles == [a.__file__], "b's facts must come from the cache"
+    assert f"{b.__file__}:9:5: error" in error and a.__file__ not in error, error
