@@ -86,28 +86,20 @@ def test_a_compile_only_process_latches_the_software_path_even_beside_a_gpu(fake
     assert seen == [75]
 
 
-CAST_KERNEL = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def cast(x_ptr, y_ptr):
-    x = tl.load(x_ptr + tl.arange(0, 32))
-    tl.store(y_ptr + tl.arange(0, 32), x.to(tl.float8e5))
-"""
-
-
 def test_the_compile_command_imports_no_torch(tmp_path):
-    """The CLI (and so each fresh process that confirms a compile failure) compiles an e5m2 cast for sm90 and
+    """The CLI (and so each fresh process that confirms a compile failure) compiles e5m2 casts for sm90 and
     then sm80 (which an sm90 latch would break on Triton 3.6) without importing torch, ~1 CPU-s a process."""
-    (tmp_path / "probe.py").write_text(CAST_KERNEL)
+    (tmp_path / "probe.py").write_text(PROBE)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), HARNESS_COMPILE_CACHE=str(tmp_path / "harness"))
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", "compile", "probe.py::cast",
-                           "--sig", "x_ptr=*fp16,y_ptr=*fp8e5", "--targets", "sm90,sm80", "--no-widen"],
+    sig = ",".join(f"{k}={v}" for k, v in (("a_ptr", "*fp16"), ("b_ptr", "*fp32"), ("c_ptr", "*bf16"),
+                                          ("codes_ptr", "*u8"), ("da_ptr", "*fp16"), ("db_ptr", "*fp32"),
+                                          ("dc_ptr", "*bf16")))
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", "compile", "probe.py::roundtrip",
+                           "--sig", sig, "--const", "FMT=tl.float8e5", "--targets", "sm90,sm80", "--no-widen"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "probe.cast  ok        ok" in done.stdout, done.stdout
+    assert ["probe.roundtrip", "ok", "ok"] in [ln.split() for ln in done.stdout.splitlines()], done.stdout
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "triton" in imported and "torch" not in imported
 
