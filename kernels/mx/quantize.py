@@ -233,7 +233,8 @@ def _quantize_fp4_kernel(x_ptr, codes_ptr, scales_ptr, gs_ptr, rows, n_blocks, s
     # share its amax by shuffles; each computes the block's scale and thresholds. Measured on an H100 (Triton 3.6,
     # 2026-12-06, docs/performance.md): whole is 2-6 points of copy faster for MXFP4 and 14-20 for NVFP4 from 16-bit
     # sources, and for NVFP4 from fp32 (57.7% against 48.4%: split, a thread holds parts of 8 blocks and their
-    # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 49% whole against 81-86% split.
+    # thresholds, 203 registers), but MXFP4 from fp32 (128-byte blocks) falls to 50% whole; there quarter (LANES =
+    # 4) reads at 89-90% against split's 82-86% (the 19:13 UTC sweep; SHIPPED_LAYOUT).
     # MIRROR: the same layout for a Triton whose coalescing orders the dims after VEC by reverse index (3.9; 3.6
     # by index): the dims mirrored, (Q / LANES, BLOCKS, ROWS, LANES, VEC), every per-block value (BLOCKS, ROWS).
     Q: tl.constexpr = BLOCK // VEC
