@@ -1,6 +1,7 @@
 """GPU check of kernels.qsa.topk: the radix (split) and bitwise searches and the shipped choice, exact
 against a stable-sort reference at the decode/prefill shapes, then do_bench timings of the bitwise search,
-the shipped choice, torch.topk and radix tile plans, timed as every benchmark here (``benchmarks/_common.py``).
+the shipped choice, torch.topk, the bitwise search at each warp count and radix tile plans, timed as every
+benchmark here (``benchmarks/_common.py``).
 Usage: ``python benchmarks/gpu_topk.py OUT.json`` on a CUDA box.
 
     python benchmarks/gpu_topk.py topk.json"""
@@ -30,7 +31,7 @@ SHAPES = [(64, 8192), (128, 8192), (64, 16384), (64, 32768), (256, 16384), (4096
 # (single, tile): rows up to `single` columns in one program; wider rows cut into `tile`-column tiles
 CONFIGS = [(16384, 2048), (16384, 4096), (4096, 2048)]  # the best three of the first sweep (2026-12-03)
 _W = T._warps
-WARPS = {"default": _W, "double": lambda b: min(32, 2 * _W(b))}
+WARPS = {"default": _W, "double": lambda b: min(32, 2 * _W(b)), "half": lambda b: max(1, _W(b) // 2)}
 res = {"torch": torch.__version__, "triton": triton.__version__, "device": torch.cuda.get_device_name(),
        "k": K, "exact": [], "timing": []}
 
@@ -60,10 +61,14 @@ def new(x, vis, cfg, warps="default"):
         T._warps = WARPS["default"]
 
 
-def old(x, vis):
-    out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
-    T._bitwise_topk(x, vis, K, out)
-    return out
+def old(x, vis, warps="default"):
+    T._warps = WARPS[warps]
+    try:
+        out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
+        T._bitwise_topk(x, vis, K, out)
+        return out
+    finally:
+        T._warps = WARPS["default"]
 
 
 t0 = time.time()
@@ -96,7 +101,9 @@ for rows, width in SHAPES:
     vis = torch.full((rows,), width, device="cuda", dtype=torch.int32)
     rec = {"shape": [rows, width], "old": timed(partial(old, x, vis)),
            "torch_topk": timed(partial(torch.topk, x, K, dim=1)),
-           "shipped": timed(partial(T.topk_columns, x, vis, K)), "new": {}}
+           "shipped": timed(partial(T.topk_columns, x, vis, K)), "new": {}, "bitwise": {}}
+    for w in WARPS:
+        rec["bitwise"][w] = timed(partial(old, x, vis, w))
     seen = set()
     for cfg in CONFIGS:
         plan = tuple(T._plan(width, K, *cfg))
