@@ -11,6 +11,12 @@
 #   Each step's wall time goes to $OUT/times.txt, a per-file/per-test profile of each junit to $OUT/profile-*.txt.
 set -uo pipefail
 out=${OUT:-gpu-logs}; mkdir -p "$out"
+# stamp WHAT T0: WHAT's wall time since T0 ($EPOCHREALTIME) and since the script began, to $out/times.txt
+start=$EPOCHREALTIME
+stamp() {
+    awk -v what="$1" -v t0="$2" -v s="$start" -v now="$EPOCHREALTIME" \
+        'BEGIN { printf "%s: %.1f s (%.1f s into gpu_lane.sh)\n", what, now - t0, now - s }' | tee -a "$out/times.txt"
+}
 what=${1:-all}
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
@@ -24,8 +30,10 @@ unset PYTHONDONTWRITEBYTECODE
 HARNESS_GPU_SITE_PACKAGES=$(python3 -c 'import site; print(":".join(site.getsitepackages()))')
 export HARNESS_GPU_SITE_PACKAGES
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+# in the background: a cold box takes seconds to import torch, which nothing before pytest needs
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" \
-    | tee -a "$out/device.txt"
+    >>"$out/device.txt" &
+versions_pid=$!
 rc=0
 
 # tox_env ENV [pytest args]: `tox -e ENV -- args` (gpu or regen), or where the image has no tox (the lent H200's
@@ -36,19 +44,34 @@ tox_env() {
     if python3 -m tox --version >/dev/null 2>&1; then
         python3 -m tox -e "$env" -- "$@"; return
     fi
+    # The editable install (pip on one core, for pytest's entry point) runs beside the warm start, which needs
+    # none of it (python -m harness from the repo root imports the checkout).
+    local pip_pid= t0=$EPOCHREALTIME
     if [ "$installed" = 0 ]; then
-        python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . || return
-        installed=1
+        python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/pip-editable.log" 2>&1 &
+        pip_pid=$!
     fi
     # as tox's "- " prefix: a failed warm start leaves the lane to compile as it launches
     python3 -m harness compile --warm "${HARNESS_WARM_MANIFEST:-.gpu_launches.json}" --missing-ok \
         --jobs "${HARNESS_WARM_JOBS:-0}" || echo "gpu_lane: the warm start failed (exit $?); the lane compiles as it goes"
+    if [ -n "$pip_pid" ]; then
+        if ! wait "$pip_pid"; then
+            echo "gpu_lane: pip install -e . failed:" >&2; cat "$out/pip-editable.log" >&2; return 1
+        fi
+        installed=1
+    fi
+    stamp "$env: warm start (and the editable install beside it)" "$t0"
+    t0=$EPOCHREALTIME
+    local rc=0
     if [ "$env" = regen ]; then
-        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} python3 -m harness golden regen "$@"
+        TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} python3 -m harness golden regen "$@" \
+            || rc=$?
     else
         TRITON_INTERPRET=0 HARNESS_WORKERS_PER_GPU=${HARNESS_WORKERS_PER_GPU:-8} \
-            python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --dist worksteal --harness-lane=gpu "$@"
+            python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --dist worksteal --harness-lane=gpu "$@" || rc=$?
     fi
+    stamp "$env: pytest" "$t0"
+    return "$rc"
 }
 
 # profile_junit JUNIT: where a lane's summed test time went (per file, the slowest tests, the critical path).
@@ -122,4 +145,6 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
         [ -f "$b" ] && python3 "$b" 2>&1 | tee -a "$out/bench.log"
     done
 fi
+wait "$versions_pid"; cat "$out/device.txt"
+stamp "gpu_lane.sh $what" "$start"
 exit $rc
