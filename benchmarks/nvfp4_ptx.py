@@ -1,0 +1,316 @@
+"""NVFP4 ``scaled_gemm`` on sm90 as Triton 3.9 compiles it, run on a GPU whose Triton (3.6) refuses it.
+
+Triton 3.6 cannot compile NVFP4 ``tl.dot_scaled`` for sm90 (``PassManager::run failed in
+TritonGPUAccelerateMatmul``); 3.9 emulates it. The GPU image has 3.6, so the kernels are compiled where 3.9 is
+installed (no GPU needed) and only loaded on the GPU:
+
+    python benchmarks/nvfp4_ptx.py compile DIR                   # Triton 3.9, any machine
+    python benchmarks/nvfp4_ptx.py run DIR [--json OUT.json]     # the GPU: torch and CuPy; writes DIR/check.npz
+    python benchmarks/nvfp4_ptx.py compare DIR                   # the CPU, Triton 3.9: the interpreter lane's bits
+
+``compile`` builds ``kernels.mx.gemm``'s launches exactly as ``scaled_gemm`` makes them on an sm90 GPU
+(``launch_config`` and ``k_splits`` for capability 9.0, NVFP4, linear scales, every argument specialized as
+Triton's JIT specializes it: pointers and multiples of 16 divisible by 16), for each GEMM shape of
+``bench_mx.py`` and for small check shapes, and writes each kernel's cubin and PTX with ``manifest.json``.
+``run`` loads each cubin (or, where the driver refuses it, the PTX with its ``.version`` lowered to the driver's),
+launches it with the arguments ``scaled_gemm`` passes, checks C against fp64 products of the dequantized
+operands, times it (``time_ms`` and ``graph_ms``, as ``bench_mx.py``) beside cuBLAS bf16 and the MXFP4
+``scaled_gemm`` of the installed Triton (graph replay) at the same shape, and stores the check shapes' seeded
+operands and products in ``check.npz``. ``compare`` computes the check shapes on the interpreter with the
+harness's sm90 shims and counts the products that differ, bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: bench_mx.py's GEMM shapes (M, N, K)
+BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096),
+                (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 8192)]
+#: small products checked bit for bit against the interpreter: one tile, several tiles, a split K (4 ranges)
+CHECK_SHAPES = [(64, 128, 512), (256, 512, 1024), (16, 64, 4096)]
+GROUP = 16  # NVFP4: e4m3 scales per 16 elements
+SPLIT_BLOCK = 1024  # _split_sum_kernel's BLOCK_E, as scaled_gemm launches it
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _gemm_args(m: int, n: int, k: int, splits: int) -> dict[str, int]:
+    """The integer arguments ``kernels.mx.gemm._launch`` passes for linear NVFP4 operands of this shape."""
+    cols = k // GROUP
+    return {"M": m, "N": n, "K": k, "stride_a": k // 2, "stride_b": k // 2, "stride_c": n, "stride_as": cols,
+            "stride_bs": cols, "a_scale_cols": _cdiv(cols, 4) * 4, "b_scale_cols": _cdiv(cols, 4) * 4}
+
+
+def _specialize(pointers: list[str], ints: dict[str, int]) -> tuple[dict[str, str], dict[str, int], dict]:
+    """(signature, constexprs from ints equal to 1, attrs): Triton's JIT specialization of these arguments, every
+    pointer 16-byte aligned (``run`` checks that the tensors it passes are)."""
+    sig = {p: t for p, t in pointers}
+    consts, divisible = {}, [i for i in range(len(pointers))]
+    for i, (name, v) in enumerate(ints.items(), start=len(pointers)):
+        if v == 1:
+            sig[name], consts[name] = "constexpr", 1
+            continue
+        sig[name] = "i32" if -(2**31) <= v < 2**31 else "i64"
+        if v % 16 == 0:
+            divisible.append(i)
+    return sig, consts, {(i,): [["tt.divisibility", 16]] for i in divisible}
+
+
+def _compile_one(fn, sig: dict, consts: dict, attrs: dict, options: dict, out: Path, stem: str) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    k = triton.compile(ASTSource(fn, sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+                       options=options)
+    ptx = k.asm["ptx"]
+    (out / f"{stem}.ptx").write_text(ptx)
+    (out / f"{stem}.cubin").write_bytes(k.asm["cubin"])
+    name = k.metadata.name
+    entry = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
+    return {"stem": stem, "name": name, "num_warps": k.metadata.num_warps, "shared": k.metadata.shared,
+            "n_params": len(re.findall(r"\.param", entry.group(1))) if entry else None,
+            "global_scratch_size": getattr(k.metadata, "global_scratch_size", 0) or 0,
+            "profile_scratch_size": getattr(k.metadata, "profile_scratch_size", 0) or 0,
+            "mma": sorted(set(re.findall(r"wgmma\.mma_async[\w.]*|mma\.sync[\w.]*", ptx))),
+            "ptx_version": re.search(r"^\.version\s+(\S+)", ptx, re.M).group(1)}
+
+
+def compile_all(out: Path) -> None:
+    import triton
+
+    from kernels.mx.gemm import _scaled_gemm_kernel, _split_sum_kernel, k_splits, launch_config
+
+    out.mkdir(parents=True, exist_ok=True)
+    ptrs = [("a_ptr", "*u8"), ("as_ptr", "*u8"), ("b_ptr", "*u8"), ("bs_ptr", "*u8"), ("c_ptr", "*fp32"),
+            ("ga_ptr", "*fp32"), ("gb_ptr", "*fp32")]
+    cases = []
+    for kind, shapes in (("bench", BENCH_SHAPES), ("check", CHECK_SHAPES)):
+        for m, n, k in shapes:
+            bm, bn, bk, group_m, warps, stages = launch_config(m, n, k, (9, 0))
+            splits = k_splits(m, n, k)
+            ints = _gemm_args(m, n, k, splits)
+            sig, consts, attrs = _specialize(ptrs, ints)
+            tile = dict(BM=bm, BN=bn, BK=bk, GROUP=GROUP, NVFP4=True, SWIZZLED=False, GROUP_M=group_m,
+                        A_FORMAT="e2m1", AK=bk // 2, SPLIT=splits)
+            sig.update({c: "constexpr" for c in tile})
+            stem = f"gemm_{m}x{n}x{k}"
+            case = {"kind": kind, "shape": [m, n, k], "splits": splits, "config": [bm, bn, bk, group_m, warps, stages],
+                    "grid": [_cdiv(m, bm) * _cdiv(n, bn), splits], "ints": ints,
+                    "gemm": _compile_one(_scaled_gemm_kernel, sig, {**consts, **tile}, attrs,
+                                         {"num_warps": warps, "num_stages": stages}, out, stem)}
+            if splits > 1:
+                sints = {"M": m, "N": n, "stride_c": n}
+                ssig, sconsts, sattrs = _specialize([("w_ptr", "*fp32"), ("c_ptr", "*fp32"), ("ga_ptr", "*fp32"),
+                                                     ("gb_ptr", "*fp32")], sints)
+                stile = dict(SPLIT=splits, NVFP4=True, BLOCK_E=SPLIT_BLOCK)
+                ssig.update({c: "constexpr" for c in stile})
+                case["sum"] = _compile_one(_split_sum_kernel, ssig, {**sconsts, **stile}, sattrs, {"num_warps": 4},
+                                           out, stem + "_sum")
+                case["sum"]["ints"], case["sum"]["grid"] = sints, [_cdiv(m * n, SPLIT_BLOCK)]
+            print(stem, case["config"], "splits", splits, case["gemm"]["mma"], "shared", case["gemm"]["shared"],
+                  flush=True)
+            cases.append(case)
+    (out / "manifest.json").write_text(json.dumps({"triton": triton.__version__, "target": "sm90", "cases": cases},
+                                                  indent=1))
+
+
+def operands(m: int, n: int, k: int):
+    """Seeded NVFP4 operands drawn on the CPU (both sides of ``compare`` see the same bytes): random e2m1 code
+    pairs, e4m3 scales between 2^-3 and 2^3 (no NaN code), and fp32 global scales."""
+    import torch
+
+    g = torch.Generator().manual_seed(m * 1_000_003 + n * 1009 + k + 16)
+    out = []
+    for rows, gs in ((m, 0.75), (n, 1.5)):
+        codes = torch.randint(0, 256, (rows, k // 2), generator=g, dtype=torch.int32).to(torch.uint8)
+        scale_vals = torch.exp2(torch.randint(-3, 4, (rows, k // GROUP), generator=g).float())
+        scale_vals = scale_vals * (1 + torch.randint(0, 8, scale_vals.shape, generator=g).float() / 8)
+        scales = scale_vals.to(torch.float8_e4m3fn).view(torch.uint8)
+        out.append((codes, scales, torch.tensor([gs], dtype=torch.float32)))
+    return out[0], out[1]
+
+
+def dequantize(q):
+    """fp64 values of NVFP4 operand ``q`` (codes, scales, global scale) as (rows, K)."""
+    import torch
+
+    from kernels.mx.reference import E2M1_VALUES
+
+    codes, scales, g = q
+    v = E2M1_VALUES.to(codes.device)[torch.stack((codes & 0xF, codes >> 4), -1).flatten(-2).long()].double()
+    s = scales.view(torch.float8_e4m3fn).double().repeat_interleave(GROUP, dim=1)
+    return v * s * g.double()
+
+
+def _load(cp, d: Path, k: dict, notes: list[str]):
+    """The kernel of entry ``k``: its cubin, or its PTX with ``.version`` lowered where the driver refuses it."""
+    try:
+        fn = cp.RawModule(path=str(d / f"{k['stem']}.cubin")).get_function(k["name"])
+        how = "cubin"
+    except Exception as e:  # noqa: BLE001 - the fallback below is the point
+        ptx = (d / f"{k['stem']}.ptx").read_text()
+        lowered = re.sub(r"^\.version\s+\S+", ".version 8.8", ptx, count=1, flags=re.M)
+        path = d / f"{k['stem']}.v88.ptx"
+        path.write_text(lowered)
+        fn = cp.RawModule(path=str(path)).get_function(k["name"])
+        how = f"ptx (.version {k['ptx_version']} -> 8.8; cubin refused: {type(e).__name__}: {str(e)[:120]})"
+    if k["shared"] > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = k["shared"]
+    notes.append(f"{k['stem']}: {how}")
+    return fn
+
+
+def _extra(cp, k: dict, programs: int) -> list:
+    """The scratch pointers Triton appends to a kernel's parameters (null where it needs none)."""
+    extra = []
+    for size in (k["global_scratch_size"], k["profile_scratch_size"]):
+        extra.append(cp.zeros(size * programs, dtype=cp.uint8) if size else np.uint64(0))
+    return extra
+
+
+def run(d: Path, json_path: Path | None) -> None:
+    import cupy as cp
+    import torch
+    import triton
+    from _common import copy_bandwidth_gbs, device_info, graph_ms, time_ms
+
+    from kernels.mx import quantize_fp4, scaled_gemm
+    from kernels.mx.reference import nvfp4_global_scale
+
+    manifest = json.loads((d / "manifest.json").read_text())
+    notes: list[str] = []
+    rows, check = [], {}
+    copy = copy_bandwidth_gbs()
+
+    def ptr(t):
+        assert t.data_ptr() % 16 == 0, "every pointer is specialized as 16-byte aligned"
+        return np.uint64(t.data_ptr())
+
+    for case in manifest["cases"]:
+        m, n, k = case["shape"]
+        if case["kind"] == "check":
+            qa, qb = (tuple(t.cuda() for t in q) for q in operands(m, n, k))
+        else:
+            a, b = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
+            qa = quantize_fp4(a, "nvfp4", global_scale=nvfp4_global_scale(a))
+            qb = quantize_fp4(b, "nvfp4", global_scale=nvfp4_global_scale(b))
+        out = torch.empty(m, n, dtype=torch.float32, device="cuda")
+        splits = case["splits"]
+        c = out if splits == 1 else torch.empty(splits, m, n, dtype=torch.float32, device="cuda")
+        g, gf = case["gemm"], _load(cp, d, case["gemm"], notes)
+        programs = case["grid"][0] * case["grid"][1]
+        gargs = (*(ptr(t) for t in (qa[0], qa[1], qb[0], qb[1], c, qa[2], qb[2])),
+                 *(np.int32(v) for name, v in case["ints"].items() if v != 1), *_extra(cp, g, programs))
+        gargs = gargs[: g["n_params"]]
+        launches = [(gf, tuple(case["grid"]), 32 * g["num_warps"], gargs, g["shared"])]
+        if splits > 1:
+            s = case["sum"]
+            sargs = (*(ptr(t) for t in (c, out, qa[2], qb[2])),
+                     *(np.int32(v) for v in s["ints"].values() if v != 1), *_extra(cp, s, s["grid"][0]))
+            launches.append((_load(cp, d, s, notes), tuple(s["grid"]), 32 * s["num_warps"], sargs[: s["n_params"]],
+                             s["shared"]))
+
+        def fn(launches=launches):
+            # on torch's current stream, so that do_bench's events and a CUDA graph capture see the launches
+            with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                for f, grid, block, args, shared in launches:
+                    f(grid, (block,), args, shared_mem=shared)
+
+        fn()
+        torch.cuda.synchronize()
+        ref = dequantize(qa) @ dequantize(qb).T
+        bound = dequantize(qa).abs() @ dequantize(qb).abs().T
+        err = float(((out.double() - ref).abs() / bound.clamp_min(1e-300)).max())
+        row = {"shape": f"{m}x{n}x{k}", "kind": case["kind"], "splits": splits, "config": case["config"],
+               "finite": bool(torch.isfinite(out).all()), "max_err_over_abs_product": err}
+        if case["kind"] == "check":
+            name = f"{m}x{n}x{k}"
+            check[name] = out.cpu().numpy()
+            for side, q in (("a", qa), ("b", qb)):
+                for i, t in enumerate(q):
+                    check[f"{name}__{side}{i}"] = t.cpu().numpy()
+        else:
+            ms, graph = time_ms(fn), graph_ms(fn)
+            a16, b16 = a.bfloat16(), b.bfloat16()
+            cublas = time_ms(lambda a16=a16, b16=b16: a16 @ b16.T)
+            ma, mb = quantize_fp4(a, "mxfp4"), quantize_fp4(b, "mxfp4")
+            mc = scaled_gemm(ma, mb, "mxfp4")
+            mx_graph = graph_ms(lambda ma=ma, mb=mb, mc=mc: scaled_gemm(ma, mb, "mxfp4", out=mc))
+            nbytes = sum(t.numel() * t.element_size() for t in (*qa[:2], *qb[:2])) + m * n * 4
+            flop = 2 * m * n * k
+            row.update(nvfp4_ms=ms, nvfp4_tflops=flop / ms / 1e9, cublas_bf16_tflops=flop / cublas / 1e9,
+                       pct_cublas=100 * cublas / ms, nvfp4_graph_ms=graph,
+                       graph_pct_copy=100 * nbytes / copy / 1e6 / graph, mxfp4_graph_ms=mx_graph,
+                       nvfp4_over_mxfp4=mx_graph / graph)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    meta = {**device_info(), "ptx_triton": manifest["triton"], "run_triton": triton.__version__,
+            "copy_gbs": copy, "loads": notes}
+    np.savez_compressed(d / "check.npz", meta=np.array(json.dumps(meta)), **check)
+    for line in notes:
+        print(line)
+    if json_path:
+        json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+
+
+def compare(d: Path) -> int:
+    os.environ["TRITON_INTERPRET"] = "1"
+    import triton
+
+    from harness.interp import shims
+    from harness.interp.patch import Patch
+    from kernels.mx.gemm import scaled_gemm
+
+    shims.install(Patch(), "sm90")
+    z = np.load(d / "check.npz", allow_pickle=False)
+    meta = json.loads(str(z["meta"]))
+    bad = 0
+    for m, n, k in CHECK_SHAPES:
+        name = f"{m}x{n}x{k}"
+        qa, qb = operands(m, n, k)
+        for side, q in (("a", qa), ("b", qb)):
+            for i, t in enumerate(q):
+                if not np.array_equal(t.numpy(), z[f"{name}__{side}{i}"]):
+                    print(f"{name}: operand {side}{i} differs from the capture's")
+                    bad += 1
+        got = scaled_gemm(qa, qb, "nvfp4").numpy()
+        want = z[name]
+        differ = int((got.view(np.int32) != want.view(np.int32)).sum())
+        bad += differ > 0
+        print(f"{name}: {differ} of {got.size} products differ from {meta.get('gpu')} (PTX of Triton "
+              f"{meta['ptx_triton']}; interpreter of Triton {triton.__version__})")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("step", choices=("compile", "run", "compare"))
+    p.add_argument("dir", type=Path)
+    p.add_argument("--json", type=Path, default=None, help="run: write the rows here too")
+    a = p.parse_args()
+    if a.step == "compile":
+        compile_all(a.dir)
+    elif a.step == "run":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        run(a.dir, a.json)
+    else:
+        return compare(a.dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
