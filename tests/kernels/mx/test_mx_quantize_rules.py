@@ -18,7 +18,13 @@ from kernels.mx.quantize import _e2m1_pow2_code, _nvfp4_thresholds, _ue4m3_code,
 
 pytestmark = [pytest.mark.harness_op("mx.quantize"), pytest.mark.lane_independent]
 
-_CHUNK = 1 << 16
+#: Elements a program: each kernel here is launched over 10^5-10^7 elements on the interpreter, where a bigger
+#: program costs less Python a launch, while launch capture compiles it through ptxas for seven targets, where a
+#: bigger program costs more: 1 << 16 took 36-153 s a kernel cold (the fp64 threshold kernel the most), 1 << 12 a
+#: few seconds. The fp64 kernels run on few elements and take the small program; the e2m1 code kernel, on millions,
+#: the middle one.
+_CHUNK = 1 << 14
+_FP64_CHUNK = 1 << 12
 
 
 @triton.jit
@@ -53,8 +59,8 @@ def _thresholds_kernel(v_ptr, g_ptr, out_ptr, N: tl.constexpr):
     tl.store(out_ptr + i * 7 + 6, u6)
 
 
-def _padded(t: torch.Tensor, fill) -> torch.Tensor:
-    return torch.cat((t, t.new_full((-t.numel() % _CHUNK,), fill)))
+def _padded(t: torch.Tensor, fill, chunk: int = _CHUNK) -> torch.Tensor:
+    return torch.cat((t, t.new_full((-t.numel() % chunk,), fill)))
 
 
 def _pow2_codes(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
@@ -138,9 +144,9 @@ def test_nvfp4_thresholds_for_every_scale_code():
     g = _global_scales()
     vs, gs = (t.flatten().contiguous() for t in torch.broadcast_tensors(v[:, None], g[None, :]))
     n = vs.numel()
-    vp, gp = _padded(vs, 1.0), _padded(gs, 1.0)
+    vp, gp = _padded(vs, 1.0, _FP64_CHUNK), _padded(gs, 1.0, _FP64_CHUNK)
     out = torch.empty(vp.numel() * 7, dtype=torch.int32)
-    _thresholds_kernel[(vp.numel() // _CHUNK,)](vp, gp, out, N=_CHUNK)
+    _thresholds_kernel[(vp.numel() // _FP64_CHUNK,)](vp, gp, out, N=_FP64_CHUNK)
     got = out.view(-1, 7)[:n]
     want = _want_thresholds(vs, gs)
     bad = (got != want).any(1).nonzero()
@@ -164,9 +170,9 @@ def test_ue4m3_code_and_value_beside_every_boundary():
     every = decode(torch.arange(0, 0x7F, dtype=torch.uint8), "ue4m3").float()
     q = torch.cat((_fp32_beside_boundaries(20, 11), every))
     n = q.numel()
-    qp = _padded(q, 0.0)
+    qp = _padded(q, 0.0, _FP64_CHUNK)
     code, value = torch.empty(qp.numel(), dtype=torch.int32), torch.empty(qp.numel(), dtype=torch.float64)
-    _ue4m3_kernel[(qp.numel() // _CHUNK,)](qp, code, value, N=_CHUNK)
+    _ue4m3_kernel[(qp.numel() // _FP64_CHUNK,)](qp, code, value, N=_FP64_CHUNK)
     code, value = code[:n], value[:n]
     # harness.mx.quantize_nvfp4's block scale: encode(amax / 6 / g, "ue4m3"), RNE, saturating, NaN kept
     want = encode(q, "ue4m3").int()
