@@ -47,35 +47,33 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _gemm_args(m: int, n: int, k: int, splits: int) -> dict[str, int]:
+def _gemm_ints(m: int, n: int, k: int) -> dict[str, int]:
     """The integer arguments ``kernels.mx.gemm._launch`` passes for linear NVFP4 operands of this shape."""
     cols = k // GROUP
     return {"M": m, "N": n, "K": k, "stride_a": k // 2, "stride_b": k // 2, "stride_c": n, "stride_as": cols,
             "stride_bs": cols, "a_scale_cols": _cdiv(cols, 4) * 4, "b_scale_cols": _cdiv(cols, 4) * 4}
 
 
-def _specialize(pointers: list[str], ints: dict[str, int]) -> tuple[dict[str, str], dict[str, int], dict]:
-    """(signature, constexprs from ints equal to 1, attrs): Triton's JIT specialization of these arguments, every
-    pointer 16-byte aligned (``run`` checks that the tensors it passes are)."""
-    sig = {p: t for p, t in pointers}
-    consts, divisible = {}, [i for i in range(len(pointers))]
-    for i, (name, v) in enumerate(ints.items(), start=len(pointers)):
-        if v == 1:
-            sig[name], consts[name] = "constexpr", 1
-            continue
-        sig[name] = "i32" if -(2**31) <= v < 2**31 else "i64"
-        if v % 16 == 0:
-            divisible.append(i)
-    return sig, consts, {(i,): [["tt.divisibility", 16]] for i in divisible}
+def _compile_one(fn, pointers: dict[str, str], ints: dict[str, int], tile: dict, options: dict, out: Path,
+                 stem: str) -> dict:
+    """``fn`` compiled for sm90 as Triton's JIT specializes a launch with these arguments
+    (:func:`harness.lowering.compiled.specialize`: pointers 16-byte aligned, as ``run``'s are, and ints by value),
+    through the harness's own compile; its cubin and PTX written to ``out``, what ``run`` needs returned."""
+    import torch
 
+    from harness.compile.cache import compile_memoized
+    from harness.compile.targets import parse_target
+    from harness.interp.jit import as_jit
+    from harness.lowering.compiled import specialize
 
-def _compile_one(fn, sig: dict, consts: dict, attrs: dict, options: dict, out: Path, stem: str) -> dict:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    k = triton.compile(ASTSource(fn, sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
-                       options=options)
+    tensors = [torch.empty(16, dtype=getattr(torch, dtype)) for dtype in pointers.values()]  # 64-byte aligned
+    spec = specialize(fn, (*tensors, *ints.values()), {**tile, **options})
+    sig = {name: spec.signature.get(name, "constexpr") for name in as_jit(fn).arg_names}
+    done = compile_memoized(as_jit(fn), sig, spec.constexprs, parse_target("sm90"),
+                            {"num_warps": spec.num_warps, **spec.options}, spec.divisible)
+    if isinstance(done, BaseException):
+        raise done
+    k = done.kernel
     ptx = k.asm["ptx"]
     (out / f"{stem}.ptx").write_text(ptx)
     (out / f"{stem}.cubin").write_bytes(k.asm["cubin"])
@@ -85,6 +83,8 @@ def _compile_one(fn, sig: dict, consts: dict, attrs: dict, options: dict, out: P
             "n_params": len(re.findall(r"\.param", entry.group(1))) if entry else None,
             "global_scratch_size": getattr(k.metadata, "global_scratch_size", 0) or 0,
             "profile_scratch_size": getattr(k.metadata, "profile_scratch_size", 0) or 0,
+            # the runtime ints in parameter order (an int equal to 1 became a constexpr)
+            "ints": {n: v for n, v in ints.items() if spec.signature.get(n, "constexpr") != "constexpr"},
             "mma": sorted(set(re.findall(r"wgmma\.mma_async[\w.]*|mma\.sync[\w.]*", ptx))),
             "ptx_version": re.search(r"^\.version\s+(\S+)", ptx, re.M).group(1)}
 
@@ -95,32 +95,26 @@ def compile_all(out: Path) -> None:
     from kernels.mx.gemm import _scaled_gemm_kernel, _split_sum_kernel, k_splits, launch_config
 
     out.mkdir(parents=True, exist_ok=True)
-    ptrs = [("a_ptr", "*u8"), ("as_ptr", "*u8"), ("b_ptr", "*u8"), ("bs_ptr", "*u8"), ("c_ptr", "*fp32"),
-            ("ga_ptr", "*fp32"), ("gb_ptr", "*fp32")]
+    pointers = {"a_ptr": "uint8", "as_ptr": "uint8", "b_ptr": "uint8", "bs_ptr": "uint8", "c_ptr": "float32",
+                "ga_ptr": "float32", "gb_ptr": "float32"}
     cases = []
     for kind, shapes in (("bench", BENCH_SHAPES), ("check", CHECK_SHAPES)):
         for m, n, k in shapes:
             bm, bn, bk, group_m, warps, stages = launch_config(m, n, k, (9, 0))
             splits = k_splits(m, n, k)
-            ints = _gemm_args(m, n, k, splits)
-            sig, consts, attrs = _specialize(ptrs, ints)
             tile = dict(BM=bm, BN=bn, BK=bk, GROUP=GROUP, NVFP4=True, SWIZZLED=False, GROUP_M=group_m,
                         A_FORMAT="e2m1", AK=bk // 2, SPLIT=splits)
-            sig.update({c: "constexpr" for c in tile})
             stem = f"gemm_{m}x{n}x{k}"
             case = {"kind": kind, "shape": [m, n, k], "splits": splits, "config": [bm, bn, bk, group_m, warps, stages],
-                    "grid": [_cdiv(m, bm) * _cdiv(n, bn), splits], "ints": ints,
-                    "gemm": _compile_one(_scaled_gemm_kernel, sig, {**consts, **tile}, attrs,
+                    "grid": [_cdiv(m, bm) * _cdiv(n, bn), splits],
+                    "gemm": _compile_one(_scaled_gemm_kernel, pointers, _gemm_ints(m, n, k), tile,
                                          {"num_warps": warps, "num_stages": stages}, out, stem)}
             if splits > 1:
-                sints = {"M": m, "N": n, "stride_c": n}
-                ssig, sconsts, sattrs = _specialize([("w_ptr", "*fp32"), ("c_ptr", "*fp32"), ("ga_ptr", "*fp32"),
-                                                     ("gb_ptr", "*fp32")], sints)
-                stile = dict(SPLIT=splits, NVFP4=True, BLOCK_E=SPLIT_BLOCK)
-                ssig.update({c: "constexpr" for c in stile})
-                case["sum"] = _compile_one(_split_sum_kernel, ssig, {**sconsts, **stile}, sattrs, {"num_warps": 4},
-                                           out, stem + "_sum")
-                case["sum"]["ints"], case["sum"]["grid"] = sints, [_cdiv(m * n, SPLIT_BLOCK)]
+                case["sum"] = _compile_one(
+                    _split_sum_kernel, dict.fromkeys(("w_ptr", "c_ptr", "ga_ptr", "gb_ptr"), "float32"),
+                    {"M": m, "N": n, "stride_c": n}, dict(SPLIT=splits, NVFP4=True, BLOCK_E=SPLIT_BLOCK),
+                    {"num_warps": 4}, out, stem + "_sum")
+                case["sum"]["grid"] = [_cdiv(m * n, SPLIT_BLOCK)]
             print(stem, case["config"], "splits", splits, case["gemm"]["mma"], "shared", case["gemm"]["shared"],
                   flush=True)
             cases.append(case)
@@ -142,18 +136,6 @@ def operands(m: int, n: int, k: int):
         scales = scale_vals.to(torch.float8_e4m3fn).view(torch.uint8)
         out.append((codes, scales, torch.tensor([gs], dtype=torch.float32)))
     return out[0], out[1]
-
-
-def dequantize(q):
-    """fp64 values of NVFP4 operand ``q`` (codes, scales, global scale) as (rows, K)."""
-    import torch
-
-    from kernels.mx.reference import E2M1_VALUES
-
-    codes, scales, g = q
-    v = E2M1_VALUES.to(codes.device)[torch.stack((codes & 0xF, codes >> 4), -1).flatten(-2).long()].double()
-    s = scales.view(torch.float8_e4m3fn).double().repeat_interleave(GROUP, dim=1)
-    return v * s * g.double()
 
 
 def _load(cp, d: Path, k: dict, notes: list[str]):
@@ -189,7 +171,7 @@ def run(d: Path, json_path: Path | None) -> None:
     from _common import copy_bandwidth_gbs, device_info, graph_ms, time_ms
 
     from kernels.mx import quantize_fp4, scaled_gemm
-    from kernels.mx.reference import nvfp4_global_scale
+    from kernels.mx.reference import dequantize_fp4, nvfp4_global_scale
 
     manifest = json.loads((d / "manifest.json").read_text())
     notes: list[str] = []
@@ -214,13 +196,13 @@ def run(d: Path, json_path: Path | None) -> None:
         g, gf = case["gemm"], _load(cp, d, case["gemm"], notes)
         programs = case["grid"][0] * case["grid"][1]
         gargs = (*(ptr(t) for t in (qa[0], qa[1], qb[0], qb[1], c, qa[2], qb[2])),
-                 *(np.int32(v) for name, v in case["ints"].items() if v != 1), *_extra(cp, g, programs))
+                 *(np.int32(v) for v in g["ints"].values()), *_extra(cp, g, programs))
         gargs = gargs[: g["n_params"]]
         launches = [(gf, tuple(case["grid"]), 32 * g["num_warps"], gargs, g["shared"])]
         if splits > 1:
             s = case["sum"]
             sargs = (*(ptr(t) for t in (c, out, qa[2], qb[2])),
-                     *(np.int32(v) for v in s["ints"].values() if v != 1), *_extra(cp, s, s["grid"][0]))
+                     *(np.int32(v) for v in s["ints"].values()), *_extra(cp, s, s["grid"][0]))
             launches.append((_load(cp, d, s, notes), tuple(s["grid"]), 32 * s["num_warps"], sargs[: s["n_params"]],
                              s["shared"]))
 
@@ -232,8 +214,8 @@ def run(d: Path, json_path: Path | None) -> None:
 
         fn()
         torch.cuda.synchronize()
-        ref = dequantize(qa) @ dequantize(qb).T
-        bound = dequantize(qa).abs() @ dequantize(qb).abs().T
+        da, db = (dequantize_fp4(q[0], q[1], "nvfp4", q[2]) for q in (qa, qb))
+        ref, bound = da @ db.T, da.abs() @ db.abs().T
         err = float(((out.double() - ref).abs() / bound.clamp_min(1e-300)).max())
         row = {"shape": f"{m}x{n}x{k}", "kind": case["kind"], "splits": splits, "config": case["config"],
                "finite": bool(torch.isfinite(out).all()), "max_err_over_abs_product": err}
