@@ -8,6 +8,7 @@ Usage: ``python benchmarks/gpu_topk.py OUT.json`` on a CUDA box.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -51,24 +52,28 @@ def inputs(rows, width, seed):
     return x, vis
 
 
-def new(x, vis, cfg, warps="default"):
-    T._warps = WARPS[warps]
+@contextlib.contextmanager
+def warps_rule(name):
+    """``T._warps`` (the warps per block size of both searches) set to ``WARPS[name]`` for one call."""
+    T._warps = WARPS[name]
     try:
-        out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
-        assert T._radix_topk(x, vis, K, out, *cfg)
-        return out
+        yield
     finally:
         T._warps = WARPS["default"]
+
+
+def new(x, vis, cfg, warps="default"):
+    out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
+    with warps_rule(warps):
+        assert T._radix_topk(x, vis, K, out, *cfg)
+    return out
 
 
 def old(x, vis, warps="default"):
-    T._warps = WARPS[warps]
-    try:
-        out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
+    out = torch.empty(x.shape[0], K, dtype=torch.int32, device="cuda")
+    with warps_rule(warps):
         T._bitwise_topk(x, vis, K, out)
-        return out
-    finally:
-        T._warps = WARPS["default"]
+    return out
 
 
 t0 = time.time()
