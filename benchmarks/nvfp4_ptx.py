@@ -7,6 +7,7 @@ installed (no GPU needed) and only loaded on the GPU:
     python benchmarks/nvfp4_ptx.py compile DIR                   # Triton 3.9, any machine
     python benchmarks/nvfp4_ptx.py run DIR [--json OUT.json]     # the GPU: torch and CuPy; writes DIR/check.npz
     python benchmarks/nvfp4_ptx.py compare DIR                   # the CPU, Triton 3.9: the interpreter lane's bits
+    python benchmarks/nvfp4_ptx.py golden DIR golden/mx/nvfp4_sm90_triton3.9.npz   # the capture as a golden
 
 ``compile`` builds ``kernels.mx.gemm``'s launches exactly as ``scaled_gemm`` makes them on an sm90 GPU
 (``launch_config`` and ``k_splits`` for capability 9.0, NVFP4, linear scales, every argument specialized as
@@ -17,7 +18,10 @@ launches it with the arguments ``scaled_gemm`` passes, checks C against fp64 pro
 operands, times it (``time_ms`` and ``graph_ms``, as ``bench_mx.py``) beside cuBLAS bf16 and the MXFP4
 ``scaled_gemm`` of the installed Triton (graph replay) at the same shape, and stores the check shapes' seeded
 operands and products in ``check.npz``. ``compare`` computes the check shapes on the interpreter with the
-harness's sm90 shims and counts the products that differ, bit for bit.
+harness's sm90 shims and counts the products that differ, bit for bit. ``golden`` writes the capture as the
+golden ``tests/kernels/mx/test_mx_gemm.py`` checks on the Triton 3.9 interpreter lane (the operands' digest, each
+product's digest and its first products in full; ``tests/kernels/mx/nvfp4_sm90.py`` has the shapes, operands and
+layout).
 """
 
 from __future__ import annotations
@@ -34,12 +38,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.kernels.mx.nvfp4_sm90 import (  # noqa: E402
+    CHECK_SHAPES,
+    GROUP,
+    KEPT,
+    case_name,
+    digest,
+    operand_digest,
+    operands,
+)
+
 #: bench_mx.py's GEMM shapes (M, N, K)
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096),
                 (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 8192)]
-#: small products checked bit for bit against the interpreter: one tile, several tiles, a split K (4 ranges)
-CHECK_SHAPES = [(64, 128, 512), (256, 512, 1024), (16, 64, 4096)]
-GROUP = 16  # NVFP4: e4m3 scales per 16 elements
 SPLIT_BLOCK = 1024  # _split_sum_kernel's BLOCK_E, as scaled_gemm launches it
 
 
@@ -120,22 +131,6 @@ def compile_all(out: Path) -> None:
             cases.append(case)
     (out / "manifest.json").write_text(json.dumps({"triton": triton.__version__, "target": "sm90", "cases": cases},
                                                   indent=1))
-
-
-def operands(m: int, n: int, k: int):
-    """Seeded NVFP4 operands drawn on the CPU (both sides of ``compare`` see the same bytes): random e2m1 code
-    pairs, e4m3 scales between 2^-3 and 2^3 (no NaN code), and fp32 global scales."""
-    import torch
-
-    g = torch.Generator().manual_seed(m * 1_000_003 + n * 1009 + k + 16)
-    out = []
-    for rows, gs in ((m, 0.75), (n, 1.5)):
-        codes = torch.randint(0, 256, (rows, k // 2), generator=g, dtype=torch.int32).to(torch.uint8)
-        scale_vals = torch.exp2(torch.randint(-3, 4, (rows, k // GROUP), generator=g).float())
-        scale_vals = scale_vals * (1 + torch.randint(0, 8, scale_vals.shape, generator=g).float() / 8)
-        scales = scale_vals.to(torch.float8_e4m3fn).view(torch.uint8)
-        out.append((codes, scales, torch.tensor([gs], dtype=torch.float32)))
-    return out[0], out[1]
 
 
 def _load(cp, d: Path, k: dict, notes: list[str]):
@@ -220,7 +215,7 @@ def run(d: Path, json_path: Path | None) -> None:
         row = {"shape": f"{m}x{n}x{k}", "kind": case["kind"], "splits": splits, "config": case["config"],
                "finite": bool(torch.isfinite(out).all()), "max_err_over_abs_product": err}
         if case["kind"] == "check":
-            name = f"{m}x{n}x{k}"
+            name = case_name(m, n, k)
             check[name] = out.cpu().numpy()
             for side, q in (("a", qa), ("b", qb)):
                 for i, t in enumerate(q):
@@ -262,7 +257,7 @@ def compare(d: Path) -> int:
     meta = json.loads(str(z["meta"]))
     bad = 0
     for m, n, k in CHECK_SHAPES:
-        name = f"{m}x{n}x{k}"
+        name = case_name(m, n, k)
         qa, qb = operands(m, n, k)
         for side, q in (("a", qa), ("b", qb)):
             for i, t in enumerate(q):
@@ -278,10 +273,35 @@ def compare(d: Path) -> int:
     return 1 if bad else 0
 
 
+def golden(d: Path, out: Path) -> None:
+    """``run``'s capture (``d/check.npz``) as the golden of ``tests/kernels/mx/test_mx_gemm.py``: per check shape
+    the operands' digest (refused if the capture's operands are not what :func:`operands` draws here), the
+    product's digest and its first ``KEPT`` products as raw fp32 bits; ``meta`` says which card, driver and
+    Tritons (the PTX's and the image's)."""
+    z = np.load(d / "check.npz", allow_pickle=False)
+    meta = json.loads(str(z["meta"]))
+    keep = {k: meta[k] for k in ("gpu", "capability", "torch", "python", "date", "ptx_triton", "run_triton", "loads")}
+    arrays = {"meta": np.array(json.dumps({**keep, "triton": meta["ptx_triton"], "source":
+                                           "benchmarks/nvfp4_ptx.py run (cubins of Triton 3.9 on the GPU)"})),
+              "cases": np.array([case_name(*s) for s in CHECK_SHAPES])}
+    for m, n, k in CHECK_SHAPES:
+        c = case_name(m, n, k)
+        captured = digest(*(z[f"{c}__{side}{i}"] for side in "ab" for i in range(3)))
+        if captured != operand_digest(m, n, k):
+            raise SystemExit(f"{c}: the capture's operands are not what operands() draws here: no golden written")
+        bits = np.ascontiguousarray(z[c]).view(np.uint32)
+        arrays.update({f"{c}__inputs": np.array(captured), f"{c}__sha256": np.array(digest(bits)),
+                       f"{c}__kept": bits.reshape(-1)[:KEPT]})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, **arrays)
+    print(f"{out}: {len(CHECK_SHAPES)} products of {meta['gpu']} (PTX of Triton {meta['ptx_triton']})")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("step", choices=("compile", "run", "compare"))
+    p.add_argument("step", choices=("compile", "run", "compare", "golden"))
     p.add_argument("dir", type=Path)
+    p.add_argument("out", type=Path, nargs="?", help="golden: the file to write")
     p.add_argument("--json", type=Path, default=None, help="run: write the rows here too")
     a = p.parse_args()
     if a.step == "compile":
@@ -289,6 +309,10 @@ def main() -> int:
     elif a.step == "run":
         sys.path.insert(0, str(ROOT / "benchmarks"))
         run(a.dir, a.json)
+    elif a.step == "golden":
+        if a.out is None:
+            p.error("golden: give the file to write (golden/mx/nvfp4_sm90_triton3.9.npz)")
+        golden(a.dir, a.out)
     else:
         return compare(a.dir)
     return 0

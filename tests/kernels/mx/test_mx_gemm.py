@@ -4,6 +4,7 @@ H200 goldens of the quantized operands and the product."""
 
 from __future__ import annotations
 
+import nvfp4_sm90
 import pytest
 import torch
 from mx_inputs import activations
@@ -304,6 +305,44 @@ def test_h200_golden_quantize_and_gemm(mx_case, rng, device, golden, harness_lan
     differ = product.view(torch.int32) != want.view(torch.int32)
     assert not bool(differ.any()), (f"{int(differ.sum())} / {differ.numel()} product bits differ from the H200 "
                                     f"golden ({meta.get('arch')}, Triton {meta.get('triton_version')})")
+
+
+@pytest.mark.arch("sm90", "interp")
+@pytest.mark.parametrize("shape", nvfp4_sm90.CHECK_SHAPES, ids=lambda s: nvfp4_sm90.case_name(*s))
+def test_h100_golden_nvfp4_as_triton_39_builds_it(shape, device, golden):
+    """NVFP4 products as Triton 3.9's sm90 build computes them on an H100 (its cubins loaded there by
+    benchmarks/nvfp4_ptx.py, the image's Triton 3.6 refusing NVFP4): one tile, four 64-row tiles by four, and a K
+    split in 4 ranges. A lane whose Triton compiles NVFP4 for sm90 (or interprets it) must give those bits."""
+    import json
+
+    import numpy as np
+
+    from kernels._interpreter import runs_on_interpreter
+    from kernels._versions import triton_version
+    from kernels.mx import gemm_refusal, scaled_gemm
+    from kernels.mx.gemm import _scaled_gemm_kernel
+
+    z = np.load(golden.external(nvfp4_sm90.GOLDEN), allow_pickle=False)
+    meta = json.loads(str(z["meta"]))
+    pinned = tuple(int(x) for x in meta["triton"].split(".")[:2])
+    if triton_version()[:2] != pinned:
+        pytest.skip(f"the golden pins Triton {meta['triton']}'s NVFP4 emulation on sm90; this is Triton "
+                    f"{'.'.join(map(str, triton_version()))}")
+    interp = runs_on_interpreter(_scaled_gemm_kernel)
+    why = gemm_refusal("nvfp4", interpreter=interp, capability=None if interp else torch.cuda.get_device_capability())
+    if why is not None:
+        pytest.skip(why)
+    case = nvfp4_sm90.case_name(*shape)
+    assert nvfp4_sm90.operand_digest(*shape) == str(z[f"{case}__inputs"]), (
+        f"{case}: the seeded operands differ from those the {meta['gpu']} multiplied (torch draws other bytes)")
+    qa, qb = (tuple(t.to(device) for t in q) for q in nvfp4_sm90.operands(*shape))
+    bits = scaled_gemm(qa, qb, "nvfp4").cpu().contiguous().view(torch.int32).numpy().view(np.uint32)
+    if nvfp4_sm90.digest(bits) == str(z[f"{case}__sha256"]):
+        return
+    want = z[f"{case}__kept"]
+    head = int(np.count_nonzero(bits.reshape(-1)[: want.size] != want))
+    pytest.fail(f"{case}: the product differs from the {meta['gpu']}'s (Triton {meta['triton']} PTX): {head} of the "
+                f"first {want.size} products differ, the rest by digest", pytrace=False)
 
 
 #: skinny products that scaled_gemm splits along K (kernels.mx.gemm.k_splits): M = 16 rows, K = 4096 in 4 ranges
