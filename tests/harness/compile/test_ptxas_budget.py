@@ -97,6 +97,43 @@ def test_ptxas_within_the_budget_compiles_as_without_one(tmp_path, monkeypatch):
     assert not isinstance(res, BaseException) and "st.global" in res.ptx
 
 
+@pytest.mark.parametrize("check", [True, False])
+def test_a_failing_ptxas_under_the_budget_fails_as_subprocess_run_would(check):
+    """Triton reads a ptxas failure from ``CalledProcessError`` (``check=True``) and its log file: the proxy's own
+    wait gives both as ``subprocess.run`` does."""
+    import subprocess
+
+    from harness.compile.budget import _TimedSubprocess
+
+    cmd = ["sh", "-c", "echo refused >&2; exit 3", "--gpu-name=sm_80"]
+    with tempfile.TemporaryFile() as log:
+        if check:
+            with pytest.raises(subprocess.CalledProcessError) as err:
+                _TimedSubprocess(30).run(cmd, check=True, close_fds=False, stderr=log)
+            assert err.value.returncode == 3 and err.value.cmd == cmd
+        else:
+            done = _TimedSubprocess(30).run(cmd, close_fds=False, stderr=log)
+            assert (done.returncode, done.args) == (3, cmd)
+        log.seek(0)
+        assert log.read() == b"refused\n"
+
+
+def test_a_ptxas_run_reading_a_pipe_or_with_its_own_timeout_is_left_to_subprocess_run():
+    """The proxy waits itself only where nothing is to be read: a pipe must be drained while the child runs (a
+    blocking wait could deadlock on a full pipe), and a caller's own timeout is the caller's."""
+    import subprocess
+
+    from harness.compile.budget import _TimedSubprocess
+
+    cmd = ["sh", "-c", "echo out; echo err >&2", "--gpu-name=sm_80"]
+    done = _TimedSubprocess(30).run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert (done.stdout, done.stderr, done.returncode) == (b"out\n", b"err\n", 0)
+    done = _TimedSubprocess(30).run(cmd, capture_output=True, timeout=10)
+    assert (done.stdout, done.stderr) == (b"out\n", b"err\n")
+    with pytest.raises(subprocess.TimeoutExpired):  # the caller's timeout, not the budget: no PtxasOverBudget
+        _TimedSubprocess(30).run(["sh", "-c", "sleep 5", "--gpu-name=sm_80"], timeout=0.2)
+
+
 def test_a_negative_budget_is_refused():
     with pytest.raises(ValueError, match="ptxas budget: expected seconds > 0"), ptxas_budget(-1.0):
         pass
