@@ -153,16 +153,17 @@ def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = N
     """(BM, BN, BK, GROUP_M, num_warps, num_stages) of a launch of this shape on a GPU of ``capability``.
 
     sm80-sm90 (``tl.dot_scaled`` emulated): the fastest of a sweep on an H100 (Triton 3.6, 2026-12-06,
-    ``docs/performance.md``). Tiles of one height give the same bits (the emulation accumulates K in order); the
-    height picks the MMA, and so the bits: a 16 x 80 x 1024 MXFP4 product computed by the interpreter with the
-    128-row tile differs from the H100's 16-row launch at 1,037 of 1,280 outputs, and with the 16-row tile at none
-    (``scripts/check_split_k.py``, 2026-12-06). So the interpreter, which imitates sm90, takes sm90's tiles
-    (:func:`scaled_gemm`). Skinny M (decode, MoE) reads the weights once per row tile, so its tiles are 16 rows and
-    many columns' programs share the bandwidth. sm100 and newer: one 128 x 128 x 128 tile on 4 warps, the shape
-    native block-scaled MMA takes (a tile of fewer than 128 rows falls back to the emulation there). How many K
-    ranges a launch sums apart is not the tile's to choose: it changes the bits, so :func:`k_splits` decides it
-    from the shape alone; every BK here divides
-    :data:`SPLIT_ALIGN`."""
+    ``docs/performance.md``); for 64 < M <= 256 the 64-row tile with BK 128, which took 0.69x / 0.48x the time of BK
+    256 at 256 x 4096 x 4096 / 256 x 8192 x 8192 on an H200 (``bench_mx.py --sweep-gemm``, Triton 3.6, 2026-12-06).
+    Tiles of one height give the same bits (the emulation accumulates K in order, whatever K step holds it;
+    ``test_a_tiles_k_step_leaves_the_bits``); the height picks the MMA, and so the bits: a 16 x 80 x 1024 MXFP4
+    product computed by the interpreter with the 128-row tile differs from the H100's 16-row launch at 1,037 of
+    1,280 outputs, and with the 16-row tile at none (``scripts/check_split_k.py``, 2026-12-06). So the interpreter,
+    which imitates sm90, takes sm90's tiles (:func:`scaled_gemm`). Skinny M (decode, MoE) reads the weights once per
+    row tile, so its tiles are 16 rows and many columns' programs share the bandwidth. sm100 and newer: one 128 x
+    128 x 128 tile on 4 warps, the shape native block-scaled MMA takes (a tile of fewer than 128 rows falls back to
+    the emulation there). How many K ranges a launch sums apart is not the tile's to choose: it changes the bits, so
+    :func:`k_splits` decides it from the shape alone; every BK here divides :data:`SPLIT_ALIGN`."""
     if capability is None or capability >= (10, 0):
         return BM, BN, BK, 1, 4, 3
     if M <= 16 or (M <= 64 and N <= 4096):
@@ -170,7 +171,7 @@ def launch_config(M: int, N: int, K: int, capability: tuple[int, int] | None = N
     if M <= 64:
         return 16, 128, 256, 1, 4, 4
     if M <= 256:
-        return 64, 128, 256, 1, 4, 4
+        return 64, 128, 128, 1, 4, 4
     return BM, 2 * BN, BK, 8, 8, 3
 
 

@@ -441,3 +441,31 @@ def test_the_interpreter_takes_sm90s_tiles_whose_height_decides_the_bits(a_forma
     assert launch_config(m, n, k, (9, 0))[0] == 16 and launch_config(m, n, k, None)[0] == 128
     assert torch.equal(got.view(torch.int32), tiles[(9, 0)].view(torch.int32))
     assert not torch.equal(tiles[(9, 0)].view(torch.int32), tiles[None].view(torch.int32))  # the height shows
+
+
+@pytest.mark.parametrize("a_format", ["e2m1", "e4m3"])
+def test_a_tiles_k_step_leaves_the_bits(a_format, rng, device):
+    """launch_config picks each tile for speed alone within a height: the emulation adds its MMAs' K blocks into
+    the accumulator in order, so the 64-row tile's K step of 128 (shipped for 64 < M <= 256) and of 256 (shipped
+    before) give one product, bit for bit, on the GPU as on the interpreter; a 16-row tile does not."""
+    from kernels._interpreter import runs_on_interpreter
+    from kernels.mx import gemm_refusal, quantize_fp4
+    from kernels.mx.gemm import _launch, _scaled_gemm_kernel
+
+    interp = runs_on_interpreter(_scaled_gemm_kernel)
+    why = gemm_refusal("mxfp4", interpreter=interp, capability=None if interp else torch.cuda.get_device_capability(),
+                       a_format=a_format)
+    if why is not None:
+        pytest.skip(why)
+    m, n, k = 130, 67, 1024
+    a, b = activations(m, k, rng, specials=False, max_exp=8), activations(n, k, rng, specials=False, max_exp=8)
+    qa = _mxfp8(a, device) if a_format == "e4m3" else quantize_fp4(a.to(device), "mxfp4")
+    qb = quantize_fp4(b.to(device), "mxfp4")
+    outs = {}
+    for config in ((64, 128, 128, 1, 4, 4), (64, 128, 256, 1, 4, 4), (16, 64, 256, 1, 4, 4)):
+        out = torch.empty(m, n, device=device)
+        _launch(qa, qb, out, "mxfp4", "linear", a_format, config, 1)
+        outs[config[:3]] = out.cpu().view(torch.int32)
+    assert torch.equal(outs[(64, 128, 128)], outs[(64, 128, 256)]), (
+        f"{int((outs[(64, 128, 128)] != outs[(64, 128, 256)]).sum())} / {m * n} products differ between K steps")
+    assert not torch.equal(outs[(64, 128, 128)], outs[(16, 64, 256)])  # the height shows in these inputs
