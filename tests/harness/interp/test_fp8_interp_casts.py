@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,6 +19,7 @@ from harness.compile.launches import expect_compile_failure
 from harness.interp import casts as interp_casts
 from harness.interp import dots
 from harness.interp.patch import Patch
+from scripts.capture_fp8_target_tables import fp32_sample_as_captured
 
 pytestmark = pytest.mark.interp_only
 
@@ -71,9 +73,7 @@ def _table(golden, target: str, src: str) -> tuple[torch.Tensor, dict[str, torch
     codes, meta = golden.load("codes", test="test_fp8_targets::test_encode_matches_target_table",
                               param=f"{target}-{src}")
     if src == "fp32":
-        bits, _ = golden.load("fp32_inputs", test="test_fp8_targets::test_encode_matches_target_table",
-                              param="inputs")
-        x = bits.view(torch.float32)
+        x = torch.from_numpy(fp32_sample_as_captured().view(np.int32)).view(torch.float32)
     else:
         x = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(SRCS[src])
     return x, dict(zip(meta["rows"], codes, strict=True))
