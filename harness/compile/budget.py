@@ -79,6 +79,9 @@ class _TimedSubprocess:
             timer.start()
             try:
                 returncode = proc.wait()
+            except BaseException:  # Ctrl-C or the like: ptxas goes with us, as subprocess.run kills it
+                proc.kill()
+                raise
             finally:
                 timer.cancel()
         if killed.is_set():

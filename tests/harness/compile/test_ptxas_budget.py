@@ -134,6 +134,27 @@ def test_a_ptxas_run_reading_a_pipe_or_with_its_own_timeout_is_left_to_subproces
         _TimedSubprocess(30).run(["sh", "-c", "sleep 5", "--gpu-name=sm_80"], timeout=0.2)
 
 
+def test_an_interrupted_wait_kills_ptxas(monkeypatch):
+    """Ctrl-C while the proxy waits: ptxas is killed, not left running, as ``subprocess.run`` does."""
+    import subprocess
+
+    from harness.compile.budget import _TimedSubprocess
+
+    waited = []
+    real_wait = subprocess.Popen.wait
+
+    def wait(self, timeout=None):
+        if not waited:
+            waited.append(self)
+            raise KeyboardInterrupt
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        _TimedSubprocess(30).run(["sh", "-c", "sleep 30", "--gpu-name=sm_80"], close_fds=False)
+    assert real_wait(waited[0], timeout=10) == -9  # SIGKILL: ended by the proxy, not by sleep
+
+
 def test_a_negative_budget_is_refused():
     with pytest.raises(ValueError, match="ptxas budget: expected seconds > 0"), ptxas_budget(-1.0):
         pass
