@@ -84,7 +84,7 @@ class _TimedSubprocess:
                 raise
             finally:
                 timer.cancel()
-        if killed.is_set():
+        if killed.is_set() and returncode < 0:  # a ptxas that ended as the timer fired keeps its own outcome
             _remove_temp_files(cmd, kwargs.get("stderr"))
             raise PtxasOverBudget(self._seconds, gpu)
         if check and returncode:
