@@ -76,6 +76,7 @@ def _compile_one(fn, pointers: dict[str, str], ints: dict[str, int], tile: dict,
     from harness.compile.targets import parse_target
     from harness.interp.jit import as_jit
     from harness.lowering.compiled import specialize
+    from tests.lowering.aot import ptx_header, ptx_params
 
     tensors = [torch.empty(16, dtype=getattr(torch, dtype)) for dtype in pointers.values()]  # 64-byte aligned
     spec = specialize(fn, (*tensors, *ints.values()), {**tile, **options})
@@ -89,15 +90,14 @@ def _compile_one(fn, pointers: dict[str, str], ints: dict[str, int], tile: dict,
     (out / f"{stem}.ptx").write_text(ptx)
     (out / f"{stem}.cubin").write_bytes(k.asm["cubin"])
     name = k.metadata.name
-    entry = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
     return {"stem": stem, "name": name, "num_warps": k.metadata.num_warps, "shared": k.metadata.shared,
-            "n_params": len(re.findall(r"\.param", entry.group(1))) if entry else None,
+            "n_params": len(ptx_params(ptx, name)),
             "global_scratch_size": getattr(k.metadata, "global_scratch_size", 0) or 0,
             "profile_scratch_size": getattr(k.metadata, "profile_scratch_size", 0) or 0,
             # the runtime ints in parameter order (an int equal to 1 became a constexpr)
             "ints": {n: v for n, v in ints.items() if spec.signature.get(n, "constexpr") != "constexpr"},
             "mma": sorted(set(re.findall(r"wgmma\.mma_async[\w.]*|mma\.sync[\w.]*", ptx))),
-            "ptx_version": re.search(r"^\.version\s+(\S+)", ptx, re.M).group(1)}
+            "ptx_version": ptx_header(ptx)["version"]}
 
 
 def compile_all(out: Path) -> None:
