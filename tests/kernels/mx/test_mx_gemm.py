@@ -231,18 +231,12 @@ def test_h100_golden_e4m3_x_e2m1(rng, device, golden, harness_lane):
     """The MXFP8 x MXFP4 product as an H100 computed it (Triton 3.6's emulation: e4m3 and e2m1 upcast to bf16,
     scaled, bf16 wgmma); the interpreter lane reproduces it bit for bit through harness.tensor_cores.dot_scaled.
     Block magnitudes 2^-30..2^30 reach e8m0 scales far from 127 on both sides."""
-    from kernels._interpreter import runs_on_interpreter
-    from kernels.mx import gemm_refusal, quantize_fp4, scaled_gemm
-    from kernels.mx.gemm import _scaled_gemm_kernel
+    from kernels.mx import quantize_fp4, scaled_gemm
 
     a = activations(130, 256, rng, specials=False)
     b = activations(67, 256, rng, specials=False)
     qa, qb = _mxfp8(a, device), quantize_fp4(b.to(device), "mxfp4")
-    interp = runs_on_interpreter(_scaled_gemm_kernel)
-    why = gemm_refusal("mxfp4", interpreter=interp, capability=None if interp else torch.cuda.get_device_capability(),
-                       a_format="e4m3")
-    if why is not None:
-        pytest.skip(why)
+    _skip_if_refused("mxfp4", "e4m3")
     product = scaled_gemm(qa, qb, a_format="e4m3").cpu()
     if harness_lane == "gpu":
         golden.check("a_codes", qa[0].cpu().view(torch.uint8))
@@ -317,10 +311,8 @@ def test_h100_golden_nvfp4_as_triton_39_builds_it(shape, device, golden):
 
     import numpy as np
 
-    from kernels._interpreter import runs_on_interpreter
     from kernels._versions import triton_version
-    from kernels.mx import gemm_refusal, scaled_gemm
-    from kernels.mx.gemm import _scaled_gemm_kernel
+    from kernels.mx import scaled_gemm
 
     z = np.load(golden.external(nvfp4_sm90.GOLDEN), allow_pickle=False)
     meta = json.loads(str(z["meta"]))
@@ -328,10 +320,7 @@ def test_h100_golden_nvfp4_as_triton_39_builds_it(shape, device, golden):
     if triton_version()[:2] != pinned:
         pytest.skip(f"the golden pins Triton {meta['triton']}'s NVFP4 emulation on sm90; this is Triton "
                     f"{'.'.join(map(str, triton_version()))}")
-    interp = runs_on_interpreter(_scaled_gemm_kernel)
-    why = gemm_refusal("nvfp4", interpreter=interp, capability=None if interp else torch.cuda.get_device_capability())
-    if why is not None:
-        pytest.skip(why)
+    _skip_if_refused("nvfp4")
     case = nvfp4_sm90.case_name(*shape)
     assert nvfp4_sm90.operand_digest(*shape) == str(z[f"{case}__inputs"]), (
         f"{case}: the seeded operands differ from those the {meta['gpu']} multiplied (torch draws other bytes)")
@@ -362,9 +351,11 @@ def _split_operands(rng, device, a_format, scheme="mxfp4"):
                               if scheme == "nvfp4" else None) for t in (a, b))
 
 
-def _gemm_or_skip(qa, qb, a_format, scheme="mxfp4"):
+def _skip_if_refused(scheme: str = "mxfp4", a_format: str = "e2m1") -> None:
+    """Skip where scaled_gemm refuses ``scheme`` here (kernels.mx.gemm_refusal for this lane's interpreter or GPU),
+    with its reason."""
     from kernels._interpreter import runs_on_interpreter
-    from kernels.mx import gemm_refusal, scaled_gemm
+    from kernels.mx import gemm_refusal
     from kernels.mx.gemm import _scaled_gemm_kernel
 
     interp = runs_on_interpreter(_scaled_gemm_kernel)
@@ -372,6 +363,12 @@ def _gemm_or_skip(qa, qb, a_format, scheme="mxfp4"):
                        a_format=a_format)
     if why is not None:
         pytest.skip(why)
+
+
+def _gemm_or_skip(qa, qb, a_format, scheme="mxfp4"):
+    from kernels.mx import scaled_gemm
+
+    _skip_if_refused(scheme, a_format)
     return lambda x, y: scaled_gemm(x, y, scheme, a_format=a_format).cpu()
 
 
@@ -448,15 +445,10 @@ def test_a_tiles_k_step_leaves_the_bits(a_format, rng, device):
     """launch_config picks each tile for speed alone within a height: the emulation adds its MMAs' K blocks into
     the accumulator in order, so the 64-row tile's K step of 128 (shipped for 64 < M <= 256) and of 256 (shipped
     before) give one product, bit for bit, on the GPU as on the interpreter; a 16-row tile does not."""
-    from kernels._interpreter import runs_on_interpreter
-    from kernels.mx import gemm_refusal, quantize_fp4
-    from kernels.mx.gemm import _launch, _scaled_gemm_kernel
+    from kernels.mx import quantize_fp4
+    from kernels.mx.gemm import _launch
 
-    interp = runs_on_interpreter(_scaled_gemm_kernel)
-    why = gemm_refusal("mxfp4", interpreter=interp, capability=None if interp else torch.cuda.get_device_capability(),
-                       a_format=a_format)
-    if why is not None:
-        pytest.skip(why)
+    _skip_if_refused("mxfp4", a_format)
     m, n, k = 130, 67, 1024
     a, b = activations(m, k, rng, specials=False, max_exp=8), activations(n, k, rng, specials=False, max_exp=8)
     qa = _mxfp8(a, device) if a_format == "e4m3" else quantize_fp4(a.to(device), "mxfp4")
