@@ -3,12 +3,12 @@
     python scripts/import_fp8_target_tables.py CAPTURE_DIR [--targets sm80,sm89,sm90] [--suffix -t3.9]
 
 For each target and source dtype it writes ``golden/test_fp8_targets/test_encode_matches_target_table/
-<target>-<src>/codes.npz``: uint8 codes, one row per (format, via fp32) case in the row order the metadata
-lists; the fp32 sample is not stored (the test draws it again from its seed: ``capture_fp8_target_tables.
-fp32_sample``), its bytes must have the digest ``FP32_SHA256`` (checked). The metadata carries the
-capture's own (device, date, driver, Triton whose lowering was compiled, command, refused cases). Only the
-``aligned`` variant is imported: it is what a launch with torch tensors compiles to, and the capture found
-the unaligned one identical on every case (the script checks that and refuses otherwise).
+<target>-<src>/codes.npz``: uint8 codes, one row per (format, via fp32) case in the row order the metadata lists;
+the fp32 sample is not stored (the test draws it again from its seed, ``capture_fp8_target_tables.fp32_sample``);
+each target file's must have the digest ``FP32_SHA256`` (checked before its tables are written). The metadata
+carries the capture's own (device, date, driver, Triton whose lowering was compiled, command, refused cases). Only
+the ``aligned`` variant is imported: it is what a launch with torch tensors compiles to, and the capture found the
+unaligned one identical on every case (the script checks that and refuses otherwise).
 
 ``--suffix`` imports the tables of another Triton's lowering beside the first ones (``<target>-<src>-t3.9``):
 the fp32 sample is the same seed and digest.
@@ -47,14 +47,14 @@ def main() -> None:
     ap.add_argument("--suffix", default="", help="param id suffix for another Triton's tables, e.g. -t3.9")
     ap.add_argument("--note", default="", help="what else the metadata should say about the capture")
     args = ap.parse_args()
-    inputs = None
     for target in args.targets.split(","):
         z = np.load(args.capture / f"fp8_targets_{target}.npz", allow_pickle=False)
         cap_meta = json.loads(z["meta"].tobytes().decode())
-        if inputs is None:
-            inputs = z["fp32_inputs"]
-        elif not np.array_equal(inputs, z["fp32_inputs"]):
-            raise SystemExit(f"{target}: fp32 inputs differ between target files")
+        # checked before any of its tables is written: each target file's sample is the one the tests draw
+        if hashlib.sha256(z["fp32_inputs"].astype(np.uint32).tobytes()).hexdigest() != FP32_SHA256:
+            raise SystemExit(f"{target}: the capture's fp32 sample is not the one of FP32_SHA256 "
+                             "(capture_fp8_target_tables.py): its tables would not be checked on the sample the "
+                             "test draws")
         for src in SRCS:
             rows, codes, refused = [], [], {}
             for case in rows_for(src):
@@ -78,9 +78,7 @@ def main() -> None:
             t = torch.from_numpy(np.stack(codes)) if codes else torch.zeros((0, 0), dtype=torch.uint8)
             write_golden(GOLDEN / f"{target}-{src}{args.suffix}" / "codes.npz", to_stored(t), meta)
             print(target, src, rows, "refused:", sorted(refused))
-    if hashlib.sha256(inputs.astype(np.uint32).tobytes()).hexdigest() != FP32_SHA256:
-        raise SystemExit("the capture's fp32 sample is not the one of FP32_SHA256 (capture_fp8_target_tables.py): "
-                         "its tables would not be checked on the sample the test draws")
+
 
 if __name__ == "__main__":
     main()
