@@ -19,6 +19,8 @@ CHECK_SHAPES = [(64, 128, 512), (256, 512, 1024), (16, 64, 4096)]
 GROUP = 16  # NVFP4: one e4m3 scale per 16 elements
 #: where the golden lives under the golden root
 GOLDEN = "mx/nvfp4_sm90_triton3.9.npz"
+#: products kept in full, row-major (the digest covers all of them)
+KEPT = 1024
 
 
 def operands(m: int, n: int, k: int) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
@@ -56,6 +58,3 @@ def operand_digest(m: int, n: int, k: int) -> str:
     qa, qb = operands(m, n, k)
     return digest(*(t.numpy() for q in (qa, qb) for t in q))
 
-
-#: products kept in full, row-major (the digest covers all of them)
-KEPT = 1024
