@@ -57,4 +57,3 @@ def digest(*arrays: np.ndarray) -> str:
 def operand_digest(m: int, n: int, k: int) -> str:
     qa, qb = operands(m, n, k)
     return digest(*(t.numpy() for q in (qa, qb) for t in q))
-
