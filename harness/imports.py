@@ -58,6 +58,8 @@ def _harness_initializing() -> bool:
 def flush() -> None:
     """Run the callbacks whose module is imported but which had to wait for a harness module's import to finish
     (the plugins call this before collection ends and before each test)."""
+    if not any(_pending.values()):  # nothing waits (every test of a run once Triton is in): no scan of sys.modules
+        return
     if _harness_initializing():
         return
     for name in [n for n, waiting in _pending.items() if waiting and n in sys.modules]:

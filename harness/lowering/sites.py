@@ -100,7 +100,11 @@ def _interpreted_codes() -> dict[CodeType, bool]:
         _INTERPRETED.append(InterpretedFunction)
     fns = getattr(_INTERPRETED[0], "rewritten_fn", {})
     if len(fns) != _SEEN[0]:
-        for orig, new in list(fns.items()):
+        # Triton only adds to the dict, and a dict keeps insertion order: read the entries added since the last
+        # call (a run of generated kernels adds one a launch; rereading all of them was quadratic). A dict that
+        # shrank was cleared by someone: read it whole.
+        start = _SEEN[0] if len(fns) > _SEEN[0] else 0
+        for orig, new in list(fns.items())[start:]:
             code = getattr(new, "__code__", None)
             if code is not None:
                 _CODES[code] = new is not orig

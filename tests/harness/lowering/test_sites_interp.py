@@ -117,3 +117,24 @@ def test_a_reduction_inside_a_helper_is_found_at_the_helpers_line(monkeypatch, r
     hs, hc = out["_stats_by_helper"]
     ins, inc = out["_stats_inline"]
     assert torch.equal(hs, ins) and torch.equal(hc, inc)
+
+
+def test_interpreted_codes_read_entries_added_later_and_a_dict_read_anew(monkeypatch):
+    """The code objects of interpreted functions are read as Triton adds them (one more a generated kernel),
+    and again from the start where the dict shrank (someone cleared it): a code missed is a kernel whose ops the
+    shims cannot place."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    # five code objects (code objects compare by content, line numbers included)
+    orig_a, new_a, orig_b, orig_c, new_c = (eval(f"lambda: {i}") for i in range(5))
+    fns: dict = {}
+    monkeypatch.setattr(InterpretedFunction, "rewritten_fn", fns)
+    monkeypatch.setattr(sites, "_SEEN", [0])
+    monkeypatch.setattr(sites, "_CODES", {})
+    fns[orig_a] = new_a
+    assert sites._interpreted_codes() == {new_a.__code__: True}
+    fns[orig_b] = orig_b  # a function Triton could not rewrite runs as it is
+    assert sites._interpreted_codes() == {new_a.__code__: True, orig_b.__code__: False}
+    fns.clear()
+    fns[orig_c] = new_c
+    assert sites._interpreted_codes()[new_c.__code__] is True
