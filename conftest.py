@@ -33,16 +33,23 @@ def _torch_registries_before_pytester() -> None:
             pass
 
 
+#: What the pytest runs a self-test starts leave out, through ``PYTEST_ADDOPTS`` (which in-process runs, child
+#: processes and the pytest that ``python -m harness golden regen`` starts all read):
+#: - hypothesis' plugin: no inner test uses hypothesis, and the plugin imports it at the end of every run, ~1 CPU-s
+#:   each time (an in-process run drops the modules it imported, so the next one imports them again);
+#: - pytest's unraisable-exception plugin: it ends every session with full garbage collections, which over a heap
+#:   holding torch took 17 of the lane's CPU-s in child processes (py-spy, 2026-12-07; about 8 s of a 2-core lane).
+#:   Python's own hook still prints an unraisable exception to the run's stderr.
+SELF_TEST_ADDOPTS = "-p no:hypothesispytest -p no:unraisableexception"
+
+
 @pytest.fixture(autouse=True)
-def _pytester_runs_without_hypothesis(request: pytest.FixtureRequest) -> None:
-    """The pytest runs a self-test starts (in process or as a child) load no hypothesis plugin: no inner test
-    uses hypothesis, and its plugin imports hypothesis at the end of every run, ~1 CPU-s each time (an
-    in-process run drops the modules it imported, so the next one imports them again). Through
-    ``PYTEST_ADDOPTS``, which in-process runs, child processes and the pytest that ``python -m harness golden
-    regen`` starts all read; set after pytester's setup, which clears it."""
+def _pytester_runs_lean(request: pytest.FixtureRequest) -> None:
+    """:data:`SELF_TEST_ADDOPTS` for the pytest runs of a test using ``pytester``; set after pytester's setup,
+    which clears ``PYTEST_ADDOPTS``."""
     if "pytester" not in request.fixturenames:
         return
     request.getfixturevalue("pytester")
     monkeypatch = request.getfixturevalue("monkeypatch")
     opts = os.environ.get("PYTEST_ADDOPTS", "")
-    monkeypatch.setenv("PYTEST_ADDOPTS", f"{opts} -p no:hypothesispytest".strip())
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{opts} {SELF_TEST_ADDOPTS}".strip())
