@@ -63,13 +63,18 @@ def fp32_sample() -> np.ndarray:
     return out
 
 
-def fp32_sample_as_captured() -> np.ndarray:
-    """:func:`fp32_sample`, checked to be the sample the committed tables ran on (:data:`FP32_SHA256`): what the
-    tests read the tables against."""
+def is_captured_sample(bits: np.ndarray) -> bool:
+    """Whether ``bits`` (fp32 bit patterns) are the sample the committed tables ran on (:data:`FP32_SHA256`)."""
     import hashlib
 
+    return hashlib.sha256(bits.astype(np.uint32).tobytes()).hexdigest() == FP32_SHA256
+
+
+def fp32_sample_as_captured() -> np.ndarray:
+    """:func:`fp32_sample`, checked to be the sample the committed tables ran on: what the tests read the tables
+    against."""
     sample = fp32_sample()
-    if hashlib.sha256(sample.tobytes()).hexdigest() != FP32_SHA256:
+    if not is_captured_sample(sample):
         raise RuntimeError("fp32_sample() drew another sample than the one the H200 tables ran on (numpy's "
                            "generator changed?): the tables cannot be checked on it")
     return sample

@@ -11,30 +11,20 @@ and via fp32. The targets differ (sm80: software e5m2, ties away and no saturati
 ``cvt.rz.f16.f32`` first, a double rounding), so each must match its own model bit for bit.
 """
 
-import numpy as np
 import pytest
 import torch
 
 from harness.fp8 import encode, get_format
 from harness.tolerances import Tolerance
-from scripts.capture_fp8_target_tables import fp32_sample_as_captured
+from tests.harness.codecs.fp8_tables import SRCS, table_inputs
 
 #: harness.fp8's model against captured tables, no kernel: the same on every lane, so the GPU lane leaves them to
 #: the CPU lanes (they were 61 s of the 1,025 s summed over the H200 lane of 2026-12-05; docs/gpu-lane.md).
 pytestmark = pytest.mark.lane_independent
 
 EXACT = Tolerance(max_ulp=0, key="fp8_target_table/exact", note="encode(arch=target) claims bit-exactness")
-SRCS = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 LOWERINGS = {"": "3.6.0", "-t3.9": "3.9.0"}  # param id suffix -> the Triton whose PTX the table ran
 CASES = [(t, s, v) for v in LOWERINGS for t in ("sm80", "sm89", "sm90") for s in SRCS]
-
-
-def _inputs(src: str) -> torch.Tensor:
-    """The inputs the tables ran on: every fp16 / bf16 bit pattern, or the capture's seeded fp32 sample, drawn
-    again here and checked by digest (the golden dir keeps no copy of it)."""
-    if src == "fp32":
-        return torch.from_numpy(fp32_sample_as_captured().view(np.int32)).view(torch.float32)
-    return torch.arange(65536, dtype=torch.int32).to(torch.int16).view(SRCS[src])
 
 
 @pytest.mark.harness_op("fp8_cast")
@@ -43,7 +33,7 @@ def test_encode_matches_target_table(target, src, suffix, golden):
     table, meta = golden.load("codes")
     assert meta["target"] == target and meta["src"] == src and meta["device"] == "NVIDIA H200"
     assert meta["triton_lowering"] == LOWERINGS[suffix]
-    x = _inputs(src)
+    x = table_inputs(src)
     assert table.shape == (len(meta["rows"]), x.numel())
     checked = 0
     for row, case in zip(table, meta["rows"], strict=True):

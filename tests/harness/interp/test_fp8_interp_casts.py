@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
@@ -19,14 +18,13 @@ from harness.compile.launches import expect_compile_failure
 from harness.interp import casts as interp_casts
 from harness.interp import dots
 from harness.interp.patch import Patch
-from scripts.capture_fp8_target_tables import fp32_sample_as_captured
+from tests.harness.codecs.fp8_tables import SRCS, table_inputs
 
 pytestmark = pytest.mark.interp_only
 
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-SRCS = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 TL_FMT = {"e4nv": "float8e4nv", "e5m2": "float8e5", "e4b15": "float8e4b15"}
 
 
@@ -72,11 +70,7 @@ def _run_cast(x: torch.Tensor, fmt: str, via: bool) -> torch.Tensor:
 def _table(golden, target: str, src: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     codes, meta = golden.load("codes", test="test_fp8_targets::test_encode_matches_target_table",
                               param=f"{target}-{src}")
-    if src == "fp32":
-        x = torch.from_numpy(fp32_sample_as_captured().view(np.int32)).view(torch.float32)
-    else:
-        x = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(SRCS[src])
-    return x, dict(zip(meta["rows"], codes, strict=True))
+    return table_inputs(src), dict(zip(meta["rows"], codes, strict=True))
 
 
 def _mismatch(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor) -> str:
