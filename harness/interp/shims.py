@@ -29,7 +29,8 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     """Install, through ``patch``, the shims of a session judged as ``arch`` (``None``: sm90): FP8 casts (or,
     with ``casts=False``, the interpreter's own even under an outer session's), bf16 arithmetic and the
     warnings of what differs (``arith``), approximate fp32 math, ``tl.dot`` and ``tl.dot_scaled``; the
-    interpreter fixes of :mod:`harness.interp.jit`, and its scan for builtins answered from memory
+    interpreter fixes of :mod:`harness.interp.jit`, the skip of its discarded overflow check
+    (:mod:`harness.interp.overflow_check`), and its scan for builtins answered from memory
     (:mod:`harness.interp.builtin_scan`), as is its storage type per scalar type (:mod:`harness.interp.np_dtype`);
     last, with ``arith`` and ``lowering``, fp contraction, reductions and scans as the target's compiled kernel
     computes them (:mod:`harness.interp.lowering`, on top of the others)."""
@@ -42,6 +43,7 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
         jit,
         libdevice,
         np_dtype,
+        overflow_check,
         scaled_dots,
     )
     from harness.interp import arith as arith_shim
@@ -69,5 +71,6 @@ def install(patch: Patch, arch: Arch | str | None, *, casts: bool = True, arith:
     jit.fix_scalar_index(patch)  # Triton 3.6: range() over a runtime int under NumPy 2
     jit.fix_float_args(patch)  # a float argument is an fp32 scalar, as compiled (Liger's eps.to(tl.float32))
     jit.fix_dtype_value(patch)  # a helper's dtype argument has .value, as compiled (FlagGems' get_dtype_min)
+    overflow_check.install(patch)  # the int overflow check the interpreter computes and discards: skipped
     if arith and lowering and lowering_shim.applies_to(parse_arch(arch) if arch is not None else target):
         lowering_shim.install(patch, target)
