@@ -3,8 +3,10 @@
 # machine's own torch/triton are used; tox when the image has it, else tox.ini's gpu steps by hand (tox_env).
 # Logs go to $OUT (or ./gpu-logs).
 #   bash scripts/gpu_lane.sh [test|regen|bench|all|profile]
-# test: `tox -e gpu`, whose first step compiles the kernels of the committed launch manifest .gpu_launches.json
-#   on every CPU core (python -m harness compile --warm; HARNESS_WARM_MANIFEST=none skips it).
+# test: `tox -e gpu`, whose first step starts compiling the kernels of the committed launch manifest
+#   .gpu_launches.json on every CPU core beside pytest, whose workers wait for it before their first test
+#   (python -m harness compile --warm --background; HARNESS_WARM_MANIFEST=none skips it, HARNESS_WARM_BESIDE=0
+#   runs it before pytest instead).
 # profile: the lane cold on an empty Triton cache, recording its launches to $OUT/gpu_launches.json; then, on
 #   another empty cache, `tox -e gpu` warm-started from that manifest, for each worker count per GPU in
 #   HARNESS_PROFILE_WORKERS (default "4") (docs/gpu-lane.md, "Warm start").
@@ -51,16 +53,28 @@ tox_env() {
         python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/pip-editable.log" 2>&1 &
         pip_pid=$!
     fi
-    # as tox's "- " prefix: a failed warm start leaves the lane to compile as it launches
-    python3 -m harness compile --warm "${HARNESS_WARM_MANIFEST:-.gpu_launches.json}" --missing-ok \
-        --jobs "${HARNESS_WARM_JOBS:-0}" || echo "gpu_lane: the warm start failed (exit $?); the lane compiles as it goes"
+    # as tox's "- " prefix: a failed warm start leaves the lane to compile as it launches. Beside the run (the
+    # default, as tox.ini): it compiles while pytest's workers start, and they wait for it before their first
+    # test; HARNESS_WARM_BESIDE=0: before pytest, as it was.
+    local warm_done beside=${HARNESS_WARM_BESIDE:-1}
+    warm_done="$(cd "$out" && pwd)/warm-$env.done"
+    local warm_args=(--warm "${HARNESS_WARM_MANIFEST:-.gpu_launches.json}" --missing-ok --jobs "${HARNESS_WARM_JOBS:-0}")
+    [ "$beside" = 1 ] && warm_args+=(--background "$warm_done")
+    python3 -m harness compile "${warm_args[@]}" \
+        || echo "gpu_lane: the warm start failed (exit $?); the lane compiles as it goes"
     if [ -n "$pip_pid" ]; then
         if ! wait "$pip_pid"; then
             echo "gpu_lane: pip install -e . failed:" >&2; cat "$out/pip-editable.log" >&2; return 1
         fi
         installed=1
     fi
-    stamp "$env: warm start (and the editable install beside it)" "$t0"
+    if [ "$beside" = 1 ]; then
+        export HARNESS_WARM_DONE=$warm_done
+        stamp "$env: the editable install (the warm start going on beside pytest)" "$t0"
+    else
+        unset HARNESS_WARM_DONE
+        stamp "$env: warm start (and the editable install beside it)" "$t0"
+    fi
     t0=$EPOCHREALTIME
     local rc=0
     if [ "$env" = regen ]; then
@@ -71,6 +85,9 @@ tox_env() {
             python3 -m pytest -n "${HARNESS_GPU_WORKERS:-auto}" --dist worksteal --harness-lane=gpu "$@" || rc=$?
     fi
     stamp "$env: pytest" "$t0"
+    if [ "$beside" = 1 ]; then  # the warm start's own line, from its log
+        grep -h "^harness compile --warm" "$warm_done.log" 2>/dev/null | sed "s/^/$env: beside pytest: /" | tee -a "$out/times.txt"
+    fi
     return "$rc"
 }
 

@@ -1,5 +1,6 @@
 """``python -m harness compile MODULE_OR_FILE::KERNEL --sig x_ptr=*fp16,n=i32 --const BLOCK=128``, and
-``python -m harness compile --warm MANIFEST [--jobs N]`` (the GPU lane's warm start, :mod:`harness.compile.warm`).
+``python -m harness compile --warm MANIFEST [--jobs N] [--background DONE]`` (the GPU lane's warm start,
+:mod:`harness.compile.warm`; in the background beside the run, :mod:`harness.compile.background`).
 
 For repos whose kernels have no interpreter tests: compile one kernel signature (and, unless ``--no-widen``, its
 fp16/bf16/fp32 variants) for the compile-matrix targets and print the kernel × target matrix with each
@@ -74,6 +75,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="with --warm: the target to compile for (default: the manifest's, e.g. sm90)")
     warm.add_argument("--missing-ok", action="store_true",
                       help="with --warm: a missing manifest is not an error (say so, exit 0)")
+    warm.add_argument("--background", metavar="DONE", default=None,
+                      help="with --warm: return at once and warm in a process of its own, which writes DONE when "
+                           "it ends (its log: DONE.log); a GPU-lane pytest with HARNESS_WARM_DONE=DONE waits for it "
+                           "before its first test")
+    warm.add_argument("--done-file", metavar="DONE", default=None,
+                      help="with --warm: write DONE when the warm start ends, whatever happens (what --background "
+                           "runs)")
 
 
 class UsageError(Exception):
@@ -212,25 +220,87 @@ def _defaults(fn: Any, consts: dict[str, Any], configs: list[Any]) -> dict[str, 
     return out
 
 
-def run_warm(args: argparse.Namespace) -> int:
-    """``--warm MANIFEST``: :func:`harness.compile.warm.warm`, one summary line, then each entry not compiled
-    with why. Exit 0 (an entry the compiler refuses fails in the GPU run that launches it, as without a
-    warm start), 2 for a usage error."""
-    from harness.compile.warm import read_manifest, warm
-
+def _warm_usage(args: argparse.Namespace) -> None:
     given = [flag for flag, v in (("a kernel", args.kernel), ("--sig", args.sig), ("--const", args.const),
                                   ("--targets", args.targets), ("--num-warps", args.num_warps),
                                   ("--num-stages", args.num_stages), ("--num-ctas", args.num_ctas),
                                   ("--maxnreg", args.maxnreg)) if v]
+    if given:
+        raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError(f"--jobs: expected a number of processes (0: the CPU count), got {args.jobs}")
+    if args.background is not None and args.done_file is not None:
+        raise UsageError("--background runs the warm start with --done-file itself: give one of them")
+    for flag, v in (("--background", args.background), ("--done-file", args.done_file)):
+        if v is not None and (not v or Path(v).is_dir() or not Path(v).parent.is_dir()):
+            raise UsageError(f"{flag}: expected a file path in an existing directory, got {v!r}")
+
+
+def run_background(args: argparse.Namespace) -> int:
+    """``--warm MANIFEST --background DONE``: this command again with ``--done-file DONE`` in a new session,
+    its output to ``DONE.log``; returns once its pid is in ``DONE.pid`` (:mod:`harness.compile.background`)."""
+    import subprocess
+
+    from harness.compile import background
+
     try:
-        if given:
-            raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
-        if args.jobs is not None and args.jobs < 0:
-            raise UsageError(f"--jobs: expected a number of processes (0: the CPU count), got {args.jobs}")
+        _warm_usage(args)
+        if not (args.missing_ok and not Path(args.warm).exists()):
+            from harness.compile.warm import read_manifest
+
+            read_manifest(args.warm)  # a bad manifest is said here, not only in the log
+    except (UsageError, ValueError) as e:
+        print(f"harness compile: {e}", file=sys.stderr)
+        return 2
+    done = os.path.abspath(args.background)
+    background.clear(done)
+    argv = [sys.executable, "-m", "harness", "compile", "--warm", args.warm, "--done-file", done]
+    argv += [f"--jobs={args.jobs}"] if args.jobs is not None else []
+    argv += [f"--warm-target={args.warm_target}"] if args.warm_target else []
+    argv += ["--missing-ok"] if args.missing_ok else []
+    with open(f"{done}.log", "w") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    background.write_pid(done, proc.pid)
+    print(f"harness compile --warm: in the background (pid {proc.pid}, log {done}.log); a GPU-lane pytest with "
+          f"{background.DONE_ENV}={done} waits for it before its first test")
+    return 0
+
+
+def run_warm(args: argparse.Namespace) -> int:
+    """``--warm MANIFEST``: :func:`harness.compile.warm.warm`, one summary line, then each entry not compiled
+    with why. Exit 0 (an entry the compiler refuses fails in the GPU run that launches it, as without a
+    warm start), 2 for a usage error. With ``--done-file DONE``, DONE is written when it ends, whatever
+    happens (:func:`harness.compile.background.write_done`)."""
+    if args.background is not None:
+        return run_background(args)
+    if args.done_file is None:
+        return _run_warm(args)[0]
+    from harness.compile import background
+
+    try:
+        _warm_usage(args)  # a DONE that cannot be written is said here, before anything would write it
+    except UsageError as e:
+        print(f"harness compile: {e}", file=sys.stderr)
+        return 2
+    rc, summary = 1, "the warm start raised (its log says what)"
+    try:
+        rc, summary = _run_warm(args)
+    finally:
+        background.write_done(args.done_file, rc, summary)
+    return rc
+
+
+def _run_warm(args: argparse.Namespace) -> tuple[int, str]:
+    from harness.compile.warm import read_manifest, warm
+
+    try:
+        _warm_usage(args)
         if args.missing_ok and not Path(args.warm).exists():
-            print(f"harness compile --warm: no manifest {args.warm}; nothing warmed (the GPU run compiles as it "
-                  f"launches)")
-            return 0
+            line = (f"harness compile --warm: no manifest {args.warm}; nothing warmed (the GPU run compiles as it "
+                    f"launches)")
+            print(line)
+            return 0, line
         header, entries = read_manifest(args.warm)
         target = args.warm_target or header.get("target")
         if not target:
@@ -239,13 +309,14 @@ def run_warm(args: argparse.Namespace) -> int:
         result = warm(entries, target=target, jobs=jobs, rootdir=Path.cwd())
     except (UsageError, ValueError, TypeError) as e:
         print(f"harness compile: {e}", file=sys.stderr)
-        return 2
+        return 2, f"harness compile: {e}"
     from triton import knobs  # loaded by warm() already
 
-    print(result.summary(args.warm, str(knobs.cache.dir)))
+    line = result.summary(args.warm, str(knobs.cache.dir))
+    print(line)
     for outcome, kernel, why in result.details:
         print(f"  {outcome}: {kernel}: {why}")
-    return 0
+    return 0, line
 
 
 def run(args: argparse.Namespace) -> int:

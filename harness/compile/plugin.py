@@ -24,13 +24,14 @@ is missing here are skipped with the reason.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
 import pytest
 
 from harness.arch import interpreting
-from harness.compile import autotune, budget, cache
+from harness.compile import autotune, background, budget, cache
 from harness.compile.disk_cache import cache_dir, representative
 from harness.compile.findings import DEPTHS, Report, check
 from harness.compile.launches import SECTION, Captured, CaptureState, Launch, code_flags, constexpr_text
@@ -626,6 +627,7 @@ class _Warm:
     def __init__(self, listener: Listener, path: str | None) -> None:
         self.listener = listener
         self.path = path
+        self.waited: list[tuple[float, str]] = []  # per process: the wait for a background warm start
         self.totals: dict[str, float] = {}
         self.entries: dict[str, dict[str, Any]] = {}
         self.not_recorded: dict[str, str] = {}
@@ -633,13 +635,14 @@ class _Warm:
 
     def to_worker(self) -> dict[str, Any]:
         return {"counts": self.listener.counts(), "entries": list(self.listener.entries.values()),
-                "not_recorded": dict(self.listener.not_recorded)}
+                "not_recorded": dict(self.listener.not_recorded), "waited": self.waited}
 
     def merge(self, data: dict[str, Any]) -> None:
         _merge(self.totals, data["counts"])
         for e in data["entries"]:
             self.entries.setdefault(json.dumps(e, sort_keys=True), e)
         self.not_recorded.update(data["not_recorded"])
+        self.waited += [(float(t), str(o)) for t, o in data.get("waited", ())]
 
     def counts(self) -> dict[str, float]:
         out = dict(self.totals)
@@ -660,7 +663,7 @@ class _Warm:
     def summary_lines(self) -> list[str]:
         c = self.counts()
         if not c.get("compiled") and not c.get("cached") and not self.path:
-            return []
+            return self._wait_lines()
         lines = [f"harness: Triton compiled {int(c.get('compiled', 0))} kernels in this run "
                  f"({c.get('seconds', 0.0):.1f}s, slowest {c.get('slowest', 0.0):.2f}s) and read "
                  f"{int(c.get('cached', 0))} from its on-disk cache"]
@@ -669,7 +672,14 @@ class _Warm:
                          f"(python -m harness compile --warm {self.path} compiles them before a run)")
         for name, why in sorted(self.not_recorded.items()):
             lines.append(f"not recorded: {name}: {why}")
-        return lines
+        return lines + self._wait_lines()
+
+    def _wait_lines(self) -> list[str]:
+        if not self.waited:
+            return []
+        outcomes = sorted({o for _, o in self.waited})
+        return [f"harness: {len(self.waited)} process(es) waited up to {max(t for t, _ in self.waited):.1f}s "
+                f"before their first test for the background warm start ({', '.join(outcomes)})"]
 
 
 def _configure_warm(config: pytest.Config) -> None:
@@ -688,6 +698,30 @@ def _configure_warm(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--harness-record-launches: {e}") from None
         return
     s.add_section(WARM_SECTION, _Warm(listener, path))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """GPU lane with ``HARNESS_WARM_DONE`` set: wait here, after collecting, for the warm start running beside the
+    run (:mod:`harness.compile.background`), so that no test compiles what it is compiling."""
+    done = os.environ.get(background.DONE_ENV)
+    if not done or interpreting():
+        return
+    try:
+        section = session_of(session.config).sections.get(WARM_SECTION)
+    except KeyError:
+        return
+    if not isinstance(section, _Warm):
+        return
+    raw = os.environ.get(background.WAIT_ENV)
+    try:
+        timeout = background.DEFAULT_WAIT_S if raw is None else float(raw)
+        if not timeout >= 0:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(f"{background.WAIT_ENV}={raw!r}: expected the most seconds to wait for the "
+                                f"background warm start (a number >= 0)") from None
+    w = background.wait_done(done, timeout)
+    section.waited.append((w.seconds, w.outcome))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.__main__ import main
+from harness.compile import background
 from harness.compile.warm import FORMAT, Listener, read_manifest, write_manifest
 
 pytestmark = pytest.mark.lane_independent  # compiles on the CPU only: the same on every lane
@@ -423,3 +424,82 @@ def test_the_warm_summary_names_every_outcome_it_had():
     assert r.summary("m.json", "/c") == ("harness compile --warm: 6 launches from m.json for sm90: 3 compiled, "
                                          "2 already cached, 1 failed; 2.0s wall, 7.2s compiling in 4 processes; "
                                          "Triton cache /c")
+
+
+# --------------------------------------------------- the warm start beside the run (--background)
+
+def test_background_returns_at_once_and_writes_done_when_it_ends(recorded, tmp_path):
+    done = tmp_path / "warm.done"
+    done.write_text("an earlier run's")  # never taken for this run's
+    cache = tmp_path / "bg"
+    p = _run(["-m", "harness", "compile", "--warm", "launches.json", "--jobs", "1", "--background", str(done)],
+             recorded, cache)
+    assert f"in the background (pid {background.pid_path(done).read_text()}, log {done}.log)" in p.stdout
+    assert f"{background.DONE_ENV}={done} waits for it" in p.stdout
+    w = background.wait_done(done, timeout=300)
+    assert w.outcome == "done", (Path(f"{done}.log").read_text(), w)
+    doc = json.loads(done.read_text())
+    assert doc["rc"] == 0 and "2 launches from launches.json for sm90: 2 compiled, 0 already cached" in doc["summary"]
+    assert doc["summary"] in Path(f"{done}.log").read_text()
+    assert _counts(_run(["launch.py", "check"], recorded, cache)) == (0, 2)  # the JIT finds both
+
+
+def test_done_file_is_written_when_the_warm_start_fails(tmp_path, capsys):
+    bad, done = _bad(tmp_path, "{"), tmp_path / "d"
+    assert main(["compile", "--warm", str(bad), "--done-file", str(done)]) == 2
+    doc = json.loads(done.read_text())
+    assert doc["rc"] == 2 and "not a launch manifest" in doc["summary"]
+    assert background.wait_done(done, timeout=0).outcome == "failed (exit 2)"
+    assert main(["compile", "--warm", str(tmp_path / "none.json"), "--missing-ok", "--done-file", str(done)]) == 0
+    assert json.loads(done.read_text()) == {"rc": 0, "summary": capsys.readouterr().out.strip().splitlines()[-1]}
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--warm", "{bad}", "--background", "{d}"], "not a launch manifest"),
+        (["--warm", "{none}", "--background", "{d}"], "no such manifest"),
+        (["--warm", "{none}", "--background", "{d}", "--done-file", "{d}"], "give one of them"),
+        (["--warm", "{none}", "--background", "{dir}", "--missing-ok"], "--background: expected a file path in an "
+                                                                        "existing directory"),
+        (["--warm", "{none}", "--done-file", "{nodir}/d"], "--done-file: expected a file path in an existing "
+                                                            "directory"),
+    ],
+)
+def test_background_usage_errors_exit_2_and_start_nothing(tmp_path, capsys, argv, match):
+    names = {"bad": str(_bad(tmp_path, "{")), "none": str(tmp_path / "none.json"), "d": str(tmp_path / "d"),
+             "dir": str(tmp_path), "nodir": str(tmp_path / "nodir")}
+    assert main(["compile", *[a.format(**names) for a in argv]]) == 2
+    assert match in capsys.readouterr().err
+    assert not background.pid_path(tmp_path / "d").exists() and not (tmp_path / "d").exists()
+
+
+def test_the_gpu_lane_waits_for_the_background_warm_start_before_its_first_test(pytester, monkeypatch, tmp_path):
+    """A GPU faked for the lane choice, in a child process: with HARNESS_WARM_DONE set, the test runs only once
+    the (here: this test's own) background warm start has written its file, and the summary says how long."""
+    import threading
+
+    done = tmp_path / "warm.done"
+    background.write_pid(done, os.getpid())  # alive: the child must wait for the file
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv(background.DONE_ENV, str(done))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
+    pytester.makepyfile(
+        test_first=f"import os\ndef test_first():\n    assert os.path.exists({str(done)!r})\n",
+        fakegpu="import torch\ntorch.cuda.is_available = lambda: True\n")
+    timer = threading.Timer(3.0, background.write_done, (done, 0, "warm"))
+    timer.start()
+    try:
+        result = pytester.runpytest_subprocess("-p", "fakegpu", "-p", "no:cacheprovider", "--harness-lane=gpu",
+                                               "--harness-arch=sm90")
+    finally:
+        timer.cancel()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["harness: 1 process(es) waited up to *s before their first test for the "
+                                 "background warm start (done)"])
+    monkeypatch.setenv(background.WAIT_ENV, "soon")
+    result = pytester.runpytest_subprocess("-p", "fakegpu", "-p", "no:cacheprovider", "--harness-lane=gpu",
+                                           "--harness-arch=sm90")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HARNESS_WARM_WAIT_S='soon': expected the most seconds to wait*"])
