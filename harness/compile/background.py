@@ -8,8 +8,8 @@ first test, so no test compiles a kernel the warm start is about to put in Trito
 The background process (``python -m harness compile --warm MANIFEST --background DONE``) writes its pid to
 ``DONE.pid`` before the launcher returns and, whatever happens, ``DONE`` when it ends: its exit status and
 summary line, as JSON, written whole (a rename). :func:`wait_done` returns as soon as ``DONE`` exists, the
-process is gone without writing it, or the timeout passes: a warm start that fails or dies costs the run its
-compiles, never a test.
+process is gone without writing it (or its pid now names another process), or the timeout passes: a warm start
+that fails or dies costs the run its compiles, never a test.
 """
 
 from __future__ import annotations
@@ -64,14 +64,26 @@ class Waited:
     outcome: str
 
 
-def _alive(pid: int) -> bool:
+def _running(pid: int, done: Path) -> bool:
+    """Whether the warm start that writes ``done`` is still running as ``pid``. Where ``/proc`` tells a process's
+    command line, a process by that number that does not name ``done`` is not it (the number was reused after
+    an earlier run), so nobody waits on it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's process by that number: not ours to judge, so still waiting
+    except PermissionError:  # a process of another user by that number: not the one we started
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # no /proc here (or it went just now): the number is all there is to go by
         return True
-    return True
+    if stat.rpartition(b")")[2].split()[:1] == [b"Z"]:  # exited, not yet reaped: gone
+        return False
+    if argv == [b""]:  # a process in the middle of its exec shows no command line yet: cannot tell
+        return True
+    return os.fsencode(os.path.abspath(done)) in argv
 
 
 def _read_pid(done: str | os.PathLike[str]) -> int | None:
@@ -105,7 +117,7 @@ def wait_done(done: str | os.PathLike[str], timeout: float = DEFAULT_WAIT_S, pol
         pid = _read_pid(path)
         if pid is None:
             return Waited(time.monotonic() - t0, "not started")
-        if not _alive(pid):
+        if not _running(pid, path):
             outcome = _outcome(path)  # it may have written the file just before it went
             return Waited(time.monotonic() - t0, outcome or "ended without a result")
         if time.monotonic() - t0 >= timeout:

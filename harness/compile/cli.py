@@ -244,6 +244,9 @@ def run_background(args: argparse.Namespace) -> int:
     from harness.compile import background
 
     try:
+        path = Path(args.background)
+        if args.background and not path.is_dir() and path.parent.is_dir():
+            background.clear(path)  # an earlier run's files go even when this one is refused below
         _warm_usage(args)
         if not (args.missing_ok and not Path(args.warm).exists()):
             from harness.compile.warm import read_manifest
@@ -253,7 +256,6 @@ def run_background(args: argparse.Namespace) -> int:
         print(f"harness compile: {e}", file=sys.stderr)
         return 2
     done = os.path.abspath(args.background)
-    background.clear(done)
     argv = [sys.executable, "-m", "harness", "compile", "--warm", args.warm, "--done-file", done]
     argv += [f"--jobs={args.jobs}"] if args.jobs is not None else []
     argv += [f"--warm-target={args.warm_target}"] if args.warm_target else []

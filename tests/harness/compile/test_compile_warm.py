@@ -469,6 +469,10 @@ def test_done_file_is_written_when_the_warm_start_fails(tmp_path, capsys):
 def test_background_usage_errors_exit_2_and_start_nothing(tmp_path, capsys, argv, match):
     names = {"bad": str(_bad(tmp_path, "{")), "none": str(tmp_path / "none.json"), "d": str(tmp_path / "d"),
              "dir": str(tmp_path), "nodir": str(tmp_path / "nodir")}
+    stale = "--background" in argv and argv[argv.index("--background") + 1] == "{d}"
+    if stale:  # an earlier run's files, which no waiter may take for this one's
+        background.write_done(tmp_path / "d", 0, "an earlier run's")
+        background.write_pid(tmp_path / "d", os.getpid())
     assert main(["compile", *[a.format(**names) for a in argv]]) == 2
     assert match in capsys.readouterr().err
     assert not background.pid_path(tmp_path / "d").exists() and not (tmp_path / "d").exists()
@@ -476,11 +480,13 @@ def test_background_usage_errors_exit_2_and_start_nothing(tmp_path, capsys, argv
 
 def test_the_gpu_lane_waits_for_the_background_warm_start_before_its_first_test(pytester, monkeypatch, tmp_path):
     """A GPU faked for the lane choice, in a child process: with HARNESS_WARM_DONE set, the test runs only once
-    the (here: this test's own) background warm start has written its file, and the summary says how long."""
+    the background warm start (here: a stand-in process naming the file) has written it, and the summary says
+    how long."""
     import threading
 
     done = tmp_path / "warm.done"
-    background.write_pid(done, os.getpid())  # alive: the child must wait for the file
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--done-file", str(done)])
+    background.write_pid(done, stand_in.pid)  # alive and naming the file: the child must wait for it
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setenv(background.DONE_ENV, str(done))
@@ -495,6 +501,8 @@ def test_the_gpu_lane_waits_for_the_background_warm_start_before_its_first_test(
                                                "--harness-arch=sm90")
     finally:
         timer.cancel()
+        stand_in.kill()
+        stand_in.wait()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["harness: 1 process(es) waited up to *s before their first test for the "
                                  "background warm start (done)"])
