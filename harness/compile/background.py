@@ -50,9 +50,14 @@ def write_done(done: str | os.PathLike[str], rc: int, summary: str) -> None:
 
 
 def _write_whole(path: Path, text: str) -> None:
+    """A reader sees the whole file or none (a pid read half-written would end the wait); a failed write leaves
+    no temp file behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,13 @@ def _warm_usage(args: argparse.Namespace) -> None:
     if args.background is not None and args.done_file is not None:
         raise UsageError("--background runs the warm start with --done-file itself: give one of them")
     for flag, v in (("--background", args.background), ("--done-file", args.done_file)):
-        if v is not None and (not v or Path(v).is_dir() or not Path(v).parent.is_dir()):
+        if v is not None and not _file_path(v):
             raise UsageError(f"{flag}: expected a file path in an existing directory, got {v!r}")
+
+
+def _file_path(v: str) -> bool:
+    """Whether ``v`` can name a file to write: not empty, not a directory, in a directory that exists."""
+    return bool(v) and not Path(v).is_dir() and Path(v).parent.is_dir()
 
 
 def run_background(args: argparse.Namespace) -> int:
@@ -244,9 +249,8 @@ def run_background(args: argparse.Namespace) -> int:
     from harness.compile import background
 
     try:
-        path = Path(args.background)
-        if args.background and not path.is_dir() and path.parent.is_dir():
-            background.clear(path)  # an earlier run's files go even when this one is refused below
+        if _file_path(args.background):
+            background.clear(args.background)  # an earlier run's files go even when this one is refused below
         _warm_usage(args)
         if not (args.missing_ok and not Path(args.warm).exists()):
             from harness.compile.warm import read_manifest
@@ -276,15 +280,15 @@ def run_warm(args: argparse.Namespace) -> int:
     happens (:func:`harness.compile.background.write_done`)."""
     if args.background is not None:
         return run_background(args)
+    try:
+        _warm_usage(args)  # before anything is written: a DONE that cannot be written is said here
+    except UsageError as e:
+        print(f"harness compile: {e}", file=sys.stderr)
+        return 2
     if args.done_file is None:
         return _run_warm(args)[0]
     from harness.compile import background
 
-    try:
-        _warm_usage(args)  # a DONE that cannot be written is said here, before anything would write it
-    except UsageError as e:
-        print(f"harness compile: {e}", file=sys.stderr)
-        return 2
     rc, summary = 1, "the warm start raised (its log says what)"
     try:
         rc, summary = _run_warm(args)
@@ -294,10 +298,10 @@ def run_warm(args: argparse.Namespace) -> int:
 
 
 def _run_warm(args: argparse.Namespace) -> tuple[int, str]:
+    """The warm start on arguments :func:`_warm_usage` passed: its exit status and summary line."""
     from harness.compile.warm import read_manifest, warm
 
     try:
-        _warm_usage(args)
         if args.missing_ok and not Path(args.warm).exists():
             line = (f"harness compile --warm: no manifest {args.warm}; nothing warmed (the GPU run compiles as it "
                     f"launches)")

@@ -627,6 +627,7 @@ class _Warm:
     def __init__(self, listener: Listener, path: str | None) -> None:
         self.listener = listener
         self.path = path
+        self.wait: tuple[str, float] | None = None  # (DONE, timeout) of a background warm start to wait for
         self.waited: list[tuple[float, str]] = []  # per process: the wait for a background warm start
         self.totals: dict[str, float] = {}
         self.entries: dict[str, dict[str, Any]] = {}
@@ -697,31 +698,31 @@ def _configure_warm(config: pytest.Config) -> None:
         if path:
             raise pytest.UsageError(f"--harness-record-launches: {e}") from None
         return
-    s.add_section(WARM_SECTION, _Warm(listener, path))
+    section = _Warm(listener, path)
+    done = os.environ.get(background.DONE_ENV)
+    if done:
+        raw = os.environ.get(background.WAIT_ENV)
+        try:
+            timeout = background.DEFAULT_WAIT_S if raw is None else float(raw)
+            if not timeout >= 0:
+                raise ValueError
+        except ValueError:
+            raise pytest.UsageError(f"{background.WAIT_ENV}={raw!r}: expected the most seconds to wait for the "
+                                    f"background warm start (a number >= 0)") from None
+        section.wait = (done, timeout)
+    s.add_section(WARM_SECTION, section)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """GPU lane with ``HARNESS_WARM_DONE`` set: wait here, after collecting, for the warm start running beside the
     run (:mod:`harness.compile.background`), so that no test compiles what it is compiling."""
-    done = os.environ.get(background.DONE_ENV)
-    if not done or interpreting():
-        return
     try:
         section = session_of(session.config).sections.get(WARM_SECTION)
     except KeyError:
         return
-    if not isinstance(section, _Warm):
-        return
-    raw = os.environ.get(background.WAIT_ENV)
-    try:
-        timeout = background.DEFAULT_WAIT_S if raw is None else float(raw)
-        if not timeout >= 0:
-            raise ValueError
-    except ValueError:
-        raise pytest.UsageError(f"{background.WAIT_ENV}={raw!r}: expected the most seconds to wait for the "
-                                f"background warm start (a number >= 0)") from None
-    w = background.wait_done(done, timeout)
-    section.waited.append((w.seconds, w.outcome))
+    if isinstance(section, _Warm) and section.wait is not None:  # the section exists on the GPU lane only
+        w = background.wait_done(*section.wait)
+        section.waited.append((w.seconds, w.outcome))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -112,3 +112,10 @@ def test_clear_removes_an_earlier_runs_files_only(tmp_path):
 def test_a_negative_timeout_is_refused():
     with pytest.raises(ValueError, match="timeout must be >= 0 seconds, got -1"):
         background.wait_done("x", timeout=-1)
+
+
+def test_a_failed_write_leaves_no_temp_file(tmp_path):
+    (tmp_path / "d").mkdir()  # the rename onto a directory fails
+    with pytest.raises(OSError):
+        background.write_done(tmp_path / "d", 0, "s")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
