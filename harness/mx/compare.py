@@ -10,11 +10,12 @@ Three rules side by side, because each misses what another sees:
 * **NaN**: a NaN block scale, a NaN or inf element code, a NaN or inf NVFP4 global scale, and so a NaN value after
   dequantization, fails on either side unless ``nan_equal=True``; then NaN passes only facing NaN at the same place
   (any NaN code of the format, as ``torch.testing``'s ``equal_nan`` treats every NaN as one). Inf element codes and
-  an inf global scale never pass (MX casts saturate, so an inf code is a bug, as in :mod:`harness.compare`);
-  ``max_mismatch`` and ``scale_ulp`` never cover any of them.
+  an inf global scale never pass (MX casts saturate, so an inf code is a bug, as in :mod:`harness.compare`), nor
+  does a global scale <= 0 (no NVFP4 tensor has one); ``max_mismatch`` and ``scale_ulp`` never cover any of them.
 * **global error**: rel-L2 of the dequantized tensors (``max_rel_l2``) and, given the ``source`` the codes were
-  quantized from, an SQNR floor (``min_sqnr_db``): the check that still bites when every element is "one code
-  off".
+  quantized from, an SQNR floor (``min_sqnr_db``, which needs ``source``): the check that still bites when every
+  element is "one code off". A finite value where the source holds NaN or inf scores -inf dB: the quantization
+  hid it.
 
 The check returns an :class:`~harness.mx.message.MxMismatch` record (or None) and reports to the session summary;
 only :func:`assert_mx_close` raises, once, with ``__tracebackhide__``. With ``source=`` a failure also says which
@@ -55,16 +56,40 @@ def _parts(q: Any, scheme: Scheme, name: str) -> tuple[torch.Tensor, torch.Tenso
         if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8:
             got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
             raise TypeError(f"{name}: its {part} must be a torch.uint8 tensor of codes; got {got}")
+        _readable(t, f"{name}: its {part}")
+        if t.dim() == 0:
+            raise ValueError(f"{name}: its {part} must have at least one dimension (blocks run along the last "
+                             f"axis); got a 0-d tensor")
     g = None
     if want == 3:
         if not isinstance(q[2], (torch.Tensor, int, float)) or isinstance(q[2], bool) or (
                 isinstance(q[2], torch.Tensor) and not q[2].is_floating_point()):
             got = q[2].dtype if isinstance(q[2], torch.Tensor) else type(q[2]).__name__
             raise TypeError(f"{name}: its global_scale must be a float tensor or a number; got {got}")
+        if isinstance(q[2], torch.Tensor):
+            _readable(q[2], f"{name}: its global_scale")
         g = torch.as_tensor(q[2], dtype=torch.float32).detach().cpu()
         if g.numel() != 1:
             raise ValueError(f"{name}: its global_scale must be one value; got shape {tuple(g.shape)}")
     return q[0].detach().cpu(), q[1].detach().cpu(), g
+
+
+def _readable(t: torch.Tensor, what: str) -> None:
+    """A tensor whose values can be read here: not on the meta device (a shape without values), not sparse."""
+    if t.device.type == "meta":
+        raise ValueError(f"{what} is on the meta device: it has a shape and a dtype but no values to compare")
+    if t.layout != torch.strided:
+        raise ValueError(f"{what} has layout {t.layout}; pass a dense tensor (.to_dense())")
+
+
+def _in_range(codes: torch.Tensor, fmt: str, what: str) -> None:
+    """Codes of a sub-byte format (FP4/FP6 elements, ue4m3 scales) with no bit set above the format's width: such a
+    byte is no code of it, and naming the side here says which tensor holds it."""
+    from harness.mx.formats import FORMATS
+
+    f = FORMATS.get(fmt)
+    if f is not None and f.bits < 8 and codes.numel() and int(codes.max()) >= 1 << f.bits:
+        raise ValueError(f"{what}: {fmt} codes are {f.bits}-bit (< {1 << f.bits:#x}); got {int(codes.max()):#x}")
 
 
 def _scales(s: torch.Tensor, layout: str, elems: torch.Tensor, block: int, name: str, side: str) -> torch.Tensor:
@@ -132,6 +157,10 @@ def _global(a: torch.Tensor, e: torch.Tensor, src: torch.Tensor | None) -> tuple
         return rel, None, None
 
     def sqnr(q: torch.Tensor) -> float:
+        # a finite value where the source held NaN or inf hid it (MX casts make such a block's scale NaN): that
+        # noise has no finite measure; NaN values themselves are judged by the NaN rule, not here
+        if bool((torch.isfinite(q) & ~torch.isfinite(src)).any()):
+            return -math.inf
         ok = torch.isfinite(q) & torch.isfinite(src)
         s64 = src.double()[ok]
         noise = float((q.double()[ok] - s64).square().sum())
@@ -160,11 +189,18 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     check_flag(nan_equal, "nan_equal")
     _check_limit(scale_ulp, "scale_ulp", integer=True)
     _check_limit(max_rel_l2, "max_rel_l2")
-    if min_sqnr_db is not None and not (isinstance(min_sqnr_db, (int, float)) and math.isfinite(min_sqnr_db)):
+    if min_sqnr_db is not None and (not isinstance(min_sqnr_db, (int, float)) or isinstance(min_sqnr_db, bool)
+                                    or not math.isfinite(min_sqnr_db)):
         raise ValueError(f"min_sqnr_db: expected a finite number; got {min_sqnr_db!r}")
+    if min_sqnr_db is not None and source is None:
+        raise ValueError("min_sqnr_db: the SQNR is measured against source=, the tensor both sides were quantized "
+                         "from; pass it, or drop min_sqnr_db")
     ac, as_, ag = _parts(actual, sch, "actual")
     ec, es, eg = _parts(expected, sch, "expected")
     ae, ee = sch.element_codes(ac), sch.element_codes(ec)
+    for side, codes, scales in (("actual", ae, as_), ("expected", ee, es)):
+        _in_range(codes, sch.elem_name, f"{side}: its codes")
+        _in_range(scales, sch.scale, f"{side}: its scales")
     op, dtype = row_identity(tol, op, dtype, "")
     arch = current_arch().name
     m = MxMismatch(scheme=sch.name, op=op, dtype=dtype, arch=arch, tol=tol, scale_ulp=scale_ulp,
@@ -182,6 +218,7 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
         if not isinstance(source, torch.Tensor) or not source.is_floating_point():
             raise TypeError(f"source: expected the floating-point tensor that was quantized; got "
                             f"{getattr(source, 'dtype', type(source).__name__)}")
+        _readable(source, "source")
         if tuple(source.shape) != tuple(ae.shape):
             raise ValueError(f"source: shape {tuple(source.shape)} is not the element shape {tuple(ae.shape)}")
     if m.shapes:
@@ -203,7 +240,9 @@ def check_mx(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance, scale_u
     if ag is not None:
         fa, fe = float(ag), float(eg)
         both_nan = math.isnan(fa) and math.isnan(fe) and nan_equal
-        if not ((fa == fe and math.isfinite(fa)) or both_nan):
+        # an fp32 global scale is positive (quantize refuses any other): 0 or a negative one equal on both sides
+        # is no NVFP4 tensor, and would pass as one
+        if not ((fa == fe and math.isfinite(fa) and fa > 0) or both_nan):
             m.global_scales = (fa, fe)
     # elements, in blocks whose scales are equal; a NaN or inf code is judged everywhere
     same = (as_ == es).repeat_interleave(sch.block, -1)

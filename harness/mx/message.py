@@ -153,8 +153,8 @@ def format_mx_mismatch(m: MxMismatch) -> str:
     if m.nan_blocks:
         lines.append(f"NaN block scales: {m.nan_blocks} not accepted (pass nan_equal=True to accept NaN facing NaN)")
     if m.global_scales is not None:
-        lines.append(f"Global scale: actual {m.global_scales[0]!r}, expected {m.global_scales[1]!r} (must be equal "
-                     f"and finite; NaN facing NaN only with nan_equal=True)")
+        lines.append(f"Global scale: actual {m.global_scales[0]!r}, expected {m.global_scales[1]!r} (must be equal, "
+                     f"finite and > 0; NaN facing NaN only with nan_equal=True)")
     if m.nan_elems:
         lines.append(f"NaN/inf element codes: {m.nan_elems} not accepted (inf never; NaN only facing NaN with "
                      f"nan_equal=True)")

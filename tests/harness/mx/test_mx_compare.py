@@ -104,7 +104,7 @@ def test_global_scale_and_nan_blocks():
     x = _x(2, 32)
     q = SCHEMES["nvfp4"].quantize(x, global_scale=0.5)
     lines = _fail((q[0], q[1], torch.tensor(0.25)), q, "nvfp4")
-    assert ("Global scale: actual 0.25, expected 0.5 (must be equal and finite; NaN facing NaN only with "
+    assert ("Global scale: actual 0.25, expected 0.5 (must be equal, finite and > 0; NaN facing NaN only with "
             "nan_equal=True)") in lines
     xn = x.clone()
     xn[1, 3] = math.nan
@@ -129,8 +129,66 @@ def test_tolerance_rows_apply_and_bad_arguments_name_themselves():
         (lambda: assert_mx_close(q, q, "mxfp4", scale_ulp=-1), ValueError, r"scale_ulp: expected an int >= 0"),
         (lambda: assert_mx_close(q, q, "mxfp4", layout="tiled"), ValueError, r"layout: expected one of linear"),
         (lambda: assert_mx_close(q, q, "mxfp4", source=x[:, :8]), ValueError, r"source: shape \(4, 8\)"),
+        (lambda: assert_mx_close(q, q, "mxfp4", min_sqnr_db=10.0), ValueError, r"min_sqnr_db: .* pass it"),
+        (lambda: assert_mx_close(q, q, "mxfp4", source=x, min_sqnr_db=True), ValueError,
+         r"min_sqnr_db: expected a finite number; got True"),
     ]:
         with pytest.raises(err, match=text):
+            call()
+
+
+def test_a_source_holding_nan_or_inf_is_no_free_pass_for_the_sqnr_floor():
+    """The SQNR floor measures noise against ``source``: a finite dequantized value where the source held NaN or
+    inf hid it, so the floor fails (before, such elements were dropped and an all-NaN source scored +inf dB)."""
+    m = SCHEMES["mxfp4"]
+    zeros = m.quantize(torch.zeros(2, 32))
+    lines = _fail(zeros, zeros, "mxfp4", source=torch.full((2, 32), math.nan), min_sqnr_db=10.0)
+    assert "Global error: rel-L2 0.000e+00; SQNR vs source -inf dB (expected's: -inf dB; at least 10.00 dB required)" \
+        in lines
+    x = _x(2, 32)
+    q = m.quantize(x)
+    xi = x.clone()
+    xi[0, 5] = math.inf
+    _fail(q, q, "mxfp4", source=xi, min_sqnr_db=0.0)
+    assert_mx_close(q, q, "mxfp4", source=x, min_sqnr_db=0.0)  # the finite source still passes
+    # where the quantization kept the NaN (the block's scale NaN), the NaN rule judges it, and nan_equal asks
+    xn = x.clone()
+    xn[1, 3] = math.nan
+    assert_mx_close(m.quantize(xn), m.quantize(xn), "mxfp4", source=xn, min_sqnr_db=0.0, nan_equal=True)
+
+
+@pytest.mark.parametrize("g", [0.0, -0.0, -1.0])
+def test_a_global_scale_that_is_not_positive_never_passes(g):
+    """An NVFP4 global scale is a positive fp32 (quantize refuses any other): equal on both sides, 0 or a negative
+    one is still no NVFP4 tensor."""
+    c, s, _ = SCHEMES["nvfp4"].quantize(_x(2, 32))
+    lines = _fail((c, s, g), (c, s, g), "nvfp4")
+    assert f"Global scale: actual {g!r}, expected {g!r} (must be equal, finite and > 0; NaN facing NaN only " \
+           f"with nan_equal=True)" in lines
+
+
+def test_unreadable_or_out_of_range_parts_name_their_side():
+    x = _x(2, 32)
+    q = SCHEMES["mxfp4"].quantize(x)
+    n = SCHEMES["nvfp4"].quantize(x)
+    q6 = SCHEMES["mxfp6e2m3"].quantize(x)
+    meta = torch.empty(q[0].shape, dtype=torch.uint8, device="meta")
+    sparse = q[0].to_sparse()
+    for call, text in [
+        (lambda: assert_mx_close((meta, q[1]), q, "mxfp4"), r"actual: its codes is on the meta device"),
+        (lambda: assert_mx_close(q, (q[0], q[1].to("meta")), "mxfp4"), r"expected: its scales is on the meta device"),
+        (lambda: assert_mx_close((n[0], n[1], torch.tensor(1.0, device="meta")), n, "nvfp4"),
+         r"actual: its global_scale is on the meta device"),
+        (lambda: assert_mx_close(q, q, "mxfp4", source=x.to("meta")), r"source is on the meta device"),
+        (lambda: assert_mx_close((sparse, q[1]), q, "mxfp4"), r"actual: its codes has layout torch.sparse_coo"),
+        (lambda: assert_mx_close((q[0][0, 0], q[1][0, 0]), q, "mxfp4"),
+         r"actual: its codes must have at least one dimension"),
+        (lambda: assert_mx_close(q6, (q6[0] | 0x80, q6[1]), "mxfp6e2m3"),
+         r"expected: its codes: e2m3 codes are 6-bit \(< 0x40\); got 0x"),
+        (lambda: assert_mx_close((n[0], n[1] | 0x80, n[2]), n, "nvfp4"),
+         r"actual: its scales: ue4m3 codes are 7-bit \(< 0x80\); got 0x"),
+    ]:
+        with pytest.raises(ValueError, match=text):
             call()
 
 
