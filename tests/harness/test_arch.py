@@ -215,3 +215,133 @@ def test_outside_pytest_a_bad_harness_arch_names_the_variable(monkeypatch):
     monkeypatch.setenv("HARNESS_ARCH", "sm91")
     with pytest.raises(ValueError, match=r"^HARNESS_ARCH=sm91: arch 'sm91' .*did you mean 'sm90'"):
         session.current_arch()
+
+
+# --- bad inputs get clear errors, valid ones are never refused ------------------------------------------------
+
+
+@pytest.mark.parametrize("alias, name", [("e4m3fn", "e4nv"), ("float8_e4m3fn", "e4nv"), ("E4M3", "e4nv"),
+                                         ("fp8e5", "e5m2"), ("float8e4b8", "e4m3fnuz"), ("float8e4b15", "e4b15")])
+def test_supports_format_resolves_aliases(alias, name):
+    """encode(x, 'e4m3fn', arch='sm90') works, so the arch model must judge an alias as the format it names."""
+    for target in ("sm80", "sm90", "gfx942", "gfx950", "interp"):
+        assert supports_format(target, alias) == supports_format(target, name), (target, alias)
+    assert supports_format("sm90", "e4m3fn") == (True, "")
+
+
+def test_supports_format_takes_format_objects_and_dtypes():
+    import torch
+
+    from harness.fp8 import FORMATS
+
+    assert supports_format("sm90", FORMATS["e4nv"]) == (True, "")
+    assert supports_format("sm90", tl.float8e4nv) == (True, "")
+    assert supports_format("sm90", torch.float8_e5m2) == (True, "")
+    assert supports_format("sm80", torch.float8_e4m3fn) == (False, "e4nv needs sm89+ (running on sm80)")
+
+
+def test_the_arch_model_judges_every_fp8_format_of_harness_fp8():
+    from harness import arch
+    from harness.fp8 import FORMATS
+
+    assert set(arch._FP8_FORMATS) == set(FORMATS)
+
+
+@pytest.mark.parametrize("bad", ["bogus", "fp16", "e2m1", "e8m0", ""])
+def test_supports_format_refuses_what_is_not_an_fp8_format(bad):
+    """An unknown format used to get the reason 'is a ROCm format' on CUDA, a skip instead of an error."""
+    with pytest.raises(ValueError, match=rf"^fmt {bad!r} is not an FP8 format; expected one of e4nv, e5m2, e4b15, "):
+        supports_format("sm90", bad)
+
+
+@pytest.mark.parametrize("bad", [3, None, 1.5])
+def test_supports_format_type_error_names_fmt(bad):
+    with pytest.raises(TypeError, match=r"^fmt must be an FP8 format name, FP8Format or float8 dtype, got "):
+        supports_format("sm90", bad)
+
+
+@pytest.mark.parametrize("name, kind, cap", [
+    ("interp", "interp", None), ("cpu", "cpu", None), ("gfx942", "rocm", None), ("gfx90a", "rocm", None),
+    ("sm90", "cuda", (9, 0)), ("sm30", "cuda", (3, 0)), ("sm121", "cuda", (12, 1)), ("sm130", "cuda", (13, 0)),
+])
+def test_every_arch_the_module_builds_constructs(name, kind, cap):
+    """parse_arch's and detect_arch's values (a detected GPU newer than the table included) stay valid."""
+    a = Arch(name, kind, cap)
+    assert (a.name, a.kind, a.capability) == (name, kind, cap)
+
+
+def test_a_cuda_arch_derives_its_capability_from_its_name():
+    """Left out, the capability used to stay None: family kept the name and at_least compared names only."""
+    a = Arch("sm90", "cuda")
+    assert a == parse_arch("sm90") and a.capability == (9, 0)
+    assert a.at_least("sm80") and Arch("sm86", "cuda").family == "sm80"
+    assert Arch("sm90", "cuda", [9, 0]).capability == (9, 0)
+
+
+@pytest.mark.parametrize("name, kind, cap, match", [
+    ("sm90", "cuda", (8, 0), r"Arch.capability \(8, 0\) disagrees with Arch.name 'sm90'; expected \(9, 0\)"),
+    ("sm90a", "cuda", (9, 0), r"Arch.name 'sm90a' is not a CUDA arch name; expected 'smXY'"),
+    ("SM90", "cuda", None, r"Arch.name 'SM90' is not a CUDA arch name"),
+    ("sm20", "cuda", (2, 0), r"Arch.name 'sm20' is not a CUDA arch name; expected 'smXY' with capability 3.0"),
+    ("gfx942", "cuda", None, r"Arch.name 'gfx942' is not a CUDA arch name"),
+    ("sm90", "rocm", None, r"Arch.name 'sm90' is not a ROCm processor name"),
+    ("gfx942", "rocm", (9, 4), r"Arch.capability is a CUDA compute capability; a rocm arch has none"),
+    ("interp", "interp", (9, 0), r"a interp arch has none"),
+    ("cpu", "interp", None, r"Arch.name must be 'interp' for kind 'interp', got 'cpu'"),
+])
+def test_arch_name_kind_and_capability_must_agree(name, kind, cap, match):
+    with pytest.raises(ValueError, match=match):
+        Arch(name, kind, cap)
+
+
+@pytest.mark.parametrize("name, cap, match", [
+    (90, None, r"^Arch.name must be a str such as 'sm90'"),
+    ("sm90", "x", r"^Arch.capability must be None or a \(major, minor\) tuple of ints such as \(9, 0\), got 'x'"),
+    ("sm90", (9,), r"^Arch.capability must be None or a \(major, minor\) tuple"),
+    ("sm90", (9.0, 0), r"^Arch.capability must be None or a \(major, minor\) tuple"),
+])
+def test_arch_type_errors(name, cap, match):
+    with pytest.raises(TypeError, match=match):
+        Arch(name, "cuda", cap)
+
+
+@pytest.mark.parametrize("spec, name", [("sm90a", "sm90"), ("sm_90a", "sm90"), ("compute_90a", "sm90"),
+                                        ("sm100a", "sm100"), ("sm100f", "sm100"), ("sm_103f", "sm103"),
+                                        ("sm120f", "sm120"), ("sm121a", "sm121"), ("compute_120f", "sm120")])
+def test_nvidia_target_suffixes_parse_to_the_plain_arch(spec, name):
+    assert parse_arch(spec).name == name
+
+
+@pytest.mark.parametrize("bad, why", [("sm90z", "NVIDIA defines no 'z' target suffix"),
+                                      ("compute_89q", "NVIDIA defines no 'q' target suffix"),
+                                      ("sm80a", "'a' targets begin at sm90a"), ("sm90f", "'f' targets begin at sm100f"),
+                                      ("sm89a", "'a' targets begin at sm90a")])
+def test_other_suffixes_are_refused(bad, why):
+    """Any one letter used to be dropped: sm90z was judged as sm90."""
+    with pytest.raises(ValueError, match=rf"^arch {bad!r} is not understood: .*{why}"):
+        parse_arch(bad)
+    with pytest.raises(ValueError, match=why):
+        parse_arch(bad, known=False)
+
+
+@pytest.mark.parametrize("call, arg", [
+    pytest.param(lambda: parse_arch("sm90").at_least(90), "other", id="at_least-int"),
+    pytest.param(lambda: parse_arch("sm90").at_least(None), "other", id="at_least-None"),
+    pytest.param(lambda: parse_arch("sm90").same_family(90), "other", id="same_family-int"),
+    pytest.param(lambda: supports_format(90, "e4nv"), "arch", id="supports_format-int"),
+    pytest.param(lambda: supports_format(None, "e4nv"), "arch", id="supports_format-None"),
+])
+def test_arch_arguments_of_the_wrong_type_name_the_argument(call, arg):
+    """These used to raise AttributeError: 'int' object has no attribute 'kind'."""
+    with pytest.raises(TypeError, match=rf"^{arg} must be an Arch or an arch name such as 'sm90', got "):
+        call()
+
+
+@pytest.mark.parametrize("fn", ["supports_bf16_arithmetic", "supports_int8_dot", "supports_scaled_dot_emulation"])
+def test_supports_functions_type_check_arch(fn):
+    from harness import arch
+
+    with pytest.raises(TypeError, match=r"^arch must be an Arch or an arch name such as 'sm90', got int"):
+        getattr(arch, fn)(90)
+    with pytest.raises(TypeError, match=r"^arch must be an Arch or an arch name such as 'sm90', got int"):
+        arch.supports_scaled_dot(90, "e8m0")
