@@ -11,6 +11,7 @@ Codes are ``torch.uint8`` tensors. :func:`ulp_distance` maps sign-magnitude code
 
 from __future__ import annotations
 
+import numbers
 import re
 import warnings
 from dataclasses import dataclass
@@ -105,18 +106,23 @@ def as_codes(t: torch.Tensor, fmt: str | FP8Format | None = None, *, name: str =
     """uint8 codes from a uint8 or torch float8 tensor (viewed, not converted).
 
     With ``fmt``, a torch float8 tensor of another format is an error, not a silent reinterpretation.
+    uint8 is taken as raw codes of any format. Other integer dtypes are refused: an int8 tensor is as likely
+    to hold small integers as codes, and its values (-128..127) are not the codes' (0..255).
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of uint8 codes or a float8 dtype, got {type(t).__name__}")
     if t.dtype == torch.uint8:
         return t
     if t.dtype in FORMAT_OF_DTYPE:
-        if fmt is not None and FORMAT_OF_DTYPE[t.dtype] != get_format(fmt):
-            raise TypeError(f"{name} is {t.dtype} but fmt is {get_format(fmt).name}")
+        if fmt is not None:
+            f, own = get_format(fmt), FORMAT_OF_DTYPE[t.dtype]
+            if own != f:
+                want = f"{f.torch_dtype} or uint8" if f.torch_dtype is not None else "uint8"
+                raise TypeError(f"{name} is {t.dtype} (format {own.name}) but fmt is {f.name}; pass {f.name} codes "
+                                f"({want}), or fmt={own.name!r}")
         return t.view(torch.uint8)
-    if t.dtype == torch.int8:
-        return t.view(torch.uint8)
-    raise TypeError(f"{name} must hold FP8 codes (uint8 or a torch float8 dtype), got {t.dtype}")
+    hint = f"; if it holds codes, pass {name}.view(torch.uint8)" if t.dtype == torch.int8 else ""
+    raise TypeError(f"{name} must hold FP8 codes (uint8 or a torch float8 dtype), got {t.dtype}{hint}")
 
 
 _SRC_OK = (torch.float16, torch.bfloat16, torch.float32)
@@ -300,7 +306,17 @@ def lowering_version(triton: str | None = None) -> tuple[int, int]:
 
 def lowering_for(src: str, fmt: str, cc: int, *, triton: str | None = None) -> Lowering:
     """The :data:`LOWERINGS` row for casting ``src`` (fp16/bf16/fp32) to ``fmt`` on capability ``cc`` with
-    Triton ``triton`` (default: installed). ``LookupError`` when no row matches (e4nv below sm89)."""
+    Triton ``triton`` (default: installed). ``LookupError`` when no row matches (e4nv below sm89).
+
+    ``src`` may be any spelling of the three (``float16``, ``torch.float16``); another source is refused, not
+    matched by a wildcard row: there is no row for it, so a row would be a guess. ``cc`` is the capability as
+    an int (90 for sm90), as :class:`~harness.arch.Arch` holds it.
+    """
+    src = _lowering_src(src)
+    if isinstance(cc, bool) or not isinstance(cc, numbers.Integral):
+        raise TypeError(f"cc must be an int compute capability such as 90 (sm90), got {cc!r}")
+    if cc < 0:
+        raise ValueError(f"cc must be a compute capability >= 0 such as 90 (sm90), got {cc}")
     v = lowering_version(triton)
     f = get_format(fmt).name
     for row in LOWERINGS:
@@ -308,6 +324,20 @@ def lowering_for(src: str, fmt: str, cc: int, *, triton: str | None = None) -> L
                 and row.fmt in ("*", f):
             return row
     raise LookupError(f"no FP8 cast lowering for {src} -> {f} on sm{cc} with Triton {v[0]}.{v[1]}")
+
+
+def _lowering_src(src: Any) -> str:
+    """The harness's name of a cast source, if it is one a cast lowers from."""
+    if not isinstance(src, (str, torch.dtype)):
+        raise TypeError(f"src must be a dtype name (fp16, bf16 or fp32) or a torch dtype, got {type(src).__name__}")
+    try:
+        name = format_name(src, "src")
+    except ValueError:
+        name = None
+    if name not in _SRC_NAME.values():
+        raise ValueError(f"src {src!r} is not a source an FP8 cast lowers from; expected fp16, bf16, fp32 "
+                         f"(or another spelling of one: float16, torch.float16)")
+    return name
 
 
 def _encode_nvidia(x: torch.Tensor, f: FP8Format, cc: int, triton: str | None) -> torch.Tensor:
@@ -464,8 +494,8 @@ def _interp_convert(x: torch.Tensor, dst: Any) -> Any:
 
 def decode(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
     """float32 values of the codes (NaN codes → NaN, e5m2 inf codes → ±inf)."""
-    c = as_codes(codes)
     f = get_format(fmt)
+    c = as_codes(codes, f)
     if f.torch_dtype is not None:
         return c.view(f.torch_dtype).float()
     # e4b15: the e4m3fn magnitudes / 256, with 0x7f (NaN in e4m3fn) a plain 1.875.
@@ -479,8 +509,8 @@ def decode(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
 def is_nan_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
     """Which codes are NaN in ``fmt``: 0x7f with either sign (e4nv), 0x7d-0x7f with either sign (e5m2), 0x80
     (the fnuz formats), none (e4b15)."""
-    c = as_codes(codes)
     f = get_format(fmt)
+    c = as_codes(codes, f)
     if f.nan_style == "fn":
         return (c & 0x7F) == 0x7F
     if f.nan_style == "ieee":
@@ -492,8 +522,9 @@ def is_nan_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
 
 def is_inf_code(codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
     """Which codes are +-inf in ``fmt`` (only e5m2 has them)."""
-    c = as_codes(codes)
-    if get_format(fmt).nan_style == "ieee":
+    f = get_format(fmt)
+    c = as_codes(codes, f)
+    if f.nan_style == "ieee":
         return (c & 0x7F) == 0x7C
     return torch.zeros_like(c, dtype=torch.bool)
 
@@ -506,11 +537,11 @@ def _ordered(c: torch.Tensor, f: FP8Format) -> torch.Tensor:
 
 def ulp_distance(a_codes: torch.Tensor, b_codes: torch.Tensor, fmt: str | FP8Format) -> torch.Tensor:
     """|ordered(a) − ordered(b)| as int32; ±0 are 0 apart; NaN (and inf vs a different code) → ULP_FAR."""
-    a = as_codes(a_codes, name="a_codes")
-    b = as_codes(b_codes, name="b_codes")
+    f = get_format(fmt)
+    a = as_codes(a_codes, f, name="a_codes")
+    b = as_codes(b_codes, f, name="b_codes")
     if a.shape != b.shape:
         raise ValueError(f"a_codes and b_codes must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
-    f = get_format(fmt)
     d = (_ordered(a, f) - _ordered(b, f)).abs()
     far = is_nan_code(a, f) | is_nan_code(b, f) | ((is_inf_code(a, f) | is_inf_code(b, f)) & (a != b))
     return torch.where(far, torch.full_like(d, ULP_FAR), d)

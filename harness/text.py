@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["Msg", "columns", "fmt_index", "fmt_num", "fmt_sci", "with_msg"]
+__all__ = ["Msg", "check_msg", "columns", "fmt_index", "fmt_num", "fmt_sci", "with_msg"]
 
 #: A caller's ``msg``: a str becomes the first line; a callable gets the text and returns the message.
 Msg = str | Callable[[str], str] | None
@@ -39,6 +40,15 @@ def columns(head: Sequence[str], body: Sequence[Sequence[str]], indent: str = " 
     """``head`` and ``body`` right-aligned in columns as wide as their widest cell."""
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     return [indent + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *body]]
+
+
+def check_msg(msg: Any) -> Msg:
+    """``msg`` if it is one (see :data:`Msg`): checked before comparing, since a ``msg`` of another type would be
+    dropped silently and only be missed when the failure it was meant to explain shows without it."""
+    if msg is not None and not isinstance(msg, str) and not callable(msg):
+        raise TypeError(f"msg must be a str, a callable taking the failure text, or None, got {type(msg).__name__} "
+                        f"{msg!r}")
+    return msg
 
 
 def with_msg(text: str, msg: Msg) -> str:

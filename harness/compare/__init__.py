@@ -26,7 +26,7 @@ import torch
 
 from harness.compare.checks import EXPLICIT, check_close, check_fp8, check_fp8_mixed, check_tol
 from harness.compare.message import Mismatch, format_mismatch
-from harness.text import Msg
+from harness.text import Msg, check_msg
 from harness.tolerances import Tolerance
 
 __all__ = ["assert_close_tol", "assert_fp8_close", "assert_fp8_within_one_ulp"]
@@ -46,14 +46,15 @@ def assert_close_tol(
     expected: torch.Tensor,
     tol: Tolerance,
     *,
-    op: str = "",
-    dtype: str = "",
+    op: str | None = "",
+    dtype: str | None = "",
     msg: Msg = None,
     equal_nan: bool = False,
     scale: Any = None,
 ) -> None:
     """Assert :func:`check_close`. ``msg``: a str becomes the first line; a callable gets the report."""
     __tracebackhide__ = True
+    check_msg(msg)
     _raise(check_close(actual, expected, tol, scale=scale, op=op, dtype=dtype, equal_nan=equal_nan), msg)
 
 
@@ -65,8 +66,8 @@ def assert_fp8_close(
     max_ulp: int = 0,
     max_mismatch: float = 0.0,
     tol: Tolerance | None = None,
-    op: str = "",
-    dtype: str = "",
+    op: str | None = "",
+    dtype: str | None = "",
     msg: Msg = None,
     nan_equal: bool = False,
 ) -> None:
@@ -74,6 +75,7 @@ def assert_fp8_close(
     (``floor(max_mismatch * n)`` of them). With ``tol`` the table row supplies max_ulp, max_mismatch and
     ulp_floor instead; passing both is ambiguous and refused."""
     __tracebackhide__ = True
+    check_msg(msg)
     if tol is not None:
         if max_ulp != 0 or max_mismatch != 0.0:
             raise ValueError("assert_fp8_close: pass either tol= or max_ulp=/max_mismatch=, not both")
@@ -90,8 +92,8 @@ def assert_fp8_within_one_ulp(
     *,
     floor: float | None = None,
     tol: Tolerance | None = None,
-    op: str = "",
-    dtype: str = "",
+    op: str | None = "",
+    dtype: str | None = "",
     msg: Msg = None,
     nan_equal: bool = False,
 ) -> None:
@@ -100,6 +102,7 @@ def assert_fp8_within_one_ulp(
     else 0; ``tol.max_mismatch`` (if any) still applies. A tol whose max_ulp is not 1 is refused (a float
     row too: it has no max_ulp)."""
     __tracebackhide__ = True
+    check_msg(msg)
     if floor is not None and not (
         isinstance(floor, (int, float))
         and not isinstance(floor, bool)

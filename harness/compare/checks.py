@@ -27,8 +27,8 @@ from harness.session import current_arch
 from harness.text import fmt_index, fmt_num
 from harness.tolerances import Tolerance
 
-__all__ = ["EXPLICIT", "check_close", "check_flag", "check_fp8", "check_fp8_mixed", "check_tensor_arg", "check_tol",
-           "row_identity"]
+__all__ = ["EXPLICIT", "check_close", "check_flag", "check_fp8", "check_fp8_mixed", "check_label", "check_tensor_arg",
+           "check_tol", "row_identity"]
 
 #: The key of a rule built from an assert's own arguments rather than read from the table.
 EXPLICIT = "explicit arguments"
@@ -116,6 +116,16 @@ def check_flag(v: Any, name: str) -> bool:
     return v
 
 
+def check_label(v: Any, name: str) -> str:
+    """``v`` as a label (``op``, ``dtype``): a str, or None for "not given" (``""``). Checked before comparing,
+    so a wrong type fails on a passing comparison too, not only when a report is built."""
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise TypeError(f"{name} must be a str (or None), got {type(v).__name__} {v!r}")
+    return v
+
+
 def _shape_mismatch(a: torch.Tensor, e: torch.Tensor, **ctx: Any) -> Mismatch | None:
     if a.shape == e.shape:
         return None
@@ -171,8 +181,8 @@ def check_close(
     tol: Tolerance,
     *,
     scale: Any = None,
-    op: str = "",
-    dtype: str = "",
+    op: str | None = "",
+    dtype: str | None = "",
     equal_nan: bool = False,
 ) -> Mismatch | None:
     """Elementwise ``|actual - expected| <= tol.atol + tol.rtol * |expected|``; None when it holds.
@@ -186,6 +196,7 @@ def check_close(
     """
     tol = check_tol(tol, "float")
     check_flag(equal_nan, "equal_nan")
+    op, dtype = check_label(op, "op"), check_label(dtype, "dtype")
     for name, t in (("actual", actual), ("expected", expected)):
         check_tensor_arg(t, name)
         if t.dtype in fp8.FORMAT_OF_DTYPE or t.dtype == torch.uint8:
@@ -305,12 +316,13 @@ def check_fp8_mixed(
     max_ulp: int,
     floor: float,
     tol: Tolerance,
-    op: str,
-    dtype: str,
+    op: str | None,
+    dtype: str | None,
     nan_equal: bool,
 ) -> Mismatch | None:
     f = fp8.get_format(fmt)
     check_flag(nan_equal, "nan_equal")
+    op, dtype = check_label(op, "op"), check_label(dtype, "dtype")
     a = fp8.as_codes(check_tensor_arg(actual, "actual"), f, name="actual")
     e = fp8.as_codes(check_tensor_arg(expected, "expected"), f, name="expected")
     op, dtype = row_identity(tol, op, dtype, f.name)
@@ -398,8 +410,8 @@ def check_fp8(
     fmt: Any,
     tol: Tolerance,
     *,
-    op: str = "",
-    dtype: str = "",
+    op: str | None = "",
+    dtype: str | None = "",
     nan_equal: bool = False,
 ) -> Mismatch | None:
     """FP8 codes within ``tol.max_ulp`` codes (a code rule: a float row is refused), or within

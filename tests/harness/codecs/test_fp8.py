@@ -409,6 +409,46 @@ def test_decode_accepts_float8_tensors_and_checks_format():
         fp8.as_codes(x, "e5m2")
 
 
+_E5M2_CODES = torch.tensor([0x3C, 0x7C, 0x7E], dtype=torch.uint8)  # e5m2: 1.0, +inf, NaN (e4nv: 1.5, 384, 448)
+
+
+@pytest.mark.parametrize("call, arg", [
+    (lambda c: fp8.decode(c, "e4nv"), "codes"),
+    (lambda c: fp8.is_nan_code(c, "e4nv"), "codes"),
+    (lambda c: fp8.is_inf_code(c, "e4nv"), "codes"),
+    (lambda c: fp8.ulp_distance(c, _E5M2_CODES, "e4nv"), "a_codes"),
+    (lambda c: fp8.ulp_distance(_E5M2_CODES, c, "e4nv"), "b_codes"),
+], ids=["decode", "is_nan_code", "is_inf_code", "ulp_distance-a", "ulp_distance-b"])
+def test_codec_helpers_refuse_a_float8_tensor_of_another_format(call, arg):
+    # Reading e5m2 codes as e4nv turned inf and NaN into the finite 384 and 448: the tensor's dtype says which
+    # format it is, so a different fmt is a mistake to name, not a reinterpretation.
+    with pytest.raises(TypeError, match=rf"^{arg} is torch\.float8_e5m2 \(format e5m2\) but fmt is e4nv"):
+        call(_E5M2_CODES.view(torch.float8_e5m2))
+
+
+def test_codec_helpers_read_a_float8_tensor_of_its_own_format_and_uint8_as_any():
+    c = _E5M2_CODES.view(torch.float8_e5m2)
+    got = fp8.decode(c, "e5m2").tolist()
+    assert got[:2] == [1.0, math.inf] and math.isnan(got[2])
+    assert fp8.is_nan_code(c, "e5m2").tolist() == [False, False, True]
+    assert fp8.is_inf_code(c, torch.float8_e5m2).tolist() == [False, True, False]
+    assert fp8.ulp_distance(c, _E5M2_CODES, "e5m2").tolist() == [0, 0, fp8.ULP_FAR]
+    assert fp8.decode(_E5M2_CODES, "e4nv").tolist() == [1.5, 384.0, 448.0]  # uint8: raw codes of any format
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64])
+def test_integer_tensors_other_than_uint8_are_not_codes(dtype):
+    # int8 holds -128..127, not the codes 0..255; taking it silently would accept small integers as codes.
+    x = torch.tensor([56, 64], dtype=dtype)
+    with pytest.raises(TypeError, match=rf"codes must hold FP8 codes \(uint8 or a torch float8 dtype\), got {dtype}"):
+        fp8.as_codes(x)
+    with pytest.raises(TypeError, match=r"a_codes must hold FP8 codes"):
+        fp8.ulp_distance(x, x.to(torch.uint8), "e4nv")
+    if dtype == torch.int8:
+        with pytest.raises(TypeError, match=r"pass codes\.view\(torch\.uint8\)"):
+            fp8.decode(x, "e4nv")
+
+
 @pytest.mark.parametrize("fmt", HW_FORMATS)
 def test_encode_decode_round_trip_is_identity_on_the_grid(fmt):
     """Every finite code a cast can produce decodes to a value that encodes back to itself."""
@@ -487,3 +527,31 @@ def test_ulp_distance_properties(a, b, c, fmt):
         assert d(a, c) <= d(a, b) + d(b, c)
         if va <= vb <= vc:  # monotone: distance grows with the value gap, additively along the line
             assert d(a, b) <= d(a, c) and d(a, c) == d(a, b) + d(b, c)
+
+
+# ---------------------------------------------------------------------------------------------- lowering_for
+
+
+@pytest.mark.parametrize("src", ["fp64", "bogus", "e4nv", torch.float64])
+def test_lowering_for_refuses_a_source_no_row_is_for(src):
+    # A wildcard ("*") source row would otherwise answer for any name: a made-up fact, not the model's.
+    with pytest.raises(ValueError, match=r"src .* is not a source an FP8 cast lowers from; expected fp16, bf16, fp32"):
+        fp8.lowering_for(src, "e4nv", 90, triton="3.9")
+
+
+def test_lowering_for_checks_types_of_src_and_cc():
+    with pytest.raises(TypeError, match=r"src must be a dtype name .* got int"):
+        fp8.lowering_for(16, "e4nv", 90, triton="3.9")
+    for cc in ("90", 90.0, True, None):
+        with pytest.raises(TypeError, match=r"cc must be an int compute capability such as 90 \(sm90\)"):
+            fp8.lowering_for("fp16", "e4nv", cc, triton="3.9")
+    with pytest.raises(ValueError, match=r"cc must be a compute capability >= 0"):
+        fp8.lowering_for("fp16", "e4nv", -1, triton="3.9")
+
+
+@pytest.mark.parametrize("src", ["fp32", "float32", "FP32", torch.float32])
+def test_lowering_for_takes_any_spelling_of_a_source(src):
+    # sm89 on Triton 3.6-3.8 has an fp32-only row (cvt.rz.f16.f32 first): an alias must find it, not the "*" row.
+    row = fp8.lowering_for(src, "e4nv", 89, triton="3.6")
+    assert (row.src, row.to16) == ("fp32", "rz")
+    assert fp8.lowering_for(src, "e4nv", np.int64(89), triton="3.6") is row  # any integral capability

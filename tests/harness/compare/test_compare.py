@@ -465,6 +465,61 @@ def test_wrong_dtypes_name_the_argument():
         public.assert_fp8_close(_codes(0), _codes(0), "e4nv", nan_equal=1)
 
 
+@pytest.mark.parametrize("name", ["actual", "expected"])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32])
+def test_integer_tensors_other_than_uint8_are_not_fp8_codes(name, dtype):
+    # int8 56 and 64 equal the uint8 codes numerically, so the assert passed: an int tensor is not codes.
+    good, bad = _codes(56, 64), torch.tensor([56, 64], dtype=dtype)
+    args = (bad, good) if name == "actual" else (good, bad)
+    for call in (public.assert_fp8_close, public.assert_fp8_within_one_ulp):
+        with pytest.raises(TypeError, match=rf"{name} must hold FP8 codes \(uint8 or a torch float8 dtype\), "
+                                            rf"got {dtype}"):
+            call(*args, "e4nv")
+
+
+def test_fp8_asserts_refuse_a_float8_tensor_of_another_format():
+    c = _codes(0x3C, 0x7C).view(torch.float8_e5m2)
+    for call in (public.assert_fp8_close, public.assert_fp8_within_one_ulp):
+        with pytest.raises(TypeError, match=r"actual is torch\.float8_e5m2 \(format e5m2\) but fmt is e4nv"):
+            call(c, _codes(0x3C, 0x7C), "e4nv")
+
+
+_X3 = torch.tensor([1.0, 2.0, 3.0])
+_PASSING = [  # each passes with good arguments: a bad one must be refused before (whatever) the outcome
+    ("assert_close_tol", lambda **kw: public.assert_close_tol(_X3, _X3, QUARTER, **kw)),
+    ("assert_fp8_close", lambda **kw: public.assert_fp8_close(_codes(1, 2), _codes(1, 2), "e4nv", **kw)),
+    ("assert_fp8_within_one_ulp",
+     lambda **kw: public.assert_fp8_within_one_ulp(_codes(1, 2), _codes(1, 3), "e4nv", **kw)),
+]
+
+
+@pytest.mark.parametrize("name, call", _PASSING, ids=[n for n, _ in _PASSING])
+@pytest.mark.parametrize("arg", ["op", "dtype"])
+@pytest.mark.parametrize("value", [123, b"gemm", ["gemm"]])
+def test_op_and_dtype_must_be_str_even_when_the_comparison_passes(name, call, arg, value):
+    with pytest.raises(TypeError, match=rf"^{arg} must be a str \(or None\), got {type(value).__name__}"):
+        call(**{arg: value})
+    call(**{arg: None})  # None: not given, as the default ""
+    call(**{arg: "demo.op"})
+
+
+@pytest.mark.parametrize("name, call", _PASSING, ids=[n for n, _ in _PASSING])
+@pytest.mark.parametrize("value", [123, b"layer 3", ("layer", 3)])
+def test_msg_must_be_str_or_callable_even_when_the_comparison_passes(name, call, value):
+    # A msg of the wrong type was dropped silently: the failure it was meant to explain showed without it.
+    with pytest.raises(TypeError, match=r"^msg must be a str, a callable taking the failure text, or None, got"):
+        call(msg=value)
+    call(msg="layer 3")
+    call(msg=lambda text: text)
+
+
+def test_check_functions_refuse_a_non_str_label():
+    with pytest.raises(TypeError, match=r"^op must be a str"):
+        compare.check_close(_X3, _X3, QUARTER, op=123)
+    with pytest.raises(TypeError, match=r"^dtype must be a str"):
+        compare.check_fp8(_codes(1), _codes(1), "e4nv", Tolerance(max_ulp=0), dtype=5)
+
+
 def test_fp8_shape_mismatch_is_a_failure_naming_both():
     _raises_lines(
         lambda: public.assert_fp8_close(_codes(1, 2), _codes(1, 2, 3), "e4nv"),
