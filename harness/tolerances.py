@@ -43,6 +43,7 @@ from __future__ import annotations
 import difflib
 import glob
 import math
+import numbers
 import os
 import re
 import stat
@@ -86,6 +87,9 @@ class Tolerance:
     origin: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        for name in ("key", "note", "op", "dtype", "arch", "origin"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"Tolerance.{name} must be a str, got {type(getattr(self, name)).__name__}")
         for name in ("rtol", "atol", "ulp_floor", "max_mismatch"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
@@ -119,6 +123,10 @@ class Tolerance:
 
     def allowed(self, expected_abs: float) -> float:
         """Absolute error allowed at an expected magnitude: atol + rtol·|expected|."""
+        if isinstance(expected_abs, bool) or not (isinstance(expected_abs, numbers.Real)
+                                                  or hasattr(expected_abs, "dtype")):  # numpy / torch arrays
+            raise TypeError(f"expected_abs: expected a number or a tensor of |expected|; got "
+                            f"{type(expected_abs).__name__}")
         return self.atol + self.rtol * expected_abs
 
     def __repr__(self) -> str:

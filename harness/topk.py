@@ -43,7 +43,7 @@ import torch
 from harness import summary, vacuity
 from harness.compare.checks import check_tensor_arg, check_tol, row_identity
 from harness.session import current_arch
-from harness.text import Msg, fmt_num, with_msg
+from harness.text import Msg, check_msg, fmt_num, with_msg
 from harness.tolerances import Tolerance
 
 __all__ = ["assert_topk_multiset_equal", "check_topk_multiset_equal", "TopkMismatch"]
@@ -52,7 +52,12 @@ def _as_tol(tol: Tolerance | float) -> Tolerance:
     """``tol`` as a float rule: scores are compared by value, so an FP8 code row (max_ulp) is refused rather than
     read as rtol = atol = 0."""
     if isinstance(tol, Tolerance):
-        return check_tol(tol, "float")
+        t = check_tol(tol, "float")
+        if t.max_mismatch:
+            # every row's selection is judged whole; a fraction of rows allowed to fail is no rule of this check
+            raise ValueError(f"tol: max_mismatch={t.max_mismatch!r} has no meaning for a top-k selection (each row "
+                             f"must select the same multiset of scores); pass a row without it")
+        return t
     if isinstance(tol, bool) or not isinstance(tol, (int, float)):
         raise TypeError(
             f"tol must be a harness.tolerances.Tolerance or a float atol, got {type(tol).__name__}"
@@ -304,6 +309,7 @@ def assert_topk_multiset_equal(
     to the row's own (a table row knows which it is), else ``"topk"`` and ``"-"``.
     """
     __tracebackhide__ = True
+    check_msg(msg)
     mismatch, stats = check_topk_multiset_equal(
         indices, ref_scores, k=k, visible=visible, ref_indices=ref_indices, tol=tol, pad=pad
     )

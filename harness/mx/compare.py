@@ -37,7 +37,7 @@ from harness.mx.layouts import swizzled_shape, unswizzle_scales
 from harness.mx.message import MAX_ROWS, BlockRow, ElemRow, MxMismatch, format_mx_mismatch
 from harness.mx.schemes import Scheme, get_scheme
 from harness.session import current_arch
-from harness.text import Msg
+from harness.text import Msg, check_msg
 from harness.tolerances import Tolerance
 
 __all__ = ["assert_mx_close", "check_mx"]
@@ -355,6 +355,7 @@ def assert_mx_close(actual: Any, expected: Any, scheme: Any, *, tol: Tolerance |
     report. ``nan_equal``: let NaN (scales, element codes, the global scale) pass facing NaN at the same place.
     """
     __tracebackhide__ = True
+    check_msg(msg)
     t = _tol(tol, max_ulp, max_mismatch)
     m = check_mx(actual, expected, scheme, tol=t, scale_ulp=scale_ulp, max_rel_l2=max_rel_l2,
                  min_sqnr_db=min_sqnr_db, source=source, layout=layout, expected_layout=expected_layout, op=op,

@@ -21,8 +21,8 @@ import torch
 
 from harness.text import fmt_index
 
-__all__ = ["POISON_NOTE", "Difference", "Report", "as_bits", "compare", "compare_all", "flatten", "format_difference",
-           "poison"]
+__all__ = ["POISON_NOTE", "Difference", "Report", "as_bits", "check_tensor", "compare", "compare_all", "flatten",
+           "format_difference", "poison"]
 
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -33,9 +33,11 @@ POISON_NOTE = ("every output was filled with 0xFF bytes before the replay (a NaN
                "e4m3fn and e5m2 included; 0x80 in the fnuz FP8 formats; -1 or the maximum in integers)")
 
 
-def _check_tensor(t: Any, where: str) -> torch.Tensor:
+def check_tensor(t: Any, where: str, expected: str = "a tensor or a tuple/list/dict of tensors") -> torch.Tensor:
+    """``t`` if its bits can be read and compared (a dense, non-complex tensor with data), else a TypeError that
+    says ``where`` it came from: every argument and output of the replay checks goes through here."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{where} is a {type(t).__name__}; expected a tensor or a tuple/list/dict of tensors")
+        raise TypeError(f"{where} is a {type(t).__name__}; expected {expected}")
     if t.is_meta or t.layout != torch.strided:
         raise TypeError(f"{where} is a {'meta' if t.is_meta else str(t.layout)} tensor; expected a dense tensor "
                         "with data")
@@ -58,7 +60,7 @@ def flatten(value: Any, root: str, who: str) -> list[tuple[str, torch.Tensor]]:
             for i, sub in enumerate(v):
                 walk(sub, f"{name}[{i}]")
         else:
-            out.append((name, _check_tensor(v, f"{who} returned {name}, which")))
+            out.append((name, check_tensor(v, f"{who} returned {name}, which")))
 
     if value is None:
         raise TypeError(f"{who} returned None; expected a tensor or a tuple/list/dict of tensors")

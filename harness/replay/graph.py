@@ -31,8 +31,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.replay import results
-from harness.replay.bits import POISON_NOTE, Report, compare_all, flatten, format_difference, poison
-from harness.text import Msg, with_msg
+from harness.replay.bits import POISON_NOTE, Report, check_tensor, compare_all, flatten, format_difference, poison
+from harness.text import Msg, check_msg, with_msg
 
 __all__ = ["assert_graph_replay"]
 
@@ -72,10 +72,7 @@ def _tensors(arg: Any, name: str, *, required: bool) -> dict[str, torch.Tensor]:
     for k, v in arg.items():
         if not isinstance(k, str) or not k.isidentifier():
             raise TypeError(f"{name}: key {k!r} is not an argument name (fn is called with **{name})")
-        if not isinstance(v, torch.Tensor):
-            raise TypeError(f"{name}[{k!r}] is a {type(v).__name__}; expected a tensor")
-        if v.is_meta:
-            raise TypeError(f"{name}[{k!r}] is a meta tensor; expected a tensor with data")
+        check_tensor(v, f"{name}[{k!r}]", "a tensor")
     return dict(arg)
 
 
@@ -88,8 +85,7 @@ def _fresh_values(fresh: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torc
         raise ValueError(f"fresh must give a value for each input and nothing else: inputs {sorted(inputs)}, "
                          f"fresh {sorted(values)}")
     for k, v in values.items():
-        if not isinstance(v, torch.Tensor):
-            raise TypeError(f"fresh[{k!r}] is a {type(v).__name__}; expected a tensor")
+        check_tensor(v, f"fresh[{k!r}]", "a tensor")
         if v.shape != inputs[k].shape or v.dtype != inputs[k].dtype:
             raise ValueError(f"fresh[{k!r}] has shape {tuple(v.shape)} and dtype {v.dtype}; the captured input has "
                              f"{tuple(inputs[k].shape)} and {inputs[k].dtype} (a graph replays fixed shapes)")
@@ -122,6 +118,7 @@ def assert_graph_replay(
     docstring). ``fresh``: values of the same shapes and dtypes for every input, or a callable making them.
     ``outputs``: buffers ``fn`` writes in place. ``warmup``: calls before the capture (compiles)."""
     __tracebackhide__ = True
+    check_msg(msg)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     ins = _tensors(inputs, "inputs", required=True)

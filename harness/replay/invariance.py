@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from harness.replay import results
-from harness.replay.bits import Report, compare, compare_all, flatten, format_difference
-from harness.text import Msg, with_msg
+from harness.replay.bits import Report, check_tensor, compare, compare_all, flatten, format_difference
+from harness.text import Msg, check_msg, with_msg
 
 __all__ = ["assert_batch_invariant", "assert_deterministic"]
 
@@ -52,6 +52,7 @@ def assert_deterministic(fn: Callable[..., Any], *args: Any, repeats: int = 20, 
     bits. The report names the first run and output that differ, the first differing element (index, both
     words and values) and how many runs differ."""
     __tracebackhide__ = True
+    check_msg(msg)
     _callable(fn)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
         raise ValueError(f"repeats must be an int >= 2 (run 1 is the reference, so fewer runs compare nothing), "
@@ -89,11 +90,12 @@ def _batched(x: Any) -> tuple[list[tuple[str, torch.Tensor]], str]:
     else:
         raise TypeError(f"x must be a tensor, or a non-empty tuple/list/dict of tensors (fn's batched arguments), "
                         f"got {type(x).__name__}" + (" (empty)" if isinstance(x, (tuple, list, Mapping)) else ""))
+    if how == "kwargs":
+        for k in x:
+            if not isinstance(k, str) or not k.isidentifier():
+                raise TypeError(f"x: key {k!r} is not an argument name (fn is called with **x)")
     for name, t in named:
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} is a {type(t).__name__}; expected a tensor")
-        if t.is_meta:
-            raise TypeError(f"{name} is a meta tensor; expected a tensor with data")
+        check_tensor(t, name, "a tensor")
     return named, how
 
 
@@ -173,6 +175,7 @@ def assert_batch_invariant(fn: Callable[..., Any], x: Any, batch_dim: int = 0, s
     first row that differs, the run it differed in (which rows shared its launch), the output, the element
     (index, both words and values)."""
     __tracebackhide__ = True
+    check_msg(msg)
     _callable(fn)
     named, how = _batched(x)
     dim = _dim(batch_dim, named)

@@ -64,3 +64,20 @@ def test_the_modules_that_read_it_agree():
     assert error_bound("sm90", "e4nv", "float8e5", 64) == error_bound("sm90", "e4m3", "e5m2", 64) == by_dtype
     with pytest.raises(ValueError, match="a_dtype must be one of .* got 'e4b15'"):
         error_bound("sm90", "e4b15", "e5m2", 64)
+
+
+def test_dtype_short_names_refuse_what_is_no_dtype_or_name():
+    """``short_name('bf16')`` answered None, which reads as "a dtype without a short name"; unhashable arguments
+    raised a bare "unhashable type"."""
+    from harness.dtypes import short_name, torch_dtype
+
+    assert short_name(torch.bfloat16) == "bf16" and short_name(torch.int32) is None
+    assert torch_dtype("fp16") is torch.float16
+    for bad in ("bf16", [1], None):
+        with pytest.raises(TypeError, match=r"^dtype: expected a torch.dtype such as torch.bfloat16; got "):
+            short_name(bad)
+    for bad in (["bf16"], torch.bfloat16, None):
+        with pytest.raises(TypeError, match=r"^name: expected a dtype name, one of fp16, bf16, fp32, fp64; got "):
+            torch_dtype(bad)
+    with pytest.raises(ValueError, match=r"dtype name 'bf17' is not one of fp16, bf16, fp32, fp64"):
+        torch_dtype("bf17")

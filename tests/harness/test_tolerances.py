@@ -3,7 +3,9 @@
 import os
 import threading
 
+import numpy as np
 import pytest
+import torch
 
 from harness import session, tolerances
 from harness.tolerances import Tolerance, load_toml, lookup, register
@@ -322,6 +324,11 @@ def test_a_failure_cites_where_its_row_is_defined(tmp_path):
 
 def test_allowed_error_and_the_mismatch_fraction_bounds():
     assert Tolerance(rtol=0.5, atol=0.25).allowed(2.0) == 1.25
+    assert Tolerance(rtol=0.5, atol=0.25).allowed(np.float32(2.0)) == 1.25
+    assert torch.equal(Tolerance(rtol=0.5, atol=0.25).allowed(torch.tensor([2.0])), torch.tensor([1.25]))
+    for bad in ("2", None, [2.0], True):
+        with pytest.raises(TypeError, match=r"expected_abs: expected a number or a tensor"):
+            Tolerance(rtol=0.5).allowed(bad)
     assert Tolerance(max_mismatch=1.0).max_mismatch == 1.0  # every element may break the rule: allowed
     with pytest.raises(ValueError, match=r"max_mismatch is a fraction in \[0, 1\], got 1.01"):
         Tolerance(max_mismatch=1.01)
@@ -352,3 +359,10 @@ def test_load_globs_refuses_a_missing_literal_path_only(tmp_path):
     assert table.load_globs(["rows.toml", "nothing/*.toml"], tmp_path) == [tmp_path / "rows.toml"]
     with pytest.raises(FileNotFoundError, match=r"harness_tolerance_files: 'typo\.toml' does not exist under"):
         table.load_globs(["typo.toml"], tmp_path)
+
+
+@pytest.mark.parametrize("field", ["key", "note", "op", "dtype", "arch", "origin"])
+def test_a_rows_text_fields_are_strings(field):
+    """A key or note of another type would print as something it is not in a failure's tolerance line."""
+    with pytest.raises(TypeError, match=rf"Tolerance.{field} must be a str, got int"):
+        Tolerance(**{field: 5})

@@ -375,3 +375,14 @@ def test_an_fp8_code_row_is_refused_not_read_as_exact():
     for bad in (float("nan"), -1.0, float("inf")):
         with pytest.raises(ValueError, match=r"tol must be a finite atol >= 0"):
             assert_topk_multiset_equal(torch.tensor([[0, 1]]), SCORES[:1], k=2, tol=bad)
+
+
+def test_a_row_allowing_a_fraction_of_mismatches_is_refused_not_ignored():
+    """Each row's selection is judged whole: a ``max_mismatch`` would be silently dropped, so it is refused."""
+    with pytest.raises(ValueError, match=r"tol: max_mismatch=0.5 has no meaning for a top-k selection"):
+        assert_topk_multiset_equal(torch.tensor([[0, 1]]), SCORES[:1], k=2, tol=Tolerance(rtol=0.1, max_mismatch=0.5))
+
+
+def test_msg_of_another_type_is_refused_on_a_passing_selection_too():
+    with pytest.raises(TypeError, match=r"msg must be a str, a callable taking the failure text, or None, got int"):
+        assert_topk_multiset_equal(torch.tensor([[0, 1]]), SCORES[:1], k=2, msg=123)

@@ -130,6 +130,7 @@ def test_tolerance_rows_apply_and_bad_arguments_name_themselves():
         (lambda: assert_mx_close(q, q, "mxfp4", layout="tiled"), ValueError, r"layout: expected one of linear"),
         (lambda: assert_mx_close(q, q, "mxfp4", source=x[:, :8]), ValueError, r"source: shape \(4, 8\)"),
         (lambda: assert_mx_close(q, q, "mxfp4", min_sqnr_db=10.0), ValueError, r"min_sqnr_db: .* pass it"),
+        (lambda: assert_mx_close(q, q, "mxfp4", msg=123), TypeError, r"msg must be a str, a callable taking the"),
         (lambda: assert_mx_close(q, q, "mxfp4", source=x, min_sqnr_db=True), ValueError,
          r"min_sqnr_db: expected a finite number; got True"),
     ]:

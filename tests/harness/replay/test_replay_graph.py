@@ -100,6 +100,8 @@ def test_a_host_read_input_is_baked_into_the_graph_gpu(x):
 def test_bad_arguments_are_named(x):
     with pytest.raises(TypeError, match="fn must be callable, got int"):
         assert_graph_replay(1, {"x": x}, {"x": x})
+    with pytest.raises(TypeError, match="msg must be a str, a callable taking the failure text, or None, got int"):
+        assert_graph_replay(rows, {"x": x}, {"x": x}, msg=123)
     with pytest.raises(TypeError, match=r"inputs must be a non-empty dict of argument name -> tensor, got tuple"):
         assert_graph_replay(rows, (x,), {"x": x})
     with pytest.raises(TypeError, match=r"inputs must be a non-empty dict .*got dict \(empty\)"):
@@ -122,6 +124,17 @@ def test_bad_arguments_are_named(x):
         assert_graph_replay(rows, {"x": x}, {"x": 1.0})
     with pytest.raises(TypeError, match=r"fresh must be a dict .* got list from the callable"):
         assert_graph_replay(rows, {"x": x}, lambda: [x])
+    # what the replay cannot read or compare bit for bit, in any argument (fresh values were not checked for it)
+    meta, sparse, cplx = x.to("meta"), x.to_sparse(), torch.zeros(5, 3, dtype=torch.complex64)
+    for call, text in [
+        (lambda: assert_graph_replay(rows, {"x": x}, {"x": meta}), r"fresh\['x'\] is a meta tensor"),
+        (lambda: assert_graph_replay(rows, {"x": x}, {"x": sparse}), r"fresh\['x'\] is a torch.sparse_coo tensor"),
+        (lambda: assert_graph_replay(rows, {"x": sparse}, {"x": x}), r"inputs\['x'\] is a torch.sparse_coo tensor"),
+        (lambda: assert_graph_replay(rows, {"x": x}, {"x": x}, outputs={"o": cplx}),
+         r"outputs\['o'\] has complex dtype torch.complex64; compare its torch.view_as_real\(\) instead"),
+    ]:
+        with pytest.raises(TypeError, match=text):
+            call()
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match=r"warmup must be an int >= 1"):
             assert_graph_replay(rows, {"x": x}, {"x": x}, warmup=bad)

@@ -184,12 +184,19 @@ def test_bad_arguments_of_assert_deterministic_are_named(x):
 def test_bad_arguments_of_assert_batch_invariant_are_named(x):
     with pytest.raises(TypeError, match="fn must be callable"):
         assert_batch_invariant(None, x)
+    for call in (lambda: assert_batch_invariant(rows, x, msg=123), lambda: assert_deterministic(rows, x, msg=123)):
+        with pytest.raises(TypeError, match="msg must be a str, a callable taking the failure text, or None, got int"):
+            call()
     with pytest.raises(TypeError, match=r"x must be a tensor, or a non-empty tuple/list/dict of tensors .*got list"):
         assert_batch_invariant(rows, [])
     with pytest.raises(TypeError, match=r"x must be a tensor.*got int"):
         assert_batch_invariant(rows, 3)
     with pytest.raises(TypeError, match=r"x\[1\] is a int; expected a tensor"):
         assert_batch_invariant(rows, (x, 3))
+    with pytest.raises(TypeError, match=r"x: key 1 is not an argument name \(fn is called with \*\*x\)"):
+        assert_batch_invariant(rows, {1: x})
+    with pytest.raises(TypeError, match=r"x\['x'\] is a torch.sparse_coo tensor; expected a dense tensor"):
+        assert_batch_invariant(rows, {"x": x.to_sparse()})
     with pytest.raises(ValueError, match=r"x is 0-dim: it has no batch_dim"):
         assert_batch_invariant(rows, x[0, 0])
     with pytest.raises(ValueError, match=r"batch_dim=2 is out of range for x of shape \(5, 3\) \(expected -2 <= "):
