@@ -13,15 +13,21 @@ the NaN scale (MX) or saturates (NVFP4, whose ue4m3 scale keeps only NaN).
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 from harness.mx.formats import (
+    FORMATS,
     SCALE_RULES,
     MXFormat,
     check_codes,
     check_dense,
+    check_flag,
     check_float,
     decode,
+    decode_codes,
     e8m0_scale,
     element_format,
     encode,
@@ -32,17 +38,22 @@ __all__ = ["pack_fp4", "unpack_fp4", "quantize_mx", "dequantize_mx", "quantize_n
 _E4M3_MAX, _E2M1_MAX = 448.0, 6.0
 
 
+def _is_int(v: object) -> bool:
+    """An integer (numpy's too), not a bool: ``axis=True`` reading as axis 1 would hide a swapped argument."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
 def _axis(t: torch.Tensor, axis: int, arg: str) -> int:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{arg}: expected a torch.Tensor; got {type(t).__name__}")
-    if not isinstance(axis, int) or not -t.dim() <= axis < t.dim():
+    if not _is_int(axis) or not -t.dim() <= axis < t.dim():
         raise ValueError(f"axis: expected an int in [{-t.dim()}, {t.dim()}) for {arg} of shape {tuple(t.shape)}; "
                          f"got {axis!r}")
-    return axis % t.dim()
+    return int(axis) % t.dim()
 
 
 def _check_block(block: int, pack: bool) -> None:
-    if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+    if not _is_int(block) or block < 1:
         raise ValueError(f"block: expected a positive int; got {block!r}")
     if pack and block % 2:
         raise ValueError(f"block: packing two FP4 codes per byte (pack=True) needs an even block; got {block}")
@@ -72,6 +83,7 @@ def unpack_fp4(packed: torch.Tensor, axis: int = -1) -> torch.Tensor:
 def _blocks(x: torch.Tensor, block: int, axis: int, pad: bool, pack: bool) -> tuple[torch.Tensor, int]:
     """``x`` with ``axis`` moved last and split into (..., n // block, block), zero-padded when ``pad``."""
     check_float(x, "x")
+    check_flag(pad, "pad")
     _check_block(block, pack)
     ax = _axis(x, axis, "x")
     xt = x.movedim(ax, -1)
@@ -100,20 +112,21 @@ def _encode_elements(y: torch.Tensor, f: MXFormat) -> torch.Tensor:
 
 
 def _decode_elements(codes: torch.Tensor, f: MXFormat, ax: int, pack: bool) -> torch.Tensor:
+    """Element values, every error naming ``codes`` (not ``packed``, unpack_fp4's name for them)."""
+    packed = pack and f.name == "e2m1"
+    if codes.dtype != torch.uint8:
+        what = "packed e2m1" if packed else f.name
+        raise ValueError(f"codes: expected a torch.uint8 tensor of {what} codes; got {codes.dtype}")
+    check_dense(codes, "codes")
     if f.name in ("e4m3", "e5m2"):
-        if codes.dtype != torch.uint8:
-            raise ValueError(f"codes: expected a torch.uint8 tensor of {f.name} codes; got {codes.dtype}")
         return codes.view(torch.float8_e4m3fn if f.name == "e4m3" else torch.float8_e5m2).float()
-    if pack and f.name == "e2m1":
-        if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
-            got = codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__
-            raise ValueError(f"codes: expected a torch.uint8 tensor of packed e2m1 codes; got {got}")
-        codes = unpack_fp4(codes, ax)
-    return decode(codes, f.name)
+    return decode_codes(unpack_fp4(codes, ax) if packed else codes, f, "codes")
 
 
 def _expand(scales: torch.Tensor, values: torch.Tensor, block: int, ax: int) -> torch.Tensor:
-    s = scales.movedim(ax, -1).repeat_interleave(block, -1).movedim(-1, ax) if scales.dim() else scales
+    s = scales
+    if scales.dim() == values.dim():  # else no axis to repeat along; the shape test below refuses it
+        s = scales.movedim(ax, -1).repeat_interleave(block, -1).movedim(-1, ax)
     if s.shape != values.shape:
         raise ValueError(f"scales: shape {tuple(scales.shape)} does not fit codes of {tuple(values.shape)} elements "
                          f"at block={block} along axis {ax} (expected {block}x fewer along that axis)")
@@ -131,6 +144,7 @@ def quantize_mx(x: torch.Tensor, fmt: str | torch.dtype, *, block: int = 32, sca
     rounds through float32 first, which only matters for a float64 ``x``).
     """
     f = element_format(fmt)
+    check_flag(pack, "pack")
     if scale_rule not in SCALE_RULES:
         raise ValueError(f"scale_rule: expected one of {', '.join(SCALE_RULES)}; got {scale_rule!r}")
     xb, ax = _blocks(x, block, axis, pad, pack and f.name == "e2m1")
@@ -143,10 +157,36 @@ def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor, fmt: str | torch.dt
                   axis: int = -1, pack: bool = True) -> torch.Tensor:
     """The float32 values of :func:`quantize_mx` output: element times 2^(scale - 127), exact (NaN scale: NaN)."""
     f = element_format(fmt)
+    check_flag(pack, "pack")
     _check_block(block, pack and f.name == "e2m1")
     ax = _axis(codes, axis, "codes")
     values = _decode_elements(codes, f, ax, pack)
-    return values * _expand(decode(scales, "e8m0"), values, block, ax)
+    return values * _expand(decode_codes(scales, FORMATS["e8m0"], "scales"), values, block, ax)
+
+
+def _check_global_scale(global_scale: object, device: torch.device) -> torch.Tensor:
+    """The one NVFP4 global scale as a 0-dim float32 tensor on ``device``: finite and > 0 (no quantizer produces
+    another), one value (a per-row tensor would broadcast into another scheme). A one-value tensor of any shape is
+    accepted: kernels return theirs as shape (1,)."""
+    want = "expected a finite positive scalar"
+    kinds = "a real number, or a one-value real tensor"
+    if isinstance(global_scale, torch.Tensor):
+        if global_scale.dtype == torch.bool or global_scale.is_complex():
+            raise ValueError(f"global_scale: {want} ({kinds}); got a {global_scale.dtype} tensor")
+        check_dense(global_scale, "global_scale")
+        if global_scale.numel() != 1:
+            raise ValueError(f"global_scale: {want} ({kinds}); got a tensor of shape {tuple(global_scale.shape)}")
+        shown = global_scale.item()
+    elif isinstance(global_scale, numbers.Real) and not isinstance(global_scale, bool):
+        shown = global_scale = float(global_scale)
+    else:
+        raise ValueError(f"global_scale: {want} ({kinds}); got {global_scale!r}")
+    g = torch.as_tensor(global_scale, dtype=torch.float32, device=device).reshape(())
+    if not bool(torch.isfinite(g)) or float(g) <= 0:
+        # a float64 can be finite and positive yet 0 or inf in float32, where the scale is applied
+        in32 = f" ({float(g)} in float32)" if math.isfinite(shown) and shown > 0 else ""
+        raise ValueError(f"global_scale: {want}; got {shown!r}{in32}")
+    return g
 
 
 def _global_scale(x: torch.Tensor, global_scale: float | torch.Tensor | None) -> torch.Tensor:
@@ -156,10 +196,7 @@ def _global_scale(x: torch.Tensor, global_scale: float | torch.Tensor | None) ->
             raise ValueError("x: has NaN or inf, so the default global_scale (amax / (448 * 6)) is undefined; "
                              "pass global_scale")
         return torch.where(amax > 0, amax / (_E4M3_MAX * _E2M1_MAX), 1.0)
-    g = torch.as_tensor(global_scale, dtype=torch.float32, device=x.device)
-    if g.dim() or not torch.isfinite(g) or g <= 0:
-        raise ValueError(f"global_scale: expected a finite positive scalar; got {global_scale!r}")
-    return g
+    return _check_global_scale(global_scale, x.device)
 
 
 def quantize_nvfp4(x: torch.Tensor, *, global_scale: float | torch.Tensor | None = None, block: int = 16,
@@ -173,6 +210,7 @@ def quantize_nvfp4(x: torch.Tensor, *, global_scale: float | torch.Tensor | None
     exactly, RNE and saturated to e2m1; a block whose scale is 0 encodes +0. Kernels that multiply by an fp32
     reciprocal instead can differ from this by one e2m1 step where x / scale sits on a rounding boundary.
     """
+    check_flag(pack, "pack")
     xb, ax = _blocks(x, block, axis, pad, pack)
     g = _global_scale(xb, global_scale)
     scales = encode(xb.float().abs().amax(-1) / _E2M1_MAX / g, "ue4m3")
@@ -184,8 +222,9 @@ def quantize_nvfp4(x: torch.Tensor, *, global_scale: float | torch.Tensor | None
 def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: float | torch.Tensor, *,
                      block: int = 16, axis: int = -1, pack: bool = True) -> torch.Tensor:
     """The float32 values of :func:`quantize_nvfp4` output: (e2m1 * ue4m3, exact) * global_scale, one rounding."""
+    check_flag(pack, "pack")
     _check_block(block, pack)
     ax = _axis(codes, axis, "codes")
-    values = _decode_elements(codes, element_format("e2m1"), ax, pack)
-    g = torch.as_tensor(global_scale, dtype=torch.float32, device=values.device)
-    return values * _expand(decode(scales, "ue4m3"), values, block, ax) * g
+    values = _decode_elements(codes, FORMATS["e2m1"], ax, pack)
+    s = _expand(decode_codes(scales, FORMATS["ue4m3"], "scales"), values, block, ax)
+    return values * s * _check_global_scale(global_scale, values.device)

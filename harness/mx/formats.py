@@ -156,12 +156,19 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def check_float(x: object, arg: str) -> None:
-    """``TypeError`` naming ``arg`` unless ``x`` is a float tensor the codecs take."""
+    """``ValueError`` naming ``arg`` unless ``x`` is a float tensor the codecs take."""
     if not isinstance(x, torch.Tensor) or x.dtype not in _FLOATS:
         got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"{arg}: expected a floating-point torch.Tensor (float16, bfloat16, float32 or float64; "
                          f"FP8 values: upcast them first); got {got}")
     check_dense(x, arg)
+
+
+def check_flag(v: object, arg: str) -> bool:
+    """``v`` if it is a bool: a truthy string such as ``'no'`` or an int must not quietly switch a mode on."""
+    if not isinstance(v, bool):
+        raise TypeError(f"{arg}: expected True or False; got {v!r}")
+    return v
 
 
 def check_codes(codes: object, f: MXFormat, arg: str = "codes") -> torch.Tensor:
@@ -179,6 +186,7 @@ def _random_byte(random_bits: object, x: torch.Tensor) -> torch.Tensor:
     if not isinstance(random_bits, torch.Tensor) or random_bits.dtype != torch.uint32:
         got = random_bits.dtype if isinstance(random_bits, torch.Tensor) else random_bits
         raise ValueError(f"random_bits: rounding='rs' needs a torch.uint32 tensor, one value per element; got {got}")
+    check_dense(random_bits, "random_bits")
     try:
         ok = torch.broadcast_shapes(random_bits.shape, x.shape) == x.shape
     except RuntimeError:
@@ -202,6 +210,7 @@ def encode(x: torch.Tensor, fmt: str | MXFormat, *, rounding: str = RNE, saturat
     """
     f = _format(fmt, "fmt")
     check_float(x, "x")
+    check_flag(saturate, "saturate")
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding: expected one of {', '.join(ROUNDINGS)}; got {rounding!r}")
     if rounding == RS:
@@ -242,8 +251,13 @@ def encode(x: torch.Tensor, fmt: str | MXFormat, *, rounding: str = RNE, saturat
 
 def decode(codes: torch.Tensor, fmt: str | MXFormat) -> torch.Tensor:
     """``fmt`` codes (uint8) as float32 values; every value is exact in float32 (e8m0's 2^-127 as a subnormal)."""
-    f = _format(fmt, "fmt")
-    return _values(f, codes.device if isinstance(codes, torch.Tensor) else "cpu")[check_codes(codes, f)].float()
+    return decode_codes(codes, _format(fmt, "fmt"), "codes")
+
+
+def decode_codes(codes: object, f: MXFormat, arg: str) -> torch.Tensor:
+    """:func:`decode`, its errors naming the caller's argument ``arg`` (``scales`` for block scales)."""
+    c = check_codes(codes, f, arg)
+    return _values(f, c.device)[c].float()
 
 
 def _ordered(codes: torch.Tensor, f: MXFormat) -> torch.Tensor:
@@ -257,6 +271,8 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor, fmt: str | MXFormat) -> torch
     """Steps between ``a`` and ``b`` codes (int64) on the format's grid: ±0 are equal, NaN is :data:`ULP_FAR`."""
     f = _format(fmt, "fmt")
     ca, cb = check_codes(a, f, "a"), check_codes(b, f, "b")
+    if ca.shape != cb.shape:  # broadcasting would pair codes that are not the same element
+        raise ValueError(f"a and b must have the same shape, got {tuple(ca.shape)} and {tuple(cb.shape)}")
     d = (_ordered(ca, f) - _ordered(cb, f)).abs()
     if f.has_nan:
         d = torch.where((ca == f.nan_code) | (cb == f.nan_code), ULP_FAR, d)

@@ -63,6 +63,13 @@ class Scheme:
 
     def dequantize(self, q: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """float32 values of a quantized tuple (blocks along the last axis)."""
+        want = 3 if self.name == "nvfp4" else 2
+        what = f"q: {self.name} is dequantized from a tuple " + (
+            "(codes, scales, global_scale)" if want == 3 else "(codes, scales)") + ", as quantize returns it"
+        if not isinstance(q, (tuple, list)):
+            raise TypeError(f"{what}; got {type(q).__name__}")
+        if len(q) != want:
+            raise ValueError(f"{what}; got a {type(q).__name__} of {len(q)}")
         if self.name == "nvfp4":
             return dequantize_nvfp4(q[0], q[1], q[2], block=self.block)
         return dequantize_mx(q[0], q[1], self.elem, block=self.block)

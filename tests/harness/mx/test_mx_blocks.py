@@ -234,3 +234,115 @@ def test_mx_errors_name_the_callers_argument():
     n = SCHEMES["nvfp4"].quantize(torch.randn(4, 64))
     with pytest.raises(TypeError, match=r"^expected: its global_scale must be a float tensor or a number; got str"):
         assert_mx_close(n, (n[0], n[1], "x"), "nvfp4")
+
+
+def _nvfp4_operands() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return quantize_nvfp4(torch.randn(2, 16, generator=torch.Generator().manual_seed(3)))
+
+
+@pytest.mark.parametrize("g, got", [
+    (math.nan, r"got nan$"), (-1, r"got -1.0$"), (0, r"got 0.0$"), (1e-50, r"got 1e-50 \(0.0 in float32\)$"),
+    (True, r"\(a real number, or a one-value real tensor\); got True$"),
+    ("1", r"\(a real number, or a one-value real tensor\); got '1'$"),
+    (None, r"\(a real number, or a one-value real tensor\); got None$"),
+    (torch.tensor([[1.0], [1000.0]]), r"got a tensor of shape \(2, 1\)$"),
+    (torch.ones(3), r"got a tensor of shape \(3,\)$"),
+    (torch.tensor(True), r"got a torch.bool tensor$"),
+])
+def test_dequantize_nvfp4_refuses_a_global_scale_that_quantize_refuses(g, got):
+    """dequantize_nvfp4 took NaN, -1, 0 and True silently, broadcast a per-row tensor, and gave raw torch errors for
+    shape (3,), '1' and None; now it shares quantize_nvfp4's check (which took True as 1.0 and raised torch's
+    "new(): invalid data type 'str'")."""
+    codes, scales, _ = _nvfp4_operands()
+    message = r"^global_scale: expected a finite positive scalar.*" + got
+    with pytest.raises(ValueError, match=message):
+        dequantize_nvfp4(codes, scales, g)
+    if g is not None:  # None is quantize_nvfp4's default: amax / (448 * 6)
+        with pytest.raises(ValueError, match=message):
+            quantize_nvfp4(torch.ones(2, 16), global_scale=g)
+
+
+def test_nvfp4_takes_any_one_value_real_global_scale():
+    """A kernel returns its global scale as a one-value tensor of shape (1,); ints and numpy floats are numbers."""
+    codes, scales, g = _nvfp4_operands()
+    want = dequantize_nvfp4(codes, scales, g)
+    for same in (float(g), np.float32(g), g.reshape(1), g.reshape(1, 1, 1), g.double()):
+        assert torch.equal(dequantize_nvfp4(codes, scales, same), want), same
+    x = torch.randn(2, 16)
+    for two in (2, np.float64(2.0), torch.tensor([2.0]), torch.tensor(2)):
+        c, s, g2 = quantize_nvfp4(x, global_scale=two)
+        assert g2.shape == () and g2.item() == 2.0 and torch.equal(c, quantize_nvfp4(x, global_scale=2.0)[0])
+
+
+def test_flags_must_be_bools_and_axes_ints_not_bools():
+    """pad='no' padded, pack='no' packed, and axis=True was axis 1: a swapped or mistyped argument passed unseen."""
+    x33, x = torch.randn(2, 33), torch.randn(2, 32)
+    c, s = quantize_mx(x, "e2m1")
+    cn, sn, gn = quantize_nvfp4(x)
+    flags = [
+        ("pad", lambda v: quantize_mx(x33, "e2m1", pad=v)), ("pack", lambda v: quantize_mx(x, "e2m1", pack=v)),
+        ("pack", lambda v: dequantize_mx(c, s, "e2m1", pack=v)), ("pad", lambda v: quantize_nvfp4(x33, pad=v)),
+        ("pack", lambda v: quantize_nvfp4(x, pack=v)), ("pack", lambda v: dequantize_nvfp4(cn, sn, gn, pack=v)),
+    ]
+    for arg, call in flags:
+        for v in ("no", 1, None):
+            with pytest.raises(TypeError, match=rf"^{arg}: expected True or False; got {v!r}$"):
+                call(v)
+    for call, of in [(lambda: quantize_mx(x, "e2m1", axis=True), r"x of shape \(2, 32\)"),
+                     (lambda: dequantize_mx(c, s, "e2m1", axis=True), r"codes of shape \(2, 16\)"),
+                     (lambda: pack_fp4(unpack_fp4(c), axis=True), r"codes of shape \(2, 32\)"),
+                     (lambda: quantize_nvfp4(x, axis=False), r"x of shape \(2, 32\)")]:
+        with pytest.raises(ValueError, match=rf"^axis: expected an int in \[-2, 2\) for {of}; got (True|False)$"):
+            call()
+    # numpy integers are ints
+    assert torch.equal(quantize_mx(x, "e2m1", axis=np.int64(1), block=np.int64(32))[0], c)
+
+
+def test_dequantize_errors_name_scales_codes_and_refuse_meta():
+    """A bad scales tensor was reported as "codes: ..." (decode's own name), meta e2m1 codes as "packed: ...", and
+    meta MXFP8 codes gave torch's "Tensor on device cpu is not on the expected device meta!"."""
+    x = torch.randn(2, 32)
+    c, s = quantize_mx(x, "e2m1")
+    c8, s8 = quantize_mx(x, torch.float8_e4m3fn)
+    cn, sn, gn = quantize_nvfp4(x)
+    meta = "is on the meta device: it has a shape and a dtype but no values"
+    cases = [
+        (lambda: dequantize_mx(c, s.float(), "e2m1"), r"scales: expected a torch.uint8 tensor of e8m0 codes; got "
+                                                      r"torch.float32"),
+        (lambda: dequantize_mx(c, None, "e2m1"), r"scales: expected a torch.uint8 tensor of e8m0 codes; got NoneType"),
+        (lambda: dequantize_mx(c, s.to("meta"), "e2m1"), f"scales: {meta}"),
+        (lambda: dequantize_mx(c, s[0], "e2m1"), r"scales: shape \(1,\) does not fit codes of \(2, 32\)"),
+        (lambda: dequantize_mx(c.to("meta"), s, "e2m1"), f"codes: {meta}"),
+        (lambda: dequantize_mx(unpack_fp4(c).to("meta"), s, "e2m1", pack=False), f"codes: {meta}"),
+        (lambda: dequantize_mx(c8.to("meta"), s8, torch.float8_e4m3fn), f"codes: {meta}"),
+        (lambda: dequantize_nvfp4(cn, sn.float(), gn), r"scales: expected a torch.uint8 tensor of ue4m3 codes"),
+        (lambda: dequantize_nvfp4(cn, sn.to("meta"), gn), f"scales: {meta}"),
+        (lambda: dequantize_nvfp4(cn.to("meta"), sn, gn), f"codes: {meta}"),
+        (lambda: dequantize_nvfp4(cn, sn, gn.to("meta")), f"global_scale: {meta}"),
+        (lambda: quantize_nvfp4(x, global_scale=gn.to("meta")), f"global_scale: {meta}"),
+        (lambda: quantize_mx(x.to("meta"), "e2m1"), f"x: {meta}"),
+        (lambda: quantize_nvfp4(x.to("meta")), f"x: {meta}"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+
+
+def test_scheme_dequantize_checks_its_tuple():
+    """A short tuple raised IndexError and None "'NoneType' object is not subscriptable"."""
+    from harness.mx import SCHEMES
+
+    x = torch.randn(2, 32)
+    mx4, nv4 = SCHEMES["mxfp4"], SCHEMES["nvfp4"]
+    q, n = mx4.quantize(x), nv4.quantize(x)
+    assert torch.equal(mx4.dequantize(list(q)), dequantize_mx(*q, "e2m1"))
+    short_long = [(mx4, q[:1], "a tuple of 1"), (nv4, n[:2], "a tuple of 2"), (mx4, (*q, q[0]), "a tuple of 3")]
+    for sch, bad, got in short_long:
+        what = r"\(codes, scales, global_scale\)" if sch is nv4 else r"\(codes, scales\)"
+        with pytest.raises(ValueError, match=rf"^q: {sch} is dequantized from a tuple {what}, as quantize returns it; "
+                                             rf"got {got}$"):
+            sch.dequantize(bad)
+    with pytest.raises(TypeError, match=r"^q: nvfp4 is dequantized from a tuple .*; got NoneType$"):
+        nv4.dequantize(None)
+    with pytest.raises(TypeError, match=r"^pad: expected True or False; got 'no'$"):
+        mx4.quantize(x, pad="no")

@@ -316,3 +316,38 @@ def test_codecs_take_any_float_dtype_and_keep_shape():
     for dtype in (torch.float16, torch.bfloat16, torch.float64):
         assert torch.equal(encode(x.to(dtype), "e2m1"), encode(x, "e2m1"))
     assert encode(x, "e2m1").shape == (2, 2) and encode(torch.tensor(1.0), "e2m1").item() == 0x2
+
+
+def test_ulp_distance_needs_equal_shapes():
+    """Broadcasting paired one code with every code of the other side ([1, 2, 3] against [1] gave [0, 1, 2]), and
+    unequal lengths gave torch's raw size RuntimeError."""
+    a = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    for b in (torch.tensor([1], dtype=torch.uint8), torch.tensor([1, 2], dtype=torch.uint8)):
+        with pytest.raises(ValueError, match=rf"^a and b must have the same shape, got \(3,\) and \({len(b)},\)$"):
+            ulp_distance(a, b, "e2m1")
+    assert ulp_distance(a, a.clone(), "e2m1").tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("saturate", ["no", 0, 1, None])
+def test_encode_saturate_must_be_a_bool(saturate):
+    """A truthy string picked the satfinite policy: NaN became code 7, not the 8 of saturate=False."""
+    nan = torch.tensor([math.nan])
+    assert encode(nan, "e2m1", saturate=False).item() == 8 and encode(nan, "e2m1", saturate=True).item() == 7
+    with pytest.raises(TypeError, match=rf"^saturate: expected True or False; got {saturate!r}$"):
+        encode(nan, "e2m1", saturate=saturate)
+
+
+def test_meta_inputs_are_refused_by_name():
+    """A meta tensor has a shape but no values; random_bits on meta gave torch's "Cannot copy out of meta tensor"."""
+    meta = torch.empty(4, device="meta")
+    cases = [
+        (lambda: encode(meta, "e2m1"), "x"),
+        (lambda: encode(torch.ones(4), "e2m1", rounding="rs", random_bits=torch.zeros(4, dtype=torch.uint32,
+                                                                                      device="meta")), "random_bits"),
+        (lambda: e8m0_scale(meta, "e2m1"), "amax"),
+        (lambda: decode(meta.to(torch.uint8), "e2m1"), "codes"),
+        (lambda: ulp_distance(torch.zeros(4, dtype=torch.uint8), meta.to(torch.uint8), "e2m1"), "b"),
+    ]
+    for call, arg in cases:
+        with pytest.raises(ValueError, match=rf"^{arg}: is on the meta device"):
+            call()
