@@ -186,6 +186,17 @@ def _caller() -> str:
     return "?"
 
 
+def _measured(c: Corruption, st: State, s: Any, assertion: str) -> float:
+    """``c``'s size, or ``inf`` where it cannot be measured (the values of an accepted answer may not decode: a NaN
+    NVFP4 global scale, which ``nan_equal`` lets pass): the finding stands, said in the report, never raised."""
+    try:
+        return float(c.size())
+    except Exception as e:  # noqa: BLE001 - a size is a ranking aid; the finding itself is the result
+        st.errors.append(f"{st.test or s.observations.current_test}: {assertion}: the size of '{c.name}': "
+                         f"{type(e).__name__}: {e}")
+        return math.inf
+
+
 def probe(assertion: str, accepts: Callable[[Any], bool], corruptions: Callable[[], Iterable[Corruption]], *,
           op: str, dtype: str, tol: Any, row: dict[str, Any] | None = None) -> Finding | None:
     """Ask ``accepts`` (the same check, rerun) about each corruption; record a :class:`Finding` when any passes.
@@ -216,7 +227,7 @@ def probe(assertion: str, accepts: Callable[[Any], bool], corruptions: Callable[
     st.candidates += len(cands)
     finding = None
     if accepted:
-        sizes = {id(c): c.size() for c in accepted}
+        sizes = {id(c): _measured(c, st, s, assertion) for c in accepted}
         accepted.sort(key=lambda c: sizes[id(c)])
         small = accepted[0]
         key = getattr(tol, "key", "") or repr(tol)

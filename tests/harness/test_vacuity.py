@@ -173,6 +173,23 @@ def test_a_wrong_answer_that_cannot_be_built_is_reported_never_raised(probed):
     assert probed.findings == [] and err.endswith("_is_reported_never_raised: demo_assert: IndexError: demo")
 
 
+def test_an_accepted_answer_whose_size_cannot_be_measured_is_still_a_finding(probed):
+    """An accepted wrong answer's size only ranks it; where its values cannot be decoded (a NaN NVFP4 global scale,
+    which nan_equal lets pass, no longer dequantizes) the finding stands with size inf and the reason reported."""
+    def unmeasurable():
+        raise ValueError("global_scale: expected a finite positive scalar; got nan")
+
+    def corruptions():
+        yield vacuity.Corruption("demo", "everywhere", unmeasurable, lambda: None)
+        yield vacuity.Corruption("small", "one value", lambda: 0.5, lambda: None)
+
+    f = vacuity.probe("demo_assert", lambda c: True, corruptions, op="o", dtype="d", tol=None)
+    assert f is not None and _names(f) == {"demo", "small"} and f.smallest == "small: one value"
+    (err,) = probed.errors
+    assert err.endswith("demo_assert: the size of 'demo': ValueError: global_scale: expected a finite positive "
+                        "scalar; got nan")
+
+
 def test_shard_reports_merge_their_vacuity_and_coverage():
     from harness import report
 
