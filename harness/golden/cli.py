@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.golden.paths import output_problem
 from harness.golden.unused import judge, load_record
 
 __all__ = ["PARSER_KWARGS", "add_arguments", "regen_goldens", "repack_goldens", "run", "unused_goldens"]
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return unused_goldens(args.records, rootdir=args.rootdir)
     if args.golden_command == "repack":
         return repack_goldens(args.dir)
-    if args.overwrite_changes and not args.changes:
+    if args.overwrite_changes and args.changes is None:
         print("golden regen: --overwrite-changes needs --changes PATH", file=sys.stderr)
         return 2
     return regen_goldens(args.pytest_args, failed_only=args.failed, changes=args.changes,
@@ -127,6 +128,13 @@ def run(args: argparse.Namespace) -> int:
 
 def unused_goldens(records: Sequence[str], *, rootdir: str = ".") -> int:
     """``golden unused``: judge the union of the shards' records; prints the verdict, returns its status."""
+    # checked here, or no golden file would be found and every one would have "been used"
+    what = ("an empty path" if not rootdir else "" if os.path.isdir(rootdir)
+            else "not a directory" if os.path.lexists(rootdir) else "not found")
+    if what:
+        print(f"golden unused: --rootdir {rootdir!r}: {what}; expected the checkout the shards ran on",
+              file=sys.stderr)
+        return 2
     try:
         loaded = [(path, load_record(path)) for path in records]
     except ValueError as e:
@@ -142,6 +150,9 @@ def repack_goldens(directory: str | os.PathLike[str]) -> int:
     the totals; returns the exit status."""
     from harness.golden.files import GoldenError, repack  # torch: only for this command
 
+    if not os.fspath(directory):  # Path("") is ".": everything under the current directory
+        print("golden repack: DIR is an empty path (expected the golden dir)", file=sys.stderr)
+        return 2
     root = Path(directory)
     if not root.is_dir() or root.is_symlink():
         print(f"golden repack: {root} is not a directory (expected the golden dir)", file=sys.stderr)
@@ -191,16 +202,10 @@ def _summary(data: dict[str, Any]) -> list[str]:
 
 
 def _changes_problem(changes: str, overwrite: bool) -> str:
-    """Why ``--changes`` cannot be written (empty when it can), asked before pytest runs."""
-    target = Path(changes)
-    if target.is_symlink() or (target.exists() and not target.is_file()):
-        return f"--changes {changes}: exists and is not a regular file"
-    if target.exists() and not overwrite:
-        return f"--changes {changes}: the file exists; remove it or pass --overwrite-changes to replace it"
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        return f"--changes {changes}: {parent} is not a directory"
-    return ""
+    """Why ``--changes`` cannot be written (empty when it can), asked before pytest runs: the checks of the plugin's
+    ``--golden-changes`` (:func:`harness.golden.paths.output_problem`)."""
+    problem = output_problem(changes, replace_flag=None if overwrite else "--overwrite-changes")
+    return f"--changes {changes}: {problem}" if problem else ""
 
 
 def _keep_changes(src: str, changes: str) -> None:
@@ -221,7 +226,7 @@ def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, chan
     """``golden regen``: pytest over ``pytest_args`` with the regen flag, then the per-file summary;
     ``changes`` keeps the JSON change list there (refused, status 2, if it exists and ``overwrite_changes`` is
     off). Returns pytest's exit status."""
-    if changes:
+    if changes is not None:  # "" too: an empty path is refused, never taken for no --changes
         problem = _changes_problem(changes, overwrite_changes)
         if problem:
             print(f"golden regen: {problem}", file=sys.stderr)
@@ -239,7 +244,7 @@ def regen_goldens(pytest_args: Sequence[str], *, failed_only: bool = False, chan
         except FileNotFoundError:
             print(f"golden regen: pytest exited with status {rc} before recording changes", file=sys.stderr)
             return rc or 1
-        if changes:
+        if changes is not None:
             _keep_changes(path, changes)
     print("\n".join(_summary(data)), flush=True)
     return rc

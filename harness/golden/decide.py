@@ -43,9 +43,11 @@ def max_bytes() -> int:
     raw = os.environ.get(ENV_MAX_BYTES, "")
     if not raw:
         return DEFAULT_MAX_BYTES
-    if not raw.strip().isdigit() or int(raw) < 1:
+    digits = raw.strip()
+    # ASCII digits only: str.isdigit() is also true of '²', which int() refuses
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
         raise ValueError(f"{ENV_MAX_BYTES}={raw!r}: expected a positive int, the most bytes a golden may take")
-    return int(raw)
+    return int(digits)
 
 
 def ci_value(environ: Mapping[str, str] | None = None) -> str | None:

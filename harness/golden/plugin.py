@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.golden.decide import max_bytes, run_mode
+from harness.golden.paths import golden_root, output_problem
 from harness.golden.unused import RECORD_KIND, RECORD_VERSION, remove_leftover_temps, unused_files
 from harness.plugin import harness_op, session_key, session_of
 
@@ -136,7 +138,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="off|warn|fail",
                     help="report golden files no test used (only on a run of the whole suite)")
     group.addoption("--golden-changes", dest="golden_changes", metavar="PATH", default=None,
-                    help="write the goldens created/rewritten in this run as JSON to PATH")
+                    help="write the goldens created/rewritten in this run as JSON to PATH, a new file unless "
+                         "--golden-overwrite-changes")
+    group.addoption("--golden-overwrite-changes", action="store_true", dest="golden_overwrite_changes",
+                    default=False, help="let --golden-changes=PATH replace an existing file")
     group.addoption("--golden-record", dest="golden_record", metavar="PATH", default=None,
                     help="write this run's golden bookkeeping as JSON to PATH, for 'python -m harness golden "
                          "unused RECORD...' to judge unused goldens over the union of shards (--splits)")
@@ -153,13 +158,35 @@ def pytest_configure(config: pytest.Config) -> None:
         max_bytes()
     except ValueError as e:  # HARNESS_GOLDEN_MAX_BYTES that is no size
         raise pytest.UsageError(str(e)) from None
+    if not hasattr(config, "workerinput"):  # only the controller writes them
+        _check_output_paths(config)
     raw = config.getini("golden_dir") or "golden"
-    root = Path(raw) if os.path.isabs(raw) else Path(config.rootpath) / raw
+    try:
+        root = golden_root(raw, config.rootpath)
+    except ValueError as e:  # checked before the temp-file sweep below, which must stay inside the project
+        raise pytest.UsageError(f"ini golden_dir: {e}; goldens live in the project: give a directory under the "
+                                f"rootdir (default: golden)") from None
     run = _Run(config, mode, root)
     if not hasattr(config, "workerinput"):  # once per session, before any worker writes
         run.leftovers = remove_leftover_temps(root, Path(config.rootpath))
     session_of(config).add_section("golden", run)
     config.pluginmanager.register(_Tracker(run), "harness-golden-tracker")
+
+
+def _check_output_paths(config: pytest.Config) -> None:
+    """--golden-changes and --golden-record, asked at start-up: a path that cannot be written would otherwise
+    cost a traceback after the whole run, a FIFO a hang, a symlink a file overwritten elsewhere. The change list
+    is a new file unless --golden-overwrite-changes, as ``golden regen --changes`` is; a shard's record is
+    replaced on every run of that shard."""
+    changes = config.getoption("golden_changes")
+    if config.getoption("golden_overwrite_changes") and changes is None:
+        raise pytest.UsageError("--golden-overwrite-changes needs --golden-changes=PATH")
+    replace = None if config.getoption("golden_overwrite_changes") else "--golden-overwrite-changes"
+    for flag, path, flag_replace in (("--golden-changes", changes, replace),
+                                     ("--golden-record", config.getoption("golden_record"), None)):
+        problem = None if path is None else output_problem(path, replace_flag=flag_replace)
+        if problem:
+            raise pytest.UsageError(f"{flag}={path}: {problem}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -311,9 +338,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # the session hands the run to the controller (harness.plugin)
     path = config.getoption("golden_changes")
     if path:
-        data = {"version": _CHANGES_VERSION, "mode": run.mode, "checked": run.checked,
-                "changes": sorted(run.changes, key=lambda c: c["path"])}
-        Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        if os.path.lexists(path) and not config.getoption("golden_overwrite_changes"):
+            _not_written(config, "--golden-changes", path, "a file appeared there during the run; not replaced")
+        else:
+            data = {"version": _CHANGES_VERSION, "mode": run.mode, "checked": run.checked,
+                    "changes": sorted(run.changes, key=lambda c: c["path"])}
+            _write_json(config, "--golden-changes", path, data)
     path = config.getoption("golden_record")
     if path:
         _write_record(config, run, int(exitstatus), path)
@@ -343,10 +373,8 @@ def _write_record(config: pytest.Config, run: _Run, exitstatus: int, path: str) 
         partial = _partial_reason(config, run, count_deselected=False)
     else:
         partial = f"session ended with {pytest.ExitCode(int(exitstatus)).name}"
-    try:  # relative to the rootdir, so shards on other machines' checkouts agree
-        golden_dir = run.root.relative_to(run.rootdir).as_posix()
-    except ValueError:
-        golden_dir = run.root.as_posix()
+    # relative to the rootdir (the golden dir lies inside it: golden_root), so shards on other checkouts agree
+    golden_dir = Path(os.path.relpath(run.root, os.path.abspath(run.rootdir))).as_posix()
     data = {
         "kind": RECORD_KIND, "version": RECORD_VERSION, "exitstatus": int(exitstatus), "partial": partial,
         "golden_dir": golden_dir,
@@ -356,11 +384,34 @@ def _write_record(config: pytest.Config, run: _Run, exitstatus: int, path: str) 
         "not_passed": sorted(n for n in run.not_passed if n in items),
         "skipped_modules": sorted(run.skipped_modules),
     }
+    _write_json(config, "--golden-record", path, data)
+
+
+def _write_json(config: pytest.Config, flag: str, path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` through a temp file beside ``path`` and ``os.replace``: a reader never sees half a file, and
+    a symlink put at ``path`` during the run is replaced, never written through. The path was checked at
+    start-up; what changed since costs the file (named in the summary), never the run."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    created = False
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:  # "x": a file or link already there is never written through
+            created = True
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        _not_written(config, flag, path, e.strerror or str(e))
+        if created and os.path.lexists(tmp):  # ours: never left behind
+            os.unlink(tmp)
+
+
+def _not_written(config: pytest.Config, flag: str, path: str, why: str) -> None:
+    line = f"golden: {flag}={path}: not written: {why}"
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line, red=True)
+    else:
+        print(line, file=sys.stderr)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

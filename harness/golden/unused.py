@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.golden.paths import golden_root, input_problem
+
 __all__ = ["RECORD_KIND", "RECORD_VERSION", "Verdict", "judge", "load_record", "unused_files"]
 
 RECORD_KIND = "harness-golden-record"
@@ -70,8 +72,8 @@ def _alive(pid: int) -> bool:
 def leftover_temps(root: Path, *, now: float | None = None) -> list[Path]:
     """Temp files of golden writes that will never complete, under ``root``: their process is gone (killed mid-write,
     ``kill -9``), or they are older than :data:`TEMP_MAX_AGE_S`. A temp file of a write in progress (a concurrent run
-    on this machine) is none. Regular files only; links are never followed."""
-    if not root.is_dir():
+    on this machine) is none. Regular files only; links are never followed (a golden dir that is a link too)."""
+    if root.is_symlink() or not root.is_dir():
         return []
     t = time.time() if now is None else now
     out = []
@@ -146,17 +148,52 @@ def unused_files(root: Path, rootdir: Path, *, used: Iterable[str], items: Mappi
 
 def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """One shard's record; a ``ValueError`` naming the file when it is not one this version writes."""
+    problem = input_problem(path)
+    if problem:  # before opening: opening a FIFO blocks
+        raise ValueError(f"{path!s}: {problem}; expected a golden record (written by pytest --golden-record=PATH)")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: cannot read a golden record ({e})") from None
     if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:
         raise ValueError(f"{path}: not a golden record (written by pytest --golden-record=PATH)")
     if data.get("version") != RECORD_VERSION:
         raise ValueError(f"{path}: golden record version {data.get('version')!r}, this harness reads "
                          f"{RECORD_VERSION}: write the records and judge them with one harness version")
+    for key, (ok, expected) in _FIELDS.items():
+        if key in data and not ok(data[key]):
+            raise ValueError(f"{path}: field {key!r} is {_shown(data[key])}; expected {expected} (a record "
+                             f"written by pytest --golden-record=PATH holds one)")
     return data
+
+
+def _strs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _relative_dir(v: Any) -> bool:
+    """A golden dir as records name it: relative to the rootdir and inside it (the judge resolves links)."""
+    return (isinstance(v, str) and bool(v) and not os.path.isabs(v)
+            and os.path.normpath(v).split(os.sep)[0] != os.pardir)
+
+
+#: A record's fields that :func:`judge` reads: their check and what is expected, for the error.
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "exitstatus": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an int (pytest's exit status)"),
+    "partial": (lambda v: v is None or isinstance(v, str), "null or a string (why the run was not a shard)"),
+    "golden_dir": (_relative_dir, "a path relative to the rootdir that stays inside it, such as 'golden'"),
+    **{k: (_strs, "a list of strings (node ids)") for k in ("collected", "selected", "passed", "not_passed")},
+    "used": (_strs, "a list of strings (golden files)"),
+    "skipped_modules": (_strs, "a list of strings (module names)"),
+    "items": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for kv in v.items() for x in kv),
+              "an object of strings (node id -> golden directory)"),
+}
+
+
+def _shown(v: Any) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _listed(nodeids: Sequence[str]) -> str:
@@ -255,8 +292,18 @@ def judge(records: Sequence[tuple[str, Mapping[str, Any]]], rootdir: str | os.Pa
         not_passed.update(r.get("not_passed", ()))
         skipped_modules.update(r.get("skipped_modules", ()))
     root_dir = Path(rootdir)
-    golden_dir = Path(str(first.get("golden_dir") or "golden"))
-    root = golden_dir if golden_dir.is_absolute() else root_dir / golden_dir
+    if not root_dir.is_dir():  # else no golden file is found, and every one "was used"
+        v.problem = f"the rootdir {root_dir} is not a directory (expected the checkout the shards ran on)"
+        return v
+    try:
+        root = golden_root(str(first.get("golden_dir") or "golden"), root_dir)
+    except ValueError as e:
+        v.problem = f"{first_name}: golden_dir {e}"
+        return v
+    if used and not root.is_dir():  # the shards used goldens that are not here: another checkout
+        v.problem = (f"the records used {len(used)} golden file(s) but {root} is not a directory: is the rootdir "
+                     f"{root_dir} the checkout the shards ran on?")
+        return v
     v.tests, v.golden_tests, v.files_used = len(collected), len(items), len(used)
     v.unused = unused_files(root, root_dir, used=used, items=items, passed=passed - not_passed,
                             skipped_modules=skipped_modules)

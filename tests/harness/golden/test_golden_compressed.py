@@ -471,7 +471,7 @@ def test_the_members_together_count_against_the_cap(tmp_path, monkeypatch):
         decode_golden(two, tmp_path / "g.npz")
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "1e9", "lots"])
+@pytest.mark.parametrize("value", ["0", "-1", "1e9", "lots", "\u00b2", "1_000"])
 def test_a_cap_that_is_no_size_is_refused_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", value)
     with pytest.raises(ValueError, match=rf"HARNESS_GOLDEN_MAX_BYTES='{value}': expected a positive int"):

@@ -164,3 +164,19 @@ def test_fifo_is_refused_without_blocking(tree):
     with pytest.raises(GoldenFormatError, match="is a FIFO"):
         write_golden(fifo, _stored(), META, root=root)
     assert fifo.exists() and not fifo.is_file()
+
+
+@needs_symlinks
+def test_the_leftover_sweep_never_walks_a_symlinked_golden_dir(tmp_path):
+    """The sweep deletes temp files of killed writes; through a linked golden dir it would delete them elsewhere."""
+    from harness.golden.unused import leftover_temps, remove_leftover_temps
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    temp = elsewhere / ".data.npz.4000000.abc.tmp"
+    temp.write_bytes(b"x")
+    os.utime(temp, (0, 0))
+    (tmp_path / "golden").symlink_to(elsewhere, target_is_directory=True)
+    assert leftover_temps(tmp_path / "golden") == []
+    assert remove_leftover_temps(tmp_path / "golden", tmp_path) == ([], []) and temp.exists()
+    assert leftover_temps(elsewhere) == [temp]  # the same file, in a real golden dir, is a leftover

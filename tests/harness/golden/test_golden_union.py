@@ -5,6 +5,7 @@ these pin what a mutation survey found it left open: the status names, the trunc
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,67 @@ def test_a_test_that_passed_in_one_shard_and_failed_in_another_did_not_pass(tmp_
     assert v.unused == [] and v.exit_code == 0
     v = judge([("a.json", a), ("b.json", record(SUITE[5:], items=items))], tmp_path)
     assert v.unused == ["golden/test_m5/x.npz"]  # passed in both: judged, and nothing used it
+
+
+# ------------------------------------------------------------------------------------- bad records, bad rootdir
+
+@pytest.mark.parametrize("field", ["collected", "selected", "items", "used", "passed", "not_passed",
+                                   "skipped_modules", "golden_dir", "partial", "exitstatus"])
+def test_a_record_field_of_the_wrong_type_is_refused_naming_the_file_and_field(tmp_path, field):
+    """A field of 5 raised ``TypeError: 'int' object is not iterable``, and golden_dir = 5 was taken as "5"."""
+    p = tmp_path / "r.json"
+    bad = record(SUITE)
+    bad[field] = [5] if field == "exitstatus" else 5
+    p.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match=rf"^{p}: field '{field}' is .*; expected .* \(a record written by pytest "
+                                         rf"--golden-record=PATH holds one\)$"):
+        load_record(p)
+
+
+@pytest.mark.parametrize("golden_dir", ["../../..", "/etc", "golden/../..", ""])
+def test_a_record_golden_dir_outside_the_rootdir_is_refused(tmp_path, golden_dir):
+    """golden_dir "../../.." had the judge walk and list unrelated files outside the checkout."""
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(record(SUITE, golden_dir=golden_dir)))
+    with pytest.raises(ValueError, match=r"field 'golden_dir' is .*; expected a path relative to the rootdir that "
+                                         r"stays inside it"):
+        load_record(p)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_record_that_is_no_regular_file_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "ff")
+    for bad, why in (("ff", "is a FIFO, not a regular file"), (".", "is a directory, not a regular file"),
+                     ("", "an empty path"), ("nope.json", "not found")):
+        path = str(tmp_path / bad) if bad else ""
+        with pytest.raises(ValueError, match=rf"{why}; expected a golden record"):
+            load_record(path)
+
+
+def test_a_rootdir_that_is_no_directory_is_never_a_pass(tmp_path, capsys):
+    """``golden unused --rootdir nope`` (or a file) said "every golden file was used", exit 0."""
+    from harness.golden.cli import unused_goldens
+
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(record(SUITE, used=["golden/test_m/test_0.npz"])))
+    for rootdir, why in ((str(tmp_path / "nope"), "not found"), (str(p), "not a directory"), ("", "an empty path")):
+        assert unused_goldens([str(p)], rootdir=rootdir) == 2
+        assert f"--rootdir {rootdir!r}: {why}; expected the checkout the shards ran on" in capsys.readouterr().err
+    assert judge([("r.json", load_record(p))], tmp_path / "nope").exit_code == 2
+    # a checkout without the golden files the shards used is another checkout: not judged either
+    v = judge([("r.json", load_record(p))], tmp_path)
+    assert v.exit_code == 2 and "the records used 1 golden file(s) but" in v.problem
+    goldens(tmp_path, "test_m/test_0.npz")
+    assert judge([("r.json", load_record(p))], tmp_path).exit_code == 0
+
+
+def test_empty_paths_given_to_the_commands_are_refused(tmp_path, monkeypatch, capsys):
+    """``golden repack ""`` repacked everything under the current directory; ``regen --changes ""`` kept nothing."""
+    from harness.golden.cli import regen_goldens, repack_goldens
+
+    monkeypatch.chdir(tmp_path)
+    assert repack_goldens("") == 2
+    assert "golden repack: DIR is an empty path" in capsys.readouterr().err
+    assert regen_goldens(["--collect-only"], changes="") == 2
+    assert "golden regen: --changes : an empty path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -809,12 +809,128 @@ def test_command_usage():
     assert main(["nonsense"]) == 2
 
 
-def test_a_golden_size_cap_that_is_no_size_is_a_usage_error(pytester, monkeypatch):
+@pytest.mark.parametrize("value", ["lots", "\u00b2"])  # '²'.isdigit() is True, and int('²') raised unnamed
+def test_a_golden_size_cap_that_is_no_size_is_a_usage_error(pytester, monkeypatch, value):
     project(pytester)
-    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", "lots")
+    monkeypatch.setenv("HARNESS_GOLDEN_MAX_BYTES", value)
     r = run(pytester)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    r.stderr.fnmatch_lines(["ERROR: HARNESS_GOLDEN_MAX_BYTES='lots': expected a positive int*"])
+    r.stderr.fnmatch_lines([f"ERROR: HARNESS_GOLDEN_MAX_BYTES='{value}': expected a positive int*"])
+
+
+# ----------------------------------------------------------------------------------- path options
+
+def _no_tests_ran(r: pytest.RunResult) -> None:
+    assert r.ret == pytest.ExitCode.USAGE_ERROR, text(r)
+    assert "passed" not in r.stdout.str() and "failed" not in r.stdout.str(), "refused at start-up, not at the end"
+
+
+@pytest.mark.parametrize("flag", ["--golden-changes", "--golden-record"])
+@pytest.mark.parametrize("bad, why", [
+    ("", "an empty path; expected the path of a file to write*"),
+    ("sub", "exists and is not a regular file (a directory)*"),
+    ("nope/c.json", "*/nope is not a directory"),
+    ("ff", "exists and is not a regular file (a FIFO)*"),
+])
+def test_a_path_option_that_cannot_be_written_is_a_usage_error_at_start_up(pytester, flag, bad, why):
+    """These were taken for "off" (empty), or cost a traceback after the whole run (a directory, a missing
+    parent), or hung at the end (a FIFO)."""
+    project(pytester)
+    (pytester.path / "sub").mkdir()
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(pytester.path / "ff")
+    elif bad == "ff":
+        pytest.skip("POSIX FIFOs")
+    r = pytester.runpytest_subprocess(f"{flag}={bad}", timeout=120)
+    _no_tests_ran(r)
+    r.stderr.fnmatch_lines([f"ERROR: {flag}={bad}: {why}"])
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks")
+@pytest.mark.parametrize("flag", ["--golden-changes", "--golden-record"])
+def test_a_path_option_never_writes_through_a_symlink(pytester, tmp_path_factory, flag):
+    """--golden-changes=link.json overwrote the file the link points to, outside the project (exit 0)."""
+    project(pytester)
+    victim = tmp_path_factory.mktemp("elsewhere") / "precious.txt"
+    victim.write_text("precious\n")
+    (pytester.path / "link.json").symlink_to(victim)
+    r = run(pytester, f"{flag}=link.json", "--golden-overwrite-changes" if flag == "--golden-changes" else "-q")
+    _no_tests_ran(r)
+    r.stderr.fnmatch_lines([f"ERROR: {flag}=link.json: is a symlink (-> *precious.txt); a link is never followed*"])
+    assert victim.read_text() == "precious\n" and (pytester.path / "link.json").is_symlink()
+
+
+def test_an_existing_changes_file_is_replaced_only_with_golden_overwrite_changes(pytester):
+    """As ``golden regen --changes PATH`` does: a file the run did not create is never overwritten unasked."""
+    project(pytester)
+    mine = pytester.path / "changes.json"
+    mine.write_text("mine")
+    r = run(pytester, "--golden-regen-all", "--golden-changes=changes.json")
+    _no_tests_ran(r)
+    r.stderr.fnmatch_lines(["ERROR: --golden-changes=changes.json: the file exists; remove it or pass "
+                            "--golden-overwrite-changes to replace it"])
+    assert mine.read_text() == "mine" and not (pytester.path / "golden").exists()
+    r = run(pytester, "--golden-regen-all", "--golden-changes=changes.json", "--golden-overwrite-changes")
+    r.assert_outcomes(passed=2)
+    assert json.loads(mine.read_text())["checked"] == 2
+    r = run(pytester, "--golden-overwrite-changes")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: --golden-overwrite-changes needs --golden-changes=PATH"])
+    # a shard's record is replaced on every run of the shard, as --harness-report is
+    for _ in range(2):
+        run(pytester, "--golden-record=rec.json").assert_outcomes(passed=2)
+    assert json.loads((pytester.path / "rec.json").read_text())["golden_dir"] == "golden"
+
+
+def _outside_dirs(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("outside")
+    (out / "sweep").mkdir()
+    (out / "sweep" / ".data.npz.4000000.abc.tmp").write_bytes(b"x")  # a leftover temp file's name, not ours
+    old = out / "sweep" / ".old.npz.x1y2z3ab.tmp"
+    old.write_bytes(b"y")
+    os.utime(old, (0, 0))
+    return {"relative": Path(os.path.relpath(out / "sweep", pytester.path)), "absolute": out / "sweep"}
+
+
+@pytest.mark.parametrize("how", ["relative", "absolute"])
+def test_a_golden_dir_outside_the_rootdir_is_a_usage_error_and_nothing_outside_is_touched(pytester, tmp_path_factory,
+                                                                                           how):
+    """ini golden_dir = ../outside_g had --golden-regen-all write goldens outside the project, and a plain run
+    delete temp files it found there ("removed 1 temp file(s)")."""
+    dirs = _outside_dirs(pytester, tmp_path_factory)
+    outside = dirs["absolute"]
+    before = sorted(p.name for p in outside.iterdir())
+    project(pytester, extra=f"golden_dir = {dirs[how]}")
+    for args in ((), ("--golden-regen-all",)):
+        r = run(pytester, *args)
+        _no_tests_ran(r)
+        r.stderr.fnmatch_lines([f"ERROR: ini golden_dir: '{dirs[how]}' is {outside}, outside the rootdir *; goldens "
+                                f"live in the project: give a directory under the rootdir (default: golden)"])
+    assert sorted(p.name for p in outside.iterdir()) == before, "nothing outside the rootdir is written or deleted"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks")
+def test_a_golden_dir_linked_outside_fails_its_checks_and_its_temp_files_are_not_swept(pytester, tmp_path_factory):
+    """A linked golden dir fails every check naming the link (docs/goldens.md); the session's sweep of leftover
+    temp files followed the link and deleted what it found at the other end."""
+    outside = _outside_dirs(pytester, tmp_path_factory)["absolute"]
+    before = sorted(p.name for p in outside.iterdir())
+    (pytester.path / "gl").symlink_to(outside, target_is_directory=True)
+    project(pytester, extra="golden_dir = gl")
+    for args in ((), ("--golden-regen-all",)):
+        r = run(pytester, *args)
+        r.assert_outcomes(failed=2)
+        assert "interrupted writes" not in r.stdout.str()
+    r.stdout.fnmatch_lines(["*golden dir */gl is a symlink (-> *sweep)*"])
+    assert sorted(p.name for p in outside.iterdir()) == before
+
+
+def test_a_golden_dir_inside_the_rootdir_works_however_it_is_written(pytester):
+    project(pytester, extra=f"golden_dir = {pytester.path / 'tests' / '..' / 'goldens'}")
+    run(pytester, "--golden-regen-all", "--golden-record=rec.json").assert_outcomes(passed=2)
+    assert (pytester.path / "goldens" / OUT.split("/", 1)[1]).is_file()
+    assert json.loads((pytester.path / "rec.json").read_text())["golden_dir"] == "goldens"
+    run(pytester).assert_outcomes(passed=2)
 
 
 def test_temp_files_of_a_write_killed_mid_way_are_removed_and_reported(pytester):
