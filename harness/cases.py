@@ -36,12 +36,22 @@ class DtypeCase:
 
 
 def _names(value: Any, allowed: tuple[str, ...], what: str, marker: str = "dtype_cases") -> list[str]:
+    """The names a marker keyword selects: None is all of ``allowed``, a str one name, else an iterable of names.
+    An empty selection is refused: it would parametrize nothing, one silent skip instead of the test."""
     if value is None:
         return list(allowed)
     if isinstance(value, str):
         value = [value]
+    try:
+        items = list(value)
+    except TypeError:
+        raise ValueError(f"{marker}({what}={value!r}): expected a name or a list of names from "
+                         f"{', '.join(allowed)}, got {type(value).__name__}") from None
+    if not items:
+        raise ValueError(f"{marker}({what}={value!r}): selects nothing; expected at least one of {', '.join(allowed)} "
+                         f"(leave {what}= out for the default)")
     out = []
-    for v in value:
+    for v in items:
         if v not in allowed:
             raise ValueError(f"{marker}({what}=...): {v!r} is not one of {', '.join(allowed)}")
         out.append(v)

@@ -292,11 +292,18 @@ class ToleranceTable:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"tolerance file {p}: invalid TOML: {e}") from None
+        unknown = sorted(set(data) - {"tolerance"})
+        near = [k for k in unknown if difflib.get_close_matches(k.lower(), ["tolerance"], n=1)]
+        # a misspelt [[tolerances]] loaded no row, silently; a file of other tables only (a glob that also matches
+        # pyproject.toml) holds no rows and is no error
+        if near or (unknown and "tolerance" in data):
+            raise ValueError(f"tolerance file {p}: unknown top-level key(s) {', '.join(map(repr, unknown))}; a "
+                             f"tolerance file holds only [[tolerance]] rows" + (" (did you mean [[tolerance]]?)"
+                                                                                if near else ""))
         entries = data.get("tolerance", [])
         if not isinstance(entries, list) or not all(isinstance(r, dict) for r in entries):
             raise ValueError(f"tolerance file {p}: 'tolerance' must be an array of tables ([[tolerance]])")
-        # tomllib keeps no positions: the i-th row is the i-th [[tolerance]] header, so failures can cite its line
-        headers = [n for n, ln in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*tolerance\s*\]\]", ln)]
+        headers = _row_lines(text)
         staged = ToleranceTable()
         for i, row in enumerate(entries):
             line = headers[i] if i < len(headers) else None
@@ -357,6 +364,26 @@ class ToleranceTable:
 
     def __repr__(self) -> str:
         return f"<ToleranceTable of {len(self._rows)} rows>"
+
+
+_HEADER = re.compile(r"""\s*\[\[\s*(?:tolerance|"tolerance"|'tolerance')\s*\]\]""")
+
+
+def _row_lines(text: str) -> list[int]:
+    """The line of each ``[[tolerance]]`` header, in order: tomllib keeps no positions, and the i-th row is the
+    i-th header. A line that only looks like one, inside a multi-line string (a row's ``note = \"\"\"...``), is
+    none: the text before it then does not parse (an unterminated string). Only called on a file that parses."""
+    lines = text.splitlines(keepends=True)
+    out = []
+    for n, line in enumerate(lines):
+        if not _HEADER.match(line):
+            continue
+        try:
+            tomllib.loads("".join(lines[:n]))
+        except tomllib.TOMLDecodeError:
+            continue
+        out.append(n + 1)
+    return out
 
 
 def _shown_path(path: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> str:

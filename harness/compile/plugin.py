@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from harness.arch import interpreting
+from harness.arch import interpreting, parse_arch
 from harness.compile import autotune, background, budget, cache
 from harness.compile.disk_cache import cache_dir, representative
 from harness.compile.findings import DEPTHS, Report, check
@@ -139,12 +139,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _targets_key = pytest.StashKey["tuple[Any, ...] | None"]()
+_widen_key = pytest.StashKey["tuple[str, ...] | None"]()
+_budget_key = pytest.StashKey[float]()
+_min_key = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(trylast=True)  # after harness.plugin opened the session and chose the lane
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER)
     config.stash[_targets_key] = _option_targets(config)  # a bad list is a usage error now, not at collection
+    # The capture options' values, checked whether or not capture is on (a bad one was accepted until it was):
+    # addopts shared by the lanes pass them where capture is off too, so their presence alone is no error.
+    config.stash[_widen_key] = _widen_targets(config)
+    config.stash[_budget_key] = _ptxas_budget(config)
+    config.stash[_min_key] = _min_target(config)
     session_of(config).add_section("compile_stats", _Stats())
     if interpreting():
         s, mode = session_of(config), config.getoption("harness_autotune", default="first")
@@ -167,19 +175,28 @@ def _option_targets(config: pytest.Config) -> tuple[Any, ...] | None:
         raise pytest.UsageError(f"--harness-targets={raw!r}: {e}") from None
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "compile_target" not in metafunc.fixturenames:
-        return
-    node = metafunc.definition
+def _marked_targets(node: pytest.Item) -> tuple[Any, ...] | None:
+    """The test's ``compile_targets`` marker's targets (None without one), checked like ``--harness-targets``."""
     marker = node.get_closest_marker("compile_targets")
+    if marker is None:
+        return None
+    if marker.kwargs:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets takes target names only")
     try:
-        marked = parse_targets(marker.args) if marker is not None else None
-        if marked is not None:
-            check_targets(marked)
+        marked = parse_targets(marker.args)
+        check_targets(marked)
     except (ValueError, TypeError) as e:
         raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets: {e}") from None
-    if marker is not None and marker.kwargs:
-        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.compile_targets takes target names only")
+    return marked
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    node = metafunc.definition
+    # Checked on every test that carries the marker, whether or not it takes compile_target (a bad one was
+    # accepted on a test that did not, and did nothing).
+    marked = _marked_targets(node)
+    if "compile_target" not in metafunc.fixturenames:
+        return
     chosen = metafunc.config.stash.get(_targets_key, None)
     if marked is None:
         targets = chosen if chosen is not None else parse_targets(DEFAULT_TARGETS)
@@ -208,6 +225,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def compile_target(request: pytest.FixtureRequest) -> Any:
     """This item's :class:`harness.compile.targets.Target` (``.name`` ``sm90``, ``.cc`` 90, ``.backend``)."""
+    if not hasattr(request, "param"):  # asked for at run time: collection parametrized nothing
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: the compile_target fixture is parametrized at collection, one item per target: "
+            f"name it as an argument of the test (or of a fixture the test uses), optionally with "
+            f"@pytest.mark.compile_targets(...); request.getfixturevalue('compile_target') cannot parametrize")
     return request.param
 
 
@@ -572,27 +594,66 @@ def _configure_capture(config: pytest.Config) -> None:
     except ValueError as e:
         raise pytest.UsageError(f"--harness-targets: {e}") from None
     names = tuple(t.name for t in targets)
-    wraw = config.getoption("harness_widen_targets", default=None)
-    widen = None
-    if wraw:
-        try:
-            widen = tuple(t.name for t in parse_targets(wraw))
-        except ValueError as e:
-            raise pytest.UsageError(f"--harness-widen-targets: {e}") from None
+    widen = config.stash[_widen_key]
+    if widen is not None:
         outside = [t for t in widen if t not in names]
         if outside:
             raise pytest.UsageError(f"--harness-widen-targets: {','.join(outside)} not among the capture targets "
                                     f"({','.join(names)})")
-    low = config.getini(_MIN_INI).strip()
+    low = config.stash[_min_key]
     if low:
-        try:
-            section.declarations.set_min_target(low)
-        except ValueError as e:
-            raise pytest.UsageError(f"ini {_MIN_INI}: {e}") from None
-    section.active = _Capture(config, section, names, widen, _ptxas_budget(config))
+        section.declarations.set_min_target(low)
+    section.active = _Capture(config, section, names, widen, config.stash[_budget_key])
     config.pluginmanager.register(section.active, "harness-launch-capture")
     if not raw:  # the defaults: a target this Triton cannot compile for is left out once Triton is imported
         after_import(session_of(config).patch, "triton", section.active.drop_unsupported, tag="capture-targets")
+
+
+def _widen_targets(config: pytest.Config) -> tuple[str, ...] | None:
+    """``--harness-widen-targets`` as target names (None when not given); an empty, malformed or uncompilable list
+    is a usage error (an empty one widened on every target, silently)."""
+    raw = config.getoption("harness_widen_targets", default=None)
+    if raw is None:
+        return None
+    where = "--harness-widen-targets"
+    try:
+        targets = parse_targets(raw)
+    except (TypeError, ValueError) as e:
+        raise pytest.UsageError(f"{where}: {e}") from None
+    for t in targets:
+        _refuse_nonexistent(t, where)
+    return tuple(t.name for t in targets)
+
+
+def _refuse_nonexistent(target: Any, where: str) -> None:
+    """A usage error for a target no GPU has: neither in the harness's table of known archs nor compilable by the
+    installed Triton (a GPU newer than the table). Not a check of this install: a known target it cannot compile
+    for stays valid (capture leaves such a default target out, saying why)."""
+    try:
+        parse_arch(target.name)
+    except ValueError as unknown:
+        ok, _ = target_supported(target)
+        if not ok and target_available(target)[0]:  # no backend here: nothing to ask, accepted
+            raise pytest.UsageError(f"{where}: {unknown}") from None
+
+
+def _min_target(config: pytest.Config) -> str:
+    """The ini ``harness_min_target`` ("" when unset): a CUDA target that exists, i.e. one the harness knows or the
+    installed Triton can compile for (a GPU newer than the harness's table); anything else is a usage error
+    (``sm91`` only met the format, and then judged every target below it as unsupported)."""
+    raw = config.getini(_MIN_INI).strip()
+    if not raw:
+        return ""
+    where = f"ini {_MIN_INI}={raw!r}"
+    try:
+        target = parse_targets([raw])[0]
+    except (TypeError, ValueError) as e:
+        raise pytest.UsageError(f"{where}: {e}") from None
+    if target.backend != "cuda":
+        raise pytest.UsageError(f"{where}: expected a CUDA target such as sm80 (failures below it are reported, "
+                                f"not failed)")
+    _refuse_nonexistent(target, where)
+    return target.name
 
 
 def _ptxas_budget(config: pytest.Config) -> float:

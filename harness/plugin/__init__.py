@@ -229,7 +229,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not nested and config.pluginmanager.has_plugin("pytester"):
         _hold_extensions()  # after the lane's TRITON_INTERPRET: Triton's own @jit helpers are decorated on import
     override = config.getoption("harness_arch")
-    arch = _usage_arch(override, _arch_source(config)) if override else detect_arch()
+    if override is not None and not override.strip():  # "--harness-arch=" detected silently, as if left out
+        raise pytest.UsageError(f"--harness-arch={override}: empty; expected an arch name such as sm90, gfx942 or "
+                                f"interp (leave the option out to detect the arch)")
+    arch = _usage_arch(override, _arch_source(config)) if override is not None else detect_arch()
     if lane == "gpu" and not arch.is_gpu:
         raise pytest.UsageError(
             f"--harness-arch={override}: the gpu lane runs kernels on a GPU, so the assumed arch must be a GPU "
@@ -387,39 +390,66 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    node = metafunc.definition
+    # Every test carrying one of these markers, whether or not it takes the fixture the marker steers: a
+    # misspelt marker on a test that does not (yet) use its fixture was accepted and did nothing.
+    _check_case_marker(node, "dtype_cases", ("src", "fmt"))
+    _check_case_marker(node, "mx_cases", ("src", "fmt", "rule"))
+    harness_op(node)
+    tolerance_overrides(node)
     if "mx_case" in metafunc.fixturenames:
         _parametrize_mx(metafunc)
     if "dtype_case" not in metafunc.fixturenames:
         return
     from harness.cases import cases  # here, not at the top: it imports torch
 
-    m = metafunc.definition.get_closest_marker("dtype_cases")
+    m = node.get_closest_marker("dtype_cases")
     kwargs = dict(m.kwargs) if m else {}
-    if m and m.args:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: dtype_cases takes keywords src= and fmt= only")
-    unknown = set(kwargs) - {"src", "fmt"}
-    if unknown:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: dtype_cases got unknown {sorted(unknown)}")
     arch = metafunc.config.stash[session_key].arch
+    try:
+        found = cases(arch, **kwargs)
+    except ValueError as e:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.{e}") from None
     params = []
-    for case, reason in cases(arch, **kwargs):
+    for case, reason in found:
         marks = [pytest.mark.skip(reason=reason)] if reason else []
         params.append(pytest.param(case, id=case.id, marks=marks))
     metafunc.parametrize("dtype_case", params)
+
+
+def _check_case_marker(node: pytest.Item, name: str, keywords: tuple[str, ...]) -> None:
+    """A ``dtype_cases`` / ``mx_cases`` marker's arguments, checked by building the cases they select (a usage
+    error naming the test and the marker)."""
+    m = node.get_closest_marker(name)
+    if m is None:
+        return
+    allowed = ", ".join(f"{k}=" for k in keywords[:-1]) + f" and {keywords[-1]}="
+    if m.args:
+        raise pytest.UsageError(f"{node.nodeid}: {name} takes keywords {allowed} only (got positional "
+                                f"{m.args!r})")
+    unknown = set(m.kwargs) - set(keywords)
+    if unknown:
+        raise pytest.UsageError(f"{node.nodeid}: {name} got unknown {sorted(unknown)}: {name} takes keywords "
+                                f"{allowed} only")
+    from harness import cases  # here, not at the top: it imports torch
+
+    try:
+        if name == "dtype_cases":
+            cases.cases(Arch("interp", "interp"), **m.kwargs)  # what is selected, whatever the arch runs
+        else:
+            cases.mx_cases(**m.kwargs)
+    except ValueError as e:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.{e}") from None
 
 
 def _parametrize_mx(metafunc: pytest.Metafunc) -> None:
     from harness.cases import mx_cases  # here, not at the top: it imports torch
 
     m = metafunc.definition.get_closest_marker("mx_cases")
-    kwargs = dict(m.kwargs) if m else {}
-    unknown = set(kwargs) - {"src", "fmt", "rule"}
-    if (m and m.args) or unknown:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: mx_cases takes keywords src=, fmt= and rule= only")
     try:
-        params = [pytest.param(c, id=c.id) for c in mx_cases(**kwargs)]
+        params = [pytest.param(c, id=c.id) for c in mx_cases(**(dict(m.kwargs) if m else {}))]
     except ValueError as e:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {e}") from None
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.{e}") from None
     metafunc.parametrize("mx_case", params)
 
 
@@ -490,19 +520,55 @@ class ToleranceResolver:
         if dtype is None:
             raise LookupError("tolerance(): no dtype; pass dtype=... (the test has no dtype_case)")
         tol = tolerances.lookup(op, dtype, self.arch, kind=kind)
-        return tol.with_(**self.overrides) if self.overrides else tol
+        if not self.overrides:
+            return tol
+        try:
+            return tol.with_(**self.overrides)
+        except (TypeError, ValueError) as e:  # fields of the other kind of rule (rtol= on a max_ulp row)
+            raise type(e)(f"@pytest.mark.tolerance({_kwargs_text(self.overrides)}) does not apply to row "
+                          f"{tol.key or tol.origin}: {e}") from None
 
     def __repr__(self) -> str:
         return f"ToleranceResolver(op={self.op!r}, dtype={self.dtype!r}, arch={self.arch.name!r})"
 
 
+def _kwargs_text(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
 def harness_op(node: pytest.Item) -> str | None:
+    """The test's ``harness_op`` marker's op name, None without one; anything but one non-empty name is a usage
+    error (an empty name fell back to the default op's rows silently)."""
     m = node.get_closest_marker("harness_op")
     if m is None:
         return None
-    if len(m.args) != 1 or not isinstance(m.args[0], str):
-        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.harness_op takes one op name")
+    if len(m.args) != 1 or m.kwargs or not isinstance(m.args[0], str) or not m.args[0].strip():
+        shown = ", ".join([repr(a) for a in m.args] + [f"{k}={v!r}" for k, v in m.kwargs.items()])
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.harness_op takes one op name (a non-empty str such "
+                                f"as 'fp8_cast'), got harness_op({shown})")
     return m.args[0]
+
+
+def tolerance_overrides(node: pytest.Item) -> dict[str, Any]:
+    """The test's ``tolerance`` marker's field overrides ({} without one). Checked at collection against a rule
+    they can apply to: unknown fields, positional values and values no row could take are usage errors naming
+    the marker (a positional value was dropped silently; the rest failed later, naming only ``Tolerance``)."""
+    m = node.get_closest_marker("tolerance")
+    if m is None:
+        return {}
+    where = f"{node.nodeid}: @pytest.mark.tolerance"
+    if m.args:
+        raise pytest.UsageError(f"{where} takes fields by keyword (rtol=, atol=, max_ulp=, ulp_floor=, "
+                                f"max_mismatch=...), got positional {m.args!r}")
+    overrides = dict(m.kwargs)
+    probe = dict(overrides)
+    if "ulp_floor" in probe and "max_ulp" not in probe:
+        probe["max_ulp"] = 0  # a floor overrides a code row's: its max_ulp comes from the row
+    try:
+        tolerances.Tolerance().with_(**probe)
+    except (TypeError, ValueError) as e:
+        raise pytest.UsageError(f"{where}: {e}") from None
+    return overrides
 
 
 @pytest.fixture
@@ -515,9 +581,7 @@ def tolerance(request: pytest.FixtureRequest, harness_arch: Arch) -> ToleranceRe
         dtype = callspec.params["dtype_case"].id
     elif callspec is not None and "mx_case" in callspec.params:
         dtype = callspec.params["mx_case"].id
-    m = node.get_closest_marker("tolerance")
-    overrides = dict(m.kwargs) if m else {}
-    return ToleranceResolver(harness_arch, harness_op(node), dtype, overrides)
+    return ToleranceResolver(harness_arch, harness_op(node), dtype, tolerance_overrides(node))
 
 
 # --- observation report, GPU pins, the xdist hand-off ------------------------------------------------------

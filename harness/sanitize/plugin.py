@@ -61,11 +61,20 @@ def _marker_mode(item: pytest.Item) -> str | None:
     m = item.get_closest_marker("sanitize")
     if m is None:
         return None
-    mode = m.args[0] if len(m.args) == 1 and not m.kwargs else m.kwargs.get("mode") if not m.args else None
-    if mode not in _MODES:
+    if len(m.args) == 1 and not m.kwargs:
+        mode = m.args[0]
+    else:  # mode= alone; anything besides it (a misspelt keyword) was ignored
+        mode = m.kwargs.get("mode") if not m.args and set(m.kwargs) == {"mode"} else None
+    if not isinstance(mode, str) or mode not in _MODES:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.sanitize takes one mode: 'off', 'warn' or 'fail', "
                                 f"got args={m.args!r} kwargs={m.kwargs!r}")
     return mode
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # At collection, on every lane and under every --harness-sanitize: a bad marker was accepted where the
+    # sanitizer was off and failed the test only where it was on.
+    _marker_mode(metafunc.definition)
 
 
 @pytest.hookimpl(wrapper=True)

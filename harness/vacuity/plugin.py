@@ -48,14 +48,24 @@ def _justifier(item: pytest.Item) -> Any:
     m = item.get_closest_marker("vacuity_ok")
     if m is None:
         return lambda name: None
+    unknown = sorted(set(m.kwargs) - {"reason", "corruptions"})
+    if unknown or len(m.args) > 1 or (m.args and "reason" in m.kwargs):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.vacuity_ok takes reason (one, by position or keyword) "
+                                f"and corruptions=; got args={m.args!r}, kwargs={sorted(m.kwargs)!r}")
     reason = m.kwargs.get("reason") or (m.args[0] if m.args else None)
     if not isinstance(reason, str) or not reason.strip():
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.vacuity_ok needs reason='why the assertion may accept "
                                 f"these wrong answers'")
     only = m.kwargs.get("corruptions")
-    if only is not None and (isinstance(only, str) or not all(isinstance(c, str) for c in only)):
+    if only is not None and (not isinstance(only, (list, tuple, set, frozenset))
+                             or not all(isinstance(c, str) for c in only)):
         raise pytest.UsageError(f"{item.nodeid}: vacuity_ok(corruptions=...) expects a list of corruption names")
     return lambda name: reason if only is None or name in only else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # At collection, whatever --harness-vacuity says: a bad marker was accepted until a run turned the check on.
+    _justifier(metafunc.definition)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -366,3 +366,35 @@ def test_a_rows_text_fields_are_strings(field):
     """A key or note of another type would print as something it is not in a failure's tolerance line."""
     with pytest.raises(TypeError, match=rf"Tolerance.{field} must be a str, got int"):
         Tolerance(**{field: 5})
+
+
+@pytest.mark.parametrize(("body", "match"), [
+    ('[[tolerances]]\nop = "x"\ndtype = "bf16"\narch = "sm90"\n',
+     r"tol\.toml: unknown top-level key\(s\) 'tolerances'.*did you mean \[\[tolerance\]\]"),
+    ('title = "rows"\n[[tolerance]]\nop = "x"\ndtype = "bf16"\narch = "sm90"\n',
+     r"tol\.toml: unknown top-level key\(s\) 'title'"),
+])
+def test_unknown_top_level_keys_are_refused_naming_file_and_key(tmp_path, body, match):
+    """A misspelt [[tolerances]] (or another key beside the rows) loaded 0 rows, or ignored it, without a word."""
+    f = tmp_path / "tol.toml"
+    f.write_text(body)
+    with pytest.raises(ValueError, match=match):
+        tolerances.ToleranceTable().load_toml(f, root=tmp_path)
+
+
+def test_a_toml_file_of_other_tables_only_loads_no_row_and_is_no_error(tmp_path):
+    """A glob such as ``*.toml`` also matches pyproject.toml: a file holding no row and nothing like one is none."""
+    f = tmp_path / "pyproject.toml"
+    f.write_text('[project]\nname = "x"\n[tool.pytest.ini_options]\naddopts = "-q"\n')
+    table = tolerances.ToleranceTable()
+    table.load_toml(f, root=tmp_path)
+    assert len(table) == 0
+
+
+def test_a_header_inside_a_multiline_string_does_not_shift_the_cited_line(tmp_path):
+    """A note holding a "[[tolerance]]" line was counted as a row's header: the error cited line 6, not 8."""
+    f = tmp_path / "tol.toml"
+    f.write_text('[[tolerance]]\nop = "m"\ndtype = "bf16"\narch = "sm90"\nnote = """\n[[tolerance]]\n"""\n'
+                 '[[tolerance]]\nop = "m"\ndtype = "bf16"\narch = "sm80"\nrtol = -1\n')
+    with pytest.raises(ValueError, match=r"tol\.toml:8, row 2: Tolerance\.rtol"):
+        tolerances.ToleranceTable().load_toml(f, root=tmp_path)
