@@ -1,7 +1,7 @@
 """Command line:
 ``python -m harness golden regen [--failed] [--changes PATH [--overwrite-changes]] [--] [pytest args...]``,
 ``python -m harness golden unused [--rootdir DIR] RECORD...``, ``python -m harness golden repack [DIR]``,
-``python -m harness report merge OUT IN...``,
+``python -m harness report merge [--overwrite] OUT IN...``,
 ``python -m harness compile MODULE_OR_FILE::KERNEL --sig ... [--const ...]`` and
 ``python -m harness fuzz [--gpu | --compare DIR] [--seed S] [--count N]`` and
 ``python -m harness mutate [PATH::KERNEL ...] -- [pytest args]`` (``-h`` at every level).

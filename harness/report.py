@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.replay.results import summarize
-from harness.summary import Collector
+from harness.summary import Collector, observation_problem
 
 __all__ = ["PARSER_KWARGS", "add_arguments", "check_path", "merge", "merge_files", "run", "write"]
 
@@ -175,24 +175,73 @@ def _merge_sanitize(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: How each field a merge rule computes with must look in a shard's section, as (what it must be, test): checked
+#: per file before merging, so a malformed shard is said naming its file and field, not as a TypeError of the sums.
+_INT = ("an integer", _is_int)
+_NUM = ("a number", _is_num)
+_LIST = ("a list", lambda v: isinstance(v, list))
+_OBJ = ("an object", lambda v: isinstance(v, Mapping))
+_OBJS = ("a list of objects", lambda v: isinstance(v, list) and all(isinstance(x, Mapping) for x in v))
+_INTS = ("an object of integers", lambda v: isinstance(v, Mapping) and all(map(_is_int, v.values())))
+_NUMS = ("an object of numbers", lambda v: isinstance(v, Mapping) and all(map(_is_num, v.values())))
+_STRS = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
+_SHAPES: dict[str, dict[str, tuple[str, Any]]] = {
+    "compile_launches": {"seconds": _NUM, "compiles": _INT, "cached": _INT, "cells": _OBJS, "findings": _LIST,
+                         "not_judged": _LIST, "captured_launches": _INTS},
+    "vacuity": {"assertions": _INT, "candidates": _INT, "vacuous": _INT, "justified": _INT, "seconds": _NUM,
+                "slowest": _NUMS, "errors": _LIST, "findings": _OBJS},
+    "coverage": {"cells": _OBJS, "packages": _STRS, "unlaunched": _STRS, "justified": _OBJ},
+    "replay": {"checks": _OBJS},
+    "sanitize": {"launches": _INT, "counts": _INTS, "findings": _LIST, "skipped": _OBJ},
+}
+
+
+def _section_problem(key: str, part: Any) -> str:
+    """Why ``part``, a shard's ``key`` section, cannot be merged by its rule (empty when it can)."""
+    if not isinstance(part, Mapping):
+        return f"{key!r} must be a JSON object, got {part!r}"
+    for field, (what, ok) in _SHAPES.get(key, {}).items():
+        if field in part and not ok(part[field]):
+            return f"{key}.{field} must be {what}, got {part[field]!r}"
+    return ""
+
+
 _RULES = {"compile_launches": _merge_launches, "vacuity": _merge_vacuity, "coverage": _merge_coverage,
           "replay": _merge_replay, "sanitize": _merge_sanitize}
 _OBSERVATION_KEYS = ("version", "rows", "observations")
 
 
-def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def merge(reports: Sequence[Mapping[str, Any]], names: Sequence[str] | None = None) -> dict[str, Any]:
     """One report of the union of ``reports`` (each a ``--harness-report`` JSON); ``ValueError`` when they
-    cannot be merged faithfully (another format version, different settings, a differing key with no rule)."""
+    cannot be merged faithfully (another format version, different settings, a differing key with no rule) or one
+    is malformed, naming it by ``names`` (its file; default ``report N``) and the field."""
     if not reports:
         raise ValueError("no reports to merge")
-    for i, r in enumerate(reports):
+    names = list(names) if names is not None else [f"report {i + 1}" for i in range(len(reports))]
+    for name, r in zip(names, reports, strict=True):
         if not isinstance(r, Mapping):
-            raise ValueError(f"report {i + 1}: a JSON {type(r).__name__}, not a harness report (a JSON object)")
+            raise ValueError(f"{name}: a JSON {type(r).__name__}, not a harness report (a JSON object)")
         if r.get("version") != VERSION:
-            raise ValueError(f"report {i + 1}: version {r.get('version')!r}, this harness merges {VERSION}")
+            raise ValueError(f"{name}: version {r.get('version')!r}, this harness merges {VERSION}")
         obs = r.get("observations", [])
         if not isinstance(obs, list) or not all(isinstance(o, Mapping) for o in obs):
-            raise ValueError(f"report {i + 1}: 'observations' must be a list of objects")
+            raise ValueError(f"{name}: 'observations' must be a list of objects")
+        for j, o in enumerate(obs):
+            problem = observation_problem(o)
+            if problem:
+                raise ValueError(f"{name}: observation {j + 1} ({o.get('test', '?')}): {problem}")
+        for k in sorted(set(r) & set(_RULES)):
+            problem = _section_problem(k, r[k])
+            if problem:
+                raise ValueError(f"{name}: {problem}")
     col = Collector()
     observations = [o for r in reports for o in r.get("observations", ())]
     try:
@@ -205,7 +254,10 @@ def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         parts = [r[k] for r in reports if k in r]
         rule = _RULES.get(k)
         if rule is not None:
-            out[k] = rule(parts)
+            try:
+                out[k] = rule(parts)
+            except (KeyError, TypeError, AttributeError) as e:  # deeper than _SHAPES looks (a cell's field)
+                raise ValueError(f"report key {k!r} is malformed in a report ({type(e).__name__}: {e})") from None
         elif len(parts) == len(reports) and all(p == parts[0] for p in parts):
             out[k] = parts[0]
         else:
@@ -213,20 +265,50 @@ def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
-    """Read ``inputs``, merge them, write ``out``; returns the merged report. ``ValueError`` naming the file for
-    an input that is no report and for an ``out`` that cannot be written (checked before anything is read)."""
+def _out_problem(out: str, inputs: Sequence[str | os.PathLike[str]], overwrite: bool) -> str:
+    """Why the merge must not be written at ``out`` (empty when it may). An ``out`` that is one of the inputs is
+    refused even with ``overwrite``: it is ``report merge shard1.json shard2.json`` with OUT forgotten, which
+    would replace a shard by the merge."""
     problem = check_path(out)
     if problem:
+        return problem
+    if os.path.islink(out):
+        return "is a symbolic link; name a file of its own"
+    for path in inputs:
+        if os.path.realpath(out) == os.path.realpath(path) or (
+                os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path)):
+            return f"is also an input ({os.fspath(path)}); OUT comes first: report merge OUT IN..."
+    if os.path.exists(out) and not overwrite:
+        return "the file exists; remove it or pass --overwrite to replace it"
+    return ""
+
+
+def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]], *,
+                overwrite: bool = False) -> dict[str, Any]:
+    """Read ``inputs``, merge them, write ``out``; returns the merged report. ``ValueError`` naming the file for
+    an input that is no report and for an ``out`` that cannot be written, is an input, or exists (unless
+    ``overwrite``): checked before anything is read."""
+    problem = _out_problem(os.fspath(out), inputs, overwrite)
+    if problem:
         raise ValueError(f"{os.fspath(out)}: cannot write the merged report there: {problem}")
+    seen: dict[str, str] = {}
+    for path in inputs:  # before reading any: a FIFO would block the read forever
+        if not os.path.exists(path):
+            raise ValueError(f"{os.fspath(path)}: cannot read a harness report (no such file)")
+        if not os.path.isfile(path):
+            raise ValueError(f"{os.fspath(path)}: cannot read a harness report (not a regular file)")
+        real = os.path.realpath(path)
+        if real in seen:  # its observations would count twice
+            raise ValueError(f"{os.fspath(path)}: given twice (also as {seen[real]}); each shard's report once")
+        seen[real] = os.fspath(path)
     reports = []
     for path in inputs:
         try:
             with open(path, encoding="utf-8") as f:
                 reports.append(json.load(f))
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: cannot read a harness report ({e})") from None
-    merged = merge(reports)
+        except (OSError, ValueError) as e:  # ValueError: JSON's, and a file that is not UTF-8
+            raise ValueError(f"{os.fspath(path)}: cannot read a harness report ({e})") from None
+    merged = merge(reports, [os.fspath(p) for p in inputs])
     try:
         write(out, merged)
     except OSError as e:
@@ -247,14 +329,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m = commands.add_parser("merge", help="merge the reports of several shards into one", allow_abbrev=False,
                             description="Merge --harness-report JSON files of the shards of one suite into OUT: "
                                         "the rows are those of one run of the whole suite.")
-    m.add_argument("out", metavar="OUT", help="the merged report to write")
+    m.add_argument("out", metavar="OUT", help="the merged report to write: a new file unless --overwrite")
     m.add_argument("inputs", nargs="+", metavar="IN", help="a shard's --harness-report file")
+    m.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (never an IN)")
 
 
 def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
     try:
-        merged = merge_files(args.out, args.inputs)
+        merged = merge_files(args.out, args.inputs, overwrite=getattr(args, "overwrite", False))
     except ValueError as e:
         print(f"report merge: {e}", file=sys.stderr)
         return 2

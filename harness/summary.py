@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.session import current
 
-__all__ = ["Collector", "Observation", "Row", "active", "record", "render_table", "suspended"]
+__all__ = ["Collector", "Observation", "Row", "active", "observation_problem", "record", "render_table", "suspended"]
 
 
 @dataclass
@@ -72,6 +72,38 @@ def _max(a: Any, b: Any) -> Any:
     if isinstance(a, float) and math.isnan(a) or isinstance(b, float) and math.isnan(b):
         return float("nan")
     return max(a, b)
+
+
+#: The JSON types of an :class:`Observation`'s fields, the optional ones last: what a report read back from a file
+#: (``python -m harness report merge``) is checked against, so a malformed one is refused naming its field rather
+#: than failing in :meth:`Collector.rows`' arithmetic.
+_FIELD_TYPES: dict[str, tuple[str, tuple[type, ...]]] = {
+    "op": ("a string", (str,)), "dtype": ("a string", (str,)), "arch": ("a string", (str,)),
+    "n": ("an integer", (int,)), "worst_ulp": ("an integer or null", (int, type(None))),
+    "worst_abs": ("a number or null", (int, float, type(None))), "tol": ("a string", (str,)),
+    "max_ulp": ("an integer or null", (int, type(None))), "passed": ("true or false", (bool,)),
+    "worst_ratio": ("a number or null", (int, float, type(None))), "test": ("a string", (str,)),
+}
+_OPTIONAL = ("worst_ratio", "test")
+
+
+def observation_problem(d: Any) -> str:
+    """Why ``d`` (one observation of a report's JSON) is no :class:`Observation` (empty when it is one)."""
+    if not isinstance(d, dict):
+        return f"a JSON {type(d).__name__}, not an object"
+    unknown = sorted(set(d) - set(_FIELD_TYPES))
+    if unknown:
+        return f"unknown field {unknown[0]!r}"
+    for name, (what, types) in _FIELD_TYPES.items():
+        if name not in d:
+            if name in _OPTIONAL:
+                continue
+            return f"no field {name!r}"
+        v = d[name]
+        # JSON true/false are Python bools, which are ints too: only 'passed' takes them
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            return f"field {name!r} must be {what}, got {v!r}"
+    return ""
 
 
 class Collector:

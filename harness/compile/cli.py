@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.argtypes import at_least_one
 from harness.compile.cache import compile_only_process
 from harness.compile.disk_cache import cache_dir
 from harness.compile.findings import Report, check
@@ -61,10 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a constexpr value")
     p.add_argument("--targets", default=None, metavar="T1,T2", help="default: sm75,sm80,sm86,sm89,sm90,sm100,sm120")
     p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
-    p.add_argument("--num-warps", type=int, default=None)
-    p.add_argument("--num-stages", type=int, default=None)
-    p.add_argument("--num-ctas", type=int, default=None)
-    p.add_argument("--maxnreg", type=int, default=None)
+    # checked here: a value the compiler asserts on would otherwise be reported as a finding of the kernel
+    p.add_argument("--num-warps", type=_power_of_two, default=None, metavar="N", help="a power of 2")
+    p.add_argument("--num-stages", type=_at_least_zero, default=None, metavar="N")
+    p.add_argument("--num-ctas", type=at_least_one("CTA", "CTAs"), default=None, metavar="N")
+    p.add_argument("--maxnreg", type=at_least_one("register", "registers"), default=None, metavar="N")
     warm = p.add_argument_group("warm start of a GPU run (instead of a kernel)")
     warm.add_argument("--warm", metavar="MANIFEST", default=None,
                       help="compile every kernel specialization a GPU run recorded (--harness-record-launches) "
@@ -84,12 +86,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                            "runs)")
 
 
+def _power_of_two(text: str) -> int:
+    n = at_least_one("warp", "warps")(text)
+    if n & (n - 1):
+        raise argparse.ArgumentTypeError(f"expected a power of 2 (1, 2, 4, 8, ...), got {n}")
+    return n
+
+
+def _at_least_zero(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {n}")
+    return n
+
+
 class UsageError(Exception):
     pass
 
 
 def _pairs(items: Sequence[str], what: str) -> list[tuple[str, str]]:
-    out = []
+    """``NAME=VALUE`` pairs of repeatable, comma-separated options; a name given twice is refused rather than the
+    last one silently taken."""
+    out: list[tuple[str, str]] = []
     for chunk in items:
         for part in (p.strip() for p in chunk.split(",")):
             if not part:
@@ -97,6 +118,9 @@ def _pairs(items: Sequence[str], what: str) -> list[tuple[str, str]]:
             name, sep, value = part.partition("=")
             if not sep or not name.strip() or not value.strip():
                 raise UsageError(f"{what}: {part!r} is not NAME=VALUE")
+            earlier = next((v for k, v in out if k == name.strip()), None)
+            if earlier is not None:
+                raise UsageError(f"{what}: {name.strip()} given twice ({earlier!r} and {value.strip()!r})")
             out.append((name.strip(), value.strip()))
     return out
 
@@ -131,12 +155,17 @@ def _load_kernel(spec: str) -> Any:
             raise UsageError(f"kernel {spec!r}: cannot import {mod_part}")
         module = importlib.util.module_from_spec(mod_spec)
         sys.modules[name] = module
-        mod_spec.loader.exec_module(module)
+        try:
+            mod_spec.loader.exec_module(module)
+        except (Exception, SystemExit) as e:  # the user's module: a syntax error, or whatever it raises
+            raise UsageError(f"kernel {spec!r}: importing {mod_part} raised {type(e).__name__}: {e}") from None
     else:
         try:
             module = importlib.import_module(mod_part)
         except ImportError as e:
             raise UsageError(f"kernel {spec!r}: cannot import {mod_part}: {e}") from None
+        except (Exception, SystemExit) as e:
+            raise UsageError(f"kernel {spec!r}: importing {mod_part} raised {type(e).__name__}: {e}") from None
     if "<locals>" in attr.split("."):
         return _load_local(module, attr, spec)
     obj: Any = module
@@ -200,6 +229,15 @@ def _unwrap(obj: Any, consts: dict[str, Any]) -> tuple[Any, list[Any]]:
     return obj, configs
 
 
+def _check_kernel(fn: Any, spec: str) -> None:
+    """A UsageError unless ``fn`` (under its autotune/heuristics wrappers) is a ``@triton.jit`` kernel: said
+    here, before inspect or Triton fail on it with a message that does not say what was expected."""
+    from harness.interp.jit import interpreted_class, jit_class
+
+    if not isinstance(fn, (jit_class(), interpreted_class())):
+        raise UsageError(f"kernel {spec!r}: expected a @triton.jit kernel, got a {type(fn).__name__} ({fn!r:.80})")
+
+
 def _defaults(fn: Any, consts: dict[str, Any], configs: list[Any]) -> dict[str, Any]:
     """``consts`` plus the Python defaults of constexpr parameters not given (``BLOCK: tl.constexpr = 128``) and
     placeholders for what every autotune config sets."""
@@ -227,6 +265,9 @@ def _warm_usage(args: argparse.Namespace) -> None:
                                   ("--maxnreg", args.maxnreg)) if v]
     if given:
         raise UsageError(f"--warm compiles a manifest's launches: {', '.join(given)} cannot be given with it")
+    if os.path.exists(args.warm) and not os.path.isfile(args.warm):  # a FIFO would block the read forever
+        raise UsageError(f"--warm {args.warm}: expected a manifest file (--harness-record-launches), got no regular "
+                         f"file")
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"--jobs: expected a number of processes (0: the CPU count), got {args.jobs}")
     if args.background is not None and args.done_file is not None:
@@ -329,6 +370,12 @@ def run(args: argparse.Namespace) -> int:
     """The subcommand, on arguments parsed by ``python -m harness`` (harness.__main__)."""
     if args.warm is not None:
         return run_warm(args)
+    warm_only = [flag for flag, given in (("--jobs", args.jobs), ("--warm-target", args.warm_target),
+                                          ("--missing-ok", args.missing_ok or None), ("--background", args.background),
+                                          ("--done-file", args.done_file)) if given is not None]
+    if warm_only:
+        print(f"harness compile: {', '.join(warm_only)}: only with --warm MANIFEST", file=sys.stderr)
+        return 2
     compile_only_process()
     try:
         if args.kernel is None or not args.sig:
@@ -337,6 +384,7 @@ def run(args: argparse.Namespace) -> int:
         sig = dict(_pairs(args.sig, "--sig"))
         consts = {k: _const_value(k, v) for k, v in _pairs(args.const, "--const")}
         fn, configs = _unwrap(obj, consts)
+        _check_kernel(fn, args.kernel)
         consts = _defaults(fn, consts, configs)
         targets = parse_targets(args.targets or DEFAULT_TARGETS)
         check_targets(targets)

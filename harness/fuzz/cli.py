@@ -58,16 +58,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.arch import parse_arch
+    from harness.arch import _KNOWN_CC, parse_arch
+    from harness.report import check_path
 
     try:
-        parse_arch(args.arch)
+        arch = parse_arch(args.arch)
     except (ValueError, TypeError) as e:
         print(f"python -m harness fuzz: --arch: {e}", file=sys.stderr)
+        return 2
+    if arch.kind != "cuda":  # the casts imitate a CUDA arch (harness.interp.casts.target_for): others fall back to sm90
+        print(f"python -m harness fuzz: --arch: {arch.name} is not modelled; the plugin imitates a CUDA arch's casts: "
+              f"{', '.join(f'sm{cc}' for cc in _KNOWN_CC)}", file=sys.stderr)
         return 2
     if args.out is not None and not args.gpu:
         print("python -m harness fuzz: --out goes with --gpu (the capture directory)", file=sys.stderr)
         return 2
+    if args.markdown is not None:
+        if not (args.gpu or args.compare is not None):
+            print("python -m harness fuzz: --markdown goes with --compare or --gpu (the comparison's table)",
+                  file=sys.stderr)
+            return 2
+        problem = check_path(args.markdown) or ("is a symbolic link; name a file of its own"
+                                                if args.markdown.is_symlink() else "")
+        if problem:  # asked before the run: the table is written after it
+            print(f"python -m harness fuzz: --markdown {args.markdown}: {problem}", file=sys.stderr)
+            return 2
     if args.gpu:
         return _gpu(args)
     if args.compare is not None:

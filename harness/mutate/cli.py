@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -93,8 +94,16 @@ def _split(args: argparse.Namespace) -> str | None:
         if not Path(path).is_file():
             return f"target {t!r}: no file {path!r}"
         args.targets.append(Target(path, name))
-    if args.json is not None and args.json.parent and not args.json.parent.is_dir():
-        return f"--json {args.json}: no directory {str(args.json.parent)!r}"
+    if args.json is not None:
+        if args.list:
+            return "--json: --list runs nothing and writes no report; give one of them"
+        from harness.report import check_path
+
+        # asked before the run (a report that cannot be written is lost after it); a link is not written through
+        problem = check_path(args.json) or ("is a symbolic link; name a file of its own" if args.json.is_symlink()
+                                            else "")
+        if problem:
+            return f"--json {args.json}: {problem}"
     return None
 
 
@@ -103,7 +112,12 @@ def _mutants_of(targets: list[Target], kinds: tuple[str, ...] | None) -> list[An
 
     out = []
     for t in targets:
-        out += mutants(Path(t.path).read_text(), t.path, t.name, lambda k: kinds is None or k in kinds)
+        try:
+            text = Path(t.path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise MutateError(f"{t.path}::{t.name}: the file is not UTF-8 Python source ({e.reason} at byte "
+                              f"{e.start})") from None
+        out += mutants(text, t.path, t.name, lambda k: kinds is None or k in kinds)
     return out
 
 
@@ -175,8 +189,23 @@ def _run(args: argparse.Namespace) -> int:
     report = runner.Report(outcomes, rec_s, time.monotonic() - t0, list(args.pytest_args))
     print("\n".join(report.lines()))
     if args.json is not None:
-        args.json.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        try:
+            _write_json(args.json, report.to_json())
+        except OSError as e:
+            print(f"{PROG}: error: --json {args.json}: cannot write the report: {e.strerror or e}", file=sys.stderr)
+            return 2
     return report.exit_code()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """``data`` to ``path`` through a temp file beside it and ``os.replace``: a link put there during the run is
+    replaced, not written through, and a failed write leaves neither half a report nor the temp file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _relative(path: str) -> str:

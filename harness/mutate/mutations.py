@@ -398,7 +398,7 @@ def mutants(text: str, path: str, name: str, kinds: Callable[[str], bool] = lamb
     where = f"{path}::{name}"
     try:
         tree = ast.parse(text, filename=path)
-    except SyntaxError as e:
+    except (SyntaxError, ValueError) as e:  # ValueError: null bytes, before Python 3.12
         raise MutateError(f"{where}: the file does not parse: {e}") from None
     fn = find_function(tree, name, where)
     src = _Source(text)

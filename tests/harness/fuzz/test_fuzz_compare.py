@@ -116,6 +116,13 @@ def test_load_capture_names_what_is_wrong(tmp_path, what, make, message):
     (["--out", "x"], "--out goes with --gpu"),
     (["--arch", "sm91"], "--arch:"),
     (["--gpu", "--compare", "x"], "not allowed with argument"),
+    # said "plugin as gfx942" while computing sm90's casts: only CUDA arches are modelled
+    (["--arch", "gfx942"], "--arch: gfx942 is not modelled; the plugin imitates a CUDA arch's casts: sm30, "),
+    (["--arch", "cpu"], "--arch: cpu is not modelled"),
+    (["--arch", "interp"], "--arch: interp is not modelled"),
+    # was ignored outside --compare
+    (["--markdown", "t.md"], "--markdown goes with --compare or --gpu"),
+    (["--compare", "x", "--markdown", "."], "--markdown .: is a directory"),
 ])
 def test_cli_refuses_bad_arguments(capsys, argv, message):
     assert main(["fuzz", *argv]) == 2

@@ -162,7 +162,8 @@ def test_declared_equivalent_mutants_are_not_survivors(tmp_path):
     (["relu.py::relu_kernel", "--kinds", "maxmin"], "argument --kinds: expected kinds among"),
     (["relu.py::relu_kernel", "--jobs", "0"], "argument --jobs: expected at least 1 process, got 0"),
     (["relu.py::relu_kernel", "--timeout", "-1"], "argument --timeout: expected seconds > 0"),
-    (["relu.py::relu_kernel", "--json", "nodir/out.json"], "--json nodir/out.json: no directory 'nodir'"),
+    (["relu.py::relu_kernel", "--json", "nodir/out.json"], "nodir is not a directory"),
+    (["relu.py::relu_kernel", "--json", "out.json", "--list"], "--json: --list runs nothing and writes no report"),
     (["relu.py::relu_kernel", "-k", "x"], "unrecognized arguments: -k x (pytest's arguments go after --)"),
     (["--list"], "--list needs PATH::KERNEL targets"),
 ])
@@ -170,6 +171,23 @@ def test_bad_arguments_are_usage_errors_naming_them(tmp_path, monkeypatch, capsy
     monkeypatch.chdir(project(tmp_path))
     assert main(["mutate", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_json_path_that_cannot_take_the_report_is_refused_before_the_run(tmp_path, monkeypatch, capsys):
+    """``--json sub`` (a directory) passed the start-up check and lost the report after the whole run; a linked
+    ``--json`` had its target written over; a non-UTF-8 target was a raw UnicodeDecodeError."""
+    monkeypatch.chdir(project(tmp_path))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "victim.txt").write_text("keep")
+    (tmp_path / "l.json").symlink_to(tmp_path / "victim.txt")
+    (tmp_path / "latin.py").write_bytes(b"\xff\xfe\x00")
+    for args, message in ((["--json", "sub"], "--json sub: is a directory"),
+                          (["--json", "l.json"], "--json l.json: is a symbolic link"),
+                          (["latin.py::k", "--list"], "latin.py::k: the file is not UTF-8 Python source")):
+        assert main(["mutate", *args, *([] if "--list" in args else ["relu.py::relu_kernel", "--", "x.py"])]) == 2
+        err = capsys.readouterr().err
+        assert message in err, err
+    assert (tmp_path / "victim.txt").read_text() == "keep"
 
 
 def test_list_prints_each_mutant_and_runs_nothing(tmp_path, monkeypatch, capsys):

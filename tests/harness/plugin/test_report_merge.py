@@ -11,6 +11,7 @@ from dataclasses import asdict
 import pytest
 
 from harness import report
+from harness.__main__ import main
 from harness.summary import Collector, Observation
 
 pytestmark = pytest.mark.lane_independent
@@ -126,7 +127,7 @@ def test_the_command_writes_the_merge_and_says_what_it_holds(tmp_path, capsys):
     assert capsys.readouterr().out == f"report merge: 2 report(s), 2 rows, 2 checks -> {out}\n"
     assert [r["op"] for r in json.loads(out.read_text())["rows"]] == ["cast", "dot"]
     (tmp_path / "bad.json").write_text("{")
-    assert report.run(argparse.Namespace(out=str(out), inputs=[str(tmp_path / "bad.json")])) == 2
+    assert report.run(argparse.Namespace(out=str(out), inputs=[str(tmp_path / "bad.json")], overwrite=True)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"report merge: {tmp_path / 'bad.json'}: cannot read a harness report ("), err
 
@@ -145,7 +146,7 @@ def test_merge_refuses_what_is_no_report_and_an_out_it_cannot_write(tmp_path, ca
     lst.write_text("[1, 2]")
     out = tmp_path / "merged.json"
     assert report.run(argparse.Namespace(out=str(out), inputs=[str(good), str(lst)])) == 2
-    assert capsys.readouterr().err == "report merge: report 2: a JSON list, not a harness report (a JSON object)\n"
+    assert capsys.readouterr().err == f"report merge: {lst}: a JSON list, not a harness report (a JSON object)\n"
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({**_report(), "observations": [1]}))
     assert report.run(argparse.Namespace(out=str(out), inputs=[str(odd)])) == 2
@@ -161,3 +162,78 @@ def test_a_failed_write_leaves_no_temp_file(tmp_path):
     with pytest.raises(TypeError):
         report.write(tmp_path / "r.json", {"x": object()})
     assert list(tmp_path.iterdir()) == []
+
+
+def _merge_cli(out, *inputs, overwrite=False) -> int:
+    return report.run(argparse.Namespace(out=str(out), inputs=[str(p) for p in inputs], overwrite=overwrite))
+
+
+def test_an_out_that_is_an_input_a_link_or_exists_is_refused_before_anything_is_read(tmp_path, capsys):
+    """``report merge shard1.json shard2.json`` (OUT forgotten) replaced shard1.json by the merge, exit 0; a linked
+    OUT was written over; an existing OUT was replaced unasked (golden regen's --changes asks --overwrite-changes)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    report.write(a, _report(_obs("t::a")))
+    report.write(b, _report(_obs("t::b")))
+    before = a.read_bytes()
+    for out in (a, tmp_path / "." / "b.json"):
+        assert _merge_cli(out, a, b, overwrite=True) == 2
+        assert "is also an input" in capsys.readouterr().err
+    assert _merge_cli(a, b) == 2
+    assert "the file exists; remove it or pass --overwrite to replace it" in capsys.readouterr().err
+    (tmp_path / "target.json").write_text("keep")
+    (tmp_path / "link.json").symlink_to(tmp_path / "target.json")
+    assert _merge_cli(tmp_path / "link.json", a, b, overwrite=True) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert a.read_bytes() == before and (tmp_path / "target.json").read_text() == "keep"
+    out = tmp_path / "m.json"
+    out.write_text("old")
+    assert _merge_cli(out, a, b, overwrite=True) == 0 and json.loads(out.read_text())["version"] == 1
+    assert main(["report", "merge", "--overwrite", str(out), str(a), str(b)]) == 0
+
+
+def test_an_input_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, capsys):
+    """A FIFO input blocked the merge forever."""
+    import os
+
+    good = tmp_path / "r.json"
+    report.write(good, _report(_obs("t::a")))
+    os.mkfifo(tmp_path / "ff")
+    for bad, why in (("ff", "not a regular file"), ("nope.json", "no such file")):
+        assert _merge_cli(tmp_path / "m.json", good, tmp_path / bad) == 2
+        assert capsys.readouterr().err == f"report merge: {tmp_path / bad}: cannot read a harness report ({why})\n"
+    (tmp_path / "latin.json").write_bytes(b'{"x": "\xff"}')
+    assert _merge_cli(tmp_path / "m.json", good, tmp_path / "latin.json") == 2
+    assert f"{tmp_path / 'latin.json'}: cannot read a harness report (" in capsys.readouterr().err
+    # the same shard twice (by another name too) would count its observations twice
+    (tmp_path / "alias.json").symlink_to(good)
+    for again in (good, tmp_path / "alias.json"):
+        assert _merge_cli(tmp_path / "m.json", good, again) == 2
+        assert capsys.readouterr().err == (f"report merge: {again}: given twice (also as {good}); each shard's "
+                                           f"report once\n")
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"observations": [{**_obs("t::x"), "n": "many"}]},
+     "observation 1 (t::x): field 'n' must be an integer, got 'many'"),
+    ({"observations": [{**_obs("t::x"), "passed": 1}]}, "field 'passed' must be true or false, got 1"),
+    ({"observations": [{**_obs("t::x"), "typo": 1}]}, "observation 1 (t::x): unknown field 'typo'"),
+    ({"observations": [{k: v for k, v in _obs("t::x").items() if k != "op"}]}, "no field 'op'"),
+    ({"sanitize": 5}, "'sanitize' must be a JSON object, got 5"),
+    ({"sanitize": {"mode": "warn", "counts": 3}}, "sanitize.counts must be an object of integers, got 3"),
+    ({"compile_launches": _launches(compiles="3")}, "compile_launches.compiles must be an integer, got '3'"),
+    ({"vacuity": {"mode": "on", "findings": [1]}}, "vacuity.findings must be a list of objects, got [1]"),
+    ({"coverage": {"cells": [{"kernel": "k"}]}}, "report key 'coverage' is malformed in a report (KeyError"),
+])
+def test_a_malformed_shard_is_refused_naming_its_file_and_field(tmp_path, capsys, change, message):
+    """``"n": "many"`` was a raw TypeError of summary.py, ``"sanitize": 5`` an AttributeError; the errors that were
+    said named "report 2", not the file."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    report.write(good, _report(_obs("t::a")))
+    bad.write_text(json.dumps({**_report(_obs("t::b")), **change}))
+    assert _merge_cli(tmp_path / "m.json", good, bad) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("report merge: ") and message in err, err
+    if "malformed in a report" not in message:
+        assert err.startswith(f"report merge: {bad}: "), err
+    assert not (tmp_path / "m.json").exists()
