@@ -265,7 +265,7 @@ def _worker_threads() -> int | None:
     value = os.environ.get(ENV_WORKER_THREADS)
     if value is None:
         return None
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # isdigit() alone takes '²', int() does not
         raise pytest.UsageError(f"{ENV_WORKER_THREADS}={value!r}: expected a positive int (torch CPU threads per "
                                 "xdist worker)")
     return int(value)

@@ -313,6 +313,18 @@ def test_a_worker_whose_tests_import_no_torch_is_not_made_to(pytester, monkeypat
     assert threads == max(1, cores // 2)
 
 
+@pytest.mark.parametrize("raw", ["0", "-1", "x", "1.5", "²", ""])
+def test_worker_threads_take_a_positive_ascii_int_only(monkeypatch, raw):
+    """'²'.isdigit() is true and int('²') raises: it ended in an INTERNALERROR instead of naming the variable."""
+    from harness.plugin import ENV_WORKER_THREADS, _worker_threads
+
+    monkeypatch.setenv(ENV_WORKER_THREADS, "4")
+    assert _worker_threads() == 4
+    monkeypatch.setenv(ENV_WORKER_THREADS, raw)
+    with pytest.raises(pytest.UsageError, match=rf"^HARNESS_WORKER_THREADS={raw!r}: expected a positive int"):
+        _worker_threads()
+
+
 def test_a_bad_worker_thread_count_is_refused(pytester, monkeypatch):
     monkeypatch.setenv("HARNESS_WORKER_THREADS", "0")
     pytester.makepyfile(test_a=THREADS_TEST)
