@@ -6,19 +6,25 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["at_least_one"]
+__all__ = ["at_least", "at_least_one"]
 
 
-def at_least_one(unit: str, units: str) -> Callable[[str], int]:
-    """A type for a count of ``units`` (``unit`` in the singular): a whole number, at least 1."""
+def at_least(minimum: int, unit: str, units: str) -> Callable[[str], int]:
+    """A type for a count of ``units`` (``unit`` in the singular): a whole number, at least ``minimum``."""
 
     def parse(text: str) -> int:
         try:
             n = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number of {units}, got {text!r}") from None
-        if n < 1:
-            raise argparse.ArgumentTypeError(f"expected at least 1 {unit}, got {n}")
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"expected at least {minimum} {unit if minimum == 1 else units}, "
+                                             f"got {n}")
         return n
 
     return parse
+
+
+def at_least_one(unit: str, units: str) -> Callable[[str], int]:
+    """A type for a count of ``units``: a whole number, at least 1."""
+    return at_least(1, unit, units)

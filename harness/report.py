@@ -26,6 +26,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.paths import parent_problem
 from harness.replay.results import summarize
 from harness.summary import Collector, observation_problem
 
@@ -54,12 +55,7 @@ def check_path(path: str | os.PathLike[str]) -> str:
         return "is a directory; expected a file path such as report.json"
     if os.path.lexists(p) and not os.path.isfile(p):
         return "exists and is not a regular file"
-    parent = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(parent):
-        return f"{parent} is not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} is not writable"
-    return ""
+    return parent_problem(p)
 
 
 def write(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.argtypes import at_least_one
+from harness.argtypes import at_least, at_least_one
 from harness.compile.cache import compile_only_process
 from harness.compile.disk_cache import cache_dir
 from harness.compile.findings import Report, check
@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-widen", action="store_true", help="compile only the given types, not fp16/bf16/fp32 variants")
     # checked here: a value the compiler asserts on would otherwise be reported as a finding of the kernel
     p.add_argument("--num-warps", type=_power_of_two, default=None, metavar="N", help="a power of 2")
-    p.add_argument("--num-stages", type=_at_least_zero, default=None, metavar="N")
+    p.add_argument("--num-stages", type=at_least(0, "stage", "stages"), default=None, metavar="N")
     p.add_argument("--num-ctas", type=at_least_one("CTA", "CTAs"), default=None, metavar="N")
     p.add_argument("--maxnreg", type=at_least_one("register", "registers"), default=None, metavar="N")
     warm = p.add_argument_group("warm start of a GPU run (instead of a kernel)")
@@ -90,16 +90,6 @@ def _power_of_two(text: str) -> int:
     n = at_least_one("warp", "warps")(text)
     if n & (n - 1):
         raise argparse.ArgumentTypeError(f"expected a power of 2 (1, 2, 4, 8, ...), got {n}")
-    return n
-
-
-def _at_least_zero(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {n}")
     return n
 
 

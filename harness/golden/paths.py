@@ -15,6 +15,8 @@ import os
 import stat
 from pathlib import Path
 
+from harness.paths import parent_problem
+
 __all__ = ["golden_root", "input_problem", "output_problem"]
 
 
@@ -47,12 +49,7 @@ def output_problem(path: str | os.PathLike[str], *, replace_flag: str | None = N
         return f"exists and is not a regular file ({_kind(st.st_mode)}); expected a file path such as out.json"
     if st is not None and replace_flag is not None:
         return f"the file exists; remove it or pass {replace_flag} to replace it"
-    parent = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(parent):
-        return f"{parent} is not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} is not writable"
-    return ""
+    return parent_problem(p)
 
 
 def input_problem(path: str | os.PathLike[str]) -> str:

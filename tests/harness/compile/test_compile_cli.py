@@ -63,7 +63,7 @@ _OK = [*SIG, "--const", "FMT=tl.float8e4nv"]
         ([f"{STORE}::store_fixed", *_OK, "--num-warps", "3"], "argument --num-warps: expected a power of 2"),
         ([f"{STORE}::store_fixed", *_OK, "--num-warps", "0"], "argument --num-warps: expected at least 1 warp"),
         ([f"{STORE}::store_fixed", *_OK, "--num-ctas", "0"], "argument --num-ctas: expected at least 1 CTA"),
-        ([f"{STORE}::store_fixed", *_OK, "--num-stages", "-2"], "argument --num-stages: expected a number >= 0"),
+        ([f"{STORE}::store_fixed", *_OK, "--num-stages", "-2"], "argument --num-stages: expected at least 0 stages"),
         ([f"{STORE}::store_fixed", *_OK, "--maxnreg", "-1"], "argument --maxnreg: expected at least 1 register"),
         # warm-start options were ignored without --warm; a repeated name took the last value
         ([f"{STORE}::store_fixed", *_OK, "--jobs", "-3", "--missing-ok"], "--jobs, --missing-ok: only with --warm"),
