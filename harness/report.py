@@ -26,7 +26,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.paths import parent_problem
+from harness.paths import check_path, input_problem, own_file_problem
 from harness.replay.results import summarize
 from harness.summary import Collector, observation_problem
 
@@ -43,19 +43,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, set):
         return sorted(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-def check_path(path: str | os.PathLike[str]) -> str:
-    """Why a report cannot be written at ``path`` (empty when it can): asked before a run, so that a typo costs a
-    usage error at start-up rather than the report at the end."""
-    p = os.fspath(path)
-    if not p:
-        return "an empty path"
-    if os.path.isdir(p):
-        return "is a directory; expected a file path such as report.json"
-    if os.path.lexists(p) and not os.path.isfile(p):
-        return "exists and is not a regular file"
-    return parent_problem(p)
 
 
 def write(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
@@ -265,11 +252,9 @@ def _out_problem(out: str, inputs: Sequence[str | os.PathLike[str]], overwrite: 
     """Why the merge must not be written at ``out`` (empty when it may). An ``out`` that is one of the inputs is
     refused even with ``overwrite``: it is ``report merge shard1.json shard2.json`` with OUT forgotten, which
     would replace a shard by the merge."""
-    problem = check_path(out)
+    problem = own_file_problem(out)
     if problem:
         return problem
-    if os.path.islink(out):
-        return "is a symbolic link; name a file of its own"
     for path in inputs:
         if os.path.realpath(out) == os.path.realpath(path) or (
                 os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path)):
@@ -289,10 +274,9 @@ def merge_files(out: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[
         raise ValueError(f"{os.fspath(out)}: cannot write the merged report there: {problem}")
     seen: dict[str, str] = {}
     for path in inputs:  # before reading any: a FIFO would block the read forever
-        if not os.path.exists(path):
-            raise ValueError(f"{os.fspath(path)}: cannot read a harness report (no such file)")
-        if not os.path.isfile(path):
-            raise ValueError(f"{os.fspath(path)}: cannot read a harness report (not a regular file)")
+        problem = input_problem(path)
+        if problem:
+            raise ValueError(f"{os.fspath(path)}: cannot read a harness report ({problem})")
         real = os.path.realpath(path)
         if real in seen:  # its observations would count twice
             raise ValueError(f"{os.fspath(path)}: given twice (also as {seen[real]}); each shard's report once")

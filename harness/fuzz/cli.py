@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.arch import _KNOWN_CC, parse_arch
-    from harness.report import check_path
+    from harness.paths import own_file_problem
 
     try:
         arch = parse_arch(args.arch)
@@ -78,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
             print("python -m harness fuzz: --markdown goes with --compare or --gpu (the comparison's table)",
                   file=sys.stderr)
             return 2
-        problem = check_path(args.markdown) or ("is a symbolic link; name a file of its own"
-                                                if args.markdown.is_symlink() else "")
+        problem = own_file_problem(args.markdown)
         if problem:  # asked before the run: the table is written after it
             print(f"python -m harness fuzz: --markdown {args.markdown}: {problem}", file=sys.stderr)
             return 2

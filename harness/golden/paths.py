@@ -4,7 +4,7 @@ Why a module of its own: a bad path given to ``--golden-changes``, ``--golden-re
 ``python -m harness golden`` command cost a traceback after the whole run (a directory, a missing parent), a hang (a
 FIFO), a file overwritten through a symlink, or goldens written and temp files deleted outside the project. Asked at
 start-up, each costs a usage error naming the option. The pytest plugin and the commands ask the same questions
-here, the way :func:`harness.report.check_path` asks them for ``--harness-report``.
+here; the checks every output shares are :mod:`harness.paths`.
 
 Pure: no torch, no pytest.
 """
@@ -15,17 +15,9 @@ import os
 import stat
 from pathlib import Path
 
-from harness.paths import parent_problem
+from harness.paths import kind_of, parent_problem
 
-__all__ = ["golden_root", "input_problem", "output_problem"]
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    return "not a regular file"
+__all__ = ["golden_root", "output_problem"]
 
 
 def output_problem(path: str | os.PathLike[str], *, replace_flag: str | None = None) -> str:
@@ -46,27 +38,10 @@ def output_problem(path: str | os.PathLike[str], *, replace_flag: str | None = N
     except OSError as e:
         return f"cannot be examined ({e.strerror or e})"
     if st is not None and not stat.S_ISREG(st.st_mode):
-        return f"exists and is not a regular file ({_kind(st.st_mode)}); expected a file path such as out.json"
+        return f"exists and is not a regular file ({kind_of(st.st_mode)}); expected a file path such as out.json"
     if st is not None and replace_flag is not None:
         return f"the file exists; remove it or pass {replace_flag} to replace it"
     return parent_problem(p)
-
-
-def input_problem(path: str | os.PathLike[str]) -> str:
-    """Why a file cannot be read at ``path`` (empty when it can): asked before opening, since opening a FIFO
-    blocks until someone writes to it."""
-    p = os.fspath(path)
-    if not p:
-        return "an empty path"
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        return "not found"
-    except OSError as e:
-        return f"cannot be examined ({e.strerror or e})"
-    if not stat.S_ISREG(st.st_mode):
-        return f"is {_kind(st.st_mode)}, not a regular file"
-    return ""
 
 
 def golden_root(raw: str, rootdir: str | os.PathLike[str]) -> Path:

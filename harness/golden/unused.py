@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.golden.paths import golden_root, input_problem
+from harness.golden.paths import golden_root
+from harness.paths import input_problem
 
 __all__ = ["RECORD_KIND", "RECORD_VERSION", "Verdict", "judge", "load_record", "unused_files"]
 

@@ -97,11 +97,9 @@ def _split(args: argparse.Namespace) -> str | None:
     if args.json is not None:
         if args.list:
             return "--json: --list runs nothing and writes no report; give one of them"
-        from harness.report import check_path
+        from harness.paths import own_file_problem
 
-        # asked before the run (a report that cannot be written is lost after it); a link is not written through
-        problem = check_path(args.json) or ("is a symbolic link; name a file of its own" if args.json.is_symlink()
-                                            else "")
+        problem = own_file_problem(args.json)  # asked before the run: a report that cannot be written is lost after it
         if problem:
             return f"--json {args.json}: {problem}"
     return None

@@ -198,7 +198,7 @@ def test_an_input_that_is_no_regular_file_is_refused_without_reading_it(tmp_path
     good = tmp_path / "r.json"
     report.write(good, _report(_obs("t::a")))
     os.mkfifo(tmp_path / "ff")
-    for bad, why in (("ff", "not a regular file"), ("nope.json", "no such file")):
+    for bad, why in (("ff", "is a FIFO, not a regular file"), ("nope.json", "not found")):
         assert _merge_cli(tmp_path / "m.json", good, tmp_path / bad) == 2
         assert capsys.readouterr().err == f"report merge: {tmp_path / bad}: cannot read a harness report ({why})\n"
     (tmp_path / "latin.json").write_bytes(b'{"x": "\xff"}')
